@@ -1,0 +1,60 @@
+//! Cost of reading and scaling one group, against the floor: a bare `read()`
+//! of the same group fd into the same buffer size, measured in the same run.
+//!
+//! Run: `cargo bench --bench read_scale` (as root: it opens perf events in
+//! cgroup mode on the root cgroup).
+
+use cgperf::discovery::CgroupFs;
+use cgperf::events::{PMU_ROOT, parse_event};
+use cgperf::perf::{CounterGroup, read_buffer_words};
+use cgperf::sampler::Accumulator;
+use criterion::{Criterion, criterion_group, criterion_main};
+use std::hint::black_box;
+use std::os::fd::{AsFd, AsRawFd};
+
+const EVENTS: [&str; 4] = [
+    "task-clock",
+    "context-switches",
+    "cpu-migrations",
+    "page-faults",
+];
+
+fn open_group() -> CounterGroup {
+    let attrs: Vec<_> = EVENTS
+        .iter()
+        .map(|e| {
+            parse_event(e)
+                .expect("known event")
+                .resolve(std::path::Path::new(PMU_ROOT))
+                .expect("software events resolve")
+        })
+        .collect();
+    let root = CgroupFs::locate().expect("cgroup2 is mounted");
+    let dir = std::fs::File::open(root.root()).expect("root cgroup opens");
+    CounterGroup::open(&attrs, dir.as_fd(), 0).expect("software group opens as root")
+}
+
+fn bench(c: &mut Criterion) {
+    let mut group = open_group();
+    let words = read_buffer_words(EVENTS.len());
+    let mut raw = vec![0u64; words];
+    let fd = group.leader_fd().as_raw_fd();
+    c.bench_function("bare read() syscall", |b| {
+        b.iter(|| {
+            // SAFETY: the buffer holds `words` u64 and the fd is open.
+            let n = unsafe { libc::read(fd, raw.as_mut_ptr().cast(), words * 8) };
+            black_box(n)
+        })
+    });
+    let mut acc = Accumulator::new(EVENTS.len());
+    c.bench_function("cgperf read + parse + scale", |b| {
+        b.iter(|| {
+            if let Ok((read, ids)) = group.read() {
+                black_box(acc.update(&read, ids));
+            }
+        })
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,113 @@
+//! `cgperf check`: what this machine can count of a (valid) config, event by
+//! event, and why not.
+
+use crate::cli::discover_machine;
+use crate::config::{CgroupPattern, Config};
+use crate::plan::{self, GroupSpec, Machine, Plan, TRACEPOINT_GROUP};
+use std::io::Write;
+
+/// One line of the table.
+struct Row {
+    group: String,
+    event: String,
+    status: Result<(), String>,
+}
+
+/// Probes every group, event and tracepoint of `config` and writes the table.
+pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<()> {
+    let (cgroupfs, cpus, machine) = discover_machine()?;
+    writeln!(out, "config:      valid")?;
+    writeln!(out, "cgroup2:     {}", cgroupfs.root().display())?;
+    match &machine.tracefs {
+        Ok(t) => writeln!(out, "tracefs:     {}", t.root().display())?,
+        Err(e) => writeln!(out, "tracefs:     unavailable: {e}")?,
+    }
+    writeln!(
+        out,
+        "online CPUs: {cpus:?} (probing on CPU {})",
+        machine.probe_cpu
+    )?;
+    let paranoid =
+        std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
+    writeln!(out, "kernel.perf_event_paranoid: {}", paranoid.trim())?;
+    writeln!(out)?;
+
+    let plan = Plan::build(config, &machine);
+    let rows = rows(config, &machine, &plan);
+    let width = |f: fn(&Row) -> usize, min| rows.iter().map(f).max().unwrap_or(0).max(min);
+    let (gw, ew) = (width(|r| r.group.len(), 5), width(|r| r.event.len(), 5));
+    writeln!(out, "{:gw$}  {:ew$}  STATUS", "GROUP", "EVENT")?;
+    for row in &rows {
+        let status = match &row.status {
+            Ok(()) => "ok".to_string(),
+            Err(reason) => format!("NOT COUNTED: {reason}"),
+        };
+        writeln!(out, "{:gw$}  {:ew$}  {status}", row.group, row.event)?;
+    }
+
+    writeln!(out)?;
+    writeln!(out, "CGROUP SELECTOR{:20}CGROUPS NOW", "")?;
+    let found = cgroupfs.expand(&plan.selectors);
+    for (i, selector) in plan.selectors.iter().enumerate() {
+        let kind = match selector.pattern {
+            CgroupPattern::Path(_) => "path",
+            CgroupPattern::Match { .. } => "match",
+        };
+        let n = found.iter().filter(|f| f.selectors.contains(&i)).count();
+        writeln!(out, "{kind:5} {:28} {n}", selector.pattern.as_str())?;
+    }
+
+    let groups = plan.support.iter().filter(|s| s.event.is_none());
+    let (ok, all) = groups.fold((0, 0), |(ok, all), s| {
+        (ok + usize::from(s.status.is_ok()), all + 1)
+    });
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{ok} of {all} groups can be counted on this machine; the others are disabled, the rest keeps counting."
+    )?;
+    Ok(())
+}
+
+/// Every event alone, then the group as a whole (a group can fail as a whole,
+/// e.g. more events than the PMU has counters), then each tracepoint.
+fn rows(config: &Config, machine: &Machine, plan: &Plan) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for def in &config.groups {
+        for event in &def.events {
+            let status = plan::resolve_event(event, &machine.pmu_root).and_then(|e| {
+                let single = GroupSpec {
+                    name: def.name.as_str().into(),
+                    events: vec![e],
+                };
+                plan::probe(&single, &machine.probe_cgroup, machine.probe_cpu)
+            });
+            rows.push(Row {
+                group: def.name.clone(),
+                event: event.text.clone(),
+                status,
+            });
+        }
+        rows.push(Row {
+            group: def.name.clone(),
+            event: "(whole group)".into(),
+            status: verdict(plan, &def.name, None),
+        });
+    }
+    for tp in &config.tracepoints {
+        let name = tp.to_string();
+        rows.push(Row {
+            group: TRACEPOINT_GROUP.into(),
+            status: verdict(plan, TRACEPOINT_GROUP, Some(&name)),
+            event: name,
+        });
+    }
+    rows
+}
+
+fn verdict(plan: &Plan, group: &str, event: Option<&str>) -> Result<(), String> {
+    plan.support
+        .iter()
+        .find(|s| &*s.group == group && s.event.as_deref() == event)
+        .map_or_else(|| Err("not probed".into()), |s| s.status.clone())
+}

@@ -1,0 +1,198 @@
+//! Command line: the exporter (default) and `cgperf check`.
+
+use crate::config::{self, Config};
+use crate::discovery::CgroupFs;
+use crate::exporter::{http, prometheus::Exposition};
+use crate::plan::{Machine, Plan};
+use crate::sampler::Sampler;
+use crate::snapshot::Latest;
+use crate::tracefs::Tracefs;
+use crate::{check, cpus, events};
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Counts CPU performance events per cgroup and exports them to Prometheus.
+///
+/// With no --config.file, cgperf runs an embedded default config: the root
+/// cgroup and every top-level cgroup, software events, common scheduler
+/// tracepoints, and hardware groups that are reported unsupported (not fatal)
+/// where the machine has no PMU. Needs cgroup v2 and root, or CAP_PERFMON
+/// plus CAP_DAC_READ_SEARCH.
+#[derive(Debug, Parser)]
+#[command(name = "cgperf", version, about, long_about)]
+pub struct Cli {
+    /// YAML config file (default: the embedded config, see `config/default.yaml`).
+    #[arg(long = "config.file", value_name = "PATH", global = true)]
+    config_file: Option<PathBuf>,
+
+    /// Address to serve /metrics on.
+    #[arg(
+        long = "web.listen-address",
+        value_name = "HOST:PORT",
+        default_value = "0.0.0.0:9810"
+    )]
+    listen_address: String,
+
+    /// Path under which metrics are served.
+    #[arg(
+        long = "web.telemetry-path",
+        value_name = "PATH",
+        default_value = "/metrics"
+    )]
+    telemetry_path: String,
+
+    /// Log level: error, warn, info, debug or trace.
+    #[arg(
+        long = "log.level",
+        value_name = "LEVEL",
+        default_value = "info",
+        global = true
+    )]
+    log_level: String,
+
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate the config and probe every event on this machine.
+    ///
+    /// Prints a table saying, event by event, whether this machine can count
+    /// it and why not. Exits 0 when the config is valid (even if some events
+    /// cannot be counted here), 1 when the config has errors.
+    Check,
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(e) = init_logging(&cli.log_level) {
+        eprintln!("cgperf: {e:#}");
+        return ExitCode::from(2);
+    }
+    let config = match load_config(cli.config_file.as_deref()) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("cgperf: invalid config: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = match cli.command {
+        Some(Command::Check) => check::run(&config, &mut std::io::stdout().lock()),
+        None => serve(config, &cli.listen_address, &cli.telemetry_path),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cgperf: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging(level: &str) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(level).with_context(|| {
+        format!("--log.level: `{level}` is not a log level (error, warn, info, debug, trace)")
+    })?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    Ok(())
+}
+
+fn load_config(path: Option<&std::path::Path>) -> Result<Config, config::ConfigError> {
+    match path {
+        Some(path) => config::load(path),
+        None => config::parse(config::DEFAULT_SOURCE, config::DEFAULT_YAML),
+    }
+}
+
+/// What cgperf needs to know about this machine, found once at start.
+pub fn discover_machine() -> anyhow::Result<(CgroupFs, Vec<u32>, Machine)> {
+    let cgroupfs = CgroupFs::locate().map_err(anyhow::Error::msg)?;
+    let cpus = cpus::online().map_err(anyhow::Error::msg)?;
+    let probe_cpu = *cpus.first().context("no CPU is online")?;
+    let machine = Machine {
+        pmu_root: events::PMU_ROOT.into(),
+        tracefs: Tracefs::locate(),
+        probe_cgroup: cgroupfs.root().to_path_buf(),
+        probe_cpu,
+    };
+    Ok((cgroupfs, cpus, machine))
+}
+
+fn serve(config: Config, listen: &str, telemetry_path: &str) -> anyhow::Result<()> {
+    if !telemetry_path.starts_with('/') || telemetry_path == "/" {
+        anyhow::bail!(
+            "--web.telemetry-path must start with / and not be / itself (got `{telemetry_path}`)"
+        );
+    }
+    let (cgroupfs, cpus, machine) = discover_machine()?;
+    tracing::info!(
+        cgroup2 = %cgroupfs.root().display(),
+        tracefs = %machine.tracefs.as_ref().map_or_else(|e| e.clone(), |t| t.root().display().to_string()),
+        cpus = ?cpus,
+        "starting cgperf {}",
+        env!("CARGO_PKG_VERSION")
+    );
+    let plan = Plan::build(&config, &machine);
+    for s in &plan.support {
+        if let Err(reason) = &s.status {
+            let what = s.event.as_ref().map_or_else(
+                || format!("group `{}`", s.group),
+                |e| format!("tracepoint `{e}`"),
+            );
+            tracing::warn!("{what} disabled: {reason}");
+        }
+    }
+    let latest = Latest::new();
+    let sampler = Sampler::new(plan, cgroupfs, cpus, latest.clone());
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel();
+    let sampler_thread = std::thread::Builder::new()
+        .name("cgperf-sampler".into())
+        .spawn(move || sampler.run(stop_rx))
+        .context("starting the sampler thread")?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let exposition = Arc::new(Exposition::new(latest));
+    let served = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("listening on {listen}"))?;
+        tracing::info!("serving http://{}{telemetry_path}", listener.local_addr()?);
+        axum::serve(listener, http::router(exposition, telemetry_path))
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+            .context("HTTP server")
+    });
+    drop(stop_tx);
+    if sampler_thread.join().is_err() {
+        tracing::error!("the sampler thread panicked");
+    }
+    served
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot listen for SIGTERM: {e}");
+            return std::future::pending().await;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tracing::info!("shutting down");
+}

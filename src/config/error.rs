@@ -1,0 +1,162 @@
+//! The one error type of the config module.
+//!
+//! Every problem, from an unreadable file to a group name typo, becomes a
+//! [`ConfigError`] that names the file, the position of the offending value
+//! when it has one, what is wrong, and (in `hint`) how to fix it. One flat
+//! type keeps `cgperf check` output and daemon logs uniform.
+
+use serde_saphyr::Location;
+
+/// A config file problem, positioned where possible.
+///
+/// Displays as `{source}:{line}:{column}: {message}` (or `{source}: {message}`
+/// when there is no position), followed by `\n  hint: {hint}` when there is a
+/// hint. Lines and columns are 1-based and count characters, like editors do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.render())]
+pub struct ConfigError {
+    /// The file name (or [`super::DEFAULT_SOURCE`]) the error is about.
+    pub source_name: String,
+    /// 1-based line of the offending value, if known.
+    pub line: Option<u32>,
+    /// 1-based column of the offending value, if known.
+    pub column: Option<u32>,
+    /// What is wrong, quoting the offending value.
+    pub message: String,
+    /// How to fix it, when there is something useful to say.
+    pub hint: Option<String>,
+}
+
+impl ConfigError {
+    /// An error about the file as a whole, without a position.
+    pub(crate) fn new(source_name: &str, message: impl Into<String>) -> Self {
+        Self {
+            source_name: source_name.to_owned(),
+            line: None,
+            column: None,
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// Positions the error at `location`, unless the parser did not know it
+    /// (serde-saphyr uses line 0 for "unknown").
+    pub(crate) fn at(mut self, location: Option<Location>) -> Self {
+        let known = location.filter(|l| l.line() > 0);
+        self.line = known.and_then(|l| u32::try_from(l.line()).ok());
+        self.column = known.and_then(|l| u32::try_from(l.column()).ok());
+        self
+    }
+
+    /// Adds the "how to fix it" line.
+    pub(crate) fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    fn render(&self) -> String {
+        let mut out = self.source_name.clone();
+        if let Some(line) = self.line {
+            out.push_str(&format!(":{line}"));
+            if let Some(column) = self.column {
+                out.push_str(&format!(":{column}"));
+            }
+        }
+        out.push_str(": ");
+        out.push_str(&self.message);
+        if let Some(hint) = &self.hint {
+            out.push_str("\n  hint: ");
+            out.push_str(hint);
+        }
+        out
+    }
+}
+
+/// Quotes a user-supplied value for a message, escaping control characters
+/// so that a hostile config cannot forge log lines or terminal sequences.
+pub(crate) fn quote(value: &str) -> String {
+    const MAX_CHARS: usize = 80;
+    let mut shown: String = value.chars().take(MAX_CHARS).collect();
+    if shown.len() < value.len() {
+        shown.push('…');
+    }
+    format!("{shown:?}")
+}
+
+/// Escapes control characters in text we did not write (parser messages).
+pub(crate) fn sanitize(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_debug().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Suggests the candidate closest to `input`, for "did you mean" hints.
+///
+/// Only close matches count (case-insensitive edit distance at most a third
+/// of the length, minimum 1), so that we never suggest something unrelated.
+pub(crate) fn did_you_mean<'a>(
+    input: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let limit = (input.chars().count() / 3).max(1);
+    let input = input.to_lowercase();
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(&input, &c.to_lowercase()), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance over chars; inputs are short key or group names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = substitute.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_with_and_without_position_and_hint() {
+        let mut e = ConfigError::new("a.yaml", "bad");
+        assert_eq!(e.to_string(), "a.yaml: bad");
+        e.line = Some(3);
+        e.column = Some(7);
+        assert_eq!(e.to_string(), "a.yaml:3:7: bad");
+        let e = e.hint("fix it");
+        assert_eq!(e.to_string(), "a.yaml:3:7: bad\n  hint: fix it");
+    }
+
+    #[test]
+    fn quote_escapes_and_truncates() {
+        assert_eq!(quote("a\nb"), "\"a\\nb\"");
+        assert!(quote(&"x".repeat(200)).ends_with("…\""));
+        assert_eq!(sanitize("a\x1b[31mb"), "a\\u{1b}[31mb");
+    }
+
+    #[test]
+    fn did_you_mean_only_close_matches() {
+        let keys = ["interval", "per_cpu", "groups"];
+        assert_eq!(did_you_mean("intervall", keys), Some("interval"));
+        assert_eq!(did_you_mean("group", keys), Some("groups"));
+        assert_eq!(did_you_mean("Per_CPU", keys), Some("per_cpu"));
+        assert_eq!(did_you_mean("zzz", keys), None);
+    }
+}

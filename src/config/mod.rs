@@ -1,0 +1,156 @@
+//! The YAML config file: which counter groups and tracepoints to count, for
+//! which cgroups, and how often.
+//!
+//! This module only parses and validates; it touches nothing but the config
+//! file itself (no cgroupfs, no perf). Whether an event is *supported* on
+//! this machine is the daemon's question; here we only check that it is
+//! well-formed, so that a config is either accepted whole or rejected with an
+//! error naming file, line, column, the offending value and the fix.
+//!
+//! ```yaml
+//! interval: 1s            # 100ms ..= 1h; default 1s
+//! per_cpu: false          # add a `cpu` label; default false
+//! groups:                 # name -> events opened as one perf group
+//!   ipc: [cycles, instructions]
+//! tracepoints: [sched:sched_switch]
+//! cgroups:                # default: [{path: /}]
+//!   - path: /
+//!   - match: /system.slice/*.service
+//!     groups: [ipc]       # default: all groups
+//!     tracepoints: []     # default: all tracepoints
+//! ```
+//!
+//! Keys that are absent or `null` take their defaults; unknown keys,
+//! duplicate keys and values of the wrong type are errors.
+//!
+//! Parsing goes through private `Spanned` raw structs (`schema`) so that
+//! semantic errors keep positions, then `validate` builds the public types.
+
+mod cgroup;
+mod duration;
+mod error;
+mod schema;
+mod validate;
+mod yaml;
+
+#[cfg(test)]
+mod tests;
+
+use std::io::Read;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::events::{Event, TracepointName};
+
+pub use cgroup::CgroupPattern;
+pub use duration::{MAX_INTERVAL, MIN_INTERVAL};
+pub use error::ConfigError;
+
+/// Largest config file we read: real configs are a few KiB, and the cap
+/// bounds the memory and parse time an accidental or hostile file can cost.
+pub const MAX_CONFIG_BYTES: usize = 1024 * 1024;
+
+/// The `source` name used in errors about the embedded default config.
+pub const DEFAULT_SOURCE: &str = "<embedded default config>";
+
+/// The config used when none is given: useful on any host (whole machine
+/// plus top-level cgroups, software events, common tracepoints, hardware
+/// groups that the daemon disables where unsupported).
+pub const DEFAULT_YAML: &str = include_str!("../../config/default.yaml");
+
+/// `interval` when the file does not set it.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A validated config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// How often counters are read; within [`MIN_INTERVAL`]`..=`[`MAX_INTERVAL`].
+    pub interval: Duration,
+    /// Export per-CPU series (with a `cpu` label) instead of summing CPUs.
+    pub per_cpu: bool,
+    /// Counter groups in the order written; names are unique.
+    pub groups: Vec<GroupDef>,
+    /// Tracepoints counted per cgroup, in the order written; unique.
+    pub tracepoints: Vec<TracepointName>,
+    /// Which cgroups to count, and what; never empty.
+    pub cgroups: Vec<CgroupSelector>,
+}
+
+/// A named set of events opened (and read) together as one perf group, so
+/// that ratios between them (e.g. instructions per cycle) are consistent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDef {
+    /// Matches `[A-Za-z_][A-Za-z0-9_-]*`; never `tracepoints`, which the
+    /// exporter uses as the `group` label of tracepoint counts.
+    pub name: String,
+    /// At least one event, no duplicates.
+    pub events: Vec<Event>,
+}
+
+/// Which cgroups to count, and which groups and tracepoints to count there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupSelector {
+    /// The cgroups this selector applies to.
+    pub pattern: CgroupPattern,
+    /// Names of the groups to count, in the order of [`Config::groups`].
+    pub groups: Vec<String>,
+    /// Tracepoints to count, a subset of [`Config::tracepoints`] in its order.
+    /// Not empty if `groups` is empty: a selector always counts something.
+    pub tracepoints: Vec<TracepointName>,
+}
+
+/// Reads and validates the config file at `path`.
+///
+/// Errors name the file: it cannot be read, is larger than
+/// [`MAX_CONFIG_BYTES`], is not UTF-8, or does not validate.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let source = path.display().to_string();
+    let read_error =
+        |e: std::io::Error| ConfigError::new(&source, format!("cannot read the config file: {e}"));
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    // Read one byte past the cap so that "too large" is detected without
+    // trusting metadata (which lies for pipes and procfs-like files).
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() > MAX_CONFIG_BYTES {
+        return Err(too_large(&source));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        ConfigError::new(
+            &source,
+            format!(
+                "the config file is not valid UTF-8 (at byte {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+        .hint("save the file as UTF-8")
+    })?;
+    parse(&source, &text)
+}
+
+/// Parses and validates config `text`; `source` names it in errors.
+pub fn parse(source: &str, text: &str) -> Result<Config, ConfigError> {
+    if text.len() > MAX_CONFIG_BYTES {
+        return Err(too_large(source));
+    }
+    let raw = yaml::deserialize(source, text)?;
+    validate::validate(source, raw)
+}
+
+/// The embedded default config ([`DEFAULT_YAML`]).
+///
+/// A unit test proves that it parses; it still returns a `Result` so that a
+/// broken edit of `default.yaml` surfaces as an error, never as a panic.
+pub fn default_config() -> Result<Config, ConfigError> {
+    parse(DEFAULT_SOURCE, DEFAULT_YAML)
+}
+
+fn too_large(source: &str) -> ConfigError {
+    ConfigError::new(
+        source,
+        format!("the config is larger than {} KiB", MAX_CONFIG_BYTES / 1024),
+    )
+    .hint("a cgperf config is a few KiB; check that this is the right file")
+}

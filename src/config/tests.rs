@@ -1,0 +1,936 @@
+//! End-to-end tests of `parse`/`load`: happy paths, and every error with
+//! its position, message and hint.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::events::{parse_event, parse_tracepoint};
+
+const SOURCE: &str = "test.yaml";
+
+/// A group definition to prepend where a test needs one.
+const GROUPS: &str = "groups:\n  ipc: [cycles, instructions]\n  sched: [task-clock]\n";
+
+fn ok(text: &str) -> Config {
+    match parse(SOURCE, text) {
+        Ok(config) => config,
+        Err(e) => panic!("unexpected error for {text:?}:\n{e}"),
+    }
+}
+
+/// Asserts the error's position, that its message contains every needle,
+/// and that its hint contains `hint`.
+#[track_caller]
+fn check(text: &str, at: Option<(u32, u32)>, message: &[&str], hint: &str) -> ConfigError {
+    let err = match parse(SOURCE, text) {
+        Ok(config) => panic!("accepted {text:?}: {config:?}"),
+        Err(e) => e,
+    };
+    assert_eq!(err.source_name, SOURCE);
+    assert_eq!(err.line.zip(err.column), at, "position of {text:?}:\n{err}");
+    for needle in message {
+        assert!(
+            err.message.contains(needle),
+            "message of {text:?} lacks {needle:?}:\n{err}"
+        );
+    }
+    let got = err.hint.as_deref().unwrap_or_default();
+    assert!(
+        got.contains(hint),
+        "hint of {text:?} lacks {hint:?}:\n{err}"
+    );
+    err
+}
+
+fn names(config: &Config) -> Vec<&str> {
+    config.groups.iter().map(|g| g.name.as_str()).collect()
+}
+
+fn tp(text: &str) -> crate::events::TracepointName {
+    parse_tracepoint(text).expect("valid tracepoint")
+}
+
+// ---- happy paths -------------------------------------------------------
+
+#[test]
+fn defaults_apply() {
+    let config = ok("groups:\n  ipc: [cycles, instructions]\n");
+    assert_eq!(config.interval, Duration::from_secs(1));
+    assert!(!config.per_cpu);
+    assert!(config.tracepoints.is_empty());
+    assert_eq!(
+        config.cgroups,
+        vec![CgroupSelector {
+            pattern: CgroupPattern::Path("/".to_owned()),
+            groups: vec!["ipc".to_owned()],
+            tracepoints: vec![],
+        }]
+    );
+    let events: Vec<_> = config.groups[0]
+        .events
+        .iter()
+        .map(|e| e.text.as_str())
+        .collect();
+    assert_eq!(events, ["cycles", "instructions"]);
+    // `null` means "use the default".
+    assert_eq!(
+        ok(&format!("{GROUPS}interval: ~\n")).interval,
+        Duration::from_secs(1)
+    );
+}
+
+#[test]
+fn spec_example_parses_and_resolves_in_config_order() {
+    let config = ok(r#"
+interval: 250ms
+per_cpu: true
+groups:
+  ipc:   [cycles, instructions]
+  sched: [task-clock, context-switches, cpu-migrations, page-faults]
+  msr:   ["msr/tsc/"]
+tracepoints:
+  - sched:sched_switch
+  - syscalls:sys_enter_openat
+cgroups:
+  - path: /
+  - match: /system.slice/*.service
+    groups: [sched, ipc]
+    tracepoints: [syscalls:sys_enter_openat, sched:sched_switch]
+  - match: /user.slice/**
+    groups: [msr]
+    tracepoints: []
+"#);
+    assert_eq!(config.interval, Duration::from_millis(250));
+    assert!(config.per_cpu);
+    assert_eq!(names(&config), ["ipc", "sched", "msr"]);
+    let all_tp = vec![tp("sched:sched_switch"), tp("syscalls:sys_enter_openat")];
+    assert_eq!(config.tracepoints, all_tp);
+    assert_eq!(config.cgroups.len(), 3);
+    assert_eq!(config.cgroups[0].groups, ["ipc", "sched", "msr"]);
+    assert_eq!(config.cgroups[0].tracepoints, all_tp);
+    // Written as [sched, ipc] and in reverse tracepoint order; resolved in config order.
+    assert_eq!(
+        config.cgroups[1].pattern.as_str(),
+        "/system.slice/*.service"
+    );
+    assert_eq!(config.cgroups[1].groups, ["ipc", "sched"]);
+    assert_eq!(config.cgroups[1].tracepoints, all_tp);
+    assert_eq!(config.cgroups[2].groups, ["msr"]);
+    assert!(config.cgroups[2].tracepoints.is_empty());
+    assert!(
+        config.cgroups[1]
+            .pattern
+            .matches("/system.slice/cron.service")
+    );
+    assert!(
+        !config.cgroups[1]
+            .pattern
+            .matches("/system.slice/a/b.service")
+    );
+    assert!(
+        config.cgroups[2]
+            .pattern
+            .matches("/user.slice/user-0.slice/session-1.scope")
+    );
+}
+
+#[test]
+fn tracepoints_alone_are_enough() {
+    let config = ok("tracepoints: [sched:sched_switch]\n");
+    assert!(config.groups.is_empty());
+    assert_eq!(config.cgroups[0].tracepoints, [tp("sched:sched_switch")]);
+    let config = ok("groups: {}\ntracepoints: [sched:sched_switch]\n");
+    assert!(config.groups.is_empty());
+}
+
+#[test]
+fn selector_with_only_tracepoints_or_only_groups() {
+    let config = ok(&format!(
+        "{GROUPS}tracepoints: [sched:sched_switch]\ncgroups:\n  - path: /a\n    groups: []\n  - path: /b\n    tracepoints: []\n"
+    ));
+    assert!(config.cgroups[0].groups.is_empty());
+    assert_eq!(config.cgroups[0].tracepoints, [tp("sched:sched_switch")]);
+    assert_eq!(config.cgroups[1].groups, ["ipc", "sched"]);
+    assert!(config.cgroups[1].tracepoints.is_empty());
+}
+
+#[test]
+fn paths_and_globs_are_normalized() {
+    let config = ok(&format!(
+        "{GROUPS}cgroups:\n  - path: //system.slice//cron.service/\n  - match: /kubepods.slice//**/\n"
+    ));
+    assert_eq!(
+        config.cgroups[0].pattern,
+        CgroupPattern::Path("/system.slice/cron.service".to_owned())
+    );
+    assert_eq!(config.cgroups[1].pattern.as_str(), "/kubepods.slice/**");
+    assert!(config.cgroups[1].pattern.matches("/kubepods.slice/a/b"));
+}
+
+#[test]
+fn interval_table() {
+    let table = [
+        ("100ms", Duration::from_millis(100)),
+        ("0.1s", Duration::from_millis(100)),
+        ("250ms", Duration::from_millis(250)),
+        ("1s", Duration::from_secs(1)),
+        ("1.5s", Duration::from_millis(1500)),
+        ("2m", Duration::from_secs(120)),
+        ("60m", Duration::from_secs(3600)),
+        ("1h", Duration::from_secs(3600)),
+    ];
+    for (text, want) in table {
+        assert_eq!(
+            ok(&format!("{GROUPS}interval: {text}\n")).interval,
+            want,
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn embedded_default_config_parses() {
+    let config = default_config().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.interval, Duration::from_secs(1));
+    assert!(!config.per_cpu);
+    assert_eq!(names(&config), ["sched", "ipc", "cache", "branch"]);
+    let tracepoints: Vec<String> = config.tracepoints.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        tracepoints,
+        [
+            "sched:sched_switch",
+            "sched:sched_wakeup",
+            "sched:sched_process_exec",
+            "sched:sched_process_fork"
+        ]
+    );
+    let patterns: Vec<&str> = config.cgroups.iter().map(|c| c.pattern.as_str()).collect();
+    assert_eq!(patterns, ["/", "/*"]);
+    // The two selectors do not overlap: root only, then top-level cgroups only.
+    assert!(config.cgroups[0].pattern.matches("/"));
+    assert!(!config.cgroups[1].pattern.matches("/"));
+    assert!(config.cgroups[1].pattern.matches("/system.slice"));
+    assert!(
+        !config.cgroups[1]
+            .pattern
+            .matches("/system.slice/cron.service")
+    );
+    for selector in &config.cgroups {
+        assert_eq!(selector.groups.len(), 4);
+        assert_eq!(selector.tracepoints, config.tracepoints);
+    }
+}
+
+#[test]
+fn example_config_parses() {
+    let config = ok(include_str!("../../config/example.yaml"));
+    assert_eq!(config.interval, Duration::from_secs(5));
+    assert_eq!(names(&config), ["sched", "ipc", "cache", "branch", "tsc"]);
+    let pods = config
+        .cgroups
+        .iter()
+        .find(|c| c.pattern.as_str().contains("besteffort"))
+        .expect("pod selector");
+    assert!(
+        pods.pattern
+            .matches("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234.slice")
+    );
+    assert!(
+        !pods
+            .pattern
+            .matches("/kubepods.slice/kubepods-burstable.slice")
+    );
+    let containers = config.cgroups.last().expect("container selector");
+    assert!(containers.groups.is_empty());
+    assert_eq!(containers.tracepoints, [tp("sched:sched_process_exec")]);
+}
+
+// ---- errors: types, keys, YAML ------------------------------------------
+
+#[test]
+fn wrong_types() {
+    check(
+        "interval: [1]\n",
+        Some((1, 11)),
+        &["`interval` must be a duration", "found a list"],
+        "interval: 1s",
+    );
+    check(
+        "groups: 3\n",
+        Some((1, 9)),
+        &["`groups` must be a mapping", "found \"3\""],
+        "groups: {ipc:",
+    );
+    check(
+        "per_cpu: maybe\n",
+        Some((1, 10)),
+        &["`per_cpu` must be `true` or `false`", "\"maybe\""],
+        "per_cpu: true",
+    );
+    // YAML 1.1 booleans are not accepted.
+    check(
+        "per_cpu: yes\n",
+        Some((1, 10)),
+        &["\"yes\""],
+        "per_cpu: false",
+    );
+    check(
+        "groups:\n  ipc: cycles\n",
+        Some((2, 8)),
+        &["`groups.ipc` must be a list of events"],
+        "even for a single event",
+    );
+    check(
+        "groups:\n  ipc:\n",
+        Some((2, 6)),
+        &["`groups.ipc`", "found an empty value"],
+        "ipc: [cycles",
+    );
+    check(
+        "groups:\n  ipc: [cycles, {a: b}]\n",
+        Some((2, 17)),
+        &["`groups.ipc[1]` must be an event name", "found a mapping"],
+        "perf's syntax",
+    );
+    check(
+        "tracepoints: sched:sched_switch\n",
+        Some((1, 14)),
+        &["`tracepoints` must be a list"],
+        "tracepoints: [sched:sched_switch]",
+    );
+    check(
+        "tracepoints: [[a]]\n",
+        Some((1, 15)),
+        &["`tracepoints[0]` must be a tracepoint name"],
+        "subsystem:name",
+    );
+    check(
+        &format!("{GROUPS}cgroups: /\n"),
+        Some((4, 10)),
+        &["`cgroups` must be a list"],
+        "{path: /}",
+    );
+    check(
+        &format!("{GROUPS}cgroups:\n  - /system.slice\n"),
+        Some((5, 5)),
+        &[
+            "`cgroups[0]` must be a mapping with `path:` or `match:`",
+            "\"/system.slice\"",
+        ],
+        "- path: /system.slice",
+    );
+    check(
+        &format!("{GROUPS}cgroups:\n  - path: [/]\n"),
+        Some((5, 11)),
+        &["`cgroups[0].path` must be a cgroup path"],
+        "/system.slice",
+    );
+    check(
+        &format!("{GROUPS}cgroups:\n  - path: /\n    groups: ipc\n"),
+        Some((6, 13)),
+        &["`cgroups[0].groups` must be a list of group names"],
+        "groups: [sched, ipc]",
+    );
+    check(
+        &format!("{GROUPS}cgroups:\n  - path: /\n    tracepoints: sched:sched_switch\n"),
+        Some((6, 18)),
+        &["`cgroups[0].tracepoints` must be a list"],
+        "tracepoints: [",
+    );
+    check(
+        "- groups\n",
+        Some((1, 1)),
+        &["the config must be a mapping", "found a list"],
+        "interval, per_cpu, groups",
+    );
+    check(
+        "groups: {[a]: [cycles]}\n",
+        Some((1, 10)),
+        &["`groups` has a key that is not a name", "found a list"],
+        "plain names",
+    );
+}
+
+#[test]
+fn unknown_keys() {
+    check(
+        "intervall: 1s\n",
+        Some((1, 1)),
+        &["unknown key \"intervall\" in the top level"],
+        "did you mean `interval`? valid keys here: interval, per_cpu, groups, tracepoints, cgroups",
+    );
+    check(
+        &format!("{GROUPS}cgroup:\n  - path: /\n"),
+        Some((4, 1)),
+        &["unknown key \"cgroup\""],
+        "did you mean `cgroups`?",
+    );
+    check(
+        "colour: blue\n",
+        Some((1, 1)),
+        &["unknown key \"colour\""],
+        "valid keys here: interval",
+    );
+    let err = check(
+        &format!("{GROUPS}cgroups:\n  - path: /\n    mach: /x\n"),
+        Some((6, 5)),
+        &["unknown key \"mach\" in `cgroups[0]`"],
+        "valid keys here: path, match, groups, tracepoints",
+    );
+    assert!(
+        err.hint
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("did you mean `match`?")
+    );
+}
+
+#[test]
+fn duplicate_keys() {
+    check(
+        &format!("{GROUPS}interval: 1s\ninterval: 2s\n"),
+        Some((5, 1)),
+        &["duplicate key \"interval\" in the top level"],
+        "only once",
+    );
+    check(
+        "groups:\n  ipc: [cycles]\n  ipc: [instructions]\n",
+        Some((3, 3)),
+        &["duplicate key \"ipc\" in `groups`"],
+        "only once",
+    );
+    check(
+        &format!("{GROUPS}cgroups:\n  - path: /a\n    path: /b\n"),
+        Some((6, 5)),
+        &["duplicate key \"path\" in `cgroups[0]`"],
+        "only once",
+    );
+}
+
+#[test]
+fn yaml_syntax_errors_keep_position() {
+    check(
+        "groups: {ipc: [cycles]\n",
+        Some((1, 9)),
+        &["invalid YAML"],
+        "brackets",
+    );
+    check(
+        "groups:\n  ipc: [cycles]\n   x: 1\n",
+        Some((3, 4)),
+        &["invalid YAML"],
+        "indentation",
+    );
+    check(
+        "groups:\n\tipc: [cycles]\n",
+        Some((2, 2)),
+        &["invalid YAML", "tabs"],
+        "spaces, not tabs",
+    );
+    check(
+        &format!("{GROUPS}cgroups: [{{path: *nowhere}}]\n"),
+        Some((4, 18)),
+        &["invalid YAML", "unknown anchor"],
+        "",
+    );
+    check(
+        &format!("{GROUPS}---\n{GROUPS}"),
+        Some((5, 1)),
+        &["a single YAML document"],
+        "`---`",
+    );
+}
+
+#[test]
+fn aliases_are_reported_where_used() {
+    check(
+        "groups:\n  ipc: &events [cycles]\ncgroups:\n  - path: *events\n",
+        Some((4, 11)),
+        &["`cgroups[0].path` must be a cgroup path", "found an alias"],
+        "/system.slice",
+    );
+    // Plain, type-correct aliases work.
+    let config = ok("groups:\n  a: &e [cycles, instructions]\n  b: *e\n");
+    assert_eq!(config.groups[1].events.len(), 2);
+}
+
+#[test]
+fn billion_laughs_is_rejected_quickly() {
+    let mut bomb = String::from("a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    for (prev, name) in ["a", "b", "c", "d", "e", "f", "g", "h"]
+        .iter()
+        .zip(["b", "c", "d", "e", "f", "g", "h", "i"])
+    {
+        let refs = vec![format!("*{prev}"); 9].join(", ");
+        bomb.push_str(&format!("{name}: &{name} [{refs}]\n"));
+    }
+    // At the top level, and nested where the schema expects lists.
+    let nested: String = bomb.lines().map(|l| format!("  {l}\n")).collect();
+    for doc in [bomb.clone(), format!("groups:\n{nested}")] {
+        let start = Instant::now();
+        let err = parse(SOURCE, &doc).expect_err("bomb rejected");
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "took {:?}",
+            start.elapsed()
+        );
+        assert!(err.line.is_some(), "{err}");
+    }
+}
+
+#[test]
+fn alias_budget_is_tight() {
+    // More aliases than the budget allows, all type-correct.
+    let refs = vec!["*t"; 1_001].join(", ");
+    let doc = format!("tracepoints: [&t sched:sched_switch, {refs}]\n");
+    let start = Instant::now();
+    let err = parse(SOURCE, &doc).expect_err("alias budget");
+    assert!(start.elapsed() < Duration::from_secs(2));
+    assert!(
+        err.message.contains("too complex: more than 1000 aliases"),
+        "{err}"
+    );
+    assert!(
+        err.hint
+            .as_deref()
+            .unwrap_or_default()
+            .contains("billion laughs"),
+        "{err}"
+    );
+    assert_eq!(err.line, Some(1), "{err}");
+
+    // Few aliases, each replaying a long list: bounded by the replay budget.
+    let events = vec!["cycles"; 200].join(", ");
+    let mut doc = format!("groups:\n  g0: &e [{events}]\n");
+    for i in 1..600 {
+        doc.push_str(&format!("  g{i}: *e\n"));
+    }
+    let start = Instant::now();
+    let err = parse(SOURCE, &doc).expect_err("replay budget");
+    assert!(err.message.contains("too complex"), "{err}");
+    assert!(err.line.is_some(), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn size_cap() {
+    let big = format!("{GROUPS}#{}\n", "x".repeat(MAX_CONFIG_BYTES));
+    check(&big, None, &["larger than 1024 KiB"], "a few KiB");
+    // Exactly at the cap is fine.
+    let padding = MAX_CONFIG_BYTES - GROUPS.len() - 2;
+    let at_cap = format!("{GROUPS}#{}\n", "x".repeat(padding));
+    assert_eq!(at_cap.len(), MAX_CONFIG_BYTES);
+    ok(&at_cap);
+}
+
+// ---- errors: values ------------------------------------------------------
+
+#[test]
+fn bad_intervals() {
+    let at = Some((4, 11));
+    let line = |v: &str| format!("{GROUPS}interval: {v}\n");
+    check(
+        &line("1 sec"),
+        at,
+        &["invalid interval", "unknown unit \" sec\"", "\"1 sec\""],
+        "ms, s, m or h",
+    );
+    check(&line("-1s"), at, &["\"-1s\" is negative"], "e.g. `250ms`");
+    check(
+        &line("5"),
+        at,
+        &["\"5\" has no unit"],
+        "write `5s` for seconds",
+    );
+    check(
+        &line("0s"),
+        at,
+        &["interval \"0s\" is shorter than 100ms"],
+        "between 100ms and 1h",
+    );
+    check(
+        &line("99ms"),
+        at,
+        &["interval \"99ms\" is shorter than 100ms"],
+        "between 100ms and 1h",
+    );
+    check(
+        &line("0.09s"),
+        at,
+        &["shorter than 100ms"],
+        "between 100ms and 1h",
+    );
+    check(
+        &line("61m"),
+        at,
+        &["interval \"61m\" is longer than 1h"],
+        "between 100ms and 1h",
+    );
+    check(
+        &line("1.001h"),
+        at,
+        &["longer than 1h"],
+        "between 100ms and 1h",
+    );
+    check(
+        &line("\"\""),
+        at,
+        &["the duration is empty"],
+        "e.g. `250ms`",
+    );
+}
+
+#[test]
+fn bad_groups() {
+    check(
+        "groups:\n  ipc: []\n",
+        Some((2, 8)),
+        &["group `ipc` has no events"],
+        "list at least one event",
+    );
+    for (name, col) in [
+        ("1ipc", 3),
+        ("\"my group\"", 3),
+        ("\"ipc!\"", 3),
+        ("\"-x\"", 3),
+    ] {
+        check(
+            &format!("groups:\n  {name}: [cycles]\n"),
+            Some((2, col)),
+            &["invalid group name"],
+            "[A-Za-z_][A-Za-z0-9_-]*",
+        );
+    }
+    check(
+        "groups:\n  ipc: [cycles]\n  tracepoints: [cycles]\n",
+        Some((3, 3)),
+        &["the group name \"tracepoints\" is reserved"],
+        "top-level `tracepoints:`",
+    );
+    let config = ok("groups:\n  _a: [cycles]\n  l1d-Misses_2: [cycles]\n");
+    assert_eq!(names(&config), ["_a", "l1d-Misses_2"]);
+}
+
+#[test]
+fn duplicate_event_in_group() {
+    check(
+        "groups:\n  ipc: [cycles, instructions, cycles]\n",
+        Some((2, 31)),
+        &[
+            "event \"cycles\" is listed twice in group `ipc`",
+            "first at line 2, column 9",
+        ],
+        "remove the duplicate",
+    );
+    // The same event in two groups is fine.
+    ok("groups:\n  a: [cycles]\n  b: [cycles]\n");
+}
+
+#[test]
+fn malformed_event() {
+    const BAD: &str = "bad event!";
+    let syntax = parse_event(BAD).expect_err("test premise: the event is malformed");
+    check(
+        &format!("groups:\n  ipc:\n    - cycles\n    - {BAD}\n"),
+        Some((4, 7)),
+        &["in group `ipc`: ", "bad event!", &syntax.to_string()],
+        "perf's syntax",
+    );
+}
+
+#[test]
+fn bad_tracepoints() {
+    const BAD: &str = "sched_switch";
+    let syntax = parse_tracepoint(BAD).expect_err("test premise: the tracepoint is malformed");
+    check(
+        &format!("tracepoints:\n  - sched:sched_wakeup\n  - {BAD}\n"),
+        Some((3, 5)),
+        &["sched_switch", &syntax.to_string()],
+        "subsystem:name",
+    );
+    check(
+        "tracepoints: [sched:sched_switch, sched:sched_wakeup, sched:sched_switch]\n",
+        Some((1, 55)),
+        &[
+            "tracepoint \"sched:sched_switch\" is listed twice",
+            "first at line 1, column 15",
+        ],
+        "remove the duplicate",
+    );
+}
+
+#[test]
+fn nothing_to_count() {
+    let message = ["no groups and no tracepoints"];
+    check("", None, &message, "tracepoints: [sched:sched_switch]");
+    check(
+        "# just a comment\ninterval: 1s\n",
+        None,
+        &message,
+        "groups: {sched:",
+    );
+    check(
+        "interval: 1s\ngroups: {}\n",
+        Some((2, 9)),
+        &message,
+        "groups: {sched:",
+    );
+    check(
+        "tracepoints: []\n",
+        Some((1, 14)),
+        &message,
+        "groups: {sched:",
+    );
+}
+
+// ---- errors: cgroup selectors -------------------------------------------
+
+/// `GROUPS` plus `tracepoints` plus a `cgroups:` list whose first entry is on line 6.
+fn selectors(entries: &str) -> String {
+    format!("{GROUPS}tracepoints: [sched:sched_switch]\ncgroups:\n{entries}")
+}
+
+#[test]
+fn empty_cgroups_list() {
+    check(
+        &format!("{GROUPS}cgroups: []\n"),
+        Some((4, 10)),
+        &["`cgroups` is empty"],
+        "remove `cgroups:`",
+    );
+}
+
+#[test]
+fn path_and_match() {
+    check(
+        &selectors("  - path: /a\n    match: /b/*\n"),
+        Some((7, 12)),
+        &["`cgroups[0]` has both `path` and `match`"],
+        "two entries",
+    );
+    check(
+        &selectors("  - path: /\n  - groups: [ipc]\n"),
+        Some((7, 5)),
+        &["`cgroups[1]` has neither `path` nor `match`"],
+        "path: /system.slice",
+    );
+}
+
+#[test]
+fn bad_paths() {
+    check(
+        &selectors("  - path: system.slice\n"),
+        Some((6, 11)),
+        &["the path \"system.slice\" is relative"],
+        "write `/system.slice`",
+    );
+    check(
+        &selectors("  - path: /a/../b\n"),
+        Some((6, 11)),
+        &["contains a `..` component"],
+        "without `.` or `..`",
+    );
+    check(
+        &selectors("  - path: /a/./b\n"),
+        Some((6, 11)),
+        &["contains a `.` component"],
+        "without `.` or `..`",
+    );
+    check(
+        &selectors("  - path: \"\"\n"),
+        Some((6, 11)),
+        &["the path is empty"],
+        "use `/` for the root",
+    );
+    check(
+        &selectors("  - path: /system.slice/*.service\n"),
+        Some((6, 11)),
+        &["contains glob characters"],
+        "use `match: /system.slice/*.service`",
+    );
+    check(
+        &selectors("  - match: service/*\n"),
+        Some((6, 12)),
+        &["the match pattern \"service/*\" is relative"],
+        "write `/service/*`",
+    );
+    check(
+        &selectors("  - match: /a/../*\n"),
+        Some((6, 12)),
+        &["contains a `..` component"],
+        "",
+    );
+}
+
+#[test]
+fn invalid_glob() {
+    check(
+        &selectors("  - match: /a/[b\n"),
+        Some((6, 12)),
+        &["invalid glob \"/a/[b\"", "unclosed character class"],
+        "`**` across levels",
+    );
+    check(
+        &selectors("  - match: \"/{a,b\"\n"),
+        Some((6, 12)),
+        &["invalid glob", "unclosed alternate group"],
+        "",
+    );
+}
+
+#[test]
+fn undefined_references() {
+    check(
+        &selectors("  - path: /\n    groups: [ipc, shed]\n"),
+        Some((7, 19)),
+        &["`cgroups[0]` refers to undefined group \"shed\""],
+        "did you mean `sched`? defined groups: ipc, sched",
+    );
+    check(
+        &selectors("  - path: /\n    groups: [nope]\n"),
+        Some((7, 14)),
+        &["undefined group \"nope\""],
+        "defined groups: ipc, sched",
+    );
+    check(
+        "tracepoints: [sched:sched_switch]\ncgroups:\n  - path: /\n    groups: [ipc]\n",
+        Some((4, 14)),
+        &["undefined group \"ipc\""],
+        "no groups are defined",
+    );
+    check(
+        &selectors("  - path: /\n    tracepoints: [sched:sched_wakeup]\n"),
+        Some((7, 19)),
+        &[
+            "refers to tracepoint \"sched:sched_wakeup\", which is not in the top-level `tracepoints:` list",
+        ],
+        "defined tracepoints: sched:sched_switch",
+    );
+    check(
+        &selectors("  - path: /\n    tracepoints: [sched_wakeup]\n"),
+        Some((7, 19)),
+        &[
+            "sched_wakeup",
+            &parse_tracepoint("sched_wakeup")
+                .expect_err("malformed")
+                .to_string(),
+        ],
+        "subsystem:name",
+    );
+    check(
+        &selectors("  - path: /\n    groups: [ipc, ipc]\n"),
+        Some((7, 19)),
+        &[
+            "group \"ipc\" is listed twice in `cgroups[0]`",
+            "first at line 7, column 14",
+        ],
+        "remove the duplicate",
+    );
+    check(
+        &selectors("  - path: /\n    tracepoints: [sched:sched_switch, sched:sched_switch]\n"),
+        Some((7, 39)),
+        &[
+            "tracepoint \"sched:sched_switch\" is listed twice in `cgroups[0]`",
+            "first at line 7, column 19",
+        ],
+        "remove the duplicate",
+    );
+}
+
+#[test]
+fn selector_that_counts_nothing() {
+    // No tracepoints at all, and `groups: []`.
+    check(
+        &format!("{GROUPS}cgroups:\n  - path: /\n  - match: /*\n    groups: []\n"),
+        Some((6, 5)),
+        &["`cgroups[1]` selects no groups and no tracepoints"],
+        "list at least one group or tracepoint",
+    );
+    check(
+        &selectors("  - path: /\n    groups: []\n    tracepoints: []\n"),
+        Some((6, 5)),
+        &["`cgroups[0]` selects no groups and no tracepoints"],
+        "",
+    );
+}
+
+// ---- load ---------------------------------------------------------------
+
+/// A file under the temp dir, removed on drop.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn new(name: &str, contents: &[u8]) -> Self {
+        let path =
+            std::env::temp_dir().join(format!("cgperf-config-{}-{name}", std::process::id()));
+        std::fs::write(&path, contents).expect("write temp file");
+        Self(path)
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn load_reads_and_names_the_file() {
+    let file = TempFile::new("ok.yaml", GROUPS.as_bytes());
+    assert_eq!(load(&file.0).map(|c| c.groups.len()), Ok(2));
+
+    let file = TempFile::new("bad.yaml", b"groups:\n  ipc: []\n");
+    let err = load(&file.0).expect_err("empty group");
+    let name = file.0.display().to_string();
+    assert_eq!(err.source_name, name);
+    assert!(
+        err.to_string()
+            .starts_with(&format!("{name}:2:8: group `ipc` has no events\n  hint: ")),
+        "{err}"
+    );
+}
+
+#[test]
+fn load_errors() {
+    let missing = std::env::temp_dir().join("cgperf-config-does-not-exist.yaml");
+    let err = load(&missing).expect_err("missing");
+    assert_eq!(err.source_name, missing.display().to_string());
+    assert!(
+        err.message.starts_with("cannot read the config file: "),
+        "{err}"
+    );
+    assert_eq!(err.line, None);
+
+    let err = load(&std::env::temp_dir()).expect_err("a directory");
+    assert!(
+        err.message.starts_with("cannot read the config file: "),
+        "{err}"
+    );
+
+    let file = TempFile::new("big.yaml", &vec![b'#'; MAX_CONFIG_BYTES + 1]);
+    let err = load(&file.0).expect_err("too large");
+    assert!(err.message.contains("larger than 1024 KiB"), "{err}");
+
+    let file = TempFile::new("latin1.yaml", b"groups:\n  caf\xe9: [cycles]\n");
+    let err = load(&file.0).expect_err("not UTF-8");
+    assert!(
+        err.message.contains("not valid UTF-8 (at byte 13)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn display_format() {
+    let err = check("interval: [1]\n", Some((1, 11)), &[], "");
+    assert_eq!(
+        err.to_string(),
+        "test.yaml:1:11: `interval` must be a duration, found a list\n  hint: write a number directly \
+         followed by a unit (ms, s, m or h), e.g. `interval: 1s`"
+    );
+    let err = check("", None, &[], "");
+    assert!(
+        err.to_string()
+            .starts_with("test.yaml: the config defines no groups"),
+        "{err}"
+    );
+}

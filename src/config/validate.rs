@@ -1,0 +1,404 @@
+//! Raw schema -> [`Config`]: every semantic rule, each failing with the
+//! position of the offending value and a hint.
+//!
+//! The first error wins: one precise error is more useful than a cascade of
+//! consequences of the same mistake.
+
+use serde_saphyr::Location;
+
+use super::cgroup::{CgroupPattern, PatternError};
+use super::duration::{MAX_INTERVAL, MIN_INTERVAL, human, parse_duration};
+use super::error::{ConfigError, did_you_mean, quote, sanitize};
+use super::schema::{RawConfig, RawGroups, RawSelector, Text, TextList};
+use super::{CgroupSelector, Config, DEFAULT_INTERVAL, GroupDef};
+use crate::events::{Event, TracepointName, parse_event, parse_tracepoint};
+
+/// The `group` label value the exporter gives tracepoint counts; a user
+/// group with this name would be indistinguishable from them.
+const RESERVED_GROUP: &str = "tracepoints";
+
+const GROUP_NAME_HINT: &str = "group names become the `group` label and must match \
+                               `[A-Za-z_][A-Za-z0-9_-]*`, e.g. `ipc` or `l1d-misses`";
+const RESERVED_HINT: &str = "tracepoint counts are exported with `group=\"tracepoints\"`; \
+                             list tracepoints under the top-level `tracepoints:` key, \
+                             or pick another group name";
+const EVENT_HINT: &str = "events use perf's syntax (see `perf list`), e.g. `cycles`, \
+                          `L1-dcache-load-misses` or \"msr/tsc/\"; quote names containing `/` or `:`";
+const TRACEPOINT_HINT: &str = "tracepoints are `subsystem:name`, as the directories under \
+                               /sys/kernel/tracing/events/, e.g. `sched:sched_switch`";
+const NOTHING_HINT: &str = "add a group, e.g. `groups: {sched: [task-clock, context-switches]}`, \
+                            or a tracepoint, e.g. `tracepoints: [sched:sched_switch]`";
+
+pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigError> {
+    let v = Validator { source };
+    let interval = match raw.interval {
+        Some(text) => v.interval(&text)?,
+        None => DEFAULT_INTERVAL,
+    };
+    let groups_at = raw.groups.as_ref().map(|g| g.referenced);
+    let groups = match raw.groups {
+        Some(groups) => v.groups(groups.value)?,
+        None => Vec::new(),
+    };
+    let tracepoints_at = raw.tracepoints.as_ref().map(|t| t.referenced);
+    let tracepoints = match raw.tracepoints {
+        Some(list) => v.tracepoints(&list)?,
+        None => Vec::new(),
+    };
+    if groups.is_empty() && tracepoints.is_empty() {
+        let message =
+            "the config defines no groups and no tracepoints, so there is nothing to count";
+        return Err(ConfigError::new(source, message)
+            .at(groups_at.or(tracepoints_at))
+            .hint(NOTHING_HINT));
+    }
+    let cgroups = match raw.cgroups {
+        // The whole machine, with everything.
+        None => vec![CgroupSelector {
+            pattern: CgroupPattern::Path("/".to_owned()),
+            groups: groups.iter().map(|g| g.name.clone()).collect(),
+            tracepoints: tracepoints.clone(),
+        }],
+        Some(list) if list.value.is_empty() => {
+            return Err(v
+                .error(
+                    list.referenced,
+                    "`cgroups` is empty, so nothing would be counted",
+                )
+                .hint(
+                    "list at least one selector, e.g. `- path: /`, \
+                     or remove `cgroups:` to count the whole machine",
+                ));
+        }
+        Some(list) => {
+            let mut selectors = Vec::with_capacity(list.value.len());
+            for (index, raw) in list.value.into_iter().enumerate() {
+                let here = format!("`cgroups[{index}]`");
+                selectors.push(v.selector(
+                    &here,
+                    raw.referenced,
+                    raw.value,
+                    &groups,
+                    &tracepoints,
+                )?);
+            }
+            selectors
+        }
+    };
+    Ok(Config {
+        interval,
+        per_cpu: raw.per_cpu.unwrap_or(false),
+        groups,
+        tracepoints,
+        cgroups,
+    })
+}
+
+struct Validator<'a> {
+    source: &'a str,
+}
+
+impl Validator<'_> {
+    fn error(&self, at: Location, message: impl Into<String>) -> ConfigError {
+        ConfigError::new(self.source, message).at(Some(at))
+    }
+
+    fn interval(&self, text: &Text) -> Result<std::time::Duration, ConfigError> {
+        let at = text.referenced;
+        let interval = parse_duration(&text.value).map_err(|e| {
+            self.error(at, format!("invalid interval: {}", e.message))
+                .hint(e.hint)
+        })?;
+        let (min, max) = (human(MIN_INTERVAL), human(MAX_INTERVAL));
+        let shown = quote(&text.value);
+        if interval < MIN_INTERVAL {
+            return Err(self
+                .error(at, format!("interval {shown} is shorter than {min}"))
+                .hint(format!(
+                    "the interval must be between {min} and {max}; reading all counters \
+                     more often costs more than it measures"
+                )));
+        }
+        if interval > MAX_INTERVAL {
+            return Err(self
+                .error(at, format!("interval {shown} is longer than {max}"))
+                .hint(format!(
+                    "the interval must be between {min} and {max}; new cgroups only get \
+                     their series after one interval"
+                )));
+        }
+        Ok(interval)
+    }
+
+    fn groups(&self, raw: RawGroups) -> Result<Vec<GroupDef>, ConfigError> {
+        let mut groups = Vec::with_capacity(raw.0.len());
+        for (name, events) in raw.0 {
+            self.group_name(&name)?;
+            groups.push(GroupDef {
+                events: self.group_events(&name.value, &events)?,
+                name: name.value,
+            });
+        }
+        Ok(groups)
+    }
+
+    fn group_name(&self, name: &Text) -> Result<(), ConfigError> {
+        let mut chars = name.value.chars();
+        let well_formed = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        let shown = quote(&name.value);
+        if !well_formed {
+            return Err(self
+                .error(name.referenced, format!("invalid group name {shown}"))
+                .hint(GROUP_NAME_HINT));
+        }
+        if name.value == RESERVED_GROUP {
+            return Err(self
+                .error(
+                    name.referenced,
+                    format!("the group name {shown} is reserved"),
+                )
+                .hint(RESERVED_HINT));
+        }
+        Ok(())
+    }
+
+    fn group_events(&self, group: &str, list: &TextList) -> Result<Vec<Event>, ConfigError> {
+        if list.value.is_empty() {
+            return Err(self
+                .error(list.referenced, format!("group `{group}` has no events"))
+                .hint("list at least one event, e.g. `ipc: [cycles, instructions]`, or remove the group"));
+        }
+        let context = format!(" in group `{group}`");
+        let mut events: Vec<(Event, Location)> = Vec::with_capacity(list.value.len());
+        for item in &list.value {
+            let event = parse_event(&item.value).map_err(|e| {
+                let message = syntax_message("event", &item.value, &e.to_string());
+                self.error(item.referenced, format!("in group `{group}`: {message}"))
+                    .hint(EVENT_HINT)
+            })?;
+            self.unique("event", &context, &mut events, event, item)?;
+        }
+        Ok(events.into_iter().map(|(event, _)| event).collect())
+    }
+
+    fn tracepoints(&self, list: &TextList) -> Result<Vec<TracepointName>, ConfigError> {
+        let mut tracepoints = Vec::with_capacity(list.value.len());
+        for item in &list.value {
+            let tracepoint = self.tracepoint(item)?;
+            self.unique("tracepoint", "", &mut tracepoints, tracepoint, item)?;
+        }
+        Ok(tracepoints
+            .into_iter()
+            .map(|(tracepoint, _)| tracepoint)
+            .collect())
+    }
+
+    fn tracepoint(&self, item: &Text) -> Result<TracepointName, ConfigError> {
+        parse_tracepoint(&item.value).map_err(|e| {
+            let message = syntax_message("tracepoint", &item.value, &e.to_string());
+            self.error(item.referenced, message).hint(TRACEPOINT_HINT)
+        })
+    }
+
+    /// Appends `value` to `seen`, or rejects it as a duplicate, pointing at
+    /// both occurrences.
+    fn unique<T: PartialEq>(
+        &self,
+        kind: &str,
+        context: &str,
+        seen: &mut Vec<(T, Location)>,
+        value: T,
+        item: &Text,
+    ) -> Result<(), ConfigError> {
+        if let Some((_, first)) = seen.iter().find(|(other, _)| *other == value) {
+            let message = format!(
+                "{kind} {} is listed twice{context} (first at line {}, column {})",
+                quote(&item.value),
+                first.line(),
+                first.column()
+            );
+            return Err(self
+                .error(item.referenced, message)
+                .hint("remove the duplicate"));
+        }
+        seen.push((value, item.referenced));
+        Ok(())
+    }
+
+    /// Validates one `cgroups:` entry; `here` names it (`` `cgroups[2]` ``).
+    fn selector(
+        &self,
+        here: &str,
+        at: Location,
+        raw: RawSelector,
+        groups: &[GroupDef],
+        tracepoints: &[TracepointName],
+    ) -> Result<CgroupSelector, ConfigError> {
+        let pattern_error =
+            |text: &Text, e: PatternError| self.error(text.referenced, e.message).hint(e.hint);
+        let pattern = match (&raw.path, &raw.glob) {
+            (Some(path), None) => {
+                CgroupPattern::exact(&path.value).map_err(|e| pattern_error(path, e))?
+            }
+            (None, Some(glob)) => {
+                CgroupPattern::glob(&glob.value).map_err(|e| pattern_error(glob, e))?
+            }
+            (Some(_), Some(glob)) => {
+                return Err(self
+                    .error(
+                        glob.referenced,
+                        format!("{here} has both `path` and `match`"),
+                    )
+                    .hint(
+                        "use `path:` for exactly one cgroup or `match:` for a glob; \
+                         write two entries to have both",
+                    ));
+            }
+            (None, None) => {
+                return Err(self
+                    .error(at, format!("{here} has neither `path` nor `match`"))
+                    .hint(
+                        "add `path: /system.slice` (exactly one cgroup) \
+                         or `match: /system.slice/*` (a glob)",
+                    ));
+            }
+        };
+        let selected_groups = match &raw.groups {
+            None => groups.iter().map(|g| g.name.clone()).collect(),
+            Some(list) => self.select_groups(here, list, groups)?,
+        };
+        let selected_tracepoints = match &raw.tracepoints {
+            None => tracepoints.to_vec(),
+            Some(list) => self.select_tracepoints(here, list, tracepoints)?,
+        };
+        if selected_groups.is_empty() && selected_tracepoints.is_empty() {
+            return Err(self
+                .error(
+                    at,
+                    format!(
+                        "{here} selects no groups and no tracepoints, so it would count nothing"
+                    ),
+                )
+                .hint(
+                    "list at least one group or tracepoint, or drop `groups:`/`tracepoints:` \
+                     from the entry to count all of them",
+                ));
+        }
+        Ok(CgroupSelector {
+            pattern,
+            groups: selected_groups,
+            tracepoints: selected_tracepoints,
+        })
+    }
+
+    /// Resolves `groups:` of a selector to defined names, in config order.
+    fn select_groups(
+        &self,
+        here: &str,
+        list: &TextList,
+        groups: &[GroupDef],
+    ) -> Result<Vec<String>, ConfigError> {
+        let defined: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+        let mut wanted: Vec<(&str, Location)> = Vec::with_capacity(list.value.len());
+        for item in &list.value {
+            let name = item.value.as_str();
+            if !defined.contains(&name) {
+                let listing = if defined.is_empty() {
+                    "no groups are defined under `groups:`".to_owned()
+                } else {
+                    format!("defined groups: {}", defined.join(", "))
+                };
+                let hint = match did_you_mean(name, defined.iter().copied()) {
+                    Some(close) => format!("did you mean `{close}`? {listing}"),
+                    None => listing,
+                };
+                let message = format!("{here} refers to undefined group {}", quote(name));
+                return Err(self.error(item.referenced, message).hint(hint));
+            }
+            self.unique("group", &format!(" in {here}"), &mut wanted, name, item)?;
+        }
+        Ok(defined
+            .into_iter()
+            .filter(|name| wanted.iter().any(|(w, _)| w == name))
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// Resolves `tracepoints:` of a selector to a subset of the top-level
+    /// list, in config order.
+    fn select_tracepoints(
+        &self,
+        here: &str,
+        list: &TextList,
+        tracepoints: &[TracepointName],
+    ) -> Result<Vec<TracepointName>, ConfigError> {
+        let mut wanted = Vec::with_capacity(list.value.len());
+        for item in &list.value {
+            let tracepoint = self.tracepoint(item)?;
+            if !tracepoints.contains(&tracepoint) {
+                let listing = if tracepoints.is_empty() {
+                    "no tracepoints are defined".to_owned()
+                } else {
+                    let names: Vec<String> = tracepoints.iter().map(ToString::to_string).collect();
+                    format!("defined tracepoints: {}", names.join(", "))
+                };
+                let message = format!(
+                    "{here} refers to tracepoint {}, which is not in the top-level `tracepoints:` list",
+                    quote(&item.value)
+                );
+                let hint = format!(
+                    "add it to the top-level `tracepoints:` list or remove it here; {listing}"
+                );
+                return Err(self.error(item.referenced, message).hint(hint));
+            }
+            self.unique(
+                "tracepoint",
+                &format!(" in {here}"),
+                &mut wanted,
+                tracepoint,
+                item,
+            )?;
+        }
+        Ok(tracepoints
+            .iter()
+            .filter(|t| wanted.iter().any(|(w, _)| w == *t))
+            .cloned()
+            .collect())
+    }
+}
+
+/// The events module's message, which usually quotes the text already;
+/// quote it ourselves only when it does not, so that the value is always
+/// named exactly once.
+fn syntax_message(kind: &str, text: &str, error: &str) -> String {
+    let error = sanitize(error);
+    if !text.is_empty() && error.contains(text) {
+        error
+    } else {
+        format!("invalid {kind} {}: {error}", quote(text))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::syntax_message;
+
+    #[test]
+    fn syntax_message_names_the_value_once() {
+        assert_eq!(
+            syntax_message("event", "cyclez", "unknown event `cyclez`"),
+            "unknown event `cyclez`"
+        );
+        assert_eq!(
+            syntax_message("event", "x y", "contains whitespace"),
+            "invalid event \"x y\": contains whitespace"
+        );
+        assert_eq!(
+            syntax_message("tracepoint", "", "is empty\n"),
+            "invalid tracepoint \"\": is empty\\n"
+        );
+    }
+}

@@ -1,0 +1,380 @@
+//! Running serde-saphyr with safe limits, and turning its errors into
+//! [`ConfigError`]s that say which setting is wrong and how to fix it.
+//!
+//! serde-saphyr reports type errors as e.g. "expected sequence start" at a
+//! line and column. To say *which* setting that is, we re-scan the document
+//! with its parser (no alias expansion, so linear in the input) up to that
+//! position and recover the key path, e.g. `cgroups[1].groups`.
+
+use serde_saphyr::budget::{Budget, BudgetBreach};
+use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle};
+use serde_saphyr::{DefaultMessageFormatter, DuplicateKeyPolicy, Error, MessageFormatter, Options};
+
+use super::error::{ConfigError, did_you_mean, quote, sanitize};
+use super::schema::RawConfig;
+
+/// YAML limits: far above any real config, far below what hurts, so that
+/// an alias bomb ("billion laughs") fails after little work.
+const MAX_ALIASES: usize = 1_000;
+const MAX_ANCHORS: usize = 1_000;
+const MAX_EVENTS: usize = 200_000;
+const MAX_NODES: usize = 50_000;
+const MAX_DEPTH: usize = 32;
+/// Total events replayed through aliases: bounds `*list` used many times.
+const MAX_REPLAYED_EVENTS: usize = 50_000;
+
+fn options() -> Options {
+    let mut budget = Budget::default();
+    budget.max_aliases = MAX_ALIASES;
+    budget.max_anchors = MAX_ANCHORS;
+    budget.max_events = MAX_EVENTS;
+    budget.max_nodes = MAX_NODES;
+    budget.max_depth = MAX_DEPTH;
+    let mut options = Options::default();
+    options.budget = Some(budget);
+    options.alias_limits.max_total_replayed_events = MAX_REPLAYED_EVENTS;
+    options.duplicate_keys = DuplicateKeyPolicy::Error;
+    // Only `true`/`false`: YAML 1.1's `yes`/`on`/`y` are too easy to misread.
+    options.strict_booleans = true;
+    // We render our own one-line messages.
+    options.with_snippet = false;
+    options
+}
+
+/// Deserializes the document into the raw schema.
+pub(crate) fn deserialize(source: &str, text: &str) -> Result<RawConfig, ConfigError> {
+    serde_saphyr::from_str_with_options(text, options()).map_err(|e| convert(source, text, &e))
+}
+
+/// Maps a serde-saphyr error to a [`ConfigError`] at the same position.
+fn convert(source: &str, text: &str, err: &Error) -> ConfigError {
+    // For errors inside an alias, `location` is where the alias is used,
+    // which is the line the user should look at.
+    let location = err.location();
+    let mut inner = err.without_snippet();
+    while let Error::AliasError { error, .. } = inner {
+        inner = error.without_snippet();
+    }
+    let node = location.and_then(|l| node_at(text, l.line(), l.column()));
+    let error = |message: String| ConfigError::new(source, message).at(location);
+    match inner {
+        Error::SerdeUnknownField {
+            field, expected, ..
+        } => {
+            let place = node
+                .as_ref()
+                .map_or("the config".to_owned(), |n| n.parent());
+            let valid = expected.join(", ");
+            let hint = match did_you_mean(field, expected.iter().copied()) {
+                Some(close) => format!("did you mean `{close}`? valid keys here: {valid}"),
+                None => format!("valid keys here: {valid}"),
+            };
+            error(format!("unknown key {} in {place}", quote(field))).hint(hint)
+        }
+        Error::DuplicateMappingKey { key, .. } => {
+            let place = node.as_ref().map_or("a mapping".to_owned(), |n| n.parent());
+            let key = key.as_deref().map_or("a key".to_owned(), quote);
+            error(format!("duplicate key {key} in {place}"))
+                .hint("each key may appear only once; merge the entries or remove one")
+        }
+        Error::Budget { breach, .. } => error(format!(
+            "the YAML document is too complex: {}",
+            describe_breach(breach)
+        ))
+        .hint(LIMITS_HINT),
+        Error::AliasReplayLimitExceeded { .. }
+        | Error::AliasExpansionLimitExceeded { .. }
+        | Error::AliasReplayStackDepthExceeded { .. }
+        | Error::AliasReplayCounterOverflow { .. } => error(format!(
+            "the YAML document is too complex: its aliases expand to more than \
+                 {MAX_REPLAYED_EVENTS} YAML events"
+        ))
+        .hint(LIMITS_HINT),
+        Error::MultipleDocuments { .. } => {
+            error("the config must be a single YAML document".to_owned())
+                .hint("remove the `---` document separator and everything after it")
+        }
+        Error::Unexpected { .. }
+        | Error::InvalidBooleanStrict { .. }
+        | Error::InvalidScalar { .. }
+        | Error::NullIntoString { .. }
+        | Error::SerdeInvalidType { .. }
+        | Error::SerdeInvalidValue { .. }
+        | Error::TaggedScalarCannotDeserializeIntoString { .. } => match &node {
+            Some(node) if node.is_key => error(format!(
+                "{} has a key that is not a name, found {}",
+                node.parent(),
+                node.found
+            ))
+            .hint("keys are plain names such as `interval` or `ipc`"),
+            Some(node) => match expectation(&node.path) {
+                Some((expected, hint)) => error(format!(
+                    "{} must be {expected}, found {}",
+                    node.describe_path(),
+                    node.found
+                ))
+                .hint(hint),
+                None => invalid_yaml(error, inner),
+            },
+            None => invalid_yaml(error, inner),
+        },
+        // Syntax errors and the rest: keep the parser's own words.
+        _ => invalid_yaml(error, inner),
+    }
+}
+
+/// An error we have nothing specific to say about: mostly YAML syntax.
+fn invalid_yaml(error: impl FnOnce(String) -> ConfigError, inner: &Error) -> ConfigError {
+    error(format!("invalid YAML: {}", plain_message(inner))).hint(
+        "check the indentation (spaces, not tabs), quotes and brackets at and just before this position",
+    )
+}
+
+const LIMITS_HINT: &str = "cgperf caps the size, nesting and alias use of the YAML to defuse \
+                           alias bombs (\"billion laughs\"); real configs stay far below the \
+                           caps, so write the values out instead of repeating large aliases";
+
+/// serde-saphyr's message without its location suffix (we add our own).
+fn plain_message(err: &Error) -> String {
+    sanitize(&DefaultMessageFormatter.format_message(err))
+}
+
+fn describe_breach(breach: &BudgetBreach) -> String {
+    match breach {
+        BudgetBreach::Aliases { .. } => format!("more than {MAX_ALIASES} aliases"),
+        BudgetBreach::Anchors { .. } => format!("more than {MAX_ANCHORS} anchors"),
+        BudgetBreach::Events { .. } => format!("more than {MAX_EVENTS} YAML events"),
+        BudgetBreach::Nodes { .. } => format!("more than {MAX_NODES} nodes"),
+        BudgetBreach::Depth { .. } => format!("nesting deeper than {MAX_DEPTH} levels"),
+        BudgetBreach::AliasAnchorRatio { aliases, anchors } => {
+            format!("{aliases} aliases for only {anchors} anchors")
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+/// One step from the document root to a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// The node found at an error position.
+#[derive(Debug)]
+struct NodeAt {
+    /// Steps from the root to the node (for a key: to its mapping).
+    path: Vec<Step>,
+    /// The node is a mapping key rather than a value.
+    is_key: bool,
+    /// What the node is, for "found ..." (e.g. `a list`, `"maybe"`).
+    found: String,
+}
+
+impl NodeAt {
+    /// `cgroups[1].groups`, or `the config` for the root.
+    fn describe_path(&self) -> String {
+        render_path(&self.path)
+    }
+
+    /// Where a key sits: `the top level` or `` `cgroups[0]` ``.
+    fn parent(&self) -> String {
+        if self.path.is_empty() {
+            "the top level".to_owned()
+        } else {
+            render_path(&self.path)
+        }
+    }
+}
+
+fn render_path(path: &[Step]) -> String {
+    let mut out = String::new();
+    for step in path {
+        match step {
+            Step::Key(key) if out.is_empty() => out.push_str(key),
+            Step::Key(key) => {
+                out.push('.');
+                out.push_str(key);
+            }
+            Step::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    if out.is_empty() {
+        "the config".to_owned()
+    } else {
+        format!("`{out}`")
+    }
+}
+
+/// Replays the parser up to the node starting at `line`:`column` (1-based)
+/// and returns its path. `None` if there is no node exactly there.
+fn node_at(text: &str, line: u64, column: u64) -> Option<NodeAt> {
+    /// An open collection; a mapping remembers the key whose value is being read.
+    enum Frame {
+        Seq(usize),
+        Map(Option<String>),
+    }
+    /// A node just ended: advance the enclosing collection.
+    fn finish(frames: &mut [Frame]) {
+        match frames.last_mut() {
+            Some(Frame::Seq(i)) => *i += 1,
+            Some(Frame::Map(key @ Some(_))) => *key = None,
+            // A complex (non-scalar) key; its value follows.
+            Some(Frame::Map(key @ None)) => *key = Some("?".to_owned()),
+            None => {}
+        }
+    }
+
+    let mut frames: Vec<Frame> = Vec::new();
+    for item in Parser::new_from_str(text) {
+        let (event, span) = item.ok()?;
+        let is_key = matches!(frames.last(), Some(Frame::Map(None)));
+        let found = match &event {
+            Event::Scalar(value, ScalarStyle::Plain, ..)
+                if matches!(value.as_ref(), "" | "~" | "null" | "Null" | "NULL") =>
+            {
+                "an empty value".to_owned()
+            }
+            Event::Scalar(value, ..) => quote(value),
+            Event::SequenceStart(..) => "a list".to_owned(),
+            Event::MappingStart(..) => "a mapping".to_owned(),
+            Event::Alias(..) => "an alias".to_owned(),
+            Event::SequenceEnd | Event::MappingEnd => {
+                frames.pop();
+                finish(&mut frames);
+                continue;
+            }
+            _ => continue,
+        };
+        let start = &span.start;
+        if start.line() as u64 == line && start.col() as u64 + 1 == column {
+            let path = frames
+                .iter()
+                .filter_map(|frame| match frame {
+                    Frame::Seq(i) => Some(Step::Index(*i)),
+                    Frame::Map(key) => key.clone().map(Step::Key),
+                })
+                .collect();
+            return Some(NodeAt {
+                path,
+                is_key,
+                found,
+            });
+        }
+        match event {
+            Event::SequenceStart(..) => frames.push(Frame::Seq(0)),
+            Event::MappingStart(..) => frames.push(Frame::Map(None)),
+            Event::Scalar(value, ..) if is_key => {
+                if let Some(Frame::Map(key)) = frames.last_mut() {
+                    *key = Some(value.into_owned());
+                }
+            }
+            _ => finish(&mut frames),
+        }
+    }
+    None
+}
+
+/// What a setting must be and an example, by its path (group names and
+/// list indices do not matter).
+fn expectation(path: &[Step]) -> Option<(&'static str, &'static str)> {
+    let mut shape = String::new();
+    for (i, step) in path.iter().enumerate() {
+        match step {
+            Step::Index(_) => shape.push_str("[]"),
+            // The second level under `groups` is a user-chosen group name.
+            Step::Key(_)
+                if i == 1 && matches!(path.first(), Some(Step::Key(k)) if k == "groups") =>
+            {
+                shape.push_str(".*");
+            }
+            Step::Key(key) if i == 0 => shape.push_str(key),
+            Step::Key(key) => {
+                shape.push('.');
+                shape.push_str(key);
+            }
+        }
+    }
+    let found = match shape.as_str() {
+        "" => (
+            "a mapping of settings",
+            "the config is a mapping with the keys interval, per_cpu, groups, tracepoints \
+             and cgroups; see the embedded default config",
+        ),
+        "interval" => (
+            "a duration",
+            "write a number directly followed by a unit (ms, s, m or h), e.g. `interval: 1s`",
+        ),
+        "per_cpu" => (
+            "`true` or `false`",
+            "write `per_cpu: true` or `per_cpu: false`",
+        ),
+        "groups" => (
+            "a mapping from group name to a list of events",
+            "write e.g. `groups: {ipc: [cycles, instructions]}`",
+        ),
+        "groups.*" => (
+            "a list of events",
+            "write e.g. `ipc: [cycles, instructions]`, even for a single event",
+        ),
+        "groups.*[]" => (
+            "an event name",
+            "write one event per list item in perf's syntax, e.g. `cycles` or \"msr/tsc/\"",
+        ),
+        "tracepoints" | "cgroups[].tracepoints" => (
+            "a list of tracepoints",
+            "write e.g. `tracepoints: [sched:sched_switch]`, even for a single tracepoint",
+        ),
+        "tracepoints[]" | "cgroups[].tracepoints[]" => (
+            "a tracepoint name",
+            "write `subsystem:name`, e.g. `sched:sched_switch`",
+        ),
+        "cgroups" => (
+            "a list of cgroup selectors",
+            "write e.g. `cgroups: [{path: /}, {match: /system.slice/*.service}]`",
+        ),
+        "cgroups[]" => (
+            "a mapping with `path:` or `match:`",
+            "write `- path: /system.slice` for one cgroup or `- match: /system.slice/*` for a glob",
+        ),
+        "cgroups[].path" | "cgroups[].match" => (
+            "a cgroup path",
+            "write a path relative to the cgroup2 root, e.g. `/system.slice`",
+        ),
+        "cgroups[].groups" => (
+            "a list of group names",
+            "write e.g. `groups: [sched, ipc]`, even for a single group",
+        ),
+        "cgroups[].groups[]" => ("a group name", "list names defined under `groups:`"),
+        _ => return None,
+    };
+    Some(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path_at(text: &str, line: u64, column: u64) -> Option<String> {
+        node_at(text, line, column).map(|n| n.describe_path())
+    }
+
+    #[test]
+    fn node_paths() {
+        let text = "interval: 1s\ngroups:\n  ipc: [cycles, instructions]\n\
+                    cgroups:\n  - path: /\n  - match: /*\n    groups: [ipc]\n";
+        assert_eq!(path_at(text, 1, 11).as_deref(), Some("`interval`"));
+        assert_eq!(path_at(text, 3, 8).as_deref(), Some("`groups.ipc`"));
+        assert_eq!(path_at(text, 3, 17).as_deref(), Some("`groups.ipc[1]`"));
+        assert_eq!(path_at(text, 6, 12).as_deref(), Some("`cgroups[1].match`"));
+        assert_eq!(path_at(text, 7, 13).as_deref(), Some("`cgroups[1].groups`"));
+        assert_eq!(
+            path_at(text, 7, 14).as_deref(),
+            Some("`cgroups[1].groups[0]`")
+        );
+        let key = node_at(text, 7, 5).expect("key node");
+        assert!(key.is_key);
+        assert_eq!(key.parent(), "`cgroups[1]`");
+        assert!(path_at(text, 1, 2).is_none());
+    }
+}

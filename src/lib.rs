@@ -1,0 +1,20 @@
+//! cgperf counts CPU performance events per cgroup and exports them.
+//!
+//! Data flows one way: [`config`] (parse and validate) → [`plan`] (resolve
+//! events on this machine, probe support) → [`perf`] (open and read groups in
+//! cgroup mode) → [`sampler`] (per-interval scaling, accumulation) →
+//! [`snapshot`] → [`exporter`]. [`discovery`] finds the cgroups to count.
+
+pub mod check;
+pub mod cli;
+pub mod config;
+pub mod cpus;
+pub mod discovery;
+pub mod events;
+pub mod exporter;
+pub mod mountinfo;
+pub mod perf;
+pub mod plan;
+pub mod sampler;
+pub mod snapshot;
+pub mod tracefs;

@@ -1,0 +1,5 @@
+//! The `cgperf` binary.
+
+fn main() -> std::process::ExitCode {
+    cgperf::cli::main()
+}

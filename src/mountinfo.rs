@@ -1,0 +1,131 @@
+//! Parsing `/proc/self/mountinfo`, which is how cgperf finds cgroup2 and
+//! tracefs wherever the host mounted them (pure v2, hybrid, custom paths).
+
+use std::path::PathBuf;
+
+/// One mount: where it is and what filesystem it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// The mount point, with the kernel's octal escapes decoded.
+    pub mount_point: PathBuf,
+    /// The filesystem type (`cgroup2`, `tracefs`, `debugfs`, ...).
+    pub fs_type: String,
+}
+
+/// Parses the text of a mountinfo file. Malformed lines are skipped: a line
+/// cgperf cannot read cannot be the mount it is looking for.
+pub fn parse(text: &str) -> Vec<Mount> {
+    text.lines().filter_map(parse_line).collect()
+}
+
+/// Reads and parses `/proc/self/mountinfo`.
+pub fn read() -> std::io::Result<Vec<Mount>> {
+    Ok(parse(&std::fs::read_to_string("/proc/self/mountinfo")?))
+}
+
+/// The first mount point of a filesystem of type `fs_type`, preferring the
+/// conventional location `preferred` when it is one of them.
+pub fn find(mounts: &[Mount], fs_type: &str, preferred: &str) -> Option<PathBuf> {
+    let mut found = mounts.iter().filter(|m| m.fs_type == fs_type);
+    let first = found.next()?;
+    if first.mount_point.as_os_str() == preferred {
+        return Some(first.mount_point.clone());
+    }
+    Some(
+        found
+            .find(|m| m.mount_point.as_os_str() == preferred)
+            .unwrap_or(first)
+            .mount_point
+            .clone(),
+    )
+}
+
+// Format: id parent major:minor root mount_point options [optional...] - fstype source super_options
+fn parse_line(line: &str) -> Option<Mount> {
+    let (left, right) = line.split_once(" - ")?;
+    let mount_point = left.split(' ').nth(4)?;
+    let fs_type = right.split(' ').next()?;
+    Some(Mount {
+        mount_point: PathBuf::from(unescape(mount_point)),
+        fs_type: fs_type.to_string(),
+    })
+}
+
+/// Decodes the `\ooo` octal escapes the kernel uses for space, tab, newline
+/// and backslash in mount points.
+fn unescape(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)))
+            .and_then(|d| u8::from_str_radix(std::str::from_utf8(d).ok()?, 8).ok());
+        match octal {
+            Some(b) => {
+                out.push(b);
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HYBRID: &str = "\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+50 23 0:40 / /sys/kernel/debug rw,relatime - debugfs debugfs rw
+51 50 0:41 / /sys/kernel/debug/tracing rw,relatime shared:5 - tracefs tracefs rw
+52 23 0:42 / /mnt/my\\040cg rw - cgroup2 cgroup2 rw
+garbage line
+";
+
+    #[test]
+    fn finds_hybrid_cgroup2_and_tracefs() {
+        let mounts = parse(HYBRID);
+        assert_eq!(mounts.len(), 6);
+        assert_eq!(
+            find(&mounts, "cgroup2", "/sys/fs/cgroup"),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+        assert_eq!(
+            find(&mounts, "tracefs", "/sys/kernel/tracing"),
+            Some(PathBuf::from("/sys/kernel/debug/tracing"))
+        );
+        assert_eq!(find(&mounts, "bpf", "/sys/fs/bpf"), None);
+    }
+
+    #[test]
+    fn prefers_conventional_location_and_decodes_escapes() {
+        let mounts = parse(HYBRID);
+        assert_eq!(mounts[5].mount_point, PathBuf::from("/mnt/my cg"));
+        assert_eq!(
+            find(&mounts, "cgroup2", "/mnt/my cg"),
+            Some(PathBuf::from("/mnt/my cg"))
+        );
+        let pure = "1 0 0:1 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            find(&parse(pure), "cgroup2", "/sys/fs/cgroup"),
+            Some(PathBuf::from("/sys/fs/cgroup"))
+        );
+    }
+
+    #[test]
+    fn this_machine_has_cgroup2() {
+        let mounts = read().expect("mountinfo is readable");
+        assert!(
+            find(&mounts, "cgroup2", "/sys/fs/cgroup").is_some(),
+            "cgperf needs a cgroup2 mount; this machine has none"
+        );
+    }
+}

@@ -1,0 +1,78 @@
+//! Building `perf_event_attr` for counting (not sampling) in cgroup mode.
+
+use crate::events::EventAttr;
+use perf_event_open_sys::bindings::{
+    PERF_FORMAT_GROUP, PERF_FORMAT_ID, PERF_FORMAT_TOTAL_TIME_ENABLED,
+    PERF_FORMAT_TOTAL_TIME_RUNNING, perf_event_attr,
+};
+
+/// The read format every group uses: one `read()` returns all members with
+/// their ids and the group's enabled/running times, so a group's values are
+/// always consistent with each other and can be scaled together.
+pub(crate) const READ_FORMAT: u64 = (PERF_FORMAT_GROUP
+    | PERF_FORMAT_ID
+    | PERF_FORMAT_TOTAL_TIME_ENABLED
+    | PERF_FORMAT_TOTAL_TIME_RUNNING) as u64;
+
+/// Builds the attr of one counting event.
+///
+/// The leader is created disabled so the whole group starts at once with one
+/// `PERF_EVENT_IOC_ENABLE`; members are created enabled and therefore follow
+/// their leader. Nothing is inherited: cgroup mode already follows every task
+/// of the cgroup.
+pub(crate) fn counting_attr(event: &EventAttr, leader: bool) -> perf_event_attr {
+    let mut attr = perf_event_attr {
+        type_: event.type_,
+        size: std::mem::size_of::<perf_event_attr>() as u32,
+        config: event.config,
+        read_format: READ_FORMAT,
+        ..Default::default()
+    };
+    attr.__bindgen_anon_3.config1 = event.config1;
+    attr.__bindgen_anon_4.config2 = event.config2;
+    attr.set_disabled(u64::from(leader));
+    attr.set_exclude_user(u64::from(event.exclude_user));
+    attr.set_exclude_kernel(u64::from(event.exclude_kernel));
+    attr.set_exclude_hv(u64::from(event.exclude_hv));
+    attr
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event() -> EventAttr {
+        EventAttr {
+            type_: 1,
+            config: 2,
+            config1: 3,
+            config2: 4,
+            exclude_user: false,
+            exclude_kernel: true,
+            exclude_hv: true,
+        }
+    }
+
+    #[test]
+    fn leader_is_disabled_members_follow() {
+        let leader = counting_attr(&event(), true);
+        let member = counting_attr(&event(), false);
+        assert_eq!(leader.disabled(), 1);
+        assert_eq!(member.disabled(), 0);
+        assert_eq!(leader.inherit(), 0);
+    }
+
+    #[test]
+    fn fields_are_copied() {
+        let attr = counting_attr(&event(), true);
+        assert_eq!((attr.type_, attr.config), (1, 2));
+        // SAFETY: both unions were written through these members above.
+        let (c1, c2) = unsafe { (attr.__bindgen_anon_3.config1, attr.__bindgen_anon_4.config2) };
+        assert_eq!((c1, c2), (3, 4));
+        assert_eq!(attr.exclude_user(), 0);
+        assert_eq!(attr.exclude_kernel(), 1);
+        assert_eq!(attr.exclude_hv(), 1);
+        assert_eq!(attr.read_format, 0b1111);
+        assert_eq!(attr.size as usize, std::mem::size_of::<perf_event_attr>());
+    }
+}

@@ -1,0 +1,146 @@
+//! A counter group opened on one CPU for one cgroup: RAII file descriptors,
+//! a preallocated read buffer and one `read()` per group.
+
+use super::attr::counting_attr;
+use super::errno::Errno;
+use super::group_read::{GroupRead, GroupReadError, read_buffer_words};
+use crate::events::EventAttr;
+use perf_event_open_sys::bindings::{PERF_FLAG_FD_CLOEXEC, PERF_FLAG_PID_CGROUP};
+use perf_event_open_sys::{ioctls, perf_event_open};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+/// `PERF_IOC_FLAG_GROUP`: apply an ioctl to the whole group.
+const IOC_FLAG_GROUP: u32 = 1;
+
+/// A group of counting events sharing one leader on one CPU.
+///
+/// Dropping it closes every descriptor.
+#[derive(Debug)]
+pub struct CounterGroup {
+    leader: OwnedFd,
+    members: Vec<OwnedFd>,
+    ids: Vec<u64>,
+    buf: Vec<u64>,
+}
+
+/// Event `index` of the group could not be opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("opening event #{index} of the group failed: {errno}")]
+pub struct OpenError {
+    /// Position of the failing event in the group (0 is the leader).
+    pub index: usize,
+    /// What the kernel said.
+    pub errno: Errno,
+}
+
+/// Why a read failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The `read()` syscall failed.
+    #[error("read failed: {0}")]
+    Syscall(Errno),
+    /// The kernel returned a buffer that is not a valid group read.
+    #[error(transparent)]
+    Format(#[from] GroupReadError),
+}
+
+impl CounterGroup {
+    /// Opens `events` as one group counting the tasks of the cgroup whose
+    /// directory is `cgroup`, on `cpu`, and enables it.
+    ///
+    /// On failure everything opened so far is closed (by ownership) and the
+    /// index of the failing event is returned.
+    pub fn open(events: &[EventAttr], cgroup: BorrowedFd<'_>, cpu: u32) -> Result<Self, OpenError> {
+        let (first, rest) = events.split_first().ok_or(OpenError {
+            index: 0,
+            errno: Errno(libc::EINVAL),
+        })?;
+        let leader = open_one(first, true, cgroup, cpu, None)
+            .map_err(|errno| OpenError { index: 0, errno })?;
+        let mut members = Vec::with_capacity(rest.len());
+        for (i, event) in rest.iter().enumerate() {
+            let fd =
+                open_one(event, false, cgroup, cpu, Some(&leader)).map_err(|errno| OpenError {
+                    index: i + 1,
+                    errno,
+                })?;
+            members.push(fd);
+        }
+        let mut ids = Vec::with_capacity(events.len());
+        for (index, fd) in std::iter::once(&leader).chain(&members).enumerate() {
+            ids.push(event_id(fd).map_err(|errno| OpenError { index, errno })?);
+        }
+        // SAFETY: `leader` is a valid perf event fd owned by us.
+        if unsafe { ioctls::ENABLE(leader.as_raw_fd(), IOC_FLAG_GROUP) } < 0 {
+            return Err(OpenError {
+                index: 0,
+                errno: Errno::last(),
+            });
+        }
+        Ok(Self {
+            leader,
+            members,
+            ids,
+            buf: vec![0; read_buffer_words(events.len())],
+        })
+    }
+
+    /// The kernel id of each event, in the order the events were given.
+    pub fn ids(&self) -> &[u64] {
+        &self.ids
+    }
+
+    /// Number of file descriptors this group holds.
+    pub fn fd_count(&self) -> usize {
+        1 + self.members.len()
+    }
+
+    /// Reads the whole group with one `read()` into the preallocated buffer.
+    /// Returns the read and the kernel id of each event in group order.
+    pub fn read(&mut self) -> Result<(GroupRead<'_>, &[u64]), ReadError> {
+        let bytes = std::mem::size_of_val(self.buf.as_slice());
+        // SAFETY: the buffer is valid for `bytes` bytes and outlives the call.
+        let n = unsafe { libc::read(self.leader.as_raw_fd(), self.buf.as_mut_ptr().cast(), bytes) };
+        let n = usize::try_from(n).map_err(|_| ReadError::Syscall(Errno::last()))?;
+        let words = &self.buf[..n / 8];
+        Ok((GroupRead::parse(words)?, &self.ids))
+    }
+
+    /// The raw leader fd, for benchmarks that compare against a bare `read()`.
+    pub fn leader_fd(&self) -> BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.leader.as_fd()
+    }
+}
+
+/// One `perf_event_open` call in cgroup mode.
+fn open_one(
+    event: &EventAttr,
+    leader: bool,
+    cgroup: BorrowedFd<'_>,
+    cpu: u32,
+    group: Option<&OwnedFd>,
+) -> Result<OwnedFd, Errno> {
+    let mut attr = counting_attr(event, leader);
+    let group_fd = group.map_or(-1, AsRawFd::as_raw_fd);
+    let cpu = i32::try_from(cpu).map_err(|_| Errno(libc::EINVAL))?;
+    let flags = (PERF_FLAG_PID_CGROUP | PERF_FLAG_FD_CLOEXEC) as libc::c_ulong;
+    // SAFETY: `attr` is a fully initialised perf_event_attr whose `size`
+    // matches its type; the other arguments are plain integers.
+    let fd = unsafe { perf_event_open(&mut attr, cgroup.as_raw_fd(), cpu, group_fd, flags) };
+    if fd < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `PERF_EVENT_IOC_ID`: the id the kernel uses for this event in group reads.
+fn event_id(fd: &OwnedFd) -> Result<u64, Errno> {
+    let mut id = 0u64;
+    // SAFETY: `fd` is a perf event fd and `id` is a valid u64 to write to.
+    if unsafe { ioctls::ID(fd.as_raw_fd(), &mut id) } < 0 {
+        return Err(Errno::last());
+    }
+    Ok(id)
+}

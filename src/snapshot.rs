@@ -1,0 +1,128 @@
+//! The immutable result of one sampling interval. The sampler builds it; the
+//! exporters only present it.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::SystemTime;
+
+/// One counter series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CounterSample {
+    /// cgroup path relative to the cgroup2 root.
+    pub cgroup: Arc<str>,
+    /// Group name from the config, or `tracepoints`.
+    pub group: Arc<str>,
+    /// Event as written in the config (`subsys:name` for tracepoints).
+    pub event: Arc<str>,
+    /// The CPU, when per-CPU output is on.
+    pub cpu: Option<u32>,
+    /// Scaled count; for clock events, seconds.
+    pub value: f64,
+    /// True for `task-clock`/`cpu-clock`, exported in seconds.
+    pub clock: bool,
+}
+
+/// Enabled and running time of one group in one cgroup.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupTimeSample {
+    /// cgroup path.
+    pub cgroup: Arc<str>,
+    /// Group name.
+    pub group: Arc<str>,
+    /// The CPU, when per-CPU output is on.
+    pub cpu: Option<u32>,
+    /// Seconds the group was enabled.
+    pub enabled_seconds: f64,
+    /// Seconds the group was on the PMU.
+    pub running_seconds: f64,
+    /// Intervals in which it was enabled but never ran.
+    pub never_ran_intervals: u64,
+}
+
+/// Whether a group (or a single tracepoint) can be counted on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Support {
+    /// Group name.
+    pub group: Arc<str>,
+    /// `Some(event)` for a per-event verdict (tracepoints), `None` for the group.
+    pub event: Option<Arc<str>>,
+    /// `Ok` or the reason it cannot be counted.
+    pub status: Result<(), String>,
+}
+
+/// Everything exporters show, as of the end of one interval.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// When the interval ended.
+    pub taken_at: SystemTime,
+    /// Event counters.
+    pub counters: Vec<CounterSample>,
+    /// Group times.
+    pub group_times: Vec<GroupTimeSample>,
+    /// Support of every configured group.
+    pub support: Vec<Support>,
+    /// Read and open errors so far, by reason label.
+    pub errors: BTreeMap<(&'static str, &'static str), u64>,
+    /// perf file descriptors held now.
+    pub open_fds: u64,
+    /// cgroups monitored now.
+    pub monitored_cgroups: u64,
+    /// Seconds the last collection took.
+    pub collection_seconds: f64,
+    /// Collections done so far.
+    pub collections: u64,
+}
+
+impl Snapshot {
+    /// The snapshot before the first interval.
+    pub fn empty() -> Self {
+        Self {
+            taken_at: SystemTime::now(),
+            counters: Vec::new(),
+            group_times: Vec::new(),
+            support: Vec::new(),
+            errors: BTreeMap::new(),
+            open_fds: 0,
+            monitored_cgroups: 0,
+            collection_seconds: 0.0,
+            collections: 0,
+        }
+    }
+}
+
+/// Where the sampler publishes and exporters pick up the latest snapshot.
+///
+/// Publishing swaps an `Arc`, so a scrape never waits for a collection and
+/// always sees one whole interval.
+#[derive(Debug, Clone)]
+pub struct Latest(Arc<RwLock<Arc<Snapshot>>>);
+
+impl Latest {
+    /// A cell holding an empty snapshot.
+    pub fn new() -> Self {
+        Self(Arc::new(RwLock::new(Arc::new(Snapshot::empty()))))
+    }
+
+    /// Replaces the current snapshot.
+    pub fn publish(&self, snapshot: Snapshot) {
+        let snapshot = Arc::new(snapshot);
+        match self.0.write() {
+            Ok(mut guard) => *guard = snapshot,
+            Err(poisoned) => *poisoned.into_inner() = snapshot,
+        }
+    }
+
+    /// The current snapshot.
+    pub fn get(&self) -> Arc<Snapshot> {
+        match self.0.read() {
+            Ok(guard) => guard.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+}
+
+impl Default for Latest {
+    fn default() -> Self {
+        Self::new()
+    }
+}

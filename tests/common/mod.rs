@@ -1,0 +1,289 @@
+//! Shared helpers of the integration tests: real cgroups, a deterministic
+//! workload, the real `cgperf` binary and scrapes of its `/metrics`.
+//!
+//! These tests need root (creating cgroups, perf in cgroup mode). Without it
+//! they fail, saying so; they never pass vacuously.
+#![allow(dead_code)]
+
+use std::ffi::CString;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The cgroup2 mount of this machine, found the way cgperf finds it.
+pub fn cgroup2_root() -> PathBuf {
+    cgperf::discovery::CgroupFs::locate()
+        .expect("these tests need a cgroup2 mount")
+        .root()
+        .to_path_buf()
+}
+
+/// A cgroup created for one test and removed when dropped.
+pub struct TestCgroup {
+    /// Path relative to the cgroup2 root, e.g. `/cgperf-test-x-123`.
+    pub rel: String,
+    /// Absolute directory.
+    pub dir: PathBuf,
+}
+
+impl TestCgroup {
+    /// Creates `/<name>-<pid>` under the cgroup2 root: unique per test run.
+    pub fn create(name: &str) -> Self {
+        Self::create_under("", &format!("{name}-{}", std::process::id()))
+    }
+
+    /// Creates `<parent>/<name>` (the parent is a unique test cgroup).
+    pub fn create_under(parent: &str, name: &str) -> Self {
+        let rel = format!("{parent}/{name}");
+        let dir = cgroup2_root().join(rel.trim_start_matches('/'));
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            panic!(
+                "cannot create cgroup {}: {e} (these tests must run as root on a machine with cgroup v2)",
+                dir.display()
+            );
+        }
+        Self { rel, dir }
+    }
+
+    /// Removes the cgroup now (its processes have exited).
+    pub fn remove(&self) {
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// Runs exactly `n` `getppid` syscalls in a child process that first moves
+/// itself into `cgroup` (none if `None`), and waits for it.
+///
+/// The child only makes raw syscalls between `fork` and `_exit`, which is
+/// safe in a multi-threaded parent.
+pub fn getppid_workload(cgroup: Option<&Path>, n: u64) {
+    let procs = cgroup.map(|dir| {
+        CString::new(
+            dir.join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .expect("path has no NUL")
+    });
+    // SAFETY: the child calls only async-signal-safe functions and _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        unsafe {
+            if let Some(procs) = &procs {
+                // Writing "0" moves the writing process itself.
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    libc::_exit(3);
+                }
+                libc::close(fd);
+            }
+            for _ in 0..n {
+                libc::syscall(libc::SYS_getppid);
+            }
+            libc::_exit(0);
+        }
+    }
+    let mut status = 0;
+    // SAFETY: waiting for the child we just forked.
+    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(waited, pid, "waitpid failed");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "workload failed (status {status}); moving into the cgroup needs root"
+    );
+}
+
+/// A running `cgperf` exporter, killed when dropped.
+pub struct Exporter {
+    child: Child,
+    /// `127.0.0.1:PORT` it serves on.
+    pub addr: String,
+    _config: Option<tempfile::NamedTempFile>,
+}
+
+impl Exporter {
+    /// Starts cgperf on `yaml` (or the embedded default config when `None`)
+    /// on a free loopback port and waits until it serves.
+    pub fn start(yaml: Option<&str>) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+        cmd.arg("--web.listen-address=127.0.0.1:0")
+            .arg("--log.level=info");
+        let config = yaml.map(|yaml| {
+            let mut file = tempfile::NamedTempFile::new().expect("temp file");
+            file.write_all(yaml.as_bytes()).expect("write config");
+            cmd.arg(format!("--config.file={}", file.path().display()));
+            file
+        });
+        let mut child = cmd
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cgperf binary starts");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[cgperf] {line}");
+                if !sent && let Some(i) = line.find("serving http://") {
+                    let rest = &line[i + "serving http://".len()..];
+                    let addr = rest.split('/').next().unwrap_or_default().to_string();
+                    sent = tx.send(addr).is_ok();
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("cgperf did not start serving within 30 s (see its log above)");
+        Self {
+            child,
+            addr,
+            _config: config,
+        }
+    }
+
+    /// The body of `GET /metrics` in the classic text format.
+    pub fn scrape(&self) -> String {
+        http_get(&self.addr, "/metrics", None).1
+    }
+
+    /// Waits until cgperf has finished `n` more collections than now, so that
+    /// everything that happened before this call is in the snapshot.
+    pub fn wait_collections(&self, n: u64) -> String {
+        let start = collections(&self.scrape());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let body = self.scrape();
+            if collections(&body) >= start + n {
+                return body;
+            }
+            assert!(Instant::now() < deadline, "cgperf stopped collecting");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until `pred` holds for a scrape, returning that scrape.
+    pub fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let body = self.scrape();
+            if pred(&body) {
+                return body;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; last scrape:\n{body}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn collections(body: &str) -> u64 {
+    value(body, "cgperf_collections_total", &[]).map_or(0, |v| v as u64)
+}
+
+/// A minimal HTTP/1.1 GET; returns (head, body).
+pub fn http_get(addr: &str, path: &str, accept: Option<&str>) -> (String, String) {
+    let mut stream = TcpStream::connect(addr).expect("connect to cgperf");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{accept}Connection: close\r\n\r\n"
+    )
+    .expect("send request");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read response");
+    let raw = String::from_utf8(raw).expect("utf-8 response");
+    let (head, body) = raw.split_once("\r\n\r\n").expect("HTTP response");
+    (head.to_string(), dechunk(head, body))
+}
+
+fn dechunk(head: &str, body: &str) -> String {
+    if !head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return body.to_string();
+    }
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).expect("chunk size");
+        if size == 0 {
+            break;
+        }
+        out.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
+    out
+}
+
+/// The value of the sample `name{labels}` whose labels include all of
+/// `want` (in any order), if present.
+pub fn value(body: &str, name: &str, want: &[(&str, &str)]) -> Option<f64> {
+    body.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (metric, labels) = match series.split_once('{') {
+                Some((m, l)) => (m, l.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            if metric != name {
+                return None;
+            }
+            let ok = want
+                .iter()
+                .all(|(k, v)| labels.split(',').any(|kv| kv == format!("{k}=\"{v}\"")));
+            ok.then(|| value.parse().ok()).flatten()
+        })
+}
+
+/// Runs the cgperf binary with `args`; returns (exit code, stdout, stderr).
+pub fn run_cgperf(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cgperf"))
+        .args(args)
+        .output()
+        .expect("cgperf runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Writes `yaml` to a temp file named `name` and returns it.
+pub fn config_file(yaml: &str) -> tempfile::NamedTempFile {
+    let mut file = tempfile::Builder::new()
+        .suffix(".yaml")
+        .tempfile()
+        .expect("temp file");
+    file.write_all(yaml.as_bytes()).expect("write");
+    file
+}

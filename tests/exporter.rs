@@ -1,0 +1,176 @@
+//! The exporter as users meet it: the embedded default config, `/metrics` in
+//! both formats checked by `promtool`, cgroups appearing and disappearing,
+//! the landing page and the command line.
+
+mod common;
+
+use common::*;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn promtool_check(body: &str) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool is installed (the test script installs the prometheus package)");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(body.as_bytes())
+        .expect("feed promtool");
+    let out = child.wait_with_output().expect("promtool runs");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool check metrics:\n{said}\n---\n{body}"
+    );
+}
+
+#[test]
+fn default_config_serves_root_and_top_level_cgroups() {
+    let top = TestCgroup::create("cgperf-default-top");
+    let exporter = Exporter::start(None);
+    exporter.wait_for("root and top-level cgroup series", |b| {
+        value(
+            b,
+            "cgperf_events_total",
+            &[("cgroup", "/"), ("event", "sched:sched_switch")],
+        )
+        .is_some()
+            && value(
+                b,
+                "cgperf_events_total",
+                &[("cgroup", &top.rel), ("event", "context-switches")],
+            )
+            .is_some()
+    });
+    let body = exporter.wait_for("root cgroup context switches", |b| {
+        value(
+            b,
+            "cgperf_events_total",
+            &[("cgroup", "/"), ("event", "context-switches")],
+        )
+        .unwrap_or(0.0)
+            > 0.0
+    });
+    assert!(
+        value(
+            &body,
+            "cgperf_clock_seconds_total",
+            &[("cgroup", "/"), ("event", "task-clock")]
+        )
+        .is_some()
+    );
+    assert!(value(&body, "cgperf_group_supported", &[("group", "sched")]) == Some(1.0));
+    assert!(value(&body, "cgperf_monitored_cgroups", &[]).unwrap_or(0.0) >= 2.0);
+    assert!(value(&body, "cgperf_open_fds", &[]).unwrap_or(0.0) > 0.0);
+    promtool_check(&body);
+}
+
+#[test]
+fn openmetrics_when_asked_text_otherwise() {
+    let cg = TestCgroup::create("cgperf-negotiate");
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms\ngroups:\n  sched: [context-switches, task-clock]\ncgroups:\n  - path: {}\n",
+        cg.rel
+    )));
+    exporter.wait_collections(1);
+    let (head, body) = http_get(
+        &exporter.addr,
+        "/metrics",
+        Some("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"),
+    );
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/openmetrics-text"),
+        "{head}"
+    );
+    assert!(body.ends_with("# EOF\n"));
+    assert!(body.contains("# TYPE cgperf_events counter"));
+    let (head, text) = http_get(&exporter.addr, "/metrics", None);
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    assert!(text.contains("# TYPE cgperf_events_total counter"));
+    promtool_check(&text);
+    let (_, landing) = http_get(&exporter.addr, "/", None);
+    assert!(landing.contains("href=\"/metrics\""), "{landing}");
+    let (head, _) = http_get(&exporter.addr, "/nope", None);
+    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+}
+
+#[test]
+fn cgroups_matching_a_glob_appear_and_disappear() {
+    let parent = TestCgroup::create("cgperf-glob");
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms\ngroups:\n  sched: [context-switches]\ncgroups:\n  - match: {}/*.service\n",
+        parent.rel
+    )));
+    exporter.wait_collections(1);
+    let svc = TestCgroup::create_under(&parent.rel, "web.service");
+    let other = TestCgroup::create_under(&parent.rel, "web.scope");
+    let has = |b: &str, rel: &str| value(b, "cgperf_events_total", &[("cgroup", rel)]).is_some();
+    let body = exporter.wait_for("the new service cgroup", |b| has(b, &svc.rel));
+    assert!(!has(&body, &other.rel), "a .scope must not match *.service");
+    svc.remove();
+    exporter.wait_for("the removed cgroup to vanish", |b| !has(b, &svc.rel));
+}
+
+#[test]
+fn help_and_version_explain() {
+    let (code, out, _) = run_cgperf(&["--help"]);
+    assert_eq!(code, 0);
+    for flag in [
+        "--config.file",
+        "--web.listen-address",
+        "--web.telemetry-path",
+        "--log.level",
+        "check",
+    ] {
+        assert!(out.contains(flag), "--help lacks {flag}:\n{out}");
+    }
+    let (code, out, _) = run_cgperf(&["--version"]);
+    assert_eq!(code, 0);
+    assert!(out.contains(env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn check_reports_each_event() {
+    let cfg = config_file(
+        "groups:\n  sched: [task-clock, context-switches]\n  hw: [cycles, instructions]\n  msr: [\"msr/tsc/\"]\ntracepoints: [sched:sched_switch, nosuch:thing]\n",
+    );
+    let (code, out, err) =
+        run_cgperf(&["check", &format!("--config.file={}", cfg.path().display())]);
+    assert_eq!(
+        code, 0,
+        "a valid config exits 0 even when events are unsupported:\n{out}{err}"
+    );
+    let line = |group: &str, event: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().take(2).eq([group, event]))
+            .unwrap_or_else(|| panic!("no row {group} {event}:\n{out}"))
+            .to_string()
+    };
+    assert!(line("sched", "task-clock").ends_with(" ok"));
+    assert!(line("msr", "msr/tsc/").ends_with(" ok"), "{out}");
+    assert!(line("tracepoints", "sched:sched_switch").ends_with(" ok"));
+    assert!(
+        line("tracepoints", "nosuch:thing").contains("unknown tracepoint"),
+        "{out}"
+    );
+    let pmu = Command::new("perf")
+        .args(["stat", "-x,", "-e", "cycles", "true"])
+        .output()
+        .map(|o| !String::from_utf8_lossy(&o.stderr).contains("<not supported>"))
+        .unwrap_or(false);
+    if !pmu {
+        assert!(line("hw", "cycles").contains("NOT COUNTED"), "{out}");
+        assert!(line("hw", "(whole").contains("NOT COUNTED"), "{out}");
+    }
+}
