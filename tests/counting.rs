@@ -53,11 +53,7 @@ fn getppid_in_a_fresh_cgroup_is_counted_exactly() {
     // The hardware group cannot be opened on a machine without a PMU; it is
     // reported, and everything else keeps counting.
     let hw_supported = value(&after, "cgperf_group_supported", &[("group", "hw")]);
-    let pmu = std::process::Command::new("perf")
-        .args(["stat", "-x,", "-e", "cycles", "true"])
-        .output()
-        .map(|o| !String::from_utf8_lossy(&o.stderr).contains("<not supported>"))
-        .unwrap_or(false);
+    let pmu = has_hardware_pmu();
     assert_eq!(hw_supported, Some(if pmu { 1.0 } else { 0.0 }), "{after}");
     assert_eq!(
         value(&after, "cgperf_group_supported", &[("group", "sched")]),
@@ -180,5 +176,134 @@ fn software_events_and_tracepoints_agree_with_perf_stat() {
     assert!(
         (clock - perf_clock).abs() <= 0.05 * perf_clock + 2.0,
         "cgperf {clock} ms vs perf {perf_clock} ms"
+    );
+}
+
+#[test]
+fn an_event_the_kernel_refuses_disables_its_group_only() {
+    let cg = TestCgroup::create("cgperf-refused");
+    // Software event id 0x7fff does not exist on any kernel: ENOENT.
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms\ngroups:\n  broken: [\"software/config=0x7fff/\", context-switches]\n  sched: [context-switches]\ntracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - path: {}\n",
+        cg.rel
+    )));
+    exporter.wait_collections(1);
+    getppid_workload(Some(&cg.dir), 777);
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        value(&body, "cgperf_group_supported", &[("group", "broken")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(&body, "cgperf_group_supported", &[("group", "sched")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_events_total",
+            &[("cgroup", &cg.rel), ("group", "broken")]
+        ),
+        None
+    );
+    assert!(
+        value(
+            &body,
+            "cgperf_events_total",
+            &[("cgroup", &cg.rel), ("group", "sched")]
+        )
+        .is_some()
+    );
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_events_total",
+            &[("cgroup", &cg.rel), ("event", "syscalls:sys_enter_getppid")]
+        ),
+        Some(777.0)
+    );
+}
+
+#[test]
+fn per_cpu_output_adds_a_cpu_label_and_sums_to_the_exact_count() {
+    let cg = TestCgroup::create("cgperf-per-cpu");
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms\nper_cpu: true\ntracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - path: {}\n",
+        cg.rel
+    )));
+    exporter.wait_collections(1);
+    getppid_workload(Some(&cg.dir), 5000);
+    getppid_workload(Some(&cg.dir), 5000);
+    let body = exporter.wait_collections(2);
+    let cpus = cgperf::cpus::online().expect("online CPUs");
+    let mut total = 0.0;
+    for cpu in &cpus {
+        let cpu = cpu.to_string();
+        let labels = [
+            ("cgroup", cg.rel.as_str()),
+            ("event", "syscalls:sys_enter_getppid"),
+            ("cpu", cpu.as_str()),
+        ];
+        total += value(&body, "cgperf_events_total", &labels)
+            .unwrap_or_else(|| panic!("no series for cpu {cpu}:\n{body}"));
+    }
+    assert_eq!(total, 10_000.0);
+}
+
+#[test]
+fn hardware_groups_multiplex_and_scale_or_are_reported_unsupported() {
+    let cg = TestCgroup::create("cgperf-multiplex");
+    // Four groups of four hardware events: more than any x86 PMU has
+    // counters, so the kernel must rotate them.
+    let hw = "[cycles, instructions, branches, branch-misses]";
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 250ms\ngroups:\n  a: {hw}\n  b: {hw}\n  c: {hw}\n  d: {hw}\n  sched: [task-clock]\ncgroups:\n  - path: {}\n",
+        cg.rel
+    )));
+    exporter.wait_collections(1);
+    spin_workload(&cg.dir, 1500);
+    let body = exporter.wait_collections(2);
+    assert!(
+        value(&body, "cgperf_clock_seconds_total", &[("cgroup", &cg.rel)]).unwrap_or(0.0) > 1.0,
+        "{body}"
+    );
+    if !has_hardware_pmu() {
+        for g in ["a", "b", "c", "d"] {
+            assert_eq!(
+                value(&body, "cgperf_group_supported", &[("group", g)]),
+                Some(0.0),
+                "{body}"
+            );
+        }
+        return;
+    }
+    let mut multiplexed = 0;
+    for g in ["a", "b", "c", "d"] {
+        let labels = [("cgroup", cg.rel.as_str()), ("group", g)];
+        let enabled =
+            value(&body, "cgperf_group_enabled_seconds_total", &labels).expect("enabled time");
+        let running =
+            value(&body, "cgperf_group_running_seconds_total", &labels).expect("running time");
+        assert!(
+            enabled > 1.0 && running > 0.0 && running <= enabled,
+            "{g}: {running}/{enabled}"
+        );
+        if running < 0.9 * enabled {
+            multiplexed += 1;
+        }
+        let cycles = value(
+            &body,
+            "cgperf_events_total",
+            &[("cgroup", &cg.rel), ("group", g), ("event", "cycles")],
+        )
+        .expect("cycles");
+        assert!(
+            cycles > 1e8,
+            "{g}: 1.5 s of spinning scaled to only {cycles} cycles"
+        );
+    }
+    assert!(
+        multiplexed > 0,
+        "16 hardware events were never multiplexed:\n{body}"
     );
 }

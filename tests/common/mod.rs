@@ -64,12 +64,12 @@ impl Drop for TestCgroup {
     }
 }
 
-/// Runs exactly `n` `getppid` syscalls in a child process that first moves
-/// itself into `cgroup` (none if `None`), and waits for it.
+/// Runs `work` in a child process that first moves itself into `cgroup`
+/// (stays where it is if `None`), and waits for it.
 ///
-/// The child only makes raw syscalls between `fork` and `_exit`, which is
-/// safe in a multi-threaded parent.
-pub fn getppid_workload(cgroup: Option<&Path>, n: u64) {
+/// `work` runs between `fork` and `_exit` in a child of a multi-threaded
+/// process: it must only make raw syscalls (no allocation, no locks).
+pub fn in_child(cgroup: Option<&Path>, work: impl FnOnce()) {
     let procs = cgroup.map(|dir| {
         CString::new(
             dir.join("cgroup.procs")
@@ -91,9 +91,7 @@ pub fn getppid_workload(cgroup: Option<&Path>, n: u64) {
                 }
                 libc::close(fd);
             }
-            for _ in 0..n {
-                libc::syscall(libc::SYS_getppid);
-            }
+            work();
             libc::_exit(0);
         }
     }
@@ -105,6 +103,51 @@ pub fn getppid_workload(cgroup: Option<&Path>, n: u64) {
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "workload failed (status {status}); moving into the cgroup needs root"
     );
+}
+
+/// Exactly `n` `getppid` syscalls in `cgroup`.
+pub fn getppid_workload(cgroup: Option<&Path>, n: u64) {
+    in_child(cgroup, || {
+        for _ in 0..n {
+            // SAFETY: a raw syscall without arguments.
+            unsafe { libc::syscall(libc::SYS_getppid) };
+        }
+    });
+}
+
+/// Keeps a CPU busy for `millis` milliseconds in `cgroup`.
+pub fn spin_workload(cgroup: &Path, millis: i64) {
+    in_child(Some(cgroup), || {
+        let now = || {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: writes into the local timespec.
+            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+            ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
+        };
+        let end = now() + millis;
+        let mut x = 0u64;
+        while now() < end {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    });
+}
+
+/// Whether this machine has a hardware PMU, asked of `perf stat` (the oracle
+/// the tests install): PMU-less VMs print `<not supported>` for `cycles`.
+pub fn has_hardware_pmu() -> bool {
+    let out = Command::new("perf")
+        .args(["stat", "-x,", "-e", "cycles", "true"])
+        .output()
+        .expect("perf is installed (the test script installs linux-perf)");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("cycles"),
+        "unexpected perf stat output:\n{said}"
+    );
+    !said.contains("<not supported>") && !said.contains("<not counted>")
 }
 
 /// A running `cgperf` exporter, killed when dropped.

@@ -1,0 +1,143 @@
+//! Every kind of bad config gives its own error, naming the file, line and
+//! column and the fix, and a non-zero exit from both `cgperf check` and the
+//! exporter. No counting is started on a bad config.
+
+mod common;
+
+use common::*;
+
+/// (what, config, expected `line:column: message` fragment, hint fragment)
+const CASES: &[(&str, &str, &str, &str)] = &[
+    (
+        "unknown key",
+        "interval: 1s\ngroupz:\n  a: [task-clock]\n",
+        ":2:1: unknown key \"groupz\"",
+        "did you mean `groups`",
+    ),
+    (
+        "unknown nested key",
+        "groups:\n  a: [task-clock]\ncgroups:\n  - path: /\n    grups: [a]\n",
+        ":5:5: unknown key \"grups\"",
+        "groups",
+    ),
+    (
+        "wrong type",
+        "groups: 3\n",
+        ":1:9: `groups` must be a mapping",
+        "ipc: [cycles, instructions]",
+    ),
+    (
+        "bad duration",
+        "interval: 1 sec\ngroups:\n  a: [task-clock]\n",
+        ":1:11: invalid interval",
+        "250ms",
+    ),
+    (
+        "interval too short",
+        "interval: 10ms\ngroups:\n  a: [task-clock]\n",
+        ":1:11:",
+        "100ms",
+    ),
+    (
+        "empty group",
+        "groups:\n  a: []\n",
+        ":2:6: group `a` has no events",
+        "list at least one event",
+    ),
+    (
+        "undefined group",
+        "groups:\n  a: [task-clock]\ncgroups:\n  - path: /\n    groups: [b]\n",
+        ":5:14: `cgroups[0]` refers to undefined group \"b\"",
+        "defined groups: a",
+    ),
+    (
+        "malformed event",
+        "groups:\n  a: [task-clokc]\n",
+        ":2:7: in group `a`: unknown event `task-clokc`; did you mean `task-clock`?",
+        "perf list",
+    ),
+    (
+        "malformed tracepoint",
+        "groups:\n  a: [task-clock]\ntracepoints: [sched-switch]\n",
+        ":3:15: invalid tracepoint `sched-switch`",
+        "sched:sched_switch",
+    ),
+    (
+        "relative cgroup path",
+        "groups:\n  a: [task-clock]\ncgroups:\n  - path: system.slice\n",
+        ":4:11: the path \"system.slice\" is relative",
+        "/system.slice",
+    ),
+    (
+        "invalid glob",
+        "groups:\n  a: [task-clock]\ncgroups:\n  - match: /a/[b\n",
+        ":4:12: invalid glob \"/a/[b\"",
+        "[abc]",
+    ),
+    (
+        "duplicate key",
+        "groups:\n  a: [task-clock]\n  a: [cycles]\n",
+        ":3:3: duplicate key \"a\"",
+        "only once",
+    ),
+    (
+        "reserved group name",
+        "groups:\n  tracepoints: [task-clock]\n",
+        ":2:3:",
+        "tracepoints",
+    ),
+    ("nothing to count", "interval: 1s\n", "", "groups"),
+];
+
+#[test]
+fn each_bad_config_has_its_own_located_error_from_check_and_exporter() {
+    for (what, yaml, message, hint) in CASES {
+        let file = config_file(yaml);
+        let path = file.path().display().to_string();
+        let config = format!("--config.file={path}");
+        // The exporter gets an address that would fail if it got as far as serving.
+        for args in [
+            vec!["check".to_string(), config.clone()],
+            vec![config.clone(), "--web.listen-address=127.0.0.1:1".into()],
+        ] {
+            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+            let (code, _, err) = run_cgperf(&argv);
+            assert_eq!(code, 1, "{what} ({argv:?}) must exit 1, stderr:\n{err}");
+            assert!(
+                err.contains(&format!("{path}{message}")),
+                "{what}: expected `{path}{message}` in:\n{err}"
+            );
+            assert!(
+                err.contains("hint:") && err.contains(hint),
+                "{what}: expected hint `{hint}` in:\n{err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn unreadable_config_names_the_path() {
+    let (code, _, err) = run_cgperf(&["check", "--config.file=/nonexistent/cgperf.yaml"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("/nonexistent/cgperf.yaml") && err.contains("No such file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn alias_expansion_is_bounded() {
+    // Few aliases, each replaying a long list: type-correct, but the
+    // expansion would be huge; the YAML budget rejects it.
+    let events = vec!["task-clock"; 200].join(", ");
+    let mut yaml = format!("groups:\n  g0: &e [{events}]\n");
+    for i in 1..600 {
+        yaml.push_str(&format!("  g{i}: *e\n"));
+    }
+    let file = config_file(&yaml);
+    let (code, _, err) =
+        run_cgperf(&["check", &format!("--config.file={}", file.path().display())]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains(&file.path().display().to_string()), "{err}");
+    assert!(err.contains("too complex"), "{err}");
+}
