@@ -174,3 +174,21 @@ fn check_reports_each_event() {
         assert!(line("hw", "(whole").contains("NOT COUNTED"), "{out}");
     }
 }
+
+#[test]
+fn shipped_prometheus_config_is_valid() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/prometheus/prometheus.yml"
+    );
+    let out = Command::new("promtool")
+        .args(["check", "config", "--syntax-only", path])
+        .output()
+        .expect("promtool is installed (the test script installs the prometheus package)");
+    assert!(
+        out.status.success(),
+        "promtool check config:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

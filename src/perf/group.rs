@@ -144,3 +144,98 @@ fn event_id(fd: &OwnedFd) -> Result<u64, Errno> {
     }
     Ok(id)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{PMU_ROOT, parse_event};
+    use std::os::fd::AsFd;
+    use std::path::Path;
+    use std::sync::Mutex;
+
+    /// Serializes the tests that count this process's perf fds.
+    static PERF_FDS: Mutex<()> = Mutex::new(());
+
+    fn attr(event: &str) -> EventAttr {
+        parse_event(event)
+            .map(|e| e.resolve(Path::new(PMU_ROOT)))
+            .expect("parses")
+            .expect("resolves")
+    }
+
+    fn root_cgroup() -> std::fs::File {
+        let root = crate::discovery::CgroupFs::locate().expect("cgroup2 mounted");
+        std::fs::File::open(root.root()).expect("root cgroup opens")
+    }
+
+    /// perf event descriptors this process holds now.
+    fn open_fds() -> usize {
+        std::fs::read_dir("/proc/self/fd")
+            .expect("procfs")
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|target| target.as_os_str() == "anon_inode:[perf_event]")
+            .count()
+    }
+
+    #[test]
+    fn opens_reads_and_closes_a_software_group() {
+        let _serial = PERF_FDS.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = root_cgroup();
+        let before = open_fds();
+        let mut group = CounterGroup::open(
+            &[attr("task-clock"), attr("context-switches")],
+            dir.as_fd(),
+            0,
+        )
+        .expect("software events open in cgroup mode (needs root or CAP_PERFMON)");
+        assert_eq!(group.fd_count(), 2);
+        assert_eq!(open_fds(), before + 2);
+        let ids = group.ids().to_vec();
+        assert_ne!(ids[0], ids[1]);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (read, read_ids) = group.read().expect("group read");
+        assert_eq!(read_ids, ids.as_slice());
+        assert_eq!(read.len(), 2);
+        assert!(read.time_enabled >= read.time_running);
+        assert!(read.value_of(ids[0], 0).is_some() && read.value_of(ids[1], 1).is_some());
+        drop(group);
+        assert_eq!(open_fds(), before);
+    }
+
+    #[test]
+    fn a_failure_half_way_releases_what_was_opened() {
+        let _serial = PERF_FDS.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = root_cgroup();
+        let before = open_fds();
+        // Software event id 0x7fff does not exist: the kernel says ENOENT.
+        let err = CounterGroup::open(
+            &[
+                attr("task-clock"),
+                attr("context-switches"),
+                attr("software/config=0x7fff/"),
+            ],
+            dir.as_fd(),
+            0,
+        )
+        .expect_err("the third event cannot be opened");
+        assert_eq!(err.index, 2);
+        assert_eq!(err.errno, Errno(libc::ENOENT));
+        assert_eq!(
+            open_fds(),
+            before,
+            "the leader and first member were closed"
+        );
+    }
+
+    #[test]
+    fn an_empty_group_is_rejected() {
+        let dir = root_cgroup();
+        assert_eq!(
+            CounterGroup::open(&[], dir.as_fd(), 0)
+                .map(drop)
+                .unwrap_err()
+                .index,
+            0
+        );
+    }
+}

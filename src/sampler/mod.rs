@@ -123,11 +123,12 @@ impl Sampler {
                 None
             }
         };
+        let online = self.cpus.clone();
         let mut groups = Vec::with_capacity(specs.len());
         for spec in specs {
             let attrs = spec.attrs();
             let mut cpus = Vec::with_capacity(self.cpus.len());
-            for cpu in self.cpus.clone() {
+            for &cpu in &online {
                 let group = dir.as_ref().and_then(|dir| {
                     CounterGroup::open(&attrs, dir.as_fd(), cpu)
                         .map_err(|e| self.open_failed(&spec, &path, cpu, e.errno))
