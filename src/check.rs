@@ -36,25 +36,52 @@ pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<()> {
     let rows = rows(config, &machine, &plan);
     let width = |f: fn(&Row) -> usize, min| rows.iter().map(f).max().unwrap_or(0).max(min);
     let (gw, ew) = (width(|r| r.group.len(), 5), width(|r| r.event.len(), 5));
+    // Reasons are footnotes: one failure (no PMU, no permission) usually
+    // explains many rows.
+    let mut reasons: Vec<String> = Vec::new();
     writeln!(out, "{:gw$}  {:ew$}  STATUS", "GROUP", "EVENT")?;
     for row in &rows {
         let status = match &row.status {
             Ok(()) => "ok".to_string(),
-            Err(reason) => format!("NOT COUNTED: {reason}"),
+            Err(reason) => {
+                let prefix = format!("event `{}`: ", row.event);
+                let reason = reason.strip_prefix(&prefix).unwrap_or(reason);
+                let n = match reasons.iter().position(|r| r == reason) {
+                    Some(i) => i + 1,
+                    None => {
+                        reasons.push(reason.to_string());
+                        reasons.len()
+                    }
+                };
+                format!("NOT COUNTED [{n}]")
+            }
         };
         writeln!(out, "{:gw$}  {:ew$}  {status}", row.group, row.event)?;
     }
+    if !reasons.is_empty() {
+        writeln!(out)?;
+    }
+    for (i, reason) in reasons.iter().enumerate() {
+        writeln!(out, "[{}] {reason}", i + 1)?;
+    }
 
     writeln!(out)?;
-    writeln!(out, "CGROUP SELECTOR{:20}CGROUPS NOW", "")?;
     let found = cgroupfs.expand(&plan.selectors);
+    let sw = plan
+        .selectors
+        .iter()
+        .map(|s| s.pattern.as_str().len())
+        .max()
+        .unwrap_or(0)
+        .max(9);
+    writeln!(out, "{:5} {:sw$}  CGROUPS NOW", "KIND", "SELECTOR")?;
     for (i, selector) in plan.selectors.iter().enumerate() {
         let kind = match selector.pattern {
             CgroupPattern::Path(_) => "path",
             CgroupPattern::Match { .. } => "match",
         };
         let n = found.iter().filter(|f| f.selectors.contains(&i)).count();
-        writeln!(out, "{kind:5} {:28} {n}", selector.pattern.as_str())?;
+        writeln!(out, "{kind:5} {:sw$}  {n}", selector.pattern.as_str())?;
     }
 
     let groups = plan.support.iter().filter(|s| s.event.is_none());

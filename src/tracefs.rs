@@ -66,6 +66,10 @@ impl Tracefs {
                 "unknown tracepoint `{tp}`: {} does not exist (list them with `perf list tracepoint`)",
                 path.display()
             )),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(format!(
+                "reading {}: permission denied; tracefs needs root or CAP_DAC_READ_SEARCH",
+                path.display()
+            )),
             Err(e) => Err(format!("reading {}: {e}", path.display())),
         }
     }
