@@ -303,13 +303,7 @@ pub(crate) fn known_names() -> Vec<String> {
 mod tests {
     use super::*;
     use crate::events::parse_event;
-
-    fn kind(text: &str) -> EventKind {
-        match parse_event(text) {
-            Ok(event) => event.kind,
-            Err(e) => panic!("`{text}` should parse: {e}"),
-        }
-    }
+    use crate::events::tests::kind;
 
     fn cache(cache: u64, op: u64, result: u64) -> EventKind {
         EventKind::HardwareCache { cache, op, result }

@@ -606,12 +606,13 @@ fn known_list(known: &[String]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::hardware::*;
     use super::*;
     use proptest::prelude::*;
 
-    fn kind(text: &str) -> EventKind {
+    /// The kind of an event that must parse.
+    pub(crate) fn kind(text: &str) -> EventKind {
         match parse_event(text) {
             Ok(event) => event.kind,
             Err(e) => panic!("`{text}` should parse: {e}"),

@@ -91,89 +91,90 @@ fn time_labels(t: &GroupTimeSample) -> SeriesLabels<'_> {
     }
 }
 
-/// Writes one family of counters.
-fn counters<T, L: EncodeLabelSet>(
+/// Writes one family: a counter or a gauge per item.
+fn family<T, L: EncodeLabelSet>(
     encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
+    (name, help, unit, kind): (&str, &str, Option<&Unit>, MetricType),
     items: impl Iterator<Item = T>,
     series: impl Fn(T) -> (L, f64),
 ) -> Result<(), Error> {
-    let mut family = encoder.encode_descriptor(name, help, unit, MetricType::Counter)?;
+    let mut family = encoder.encode_descriptor(name, help, unit, kind)?;
     for item in items {
         let (labels, value) = series(item);
-        family
-            .encode_family(&labels)?
-            .encode_counter::<NoLabelSet, _, u64>(&value, None)?;
-    }
-    Ok(())
-}
-
-/// Writes one family of gauges.
-fn gauges<T, L: EncodeLabelSet>(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    items: impl Iterator<Item = T>,
-    series: impl Fn(T) -> (L, f64),
-) -> Result<(), Error> {
-    let mut family = encoder.encode_descriptor(name, help, unit, MetricType::Gauge)?;
-    for item in items {
-        let (labels, value) = series(item);
-        family.encode_family(&labels)?.encode_gauge(&value)?;
+        let mut metric = family.encode_family(&labels)?;
+        match kind {
+            MetricType::Counter => metric.encode_counter::<NoLabelSet, _, u64>(&value, None)?,
+            _ => metric.encode_gauge(&value)?,
+        }
     }
     Ok(())
 }
 
 /// Every metric family cgperf exports, in a stable order.
 fn encode_snapshot(snap: &Snapshot, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
-    counters(
+    family(
         encoder,
-        "cgperf_events",
-        "Event counts per cgroup, scaled per interval by enabled/running time when the kernel multiplexes counters.",
-        None,
+        (
+            "cgperf_events",
+            "Event counts per cgroup, scaled per interval by enabled/running time when the kernel multiplexes counters.",
+            None,
+            MetricType::Counter,
+        ),
         snap.counters.iter().filter(|c| !c.clock),
         |c| (counter_labels(c), c.value),
     )?;
-    counters(
+    family(
         encoder,
-        "cgperf_clock",
-        "CPU time counted by the task-clock and cpu-clock software events, per cgroup.",
-        Some(&Unit::Seconds),
+        (
+            "cgperf_clock",
+            "CPU time counted by the task-clock and cpu-clock software events, per cgroup.",
+            Some(&Unit::Seconds),
+            MetricType::Counter,
+        ),
         snap.counters.iter().filter(|c| c.clock),
         |c| (counter_labels(c), c.value),
     )?;
-    counters(
+    family(
         encoder,
-        "cgperf_group_enabled",
-        "Time the group was enabled (its cgroup was scheduled), summed over CPUs.",
-        Some(&Unit::Seconds),
+        (
+            "cgperf_group_enabled",
+            "Time the group was enabled (its cgroup was scheduled), summed over CPUs.",
+            Some(&Unit::Seconds),
+            MetricType::Counter,
+        ),
         snap.group_times.iter(),
         |t| (time_labels(t), t.enabled_seconds),
     )?;
-    counters(
+    family(
         encoder,
-        "cgperf_group_running",
-        "Time the group was actually counting on the PMU; running/enabled is the multiplexing ratio.",
-        Some(&Unit::Seconds),
+        (
+            "cgperf_group_running",
+            "Time the group was actually counting on the PMU; running/enabled is the multiplexing ratio.",
+            Some(&Unit::Seconds),
+            MetricType::Counter,
+        ),
         snap.group_times.iter(),
         |t| (time_labels(t), t.running_seconds),
     )?;
-    counters(
+    family(
         encoder,
-        "cgperf_group_never_ran_intervals",
-        "Intervals in which the group was enabled but never got a counter; they add nothing to cgperf_events_total.",
-        None,
+        (
+            "cgperf_group_never_ran_intervals",
+            "Intervals in which the group was enabled but never got a counter; they add nothing to cgperf_events_total.",
+            None,
+            MetricType::Counter,
+        ),
         snap.group_times.iter(),
         |t| (time_labels(t), t.never_ran_intervals as f64),
     )?;
-    gauges(
+    family(
         encoder,
-        "cgperf_group_supported",
-        "1 when this machine can count the group, 0 when it cannot (the reason is in the log and in `cgperf check`).",
-        None,
+        (
+            "cgperf_group_supported",
+            "1 when this machine can count the group, 0 when it cannot (the reason is in the log and in `cgperf check`).",
+            None,
+            MetricType::Gauge,
+        ),
         snap.support.iter().filter(|s| s.event.is_none()),
         |s: &Support| {
             (
@@ -182,11 +183,14 @@ fn encode_snapshot(snap: &Snapshot, encoder: &mut DescriptorEncoder) -> Result<(
             )
         },
     )?;
-    gauges(
+    family(
         encoder,
-        "cgperf_event_supported",
-        "1 when this machine can count the tracepoint, 0 when it cannot.",
-        None,
+        (
+            "cgperf_event_supported",
+            "1 when this machine can count the tracepoint, 0 when it cannot.",
+            None,
+            MetricType::Gauge,
+        ),
         snap.support.iter().filter(|s| s.event.is_some()),
         |s: &Support| {
             let event = s.event.as_deref().unwrap_or_default();
@@ -200,11 +204,14 @@ fn encode_snapshot(snap: &Snapshot, encoder: &mut DescriptorEncoder) -> Result<(
         ("read", "Failed group reads, by reason."),
         ("open", "Failed group opens, by reason."),
     ] {
-        counters(
+        family(
             encoder,
-            &format!("cgperf_{kind}_errors"),
-            help,
-            None,
+            (
+                &format!("cgperf_{kind}_errors"),
+                help,
+                None,
+                MetricType::Counter,
+            ),
             snap.errors.iter().filter(|((k, _), _)| *k == kind),
             |((_, reason), n)| ([("reason", *reason)], *n as f64),
         )?;
@@ -260,10 +267,20 @@ fn scalar(
     kind: MetricType,
     value: f64,
 ) -> Result<(), Error> {
-    let mut family = encoder.encode_descriptor(name, help, unit, kind)?;
-    match kind {
-        MetricType::Counter => family.encode_counter::<NoLabelSet, _, u64>(&value, None),
-        _ => family.encode_gauge(&value),
+    family(
+        encoder,
+        (name, help, unit, kind),
+        std::iter::once(value),
+        |v| (NoLabels, v),
+    )
+}
+
+/// An empty label set.
+struct NoLabels;
+
+impl EncodeLabelSet for NoLabels {
+    fn encode(&self, _: &mut LabelSetEncoder) -> Result<(), Error> {
+        Ok(())
     }
 }
 
