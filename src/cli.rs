@@ -108,7 +108,7 @@ fn init_logging(level: &str) -> anyhow::Result<()> {
 fn load_config(path: Option<&std::path::Path>) -> Result<Config, config::ConfigError> {
     match path {
         Some(path) => config::load(path),
-        None => config::parse(config::DEFAULT_SOURCE, config::DEFAULT_YAML),
+        None => config::default_config(),
     }
 }
 
