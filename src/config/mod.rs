@@ -18,6 +18,8 @@
 //!   - match: /system.slice/*.service
 //!     groups: [ipc]       # default: all groups
 //!     tracepoints: []     # default: all tracepoints
+//! max_cgroups: 1000       # 1 ..= 1_000_000; default: no limit
+//! labels: [kubernetes, systemd, containers]   # default: none
 //! ```
 //!
 //! Keys that are absent or `null` take their defaults; unknown keys,
@@ -41,6 +43,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::events::{Event, TracepointName};
+use crate::labels::Extractor;
 
 pub use cgroup::CgroupPattern;
 pub use duration::{MAX_INTERVAL, MIN_INTERVAL};
@@ -61,6 +64,11 @@ pub const DEFAULT_YAML: &str = include_str!("../../config/default.yaml");
 /// `interval` when the file does not set it.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Largest `max_cgroups`: far beyond what one machine can count (each
+/// cgroup costs a perf file descriptor per group per CPU), so a larger value
+/// is a typo, not a plan.
+pub const MAX_CGROUPS_LIMIT: usize = 1_000_000;
+
 /// A validated config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -74,6 +82,14 @@ pub struct Config {
     pub tracepoints: Vec<TracepointName>,
     /// Which cgroups to count, and what; never empty.
     pub cgroups: Vec<CgroupSelector>,
+    /// At most this many cgroups are counted at once, within
+    /// `1..=`[`MAX_CGROUPS_LIMIT`]; `None` (key absent) is no limit.
+    pub max_cgroups: Option<usize>,
+    /// Label extractors to apply to every cgroup (see [`crate::labels`]),
+    /// unique, in [`Extractor::ALL`] order whatever the order written;
+    /// empty (key absent) adds no labels. The embedded default config
+    /// enables all of them.
+    pub labels: Vec<Extractor>,
 }
 
 /// A named set of events opened (and read) together as one perf group, so

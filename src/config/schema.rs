@@ -24,6 +24,10 @@ pub(crate) struct RawConfig {
     pub groups: Option<Spanned<RawGroups>>,
     pub tracepoints: Option<TextList>,
     pub cgroups: Option<Spanned<Vec<Spanned<RawSelector>>>>,
+    /// Signed, so that `-5` reaches the validator and gets a positioned
+    /// "must be at least 1" rather than a generic type error.
+    pub max_cgroups: Option<Spanned<i64>>,
+    pub labels: Option<TextList>,
 }
 
 /// One `cgroups:` entry.

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::events::{parse_event, parse_tracepoint};
+use crate::labels::Extractor;
 
 const SOURCE: &str = "test.yaml";
 
@@ -58,6 +59,8 @@ fn defaults_apply() {
     assert_eq!(config.interval, Duration::from_secs(1));
     assert!(!config.per_cpu);
     assert!(config.tracepoints.is_empty());
+    assert_eq!(config.max_cgroups, None);
+    assert!(config.labels.is_empty());
     assert_eq!(
         config.cgroups,
         vec![CgroupSelector {
@@ -77,6 +80,9 @@ fn defaults_apply() {
         ok(&format!("{GROUPS}interval: ~\n")).interval,
         Duration::from_secs(1)
     );
+    let config = ok(&format!("{GROUPS}max_cgroups: ~\nlabels: ~\n"));
+    assert_eq!(config.max_cgroups, None);
+    assert!(config.labels.is_empty());
 }
 
 #[test]
@@ -219,6 +225,9 @@ fn embedded_default_config_parses() {
         assert_eq!(selector.groups.len(), 4);
         assert_eq!(selector.tracepoints, config.tracepoints);
     }
+    // Every label extractor: they cost nothing where names do not match.
+    assert_eq!(config.labels, Extractor::ALL);
+    assert_eq!(config.max_cgroups, None);
 }
 
 #[test]
@@ -243,6 +252,11 @@ fn example_config_parses() {
     let containers = config.cgroups.last().expect("container selector");
     assert!(containers.groups.is_empty());
     assert_eq!(containers.tracepoints, [tp("sched:sched_process_exec")]);
+    assert_eq!(config.max_cgroups, Some(5000));
+    assert_eq!(
+        config.labels,
+        [Extractor::Kubernetes, Extractor::Containers]
+    );
 }
 
 // ---- errors: types, keys, YAML ------------------------------------------
@@ -341,7 +355,7 @@ fn wrong_types() {
         "- groups\n",
         Some((1, 1)),
         &["the config must be a mapping", "found a list"],
-        "interval, per_cpu, groups",
+        "interval, per_cpu, groups, tracepoints, cgroups, max_cgroups and labels",
     );
     check(
         "groups: {[a]: [cycles]}\n",
@@ -357,7 +371,20 @@ fn unknown_keys() {
         "intervall: 1s\n",
         Some((1, 1)),
         &["unknown key \"intervall\" in the top level"],
-        "did you mean `interval`? valid keys here: interval, per_cpu, groups, tracepoints, cgroups",
+        "did you mean `interval`? valid keys here: interval, per_cpu, groups, tracepoints, cgroups, \
+         max_cgroups, labels",
+    );
+    check(
+        &format!("{GROUPS}max_cgroup: 10\n"),
+        Some((4, 1)),
+        &["unknown key \"max_cgroup\""],
+        "did you mean `max_cgroups`?",
+    );
+    check(
+        &format!("{GROUPS}label: [systemd]\n"),
+        Some((4, 1)),
+        &["unknown key \"label\""],
+        "did you mean `labels`?",
     );
     check(
         &format!("{GROUPS}cgroup:\n  - path: /\n"),
@@ -671,6 +698,164 @@ fn nothing_to_count() {
         &message,
         "groups: {sched:",
     );
+}
+
+// ---- max_cgroups --------------------------------------------------------
+
+#[test]
+fn max_cgroups_accepted() {
+    let table = [
+        ("1", 1),
+        ("1000", 1000),
+        ("1000000", MAX_CGROUPS_LIMIT),
+        // YAML integer spellings; quoted integers pass through serde-saphyr.
+        ("0x10", 16),
+        ("1_000", 1000),
+        ("\"250\"", 250),
+    ];
+    for (text, want) in table {
+        assert_eq!(
+            ok(&format!("{GROUPS}max_cgroups: {text}\n")).max_cgroups,
+            Some(want),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn bad_max_cgroups() {
+    let at = Some((4, 14));
+    let line = |v: &str| format!("{GROUPS}max_cgroups: {v}\n");
+    let hint = "from 1 to 1000000, e.g. `max_cgroups: 1000`, or remove `max_cgroups:`";
+    check(
+        &line("0"),
+        at,
+        &["`max_cgroups` is 0, so no cgroup would be counted"],
+        hint,
+    );
+    check(
+        &line("-5"),
+        at,
+        &["`max_cgroups` is negative (-5); it must be at least 1"],
+        hint,
+    );
+    check(
+        &line("1000001"),
+        at,
+        &["`max_cgroups` is 1000001, more than the largest allowed, 1000000"],
+        hint,
+    );
+    check(
+        &line("9223372036854775807"),
+        at,
+        &["more than the largest allowed"],
+        hint,
+    );
+    // Beyond i64, and everything that is not an integer: a type error at
+    // the same place with the same hint.
+    for (value, found) in [
+        ("9223372036854775808", "found \"9223372036854775808\""),
+        ("1.5", "found \"1.5\""),
+        ("1e3", "found \"1e3\""),
+        ("1000.0", "found \"1000.0\""),
+        ("lots", "found \"lots\""),
+        ("true", "found \"true\""),
+        ("\"\"", "found \"\""),
+        ("[1000]", "found a list"),
+        ("{n: 1}", "found a mapping"),
+    ] {
+        check(
+            &line(value),
+            at,
+            &["`max_cgroups` must be a whole number", found],
+            hint,
+        );
+    }
+    // The YAML layer and the validator give the same advice.
+    assert!(
+        validate::MAX_CGROUPS_HINT.contains(&MAX_CGROUPS_LIMIT.to_string()),
+        "the hint names the limit"
+    );
+}
+
+// ---- labels ----------------------------------------------------------------
+
+#[test]
+fn labels_accepted_in_canonical_order() {
+    let labels = |text: &str| ok(&format!("{GROUPS}labels: {text}\n")).labels;
+    assert_eq!(labels("[kubernetes, systemd, containers]"), Extractor::ALL);
+    // Written order does not matter: extract() emits a fixed order anyway.
+    assert_eq!(labels("[containers, systemd, kubernetes]"), Extractor::ALL);
+    assert_eq!(labels("[systemd]"), [Extractor::Systemd]);
+    assert_eq!(
+        labels("\n  - containers\n  - kubernetes"),
+        [Extractor::Kubernetes, Extractor::Containers]
+    );
+    assert!(labels("[]").is_empty());
+}
+
+#[test]
+fn bad_labels() {
+    let line = |v: &str| format!("{GROUPS}labels: {v}\n");
+    let listing = "label extractors: kubernetes, systemd, containers";
+    check(
+        &line("[kubernetes, sytemd]"),
+        Some((4, 22)),
+        &["unknown label extractor \"sytemd\""],
+        &format!("did you mean `systemd`? {listing}"),
+    );
+    check(
+        &line("[Containers]"),
+        Some((4, 10)),
+        &["unknown label extractor \"Containers\""],
+        "did you mean `containers`?",
+    );
+    let err = check(
+        &line("[k8s]"),
+        Some((4, 10)),
+        &["unknown label extractor \"k8s\""],
+        listing,
+    );
+    assert!(!err.hint.unwrap_or_default().contains("did you mean"));
+    check(
+        &line("[\"\"]"),
+        Some((4, 10)),
+        &["unknown label extractor \"\""],
+        listing,
+    );
+    check(
+        &line("[systemd, containers, systemd]"),
+        Some((4, 31)),
+        &[
+            "label extractor \"systemd\" is listed twice in `labels`",
+            "first at line 4, column 10",
+        ],
+        "remove the duplicate",
+    );
+    check(
+        &line("kubernetes"),
+        Some((4, 9)),
+        &[
+            "`labels` must be a list of label extractors",
+            "found \"kubernetes\"",
+        ],
+        "labels: [kubernetes, systemd, containers]",
+    );
+    check(
+        &line("{kubernetes: true}"),
+        Some((4, 9)),
+        &["`labels` must be a list", "found a mapping"],
+        "even for a single one",
+    );
+    check(
+        &line("[[systemd]]"),
+        Some((4, 10)),
+        &["`labels[0]` must be a label extractor name", "found a list"],
+        listing,
+    );
+    // The YAML layer's hint lists the same extractors as the validator's.
+    let names: Vec<&str> = Extractor::ALL.iter().map(|e| e.name()).collect();
+    assert_eq!(listing, format!("label extractors: {}", names.join(", ")));
 }
 
 // ---- errors: cgroup selectors -------------------------------------------

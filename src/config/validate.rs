@@ -4,14 +4,15 @@
 //! The first error wins: one precise error is more useful than a cascade of
 //! consequences of the same mistake.
 
-use serde_saphyr::Location;
+use serde_saphyr::{Location, Spanned};
 
 use super::cgroup::{CgroupPattern, PatternError};
 use super::duration::{MAX_INTERVAL, MIN_INTERVAL, human, parse_duration};
 use super::error::{ConfigError, did_you_mean, quote, sanitize};
 use super::schema::{RawConfig, RawGroups, RawSelector, Text, TextList};
-use super::{CgroupSelector, Config, DEFAULT_INTERVAL, GroupDef};
+use super::{CgroupSelector, Config, DEFAULT_INTERVAL, GroupDef, MAX_CGROUPS_LIMIT};
 use crate::events::{Event, TracepointName, parse_event, parse_tracepoint};
+use crate::labels::Extractor;
 
 /// The `group` label value the exporter gives tracepoint counts; a user
 /// group with this name would be indistinguishable from them.
@@ -26,6 +27,10 @@ const EVENT_HINT: &str = "events use perf's syntax (see `perf list`), e.g. `cycl
                           `L1-dcache-load-misses` or \"msr/tsc/\"; quote names containing `/` or `:`";
 const TRACEPOINT_HINT: &str = "tracepoints are `subsystem:name`, as the directories under \
                                /sys/kernel/tracing/events/, e.g. `sched:sched_switch`";
+/// Also the hint of the YAML layer's type error for `max_cgroups`.
+pub(super) const MAX_CGROUPS_HINT: &str = "set a number of cgroups from 1 to 1000000, \
+                                           e.g. `max_cgroups: 1000`, or remove `max_cgroups:` \
+                                           to count every selected cgroup";
 const NOTHING_HINT: &str = "add a group, e.g. `groups: {sched: [task-clock, context-switches]}`, \
                             or a tracepoint, e.g. `tracepoints: [sched:sched_switch]`";
 
@@ -85,12 +90,22 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
             selectors
         }
     };
+    let max_cgroups = match raw.max_cgroups {
+        Some(n) => Some(v.max_cgroups(&n)?),
+        None => None,
+    };
+    let labels = match raw.labels {
+        Some(list) => v.labels(&list)?,
+        None => Vec::new(),
+    };
     Ok(Config {
         interval,
         per_cpu: raw.per_cpu.unwrap_or(false),
         groups,
         tracepoints,
         cgroups,
+        max_cgroups,
+        labels,
     })
 }
 
@@ -128,6 +143,55 @@ impl Validator<'_> {
                 )));
         }
         Ok(interval)
+    }
+
+    /// `max_cgroups`: `1..=MAX_CGROUPS_LIMIT`. Non-integers never get here
+    /// (the YAML layer rejects them with the same hint).
+    fn max_cgroups(&self, n: &Spanned<i64>) -> Result<usize, ConfigError> {
+        let at = n.referenced;
+        let value = n.value;
+        let message = if value < 0 {
+            format!("`max_cgroups` is negative ({value}); it must be at least 1")
+        } else if value == 0 {
+            "`max_cgroups` is 0, so no cgroup would be counted".to_owned()
+        } else {
+            match usize::try_from(value) {
+                Ok(limit) if limit <= MAX_CGROUPS_LIMIT => return Ok(limit),
+                _ => format!(
+                    "`max_cgroups` is {value}, more than the largest allowed, {MAX_CGROUPS_LIMIT}"
+                ),
+            }
+        };
+        Err(self.error(at, message).hint(MAX_CGROUPS_HINT))
+    }
+
+    /// `labels`: known extractor names, each once; returned in
+    /// [`Extractor::ALL`] order so that equal configs compare equal.
+    fn labels(&self, list: &TextList) -> Result<Vec<Extractor>, ConfigError> {
+        let names = Extractor::ALL.map(Extractor::name);
+        let mut seen: Vec<(Extractor, Location)> = Vec::with_capacity(list.value.len());
+        for item in &list.value {
+            let Some(extractor) = Extractor::parse(&item.value) else {
+                let listing = format!("label extractors: {}", names.join(", "));
+                let hint = match did_you_mean(&item.value, names) {
+                    Some(close) => format!("did you mean `{close}`? {listing}"),
+                    None => listing,
+                };
+                let message = format!("unknown label extractor {}", quote(&item.value));
+                return Err(self.error(item.referenced, message).hint(hint));
+            };
+            self.unique(
+                "label extractor",
+                " in `labels`",
+                &mut seen,
+                extractor,
+                item,
+            )?;
+        }
+        Ok(Extractor::ALL
+            .into_iter()
+            .filter(|e| seen.iter().any(|(s, _)| s == e))
+            .collect())
     }
 
     fn groups(&self, raw: RawGroups) -> Result<Vec<GroupDef>, ConfigError> {

@@ -12,6 +12,7 @@ use serde_saphyr::{DefaultMessageFormatter, DuplicateKeyPolicy, Error, MessageFo
 
 use super::error::{ConfigError, did_you_mean, quote, sanitize};
 use super::schema::RawConfig;
+use super::validate::MAX_CGROUPS_HINT;
 
 /// YAML limits: far above any real config, far below what hurts, so that
 /// an alias bomb ("billion laughs") fails after little work.
@@ -298,8 +299,8 @@ fn expectation(path: &[Step]) -> Option<(&'static str, &'static str)> {
     let found = match shape.as_str() {
         "" => (
             "a mapping of settings",
-            "the config is a mapping with the keys interval, per_cpu, groups, tracepoints \
-             and cgroups; see the embedded default config",
+            "the config is a mapping with the keys interval, per_cpu, groups, tracepoints, \
+             cgroups, max_cgroups and labels; see the embedded default config",
         ),
         "interval" => (
             "a duration",
@@ -346,6 +347,15 @@ fn expectation(path: &[Step]) -> Option<(&'static str, &'static str)> {
             "write e.g. `groups: [sched, ipc]`, even for a single group",
         ),
         "cgroups[].groups[]" => ("a group name", "list names defined under `groups:`"),
+        "max_cgroups" => ("a whole number", MAX_CGROUPS_HINT),
+        "labels" => (
+            "a list of label extractors",
+            "write e.g. `labels: [kubernetes, systemd, containers]`, even for a single one",
+        ),
+        "labels[]" => (
+            "a label extractor name",
+            "label extractors: kubernetes, systemd, containers",
+        ),
         _ => return None,
     };
     Some(found)
