@@ -27,6 +27,7 @@ fn snapshot() -> Snapshot {
         for (j, event) in events.iter().enumerate() {
             snap.counters.push(CounterSample {
                 cgroup: cgroup.clone(),
+                labels: Arc::from(Vec::new()),
                 group: group.clone(),
                 event: event.clone(),
                 cpu: None,
@@ -36,6 +37,7 @@ fn snapshot() -> Snapshot {
         }
         snap.group_times.push(GroupTimeSample {
             cgroup,
+            labels: Arc::from(Vec::new()),
             group: group.clone(),
             cpu: None,
             enabled_seconds: 12.5,

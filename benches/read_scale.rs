@@ -6,7 +6,7 @@
 
 use cgperf::discovery::CgroupFs;
 use cgperf::events::{PMU_ROOT, parse_event};
-use cgperf::perf::{CounterGroup, read_buffer_words};
+use cgperf::perf::{CounterGroup, Target, read_buffer_words};
 use cgperf::sampler::Accumulator;
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
@@ -31,7 +31,8 @@ fn open_group() -> CounterGroup {
         .collect();
     let root = CgroupFs::locate().expect("cgroup2 is mounted");
     let dir = std::fs::File::open(root.root()).expect("root cgroup opens");
-    CounterGroup::open(&attrs, dir.as_fd(), 0).expect("software group opens as root")
+    CounterGroup::open(&attrs, Target::Cgroup(dir.as_fd()), 0)
+        .expect("software group opens as root")
 }
 
 /// Runs the benchmark on CPU 0, where the group counts: a read from another

@@ -1,13 +1,17 @@
 //! Command line: the exporter (default) and `cgperf check`.
 
-use crate::config::{self, Config};
-use crate::discovery::CgroupFs;
+use crate::config::Config;
+use crate::discovery::{CgroupFs, Discovery};
 use crate::exporter::{http, prometheus::Exposition};
-use crate::plan::{Machine, Plan};
-use crate::sampler::Sampler;
+use crate::plan::Machine;
+use crate::sampler::{self, Control, FdBudget, Sampler};
 use crate::snapshot::Latest;
 use crate::tracefs::Tracefs;
-use crate::{check, cpus, events};
+use crate::{check, cpus, events, reload};
+use std::time::Duration;
+
+/// How often the whole cgroup tree is rescanned even without inotify events.
+const FULL_RESCAN: Duration = Duration::from_secs(30);
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -74,7 +78,7 @@ pub fn main() -> ExitCode {
         eprintln!("cgperf: {e:#}");
         return ExitCode::from(2);
     }
-    let config = match load_config(cli.config_file.as_deref()) {
+    let config = match reload::load(cli.config_file.as_deref()) {
         Ok(config) => config,
         Err(e) => {
             eprintln!("cgperf: invalid config: {e}");
@@ -83,7 +87,12 @@ pub fn main() -> ExitCode {
     };
     let result = match cli.command {
         Some(Command::Check) => check::run(&config, &mut std::io::stdout().lock()),
-        None => serve(config, &cli.listen_address, &cli.telemetry_path),
+        None => serve(
+            config,
+            cli.config_file,
+            &cli.listen_address,
+            &cli.telemetry_path,
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -105,13 +114,6 @@ fn init_logging(level: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn load_config(path: Option<&std::path::Path>) -> Result<Config, config::ConfigError> {
-    match path {
-        Some(path) => config::load(path),
-        None => config::default_config(),
-    }
-}
-
 /// What cgperf needs to know about this machine, found once at start.
 pub fn discover_machine() -> anyhow::Result<(CgroupFs, Vec<u32>, Machine)> {
     let cgroupfs = CgroupFs::locate().map_err(anyhow::Error::msg)?;
@@ -126,37 +128,48 @@ pub fn discover_machine() -> anyhow::Result<(CgroupFs, Vec<u32>, Machine)> {
     Ok((cgroupfs, cpus, machine))
 }
 
-fn serve(config: Config, listen: &str, telemetry_path: &str) -> anyhow::Result<()> {
+fn serve(
+    config: Config,
+    config_file: Option<PathBuf>,
+    listen: &str,
+    telemetry_path: &str,
+) -> anyhow::Result<()> {
     if !telemetry_path.starts_with('/') || telemetry_path == "/" {
         anyhow::bail!(
             "--web.telemetry-path must start with / and not be / itself (got `{telemetry_path}`)"
         );
     }
+    let nofile = sampler::raise_nofile_limit();
     let (cgroupfs, cpus, machine) = discover_machine()?;
     tracing::info!(
         cgroup2 = %cgroupfs.root().display(),
         tracefs = %machine.tracefs.as_ref().map_or_else(|e| e.clone(), |t| t.root().display().to_string()),
         cpus = ?cpus,
+        open_files_limit = nofile,
         "starting cgperf {}",
         env!("CARGO_PKG_VERSION")
     );
-    let plan = Plan::build(&config, &machine);
-    for s in &plan.support {
-        if let Err(reason) = &s.status {
-            let what = s.event.as_ref().map_or_else(
-                || format!("group `{}`", s.group),
-                |e| format!("tracepoint `{e}`"),
-            );
-            tracing::warn!("{what} disabled: {reason}");
-        }
-    }
     let latest = Latest::new();
-    let sampler = Sampler::new(plan, cgroupfs, cpus, latest.clone());
-    let (stop_tx, stop_rx) = std::sync::mpsc::channel();
+    let sampler = Sampler::new(
+        &config,
+        machine,
+        Discovery::new(cgroupfs, FULL_RESCAN),
+        FdBudget::from_limit(nofile),
+        latest.clone(),
+    );
+    let (control, control_rx) = std::sync::mpsc::channel();
     let sampler_thread = std::thread::Builder::new()
         .name("cgperf-sampler".into())
-        .spawn(move || sampler.run(stop_rx))
+        .spawn(move || sampler.run(control_rx))
         .context("starting the sampler thread")?;
+    if let Some(path) = &config_file
+        && let Err(e) = reload::watch(path.clone(), control.clone())
+    {
+        tracing::warn!(
+            "cannot watch {} for changes ({e}); reload with SIGHUP",
+            path.display()
+        );
+    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -164,21 +177,43 @@ fn serve(config: Config, listen: &str, telemetry_path: &str) -> anyhow::Result<(
         .build()
         .context("starting the async runtime")?;
     let exposition = Arc::new(Exposition::new(latest));
-    let served = runtime.block_on(async {
+    let hup_control = control.clone();
+    let served = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("listening on {listen}"))?;
         tracing::info!("serving http://{}{telemetry_path}", listener.local_addr()?);
+        tokio::spawn(reload_on_sighup(config_file, hup_control));
         axum::serve(listener, http::router(exposition, telemetry_path))
             .with_graceful_shutdown(shutdown_signal())
             .await
             .context("HTTP server")
     });
-    drop(stop_tx);
+    let _ = control.send(Control::Stop);
     if sampler_thread.join().is_err() {
         tracing::error!("the sampler thread panicked");
     }
     served
+}
+
+/// Reloads the config on every SIGHUP.
+async fn reload_on_sighup(config_file: Option<PathBuf>, control: std::sync::mpsc::Sender<Control>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot listen for SIGHUP: {e}");
+            return;
+        }
+    };
+    while hup.recv().await.is_some() {
+        tracing::info!("SIGHUP: reloading the config");
+        let path = config_file.clone();
+        let control = control.clone();
+        // Reading and parsing the file is blocking work.
+        let _ =
+            tokio::task::spawn_blocking(move || reload::reload(path.as_deref(), &control)).await;
+    }
 }
 
 async fn shutdown_signal() {

@@ -7,6 +7,7 @@ use crate::config::{CgroupPattern, CgroupSelector};
 use crate::mountinfo;
 use std::os::unix::fs::{DirEntryExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// How deep a `**` glob may descend; cgroup trees are far shallower.
 const MAX_DEPTH: usize = 64;
@@ -60,71 +61,168 @@ impl CgroupFs {
 
     /// Every existing cgroup chosen by `selectors`, sorted by path.
     pub fn expand(&self, selectors: &[CgroupSelector]) -> Vec<Found> {
-        let mut found: Vec<Found> = Vec::new();
-        let mut add = |path: String, ino: u64, selector: usize| match found
-            .iter_mut()
-            .find(|f| f.path == path)
-        {
-            Some(f) => f.selectors.push(selector),
-            None => found.push(Found {
-                path,
-                ino,
-                selectors: vec![selector],
-            }),
-        };
-        let mut globs = Vec::new();
-        for (i, selector) in selectors.iter().enumerate() {
-            match &selector.pattern {
-                CgroupPattern::Path(path) => {
-                    if let Ok(meta) = std::fs::metadata(self.dir(path))
-                        && meta.is_dir()
-                    {
-                        add(path.clone(), meta.ino(), i);
-                    }
-                }
-                CgroupPattern::Match { pattern, .. } => {
-                    globs.push((i, selector, glob_depth(pattern)))
-                }
-            }
+        self.expand_watching(selectors, &mut |_| {})
+    }
+
+    /// Like [`CgroupFs::expand`], calling `visit` on every directory before
+    /// listing it, so that a watch added there sees every child created
+    /// after the listing started.
+    fn expand_watching(
+        &self,
+        selectors: &[CgroupSelector],
+        visit: &mut dyn FnMut(&Path),
+    ) -> Vec<Found> {
+        let depth = selectors
+            .iter()
+            .map(|s| depth(&s.pattern))
+            .max()
+            .unwrap_or(0);
+        let mut dirs = Vec::new();
+        if let Ok(meta) = std::fs::metadata(&self.root) {
+            dirs.push(("/".to_string(), meta.ino()));
         }
-        if let Some(depth) = globs.iter().map(|g| g.2).max() {
-            let mut dirs = Vec::new();
-            if let Ok(meta) = std::fs::metadata(&self.root) {
-                dirs.push(("/".to_string(), meta.ino()));
-            }
-            walk(&self.root, "", depth, &mut dirs);
-            for (path, ino) in dirs {
-                for (i, selector, _) in &globs {
-                    if selector.pattern.matches(&path) {
-                        add(path.clone(), ino, *i);
-                    }
-                }
-            }
-        }
-        for f in &mut found {
-            f.selectors.sort_unstable();
-            f.selectors.dedup();
-        }
+        walk(&self.root, "", depth, &mut dirs, visit);
+        let mut found: Vec<Found> = dirs
+            .into_iter()
+            .filter_map(|(path, ino)| {
+                let chosen: Vec<usize> = selectors
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.pattern.matches(&path))
+                    .map(|(i, _)| i)
+                    .collect();
+                (!chosen.is_empty()).then_some(Found {
+                    path,
+                    ino,
+                    selectors: chosen,
+                })
+            })
+            .collect();
         found.sort_by(|a, b| a.path.cmp(&b.path));
         found
     }
 }
 
-/// How many levels below the root a glob can match.
-fn glob_depth(pattern: &str) -> usize {
-    if pattern.contains("**") {
-        MAX_DEPTH
-    } else {
-        pattern.split('/').filter(|c| !c.is_empty()).count()
+/// Finds the cgroups the selectors choose and notices when that may have
+/// changed: inotify watches on every directory walked (cgroups are created
+/// and removed with mkdir/rmdir, which inotify reports), plus a periodic full
+/// rescan as a safety net for anything a watch could miss (watch limits,
+/// events dropped on queue overflow).
+#[derive(Debug)]
+pub struct Discovery {
+    fs: CgroupFs,
+    inotify: Option<inotify::Inotify>,
+    buffer: Vec<u8>,
+    last_scan: Option<Instant>,
+    rescan_every: Duration,
+    watch_failure_logged: bool,
+}
+
+impl Discovery {
+    /// Discovery on `fs`, rescanning fully at least every `rescan_every`.
+    pub fn new(fs: CgroupFs, rescan_every: Duration) -> Self {
+        let inotify = inotify::Inotify::init()
+            .map_err(|e| {
+                tracing::warn!(
+                    "inotify unavailable ({e}); new cgroups are found by periodic rescans only"
+                )
+            })
+            .ok();
+        Self {
+            fs,
+            inotify,
+            buffer: vec![0; 16 * 1024],
+            last_scan: None,
+            rescan_every,
+            watch_failure_logged: false,
+        }
+    }
+
+    /// The hierarchy.
+    pub fn fs(&self) -> &CgroupFs {
+        &self.fs
+    }
+
+    /// The cgroups chosen now, when the tree may have changed since the last
+    /// scan (or `force`); `None` when nothing changed.
+    pub fn poll(&mut self, selectors: &[CgroupSelector], force: bool) -> Option<Vec<Found>> {
+        let due = self
+            .last_scan
+            .is_none_or(|t| t.elapsed() >= self.rescan_every);
+        if !(self.drain() || due || force) {
+            return None;
+        }
+        self.last_scan = Some(Instant::now());
+        let mask = inotify::WatchMask::CREATE
+            | inotify::WatchMask::DELETE
+            | inotify::WatchMask::MOVED_FROM
+            | inotify::WatchMask::MOVED_TO
+            | inotify::WatchMask::ONLYDIR
+            | inotify::WatchMask::DONT_FOLLOW;
+        let (inotify, logged) = (&mut self.inotify, &mut self.watch_failure_logged);
+        let mut visit = |dir: &Path| {
+            if let Some(inotify) = inotify.as_mut()
+                && let Err(e) = inotify.watches().add(dir, mask)
+                && e.raw_os_error() != Some(libc::ENOENT)
+                && !std::mem::replace(logged, true)
+            {
+                tracing::warn!(
+                    "cannot watch {}: {e}; new cgroups there are found by the periodic rescan                      (raise fs.inotify.max_user_watches)",
+                    dir.display()
+                );
+            }
+        };
+        Some(self.fs.expand_watching(selectors, &mut visit))
+    }
+
+    /// Reads pending inotify events; true if there were any.
+    fn drain(&mut self) -> bool {
+        let Some(inotify) = self.inotify.as_mut() else {
+            return false;
+        };
+        let mut any = false;
+        loop {
+            match inotify.read_events(&mut self.buffer) {
+                Ok(mut events) => {
+                    if events.next().is_none() {
+                        return any;
+                    }
+                    any = true;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return any,
+                Err(e) => {
+                    tracing::warn!("reading inotify events failed: {e}; rescanning");
+                    return true;
+                }
+            }
+        }
     }
 }
 
-/// Collects the sub-directories of `dir` down to `depth` levels. A directory
-/// that vanishes during the walk is simply not found.
-fn walk(dir: &Path, rel: &str, depth: usize, out: &mut Vec<(String, u64)>) {
+/// How many levels below the root a selector can match.
+fn depth(pattern: &CgroupPattern) -> usize {
+    let text = pattern.as_str();
+    if matches!(pattern, CgroupPattern::Match { .. }) && text.contains("**") {
+        MAX_DEPTH
+    } else {
+        text.split('/').filter(|c| !c.is_empty()).count()
+    }
+}
+
+/// Collects the sub-directories of `dir` down to `depth` levels, visiting
+/// each directory before listing it. A directory that vanishes during the
+/// walk is simply not found.
+fn walk(
+    dir: &Path,
+    rel: &str,
+    depth: usize,
+    out: &mut Vec<(String, u64)>,
+    visit: &mut dyn FnMut(&Path),
+) {
     if depth == 0 {
         return;
     }
+    visit(dir);
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -136,6 +234,6 @@ fn walk(dir: &Path, rel: &str, depth: usize, out: &mut Vec<(String, u64)>) {
         let Some(name) = name.to_str() else { continue };
         let path = format!("{rel}/{name}");
         out.push((path.clone(), entry.ino()));
-        walk(&entry.path(), &path, depth - 1, out);
+        walk(&entry.path(), &path, depth - 1, out, visit);
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::config::{CgroupSelector, Config, GroupDef};
 use crate::events::{Event, EventAttr, PERF_TYPE_TRACEPOINT, TracepointName};
-use crate::perf::{CounterGroup, open_failure_reason};
+use crate::perf::{CounterGroup, Target, open_failure_reason};
 use crate::snapshot::Support;
 use crate::tracefs::Tracefs;
 use std::os::fd::AsFd;
@@ -213,7 +213,7 @@ pub fn resolve_tracepoint(tp: &TracepointName, machine: &Machine) -> Result<Plan
 pub fn probe(spec: &GroupSpec, cgroup_dir: &Path, cpu: u32) -> Result<(), String> {
     let dir = std::fs::File::open(cgroup_dir)
         .map_err(|e| format!("opening cgroup {}: {e}", cgroup_dir.display()))?;
-    CounterGroup::open(&spec.attrs(), dir.as_fd(), cpu)
+    CounterGroup::open(&spec.attrs(), Target::Cgroup(dir.as_fd()), cpu)
         .map(drop)
         .map_err(|e| {
             let event = spec.events.get(e.index).map_or("?", |ev| &*ev.label);

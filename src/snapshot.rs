@@ -5,11 +5,16 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
+/// Extra labels of a cgroup (`pod_uid`, `unit`, ...), shared by all its series.
+pub type Labels = Arc<[(&'static str, Box<str>)]>;
+
 /// One counter series.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CounterSample {
     /// cgroup path relative to the cgroup2 root.
     pub cgroup: Arc<str>,
+    /// Extra labels derived from the cgroup path.
+    pub labels: Labels,
     /// Group name from the config, or `tracepoints`.
     pub group: Arc<str>,
     /// Event as written in the config (`subsys:name` for tracepoints).
@@ -27,6 +32,8 @@ pub struct CounterSample {
 pub struct GroupTimeSample {
     /// cgroup path.
     pub cgroup: Arc<str>,
+    /// Extra labels derived from the cgroup path.
+    pub labels: Labels,
     /// Group name.
     pub group: Arc<str>,
     /// The CPU, when per-CPU output is on.
@@ -63,6 +70,8 @@ pub struct Snapshot {
     pub support: Vec<Support>,
     /// Read and open errors so far, by reason label.
     pub errors: BTreeMap<(&'static str, &'static str), u64>,
+    /// cgroups selected but not counted, by reason.
+    pub skipped: BTreeMap<&'static str, u64>,
     /// perf file descriptors held now.
     pub open_fds: u64,
     /// cgroups monitored now.
@@ -71,6 +80,10 @@ pub struct Snapshot {
     pub collection_seconds: f64,
     /// Collections done so far.
     pub collections: u64,
+    /// Whether the last config (re)load succeeded.
+    pub reload_ok: bool,
+    /// When a config was last loaded successfully.
+    pub reload_success_time: SystemTime,
 }
 
 impl Snapshot {
@@ -82,10 +95,13 @@ impl Snapshot {
             group_times: Vec::new(),
             support: Vec::new(),
             errors: BTreeMap::new(),
+            skipped: BTreeMap::new(),
             open_fds: 0,
             monitored_cgroups: 0,
             collection_seconds: 0.0,
             collections: 0,
+            reload_ok: true,
+            reload_success_time: SystemTime::now(),
         }
     }
 }

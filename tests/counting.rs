@@ -264,7 +264,8 @@ fn hardware_groups_multiplex_and_scale_or_are_reported_unsupported() {
     spin_workload(&cg.dir, 1500);
     let body = exporter.wait_collections(2);
     assert!(
-        value(&body, "cgperf_clock_seconds_total", &[("cgroup", &cg.rel)]).unwrap_or(0.0) > 1.0,
+        // Other tests share the CPUs: the spinner gets a part of 1.5 s.
+        value(&body, "cgperf_clock_seconds_total", &[("cgroup", &cg.rel)]).unwrap_or(0.0) > 0.2,
         "{body}"
     );
     if !has_hardware_pmu() {
@@ -285,7 +286,7 @@ fn hardware_groups_multiplex_and_scale_or_are_reported_unsupported() {
         let running =
             value(&body, "cgperf_group_running_seconds_total", &labels).expect("running time");
         assert!(
-            enabled > 1.0 && running > 0.0 && running <= enabled,
+            enabled > 0.2 && running > 0.0 && running <= enabled,
             "{g}: {running}/{enabled}"
         );
         if running < 0.9 * enabled {

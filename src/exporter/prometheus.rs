@@ -54,6 +54,7 @@ impl Collector for SnapshotCollector {
 /// Labels of a counter or group-time series, written without allocating.
 struct SeriesLabels<'a> {
     cgroup: &'a str,
+    extra: &'a [(&'static str, Box<str>)],
     group: &'a str,
     event: Option<&'a str>,
     cpu: Option<u32>,
@@ -62,6 +63,9 @@ struct SeriesLabels<'a> {
 impl EncodeLabelSet for SeriesLabels<'_> {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), Error> {
         ("cgroup", self.cgroup).encode(encoder.encode_label())?;
+        for (name, value) in self.extra {
+            (*name, &**value).encode(encoder.encode_label())?;
+        }
         ("group", self.group).encode(encoder.encode_label())?;
         if let Some(event) = self.event {
             ("event", event).encode(encoder.encode_label())?;
@@ -76,6 +80,7 @@ impl EncodeLabelSet for SeriesLabels<'_> {
 fn counter_labels(c: &CounterSample) -> SeriesLabels<'_> {
     SeriesLabels {
         cgroup: &c.cgroup,
+        extra: &c.labels,
         group: &c.group,
         event: Some(&c.event),
         cpu: c.cpu,
@@ -85,6 +90,7 @@ fn counter_labels(c: &CounterSample) -> SeriesLabels<'_> {
 fn time_labels(t: &GroupTimeSample) -> SeriesLabels<'_> {
     SeriesLabels {
         cgroup: &t.cgroup,
+        extra: &t.labels,
         group: &t.group,
         event: None,
         cpu: t.cpu,
@@ -232,6 +238,35 @@ fn encode_snapshot(snap: &Snapshot, encoder: &mut DescriptorEncoder) -> Result<(
         MetricType::Counter,
         snap.collections as f64,
     )?;
+    family(
+        encoder,
+        (
+            "cgperf_cgroups_skipped",
+            "cgroups a selector chose but cgperf does not count: more than max_cgroups, or their perf descriptors would exceed the open-files limit.",
+            None,
+            MetricType::Gauge,
+        ),
+        snap.skipped.iter(),
+        |(reason, n)| ([("reason", *reason)], *n as f64),
+    )?;
+    scalar(
+        encoder,
+        "cgperf_config_last_reload_successful",
+        "1 if the last config (re)load succeeded, 0 if it failed and the previous config is still running.",
+        None,
+        MetricType::Gauge,
+        f64::from(u8::from(snap.reload_ok)),
+    )?;
+    scalar(
+        encoder,
+        "cgperf_config_last_reload_success_timestamp",
+        "When a config was last loaded successfully, in seconds since the epoch.",
+        Some(&Unit::Seconds),
+        MetricType::Gauge,
+        snap.reload_success_time
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64()),
+    )?;
     scalar(
         encoder,
         "cgperf_open_fds",
@@ -329,6 +364,7 @@ mod tests {
         let cg: Arc<str> = "/system.slice/a b\"c.service".into();
         snap.counters.push(CounterSample {
             cgroup: cg.clone(),
+            labels: Arc::from(vec![("unit", Box::from("a.service"))]),
             group: "sched".into(),
             event: "context-switches".into(),
             cpu: None,
@@ -337,6 +373,7 @@ mod tests {
         });
         snap.counters.push(CounterSample {
             cgroup: cg.clone(),
+            labels: Arc::from(vec![("unit", Box::from("a.service"))]),
             group: "sched".into(),
             event: "task-clock".into(),
             cpu: Some(1),
@@ -345,6 +382,7 @@ mod tests {
         });
         snap.group_times.push(GroupTimeSample {
             cgroup: cg,
+            labels: Arc::from(Vec::new()),
             group: "sched".into(),
             cpu: None,
             enabled_seconds: 2.0,
@@ -370,9 +408,9 @@ mod tests {
     fn openmetrics_has_the_contract_names() {
         let om = exposition().openmetrics().expect("encodes");
         assert!(om.contains(
-            "cgperf_events_total{cgroup=\"/system.slice/a b\\\"c.service\",group=\"sched\",event=\"context-switches\"} 42.0"
+            "cgperf_events_total{cgroup=\"/system.slice/a b\\\"c.service\",unit=\"a.service\",group=\"sched\",event=\"context-switches\"} 42.0"
         ), "{om}");
-        assert!(om.contains("cgperf_clock_seconds_total{cgroup=\"/system.slice/a b\\\"c.service\",group=\"sched\",event=\"task-clock\",cpu=\"1\"} 1.5"), "{om}");
+        assert!(om.contains("cgperf_clock_seconds_total{cgroup=\"/system.slice/a b\\\"c.service\",unit=\"a.service\",group=\"sched\",event=\"task-clock\",cpu=\"1\"} 1.5"), "{om}");
         assert!(om.contains("cgperf_group_enabled_seconds_total{cgroup=\"/system.slice/a b\\\"c.service\",group=\"sched\"} 2.0"));
         assert!(om.contains("cgperf_group_running_seconds_total{"));
         assert!(om.contains("cgperf_group_never_ran_intervals_total{"));

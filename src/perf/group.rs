@@ -23,6 +23,15 @@ pub struct CounterGroup {
     buf: Vec<u64>,
 }
 
+/// Whose tasks a group counts.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// The tasks of the cgroup whose directory this is (cgroup mode).
+    Cgroup(BorrowedFd<'a>),
+    /// Everything on the CPU (system-wide); needs CAP_PERFMON.
+    AllTasks,
+}
+
 /// Event `index` of the group could not be opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("opening event #{index} of the group failed: {errno}")]
@@ -45,22 +54,21 @@ pub enum ReadError {
 }
 
 impl CounterGroup {
-    /// Opens `events` as one group counting the tasks of the cgroup whose
-    /// directory is `cgroup`, on `cpu`, and enables it.
+    /// Opens `events` as one group counting `target` on `cpu`, and enables it.
     ///
     /// On failure everything opened so far is closed (by ownership) and the
     /// index of the failing event is returned.
-    pub fn open(events: &[EventAttr], cgroup: BorrowedFd<'_>, cpu: u32) -> Result<Self, OpenError> {
+    pub fn open(events: &[EventAttr], target: Target<'_>, cpu: u32) -> Result<Self, OpenError> {
         let (first, rest) = events.split_first().ok_or(OpenError {
             index: 0,
             errno: Errno(libc::EINVAL),
         })?;
-        let leader = open_one(first, true, cgroup, cpu, None)
+        let leader = open_one(first, true, target, cpu, None)
             .map_err(|errno| OpenError { index: 0, errno })?;
         let mut members = Vec::with_capacity(rest.len());
         for (i, event) in rest.iter().enumerate() {
             let fd =
-                open_one(event, false, cgroup, cpu, Some(&leader)).map_err(|errno| OpenError {
+                open_one(event, false, target, cpu, Some(&leader)).map_err(|errno| OpenError {
                     index: i + 1,
                     errno,
                 })?;
@@ -113,21 +121,24 @@ impl CounterGroup {
     }
 }
 
-/// One `perf_event_open` call in cgroup mode.
+/// One `perf_event_open` call.
 fn open_one(
     event: &EventAttr,
     leader: bool,
-    cgroup: BorrowedFd<'_>,
+    target: Target<'_>,
     cpu: u32,
     group: Option<&OwnedFd>,
 ) -> Result<OwnedFd, Errno> {
     let mut attr = counting_attr(event, leader);
     let group_fd = group.map_or(-1, AsRawFd::as_raw_fd);
     let cpu = i32::try_from(cpu).map_err(|_| Errno(libc::EINVAL))?;
-    let flags = (PERF_FLAG_PID_CGROUP | PERF_FLAG_FD_CLOEXEC) as libc::c_ulong;
+    let (pid, flags) = match target {
+        Target::Cgroup(dir) => (dir.as_raw_fd(), PERF_FLAG_PID_CGROUP | PERF_FLAG_FD_CLOEXEC),
+        Target::AllTasks => (-1, PERF_FLAG_FD_CLOEXEC),
+    };
     // SAFETY: `attr` is a fully initialised perf_event_attr whose `size`
     // matches its type; the other arguments are plain integers.
-    let fd = unsafe { perf_event_open(&mut attr, cgroup.as_raw_fd(), cpu, group_fd, flags) };
+    let fd = unsafe { perf_event_open(&mut attr, pid, cpu, group_fd, flags as libc::c_ulong) };
     if fd < 0 {
         return Err(Errno::last());
     }
@@ -184,7 +195,7 @@ mod tests {
         let before = open_fds();
         let mut group = CounterGroup::open(
             &[attr("task-clock"), attr("context-switches")],
-            dir.as_fd(),
+            Target::Cgroup(dir.as_fd()),
             0,
         )
         .expect("software events open in cgroup mode (needs root or CAP_PERFMON)");
@@ -214,7 +225,7 @@ mod tests {
                 attr("context-switches"),
                 attr("software/config=0x7fff/"),
             ],
-            dir.as_fd(),
+            Target::Cgroup(dir.as_fd()),
             0,
         )
         .expect_err("the third event cannot be opened");
@@ -231,7 +242,7 @@ mod tests {
     fn an_empty_group_is_rejected() {
         let dir = root_cgroup();
         assert_eq!(
-            CounterGroup::open(&[], dir.as_fd(), 0)
+            CounterGroup::open(&[], Target::Cgroup(dir.as_fd()), 0)
                 .map(drop)
                 .unwrap_err()
                 .index,

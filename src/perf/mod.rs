@@ -12,5 +12,5 @@ mod group;
 mod group_read;
 
 pub use errno::{Errno, OpenFailure, open_failure_reason};
-pub use group::{CounterGroup, OpenError, ReadError};
+pub use group::{CounterGroup, OpenError, ReadError, Target};
 pub use group_read::{GroupRead, GroupReadError, read_buffer_words};

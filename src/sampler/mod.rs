@@ -1,26 +1,66 @@
-//! The sampler: decides what to open for the cgroups discovery finds, reads
-//! every group once per interval, scales per interval and publishes one
-//! immutable [`Snapshot`] for the exporters.
+//! The sampler: decides what to open for the cgroups discovery finds and the
+//! CPUs that are online, reads every group once per interval, scales per
+//! interval and publishes one immutable [`Snapshot`] for the exporters.
+//!
+//! Totals live in accumulators that outlive the descriptors they read, so
+//! reopening (a CPU back online, a reload that changes a group) never resets
+//! or double-counts a series; only a cgroup that disappears loses its series.
 
+mod budget;
+mod hotplug;
 mod scale;
 
+pub use budget::{FdBudget, raise_nofile_limit};
+pub use hotplug::{CpuChanges, CpuTracker};
 pub use scale::{Accumulator, GroupTotals, Interval};
 
-use crate::discovery::{CgroupFs, Found};
-use crate::perf::{CounterGroup, OpenFailure, ReadError, open_failure_reason};
-use crate::plan::{GroupSpec, Plan};
-use crate::snapshot::{CounterSample, GroupTimeSample, Latest, Snapshot};
+use crate::config::Config;
+use crate::discovery::{Discovery, Found};
+use crate::labels::{Extractor, extract};
+use crate::perf::{CounterGroup, Errno, OpenFailure, ReadError, Target, open_failure_reason};
+use crate::plan::{GroupSpec, Machine, Plan};
+use crate::snapshot::{CounterSample, GroupTimeSample, Labels, Latest, Snapshot};
 use std::collections::{BTreeMap, HashSet};
 use std::os::fd::AsFd;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Instant, SystemTime};
 
-/// A group on one CPU: its descriptors while open, and its totals forever.
+/// Messages to a running sampler.
+#[derive(Debug)]
+pub enum Control {
+    /// Apply a new config, or record that loading one failed (the running
+    /// config stays).
+    Reload(Result<Box<Config>, String>),
+    /// Stop after the current interval.
+    Stop,
+}
+
+/// Why a cgroup that a selector chose is not counted.
+pub const SKIP_REASONS: [&str; 2] = ["max_cgroups", "fd_budget"];
+
+/// An open group that keeps the count of perf descriptors honest: it adds
+/// its descriptors when opened and subtracts them when dropped, whatever
+/// path drops it.
+#[derive(Debug)]
+struct Held {
+    group: CounterGroup,
+    tally: Arc<AtomicU64>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.tally
+            .fetch_sub(self.group.fd_count() as u64, Ordering::Relaxed);
+    }
+}
+
+/// A group on one CPU: its descriptors while open, its totals forever.
 #[derive(Debug)]
 struct CpuCounter {
     cpu: u32,
-    group: Option<CounterGroup>,
+    open: Option<Held>,
     acc: Accumulator,
 }
 
@@ -31,125 +71,69 @@ struct GroupState {
     cpus: Vec<CpuCounter>,
 }
 
-/// A monitored cgroup. Its directory stays open for as long as it is
-/// monitored: perf needs the fd to open events in cgroup mode.
+/// A monitored cgroup.
 #[derive(Debug)]
 struct CgroupState {
     path: Arc<str>,
     ino: u64,
+    selectors: Vec<usize>,
+    generation: u64,
+    labels: Labels,
     groups: Vec<GroupState>,
 }
 
-/// Owns every open counter and every running total.
+/// Opens groups within the descriptor budget, and counts and logs failures.
 #[derive(Debug)]
-pub struct Sampler {
-    plan: Plan,
-    cgroupfs: CgroupFs,
-    cpus: Vec<u32>,
-    cgroups: BTreeMap<String, CgroupState>,
+struct Opener {
+    budget: FdBudget,
+    tally: Arc<AtomicU64>,
     errors: BTreeMap<(&'static str, &'static str), u64>,
     logged: HashSet<(Arc<str>, OpenFailure)>,
-    latest: Latest,
-    collections: u64,
 }
 
-impl Sampler {
-    /// A sampler for `plan` on the CPUs `cpus`, publishing into `latest`.
-    pub fn new(plan: Plan, cgroupfs: CgroupFs, cpus: Vec<u32>, latest: Latest) -> Self {
-        Self {
-            plan,
-            cgroupfs,
-            cpus,
-            cgroups: BTreeMap::new(),
-            errors: BTreeMap::new(),
-            logged: HashSet::new(),
-            latest,
-            collections: 0,
+/// The budget ran out: the cgroup being opened must be given up.
+#[derive(Debug)]
+struct OutOfFds;
+
+impl Opener {
+    fn used(&self) -> u64 {
+        self.tally.load(Ordering::Relaxed)
+    }
+
+    /// Opens `spec` for the cgroup whose directory is `dir` on `cpu`.
+    /// `Ok(None)` is a failure that leaves the group unopened on this CPU
+    /// (counted and logged once); `Err` means descriptors ran out.
+    fn open(
+        &mut self,
+        spec: &GroupSpec,
+        cgroup: &str,
+        dir: &std::fs::File,
+        cpu: u32,
+    ) -> Result<Option<Held>, OutOfFds> {
+        let n = spec.events.len() as u64;
+        if !self.budget.fits(self.used(), n) {
+            return Err(OutOfFds);
         }
-    }
-
-    /// Runs one interval: picks up new and removed cgroups, reads every
-    /// group, and publishes the snapshot.
-    pub fn collect(&mut self) {
-        let started = Instant::now();
-        let found = self.cgroupfs.expand(&self.plan.selectors);
-        self.sync_cgroups(found);
-        self.read_all();
-        self.collections += 1;
-        let snapshot = self.snapshot(started.elapsed().as_secs_f64());
-        self.latest.publish(snapshot);
-    }
-
-    /// Collects every interval until `stop` receives a message or is closed.
-    pub fn run(mut self, stop: Receiver<()>) {
-        let mut next = Instant::now();
-        loop {
-            self.collect();
-            next += self.plan.interval;
-            let now = Instant::now();
-            if next < now {
-                // Collection overran the interval: skip ahead rather than
-                // bursting, the per-interval deltas stay correct either way.
-                next = now + self.plan.interval;
-            }
-            match stop.recv_timeout(next - now) {
-                Err(RecvTimeoutError::Timeout) => {}
-                Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
-            }
-        }
-    }
-
-    /// Drops cgroups that are gone (or were recreated) and opens new ones.
-    fn sync_cgroups(&mut self, found: Vec<Found>) {
-        let alive: HashSet<(&str, u64)> = found.iter().map(|f| (f.path.as_str(), f.ino)).collect();
-        self.cgroups
-            .retain(|path, state| alive.contains(&(path.as_str(), state.ino)));
-        for f in found {
-            if self.cgroups.contains_key(&f.path) {
-                continue;
-            }
-            let state = self.open_cgroup(&f);
-            self.cgroups.insert(f.path, state);
-        }
-    }
-
-    fn open_cgroup(&mut self, found: &Found) -> CgroupState {
-        let path: Arc<str> = found.path.as_str().into();
-        let specs = self.plan.groups_for(&found.selectors);
-        let dir = match std::fs::File::open(self.cgroupfs.dir(&found.path)) {
-            Ok(dir) => Some(dir),
-            Err(e) => {
-                tracing::debug!(cgroup = %path, error = %e, "cgroup vanished before it could be opened");
-                None
-            }
-        };
-        let online = self.cpus.clone();
-        let mut groups = Vec::with_capacity(specs.len());
-        for spec in specs {
-            let attrs = spec.attrs();
-            let mut cpus = Vec::with_capacity(self.cpus.len());
-            for &cpu in &online {
-                let group = dir.as_ref().and_then(|dir| {
-                    CounterGroup::open(&attrs, dir.as_fd(), cpu)
-                        .map_err(|e| self.open_failed(&spec, &path, cpu, e.errno))
-                        .ok()
-                });
-                cpus.push(CpuCounter {
-                    cpu,
+        match CounterGroup::open(&spec.attrs(), Target::Cgroup(dir.as_fd()), cpu) {
+            Ok(group) => {
+                self.tally
+                    .fetch_add(group.fd_count() as u64, Ordering::Relaxed);
+                Ok(Some(Held {
                     group,
-                    acc: Accumulator::new(attrs.len()),
-                });
+                    tally: self.tally.clone(),
+                }))
             }
-            groups.push(GroupState { spec, cpus });
-        }
-        CgroupState {
-            path,
-            ino: found.ino,
-            groups,
+            Err(e) => {
+                let failure = self.failed(spec, cgroup, cpu, e.errno);
+                if failure == OpenFailure::TooManyOpenFiles {
+                    return Err(OutOfFds);
+                }
+                Ok(None)
+            }
         }
     }
 
-    fn open_failed(&mut self, spec: &GroupSpec, cgroup: &str, cpu: u32, errno: crate::perf::Errno) {
+    fn failed(&mut self, spec: &GroupSpec, cgroup: &str, cpu: u32, errno: Errno) -> OpenFailure {
         let failure = OpenFailure::from_errno(errno);
         *self.errors.entry(("open", failure.label())).or_default() += 1;
         if failure != OpenFailure::Gone && self.logged.insert((spec.name.clone(), failure)) {
@@ -159,16 +143,138 @@ impl Sampler {
                 open_failure_reason(errno)
             );
         }
+        failure
+    }
+}
+
+/// Owns every open counter and every running total.
+#[derive(Debug)]
+pub struct Sampler {
+    machine: Machine,
+    plan: Plan,
+    generation: u64,
+    extractors: Vec<Extractor>,
+    max_cgroups: Option<usize>,
+    discovery: Discovery,
+    cpus: CpuTracker,
+    opener: Opener,
+    cgroups: BTreeMap<String, CgroupState>,
+    skipped: BTreeMap<&'static str, u64>,
+    reload_ok: bool,
+    reload_success_time: SystemTime,
+    latest: Latest,
+    collections: u64,
+}
+
+impl Sampler {
+    /// A sampler for `config` on `machine`, finding cgroups with `discovery`
+    /// and publishing into `latest`.
+    pub fn new(
+        config: &Config,
+        machine: Machine,
+        discovery: Discovery,
+        budget: FdBudget,
+        latest: Latest,
+    ) -> Self {
+        let plan = Plan::build(config, &machine);
+        log_support(&plan);
+        Self {
+            machine,
+            plan,
+            generation: 0,
+            extractors: config.labels.clone(),
+            max_cgroups: config.max_cgroups,
+            discovery,
+            cpus: CpuTracker::new(),
+            opener: Opener {
+                budget,
+                tally: Arc::new(AtomicU64::new(0)),
+                errors: BTreeMap::new(),
+                logged: HashSet::new(),
+            },
+            cgroups: BTreeMap::new(),
+            skipped: SKIP_REASONS.iter().map(|r| (*r, 0)).collect(),
+            reload_ok: true,
+            reload_success_time: SystemTime::now(),
+            latest,
+            collections: 0,
+        }
+    }
+
+    /// Runs one interval: reads every group, follows CPUs going offline and
+    /// online, picks up new and removed cgroups, and publishes the snapshot.
+    pub fn collect(&mut self) {
+        let started = Instant::now();
+        self.read_all();
+        self.follow_cpus();
+        if let Some(found) = self.discovery.poll(&self.plan.selectors, false) {
+            self.sync_cgroups(found);
+        }
+        self.collections += 1;
+        let snapshot = self.snapshot(started.elapsed().as_secs_f64());
+        self.latest.publish(snapshot);
+    }
+
+    /// Collects every interval until told to stop; applies reloads as they
+    /// arrive.
+    pub fn run(mut self, control: Receiver<Control>) {
+        let mut next = Instant::now();
+        loop {
+            self.collect();
+            next += self.plan.interval;
+            let now = Instant::now();
+            if next < now {
+                // Collection overran the interval: skip ahead rather than
+                // bursting; the per-interval deltas stay correct either way.
+                next = now + self.plan.interval;
+            }
+            loop {
+                match control.recv_timeout(next.saturating_duration_since(Instant::now())) {
+                    Err(RecvTimeoutError::Timeout) => break,
+                    Ok(Control::Reload(Ok(config))) => self.reload(&config),
+                    Ok(Control::Reload(Err(reason))) => {
+                        self.reload_ok = false;
+                        tracing::error!(
+                            "config reload failed, keeping the running config: {reason}"
+                        );
+                    }
+                    Ok(Control::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                }
+            }
+        }
+    }
+
+    /// Applies a new config: what did not change keeps its descriptors and
+    /// totals, changed groups are reopened keeping the totals of the events
+    /// they still have, what is gone vanishes.
+    pub fn reload(&mut self, config: &Config) {
+        if let Some(&cpu) = self.cpus.online().first() {
+            self.machine.probe_cpu = cpu;
+        }
+        self.plan = Plan::build(config, &self.machine);
+        log_support(&self.plan);
+        self.generation += 1;
+        self.extractors = config.labels.clone();
+        self.max_cgroups = config.max_cgroups;
+        for state in self.cgroups.values_mut() {
+            state.labels = labels_for(&state.path, &self.extractors);
+        }
+        if let Some(found) = self.discovery.poll(&self.plan.selectors, true) {
+            self.sync_cgroups(found);
+        }
+        self.reload_ok = true;
+        self.reload_success_time = SystemTime::now();
+        tracing::info!("config reloaded");
     }
 
     fn read_all(&mut self) {
         for cgroup in self.cgroups.values_mut() {
             for group in &mut cgroup.groups {
                 for counter in &mut group.cpus {
-                    let Some(open) = counter.group.as_mut() else {
+                    let Some(held) = counter.open.as_mut() else {
                         continue;
                     };
-                    match open.read() {
+                    match held.group.read() {
                         Ok((read, ids)) => {
                             counter.acc.update(&read, ids);
                         }
@@ -177,10 +283,136 @@ impl Sampler {
                                 ReadError::Syscall(errno) => OpenFailure::from_errno(errno).label(),
                                 ReadError::Format(_) => "format",
                             };
-                            *self.errors.entry(("read", reason)).or_default() += 1;
+                            *self.opener.errors.entry(("read", reason)).or_default() += 1;
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// Closes the events of CPUs that went offline (after their final read)
+    /// and opens every group on CPUs that came (back) online.
+    fn follow_cpus(&mut self) {
+        let online = match crate::cpus::online() {
+            Ok(online) => online,
+            Err(e) => {
+                *self.opener.errors.entry(("read", "cpu_list")).or_default() += 1;
+                tracing::debug!("keeping the known CPUs: {e}");
+                return;
+            }
+        };
+        let changes = self.cpus.update(&online);
+        if changes == CpuChanges::default() {
+            return;
+        }
+        if self.collections > 0 {
+            tracing::info!(online = ?changes.open, offline = ?changes.closed, "CPUs changed");
+        }
+        let fs = self.discovery.fs().clone();
+        for state in self.cgroups.values_mut() {
+            for group in &mut state.groups {
+                for counter in &mut group.cpus {
+                    if changes.closed.contains(&counter.cpu) || changes.open.contains(&counter.cpu)
+                    {
+                        counter.open = None;
+                    }
+                }
+            }
+            if changes.open.is_empty() {
+                continue;
+            }
+            let Ok(dir) = std::fs::File::open(fs.dir(&state.path)) else {
+                continue; // Removed: the next scan drops it.
+            };
+            for group in &mut state.groups {
+                for &cpu in &changes.open {
+                    let opened = self
+                        .opener
+                        .open(&group.spec, &state.path, &dir, cpu)
+                        .ok()
+                        .flatten();
+                    group.counter(cpu).reopened(opened);
+                }
+            }
+        }
+    }
+
+    /// Drops cgroups that are gone (or were recreated), reconciles the
+    /// groups of the others with the plan, and opens new ones within the
+    /// limits, in priority order: the config's selector order, then
+    /// shallower paths, then by name.
+    fn sync_cgroups(&mut self, mut found: Vec<Found>) {
+        let alive: HashSet<(&str, u64)> = found.iter().map(|f| (f.path.as_str(), f.ino)).collect();
+        self.cgroups
+            .retain(|path, state| alive.contains(&(path.as_str(), state.ino)));
+        found.sort_by(|a, b| {
+            let key = |f: &Found| (f.selectors.first().copied(), f.path.matches('/').count());
+            key(a).cmp(&key(b)).then_with(|| a.path.cmp(&b.path))
+        });
+        let mut skipped: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
+        let online = self.cpus.online();
+        for f in found {
+            let specs = self.plan.groups_for(&f.selectors);
+            if let Some(state) = self.cgroups.get_mut(&f.path) {
+                if state.generation != self.generation || state.selectors != f.selectors {
+                    state.selectors = f.selectors;
+                    state.generation = self.generation;
+                    let dir = std::fs::File::open(self.discovery.fs().dir(&f.path));
+                    if let Ok(dir) = dir
+                        && reconcile(state, specs, &dir, &online, &mut self.opener).is_err()
+                    {
+                        self.cgroups.remove(&f.path);
+                        skipped.entry("fd_budget").or_default().push(f.path);
+                    }
+                }
+                continue;
+            }
+            if self
+                .max_cgroups
+                .is_some_and(|max| self.cgroups.len() >= max)
+            {
+                skipped.entry("max_cgroups").or_default().push(f.path);
+                continue;
+            }
+            let cost: u64 =
+                specs.iter().map(|s| s.events.len() as u64).sum::<u64>() * online.len() as u64;
+            if !self.opener.budget.fits(self.opener.used(), cost) {
+                skipped.entry("fd_budget").or_default().push(f.path);
+                continue;
+            }
+            let Ok(dir) = std::fs::File::open(self.discovery.fs().dir(&f.path)) else {
+                continue; // Removed since the scan.
+            };
+            let mut state = CgroupState {
+                path: f.path.as_str().into(),
+                ino: f.ino,
+                selectors: f.selectors,
+                generation: self.generation,
+                labels: labels_for(&f.path, &self.extractors),
+                groups: Vec::new(),
+            };
+            match reconcile(&mut state, specs, &dir, &online, &mut self.opener) {
+                Ok(()) => {
+                    self.cgroups.insert(f.path, state);
+                }
+                Err(OutOfFds) => skipped.entry("fd_budget").or_default().push(f.path),
+            }
+        }
+        for reason in SKIP_REASONS {
+            let paths = skipped.remove(reason).unwrap_or_default();
+            let before = self.skipped.insert(reason, paths.len() as u64).unwrap_or(0);
+            if paths.len() as u64 > before {
+                tracing::warn!(
+                    reason,
+                    skipped = paths.len(),
+                    first = ?paths.iter().take(5).collect::<Vec<_>>(),
+                    "cgroups not counted: {}",
+                    match reason {
+                        "max_cgroups" => "more cgroups match than `max_cgroups` allows",
+                        _ => "their perf descriptors would exceed the open-files limit (raise LimitNOFILE / ulimit -n)",
+                    }
+                );
             }
         }
     }
@@ -189,36 +421,28 @@ impl Sampler {
         let per_cpu = self.plan.per_cpu;
         let mut counters = Vec::new();
         let mut group_times = Vec::new();
-        let mut open_fds = 0u64;
         for cgroup in self.cgroups.values() {
+            let series = Series {
+                cgroup: &cgroup.path,
+                labels: &cgroup.labels,
+            };
             for group in &cgroup.groups {
-                let spec = &group.spec;
-                let mut sum = GroupTotals::default();
-                for counter in &group.cpus {
-                    open_fds += counter.group.as_ref().map_or(0, |g| g.fd_count() as u64);
-                    let totals = counter.acc.totals();
-                    if per_cpu {
-                        push_group(
+                if per_cpu {
+                    for counter in &group.cpus {
+                        series.push(
                             &mut counters,
                             &mut group_times,
-                            &cgroup.path,
-                            spec,
+                            &group.spec,
                             Some(counter.cpu),
-                            totals,
+                            counter.acc.totals(),
                         );
-                    } else {
-                        sum.add(totals);
                     }
-                }
-                if !per_cpu {
-                    push_group(
-                        &mut counters,
-                        &mut group_times,
-                        &cgroup.path,
-                        spec,
-                        None,
-                        &sum,
-                    );
+                } else {
+                    let mut sum = GroupTotals::default();
+                    for counter in &group.cpus {
+                        sum.add(counter.acc.totals());
+                    }
+                    series.push(&mut counters, &mut group_times, &group.spec, None, &sum);
                 }
             }
         }
@@ -227,40 +451,148 @@ impl Sampler {
             counters,
             group_times,
             support: self.plan.support.clone(),
-            errors: self.errors.clone(),
-            open_fds,
+            errors: self.opener.errors.clone(),
+            skipped: self.skipped.clone(),
+            open_fds: self.opener.used(),
             monitored_cgroups: self.cgroups.len() as u64,
             collection_seconds,
             collections: self.collections,
+            reload_ok: self.reload_ok,
+            reload_success_time: self.reload_success_time,
         }
     }
 }
 
-/// Adds one group's series (one CPU, or the sum over CPUs) to a snapshot.
-fn push_group(
-    counters: &mut Vec<CounterSample>,
-    group_times: &mut Vec<GroupTimeSample>,
-    cgroup: &Arc<str>,
-    spec: &GroupSpec,
-    cpu: Option<u32>,
-    totals: &GroupTotals,
-) {
-    for (event, value) in spec.events.iter().zip(&totals.values) {
-        counters.push(CounterSample {
-            cgroup: cgroup.clone(),
+impl GroupState {
+    /// The counter of `cpu`, created (with zero totals) if this group has
+    /// never been open there.
+    fn counter(&mut self, cpu: u32) -> &mut CpuCounter {
+        let i = match self.cpus.iter().position(|c| c.cpu == cpu) {
+            Some(i) => i,
+            None => {
+                self.cpus.push(CpuCounter {
+                    cpu,
+                    open: None,
+                    acc: Accumulator::new(self.spec.events.len()),
+                });
+                self.cpus.len() - 1
+            }
+        };
+        &mut self.cpus[i]
+    }
+}
+
+impl CpuCounter {
+    /// New descriptors (counting from zero) replace the old ones; the totals
+    /// carry on.
+    fn reopened(&mut self, open: Option<Held>) {
+        self.open = open;
+        self.acc.rebase();
+    }
+}
+
+/// Makes `state`'s groups those of `specs`: identical groups are kept as
+/// they are; a group whose events changed is opened anew and inherits the
+/// totals of the events it kept; groups no longer wanted are closed.
+fn reconcile(
+    state: &mut CgroupState,
+    specs: Vec<Arc<GroupSpec>>,
+    dir: &std::fs::File,
+    online: &[u32],
+    opener: &mut Opener,
+) -> Result<(), OutOfFds> {
+    let mut old = std::mem::take(&mut state.groups);
+    for spec in specs {
+        if let Some(i) = old.iter().position(|g| *g.spec == *spec) {
+            state.groups.push(old.swap_remove(i));
+            continue;
+        }
+        let previous = old
+            .iter()
+            .position(|g| g.spec.name == spec.name)
+            .map(|i| old.swap_remove(i));
+        let mut group = GroupState {
+            spec: spec.clone(),
+            cpus: Vec::with_capacity(online.len()),
+        };
+        for &cpu in online {
+            group.counter(cpu).open = opener.open(&spec, &state.path, dir, cpu)?;
+        }
+        if let Some(previous) = previous {
+            // Position in the old group of each event of the new one.
+            let mapping: Vec<Option<usize>> = spec
+                .events
+                .iter()
+                .map(|e| previous.spec.events.iter().position(|old| old == e))
+                .collect();
+            for old_counter in &previous.cpus {
+                group
+                    .counter(old_counter.cpu)
+                    .acc
+                    .inherit(old_counter.acc.totals(), &mapping);
+            }
+        }
+        state.groups.push(group);
+    }
+    Ok(())
+}
+
+/// The extra labels of a cgroup, from the enabled extractors.
+fn labels_for(path: &str, extractors: &[Extractor]) -> Labels {
+    extract(path, extractors)
+        .into_iter()
+        .map(|(k, v)| (k, Box::from(v)))
+        .collect()
+}
+
+/// Logs every group or tracepoint this machine cannot count.
+fn log_support(plan: &Plan) {
+    for s in &plan.support {
+        if let Err(reason) = &s.status {
+            let what = s.event.as_ref().map_or_else(
+                || format!("group `{}`", s.group),
+                |e| format!("tracepoint `{e}`"),
+            );
+            tracing::warn!("{what} disabled: {reason}");
+        }
+    }
+}
+
+/// The labels shared by every series of one cgroup.
+struct Series<'a> {
+    cgroup: &'a Arc<str>,
+    labels: &'a Labels,
+}
+
+impl Series<'_> {
+    /// Adds one group's series (one CPU, or the sum over CPUs).
+    fn push(
+        &self,
+        counters: &mut Vec<CounterSample>,
+        group_times: &mut Vec<GroupTimeSample>,
+        spec: &GroupSpec,
+        cpu: Option<u32>,
+        totals: &GroupTotals,
+    ) {
+        for (event, value) in spec.events.iter().zip(&totals.values) {
+            counters.push(CounterSample {
+                cgroup: self.cgroup.clone(),
+                labels: self.labels.clone(),
+                group: spec.name.clone(),
+                event: event.label.clone(),
+                cpu,
+                value: if event.clock { value / 1e9 } else { *value },
+                clock: event.clock,
+            });
+        }
+        group_times.push(GroupTimeSample {
+            cgroup: self.cgroup.clone(),
+            labels: self.labels.clone(),
             group: spec.name.clone(),
-            event: event.label.clone(),
             cpu,
-            value: if event.clock { value / 1e9 } else { *value },
-            clock: event.clock,
+            enabled_seconds: totals.enabled_ns as f64 / 1e9,
+            running_seconds: totals.running_ns as f64 / 1e9,
+            never_ran_intervals: totals.never_ran_intervals,
         });
     }
-    group_times.push(GroupTimeSample {
-        cgroup: cgroup.clone(),
-        group: spec.name.clone(),
-        cpu,
-        enabled_seconds: totals.enabled_ns as f64 / 1e9,
-        running_seconds: totals.running_ns as f64 / 1e9,
-        never_ran_intervals: totals.never_ran_intervals,
-    });
 }

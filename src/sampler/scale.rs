@@ -88,6 +88,24 @@ impl Accumulator {
         self.prev_running = 0;
     }
 
+    /// Takes over the totals of a group this one replaces: event `i` of this
+    /// group continues the series of event `mapping[i]` of the old one, and
+    /// the group's times continue too. Used when a reload changes a group's
+    /// events, so the events it kept never go back to zero.
+    pub fn inherit(&mut self, old: &GroupTotals, mapping: &[Option<usize>]) {
+        for (total, from) in self.totals.values.iter_mut().zip(mapping) {
+            if let Some(v) = from.and_then(|j| old.values.get(j)) {
+                *total += v;
+            }
+        }
+        self.totals.enabled_ns = self.totals.enabled_ns.saturating_add(old.enabled_ns);
+        self.totals.running_ns = self.totals.running_ns.saturating_add(old.running_ns);
+        self.totals.never_ran_intervals = self
+            .totals
+            .never_ran_intervals
+            .saturating_add(old.never_ran_intervals);
+    }
+
     /// The totals so far.
     pub fn totals(&self) -> &GroupTotals {
         &self.totals
@@ -253,6 +271,18 @@ mod tests {
         feed(&mut acc, &[7], &buf(5, 5, &[(7, 30)]));
         assert_eq!(acc.totals().values, vec![130.0]);
         assert_eq!(acc.totals().enabled_ns, 15);
+    }
+
+    #[test]
+    fn inherit_continues_kept_events_only() {
+        let mut old = Accumulator::new(2);
+        feed(&mut old, &[1, 2], &buf(10, 10, &[(1, 5), (2, 7)]));
+        // The new group keeps event 2 (now first) and adds a new one.
+        let mut new = Accumulator::new(2);
+        new.inherit(old.totals(), &[Some(1), None]);
+        feed(&mut new, &[8, 9], &buf(4, 4, &[(8, 3), (9, 100)]));
+        assert_eq!(new.totals().values, vec![10.0, 100.0]);
+        assert_eq!(new.totals().enabled_ns, 14);
     }
 
     proptest! {

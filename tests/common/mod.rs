@@ -162,15 +162,25 @@ impl Exporter {
     /// Starts cgperf on `yaml` (or the embedded default config when `None`)
     /// on a free loopback port and waits until it serves.
     pub fn start(yaml: Option<&str>) -> Self {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
-        cmd.arg("--web.listen-address=127.0.0.1:0")
-            .arg("--log.level=info");
         let config = yaml.map(|yaml| {
             let mut file = tempfile::NamedTempFile::new().expect("temp file");
             file.write_all(yaml.as_bytes()).expect("write config");
-            cmd.arg(format!("--config.file={}", file.path().display()));
             file
         });
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+        if let Some(file) = &config {
+            cmd.arg(format!("--config.file={}", file.path().display()));
+        }
+        let mut exporter = Self::spawn(cmd);
+        exporter._config = config;
+        exporter
+    }
+
+    /// Starts cgperf as `cmd` (which may already name a config file and set
+    /// limits) on a free loopback port and waits until it serves.
+    pub fn spawn(mut cmd: Command) -> Self {
+        cmd.arg("--web.listen-address=127.0.0.1:0")
+            .arg("--log.level=info");
         let mut child = cmd
             .stderr(Stdio::piped())
             .spawn()
@@ -194,8 +204,13 @@ impl Exporter {
         Self {
             child,
             addr,
-            _config: config,
+            _config: None,
         }
+    }
+
+    /// The process id, to send signals to.
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
     }
 
     /// The body of `GET /metrics` in the classic text format.

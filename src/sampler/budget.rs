@@ -1,0 +1,90 @@
+//! The file-descriptor budget: perf needs one descriptor per event, per CPU,
+//! per cgroup, so a busy host can exhaust `RLIMIT_NOFILE`. cgperf raises the
+//! soft limit to the hard limit at start and never opens a cgroup whose
+//! descriptors would not fit, rather than failing half-way at `EMFILE`.
+
+/// Descriptors kept free for everything that is not a perf event: the HTTP
+/// listener and its connections, config and cgroupfs reads, inotify, logs.
+const RESERVE: u64 = 256;
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns the soft
+/// limit in force afterwards.
+pub fn raise_nofile_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return 1024;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit reads the struct we own.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit = raised;
+        } else {
+            tracing::warn!(
+                "could not raise the open-files limit from {} to {}: {}",
+                limit.rlim_cur,
+                limit.rlim_max,
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    limit.rlim_cur
+}
+
+/// How many perf descriptors cgperf may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FdBudget {
+    /// Most perf descriptors at once.
+    pub max_perf_fds: u64,
+}
+
+impl FdBudget {
+    /// The budget under a soft open-files limit of `nofile`.
+    pub fn from_limit(nofile: u64) -> Self {
+        Self {
+            max_perf_fds: nofile.saturating_sub(RESERVE),
+        }
+    }
+
+    /// Whether `more` descriptors fit next to the `used` ones.
+    pub fn fits(&self, used: u64, more: u64) -> bool {
+        used.saturating_add(more) <= self.max_perf_fds
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_a_reserve() {
+        let b = FdBudget::from_limit(1024);
+        assert_eq!(b.max_perf_fds, 768);
+        assert!(b.fits(700, 68));
+        assert!(!b.fits(700, 69));
+        assert_eq!(FdBudget::from_limit(10).max_perf_fds, 0);
+    }
+
+    #[test]
+    fn raising_reaches_the_hard_limit() {
+        let soft = raise_nofile_limit();
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes into the struct we own.
+        assert_eq!(
+            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+            0
+        );
+        assert_eq!(soft, limit.rlim_cur);
+        assert_eq!(limit.rlim_cur, limit.rlim_max);
+    }
+}

@@ -1,0 +1,118 @@
+//! Following CPUs as they go offline and come back.
+//!
+//! perf events of a CPU that goes offline are detached by the kernel and stay
+//! dead when it comes back: they must be closed and opened again. Polling
+//! the online list alone misses a CPU that went down and up within one
+//! interval, so every online CPU also carries a canary: a system-wide
+//! `cpu-clock` counter whose enabled time advances for as long as the CPU is
+//! up. A canary whose time stood still has been through an offline period.
+
+use crate::events::{EventAttr, PERF_TYPE_SOFTWARE};
+use crate::perf::{CounterGroup, Target};
+use std::collections::BTreeMap;
+
+/// `PERF_COUNT_SW_CPU_CLOCK`.
+const CPU_CLOCK: u64 = 0;
+
+/// What changed since the last update.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct CpuChanges {
+    /// CPUs that are online and whose events must be opened (again).
+    pub open: Vec<u32>,
+    /// CPUs that went offline: their events are dead.
+    pub closed: Vec<u32>,
+}
+
+#[derive(Debug)]
+struct Canary {
+    group: Option<CounterGroup>,
+    last_enabled: u64,
+}
+
+/// The CPUs cgperf counts on.
+#[derive(Debug, Default)]
+pub struct CpuTracker {
+    cpus: BTreeMap<u32, Canary>,
+    canary_failure_logged: bool,
+}
+
+impl CpuTracker {
+    /// No CPU yet: the first [`CpuTracker::update`] opens all online ones.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The CPUs known to be online.
+    pub fn online(&self) -> Vec<u32> {
+        self.cpus.keys().copied().collect()
+    }
+
+    /// Compares with `online` (the kernel's list now) and the canaries.
+    pub fn update(&mut self, online: &[u32]) -> CpuChanges {
+        let mut changes = CpuChanges::default();
+        self.cpus.retain(|cpu, _| {
+            let keep = online.contains(cpu);
+            if !keep {
+                changes.closed.push(*cpu);
+            }
+            keep
+        });
+        for &cpu in online {
+            let fresh = match self.cpus.get_mut(&cpu) {
+                None => true,
+                Some(canary) => !canary.advanced(),
+            };
+            if fresh {
+                let canary = self.open_canary(cpu);
+                self.cpus.insert(cpu, canary);
+                changes.open.push(cpu);
+            }
+        }
+        changes
+    }
+
+    fn open_canary(&mut self, cpu: u32) -> Canary {
+        let attr = EventAttr {
+            type_: PERF_TYPE_SOFTWARE,
+            config: CPU_CLOCK,
+            config1: 0,
+            config2: 0,
+            exclude_user: false,
+            exclude_kernel: false,
+            exclude_hv: false,
+        };
+        let group = CounterGroup::open(&[attr], Target::AllTasks, cpu)
+            .map_err(|e| {
+                if !std::mem::replace(&mut self.canary_failure_logged, true) {
+                    tracing::warn!(
+                        cpu,
+                        "cannot open the hotplug canary ({}); a CPU that goes offline and back within \
+                         one interval will not be noticed",
+                        e.errno
+                    );
+                }
+            })
+            .ok();
+        Canary {
+            group,
+            last_enabled: 0,
+        }
+    }
+}
+
+impl Canary {
+    /// True while the CPU has stayed up (or when there is no canary).
+    fn advanced(&mut self) -> bool {
+        let Some(group) = self.group.as_mut() else {
+            return true;
+        };
+        match group.read() {
+            Ok((read, _)) => {
+                let advanced = read.time_enabled > self.last_enabled;
+                self.last_enabled = read.time_enabled;
+                advanced
+            }
+            Err(_) => false,
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! Hosts that change under cgperf: cgroups removed and recreated, configs
+//! reloaded by SIGHUP and by file replacement, an open-files limit too small
+//! for everything, `max_cgroups`.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::process::Command;
+
+fn getppid_of(body: &str, cgroup: &str) -> Option<f64> {
+    value(
+        body,
+        "cgperf_events_total",
+        &[("cgroup", cgroup), ("event", "syscalls:sys_enter_getppid")],
+    )
+}
+
+fn reload_time(body: &str) -> f64 {
+    value(
+        body,
+        "cgperf_config_last_reload_success_timestamp_seconds",
+        &[],
+    )
+    .expect("reload timestamp")
+}
+
+/// Replaces `path` by rename, as editors and ConfigMap updates do.
+fn replace_file(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).expect("write");
+    std::fs::rename(&tmp, path).expect("rename");
+}
+
+#[test]
+fn a_recreated_cgroup_is_a_new_series_and_a_removed_one_vanishes() {
+    let parent = TestCgroup::create("cgperf-recreate");
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms\ntracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - match: {}/*\n",
+        parent.rel
+    )));
+    let cg = TestCgroup::create_under(&parent.rel, "job");
+    exporter.wait_for("the new cgroup", |b| getppid_of(b, &cg.rel).is_some());
+    getppid_workload(Some(&cg.dir), 3000);
+    let body = exporter.wait_collections(2);
+    assert_eq!(getppid_of(&body, &cg.rel), Some(3000.0));
+
+    cg.remove();
+    // Gone within two intervals.
+    let body = exporter.wait_collections(2);
+    assert_eq!(getppid_of(&body, &cg.rel), None, "{body}");
+
+    let again = TestCgroup::create_under(&parent.rel, "job");
+    exporter.wait_for("the recreated cgroup", |b| {
+        getppid_of(b, &again.rel).is_some()
+    });
+    getppid_workload(Some(&again.dir), 500);
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        getppid_of(&body, &again.rel),
+        Some(500.0),
+        "a new cgroup starts from zero"
+    );
+}
+
+#[test]
+fn sighup_reload_keeps_unchanged_counters_and_applies_changes() {
+    let cg = TestCgroup::create("cgperf-sighup");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("cgperf.yaml");
+    let first = format!(
+        "interval: 200ms\ngroups:\n  sched: [context-switches]\n  gone: [page-faults]\ntracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - path: {}\n",
+        cg.rel
+    );
+    std::fs::write(&path, &first).expect("write config");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", path.display()));
+    let exporter = Exporter::spawn(cmd);
+    exporter.wait_for("the cgroup", |b| getppid_of(b, &cg.rel).is_some());
+    getppid_workload(Some(&cg.dir), 4000);
+    let before = exporter.wait_collections(2);
+    assert_eq!(getppid_of(&before, &cg.rel), Some(4000.0));
+    let switches = value(
+        &before,
+        "cgperf_events_total",
+        &[("cgroup", &cg.rel), ("event", "context-switches")],
+    )
+    .expect("context switches");
+
+    // Add a tracepoint (the tracepoint group changes), drop a group, keep one.
+    // Written in place (no rename), so only the SIGHUP triggers the reload.
+    let second = first
+        .replace("  gone: [page-faults]\n", "  new: [cpu-migrations]\n")
+        .replace(
+            "tracepoints: [syscalls:sys_enter_getppid]",
+            "tracepoints: [syscalls:sys_enter_getppid, sched:sched_process_exit]",
+        );
+    std::fs::write(&path, &second).expect("rewrite config");
+    // SAFETY: sending a signal to our own child.
+    assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
+    let after = exporter.wait_for("the reload", |b| {
+        value(
+            b,
+            "cgperf_events_total",
+            &[("cgroup", &cg.rel), ("group", "new")],
+        )
+        .is_some()
+    });
+    assert_eq!(
+        value(&after, "cgperf_config_last_reload_successful", &[]),
+        Some(1.0)
+    );
+    assert_eq!(
+        getppid_of(&after, &cg.rel),
+        Some(4000.0),
+        "kept event continues, not reset:\n{after}"
+    );
+    assert!(
+        value(
+            &after,
+            "cgperf_events_total",
+            &[("cgroup", &cg.rel), ("event", "context-switches")]
+        )
+        .expect("kept")
+            >= switches
+    );
+    assert_eq!(
+        value(
+            &after,
+            "cgperf_events_total",
+            &[("cgroup", &cg.rel), ("group", "gone")]
+        ),
+        None
+    );
+    assert!(
+        value(
+            &after,
+            "cgperf_events_total",
+            &[("cgroup", &cg.rel), ("event", "sched:sched_process_exit")]
+        )
+        .is_some()
+    );
+
+    getppid_workload(Some(&cg.dir), 1000);
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        getppid_of(&body, &cg.rel),
+        Some(5000.0),
+        "exact across the reload"
+    );
+    // The getppid child's exit is counted by the new tracepoint.
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_events_total",
+            &[("cgroup", &cg.rel), ("event", "sched:sched_process_exit")]
+        ),
+        Some(1.0)
+    );
+}
+
+#[test]
+fn a_replaced_config_file_is_reloaded_and_a_bad_one_rejected() {
+    let cg = TestCgroup::create("cgperf-filewatch");
+    let other = TestCgroup::create("cgperf-filewatch-other");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("cgperf.yaml");
+    let config = |cgroup: &str| {
+        format!(
+            "interval: 200ms\ntracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - path: {cgroup}\n"
+        )
+    };
+    std::fs::write(&path, config(&cg.rel)).expect("write config");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", path.display()));
+    let exporter = Exporter::spawn(cmd);
+    exporter.wait_for("the cgroup", |b| getppid_of(b, &cg.rel).is_some());
+    getppid_workload(Some(&cg.dir), 100);
+    let started = reload_time(&exporter.wait_collections(1));
+
+    // A broken config is rejected; the running one keeps counting.
+    replace_file(&path, "interval: 200ms\ngroups:\n  a: [no-such-event]\n");
+    let body = exporter.wait_for("the failed reload", |b| {
+        value(b, "cgperf_config_last_reload_successful", &[]) == Some(0.0)
+    });
+    assert_eq!(reload_time(&body), started);
+    getppid_workload(Some(&cg.dir), 200);
+    let body = exporter.wait_collections(2);
+    assert_eq!(getppid_of(&body, &cg.rel), Some(300.0));
+
+    // A valid replacement moves counting to the other cgroup.
+    replace_file(&path, &config(&other.rel));
+    let body = exporter.wait_for("the reload", |b| getppid_of(b, &other.rel).is_some());
+    assert_eq!(getppid_of(&body, &cg.rel), None, "no longer selected");
+    assert_eq!(
+        value(&body, "cgperf_config_last_reload_successful", &[]),
+        Some(1.0)
+    );
+    assert!(reload_time(&body) > started);
+}
+
+fn parent_with_children(name: &str, n: usize) -> (TestCgroup, Vec<TestCgroup>) {
+    let parent = TestCgroup::create(name);
+    let children = (0..n)
+        .map(|i| TestCgroup::create_under(&parent.rel, &format!("c{i}")))
+        .collect();
+    (parent, children)
+}
+
+#[test]
+fn max_cgroups_counts_the_first_in_priority_order() {
+    let (parent, children) = parent_with_children("cgperf-max", 5);
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms\nmax_cgroups: 3\ngroups:\n  sched: [context-switches]\ncgroups:\n  - match: {}/*\n",
+        parent.rel
+    )));
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        value(&body, "cgperf_monitored_cgroups", &[]),
+        Some(3.0),
+        "{body}"
+    );
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_cgroups_skipped",
+            &[("reason", "max_cgroups")]
+        ),
+        Some(2.0)
+    );
+    for (i, c) in children.iter().enumerate() {
+        let counted = value(&body, "cgperf_events_total", &[("cgroup", &c.rel)]).is_some();
+        assert_eq!(
+            counted,
+            i < 3,
+            "{} (sorted by path, the first three are counted)",
+            c.rel
+        );
+    }
+}
+
+#[test]
+fn a_small_open_files_limit_opens_what_fits_and_says_so() {
+    let (parent, children) = parent_with_children("cgperf-fds", 10);
+    let cpus = cgperf::cpus::online().expect("online CPUs").len() as u64;
+    let config = config_file(&format!(
+        "interval: 200ms\ngroups:\n  sched: [task-clock, context-switches, cpu-migrations, page-faults]\ncgroups:\n  - match: {}/*\n",
+        parent.rel
+    ));
+    // 256 descriptors are kept in reserve; room for exactly 3 cgroups.
+    let per_cgroup = 4 * cpus;
+    let limit = 256 + 3 * per_cgroup + per_cgroup / 2;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", config.path().display()));
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let exporter = Exporter::spawn(cmd);
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        value(&body, "cgperf_monitored_cgroups", &[]),
+        Some(3.0),
+        "{body}"
+    );
+    assert_eq!(
+        value(&body, "cgperf_cgroups_skipped", &[("reason", "fd_budget")]),
+        Some(7.0)
+    );
+    assert_eq!(
+        value(&body, "cgperf_open_fds", &[]),
+        Some((3 * per_cgroup) as f64)
+    );
+    for (i, c) in children.iter().enumerate() {
+        assert_eq!(
+            value(&body, "cgperf_events_total", &[("cgroup", &c.rel)]).is_some(),
+            i < 3,
+            "{}",
+            c.rel
+        );
+    }
+    // When counted cgroups go away, skipped ones take their place.
+    children[0].remove();
+    children[1].remove();
+    let body = exporter.wait_for("skipped cgroups to be counted", |b| {
+        value(b, "cgperf_cgroups_skipped", &[("reason", "fd_budget")]) == Some(5.0)
+    });
+    assert_eq!(value(&body, "cgperf_monitored_cgroups", &[]), Some(3.0));
+    assert!(
+        value(
+            &body,
+            "cgperf_events_total",
+            &[("cgroup", &children[3].rel)]
+        )
+        .is_some()
+    );
+}
+
+#[test]
+fn labels_are_extracted_from_real_kubernetes_systemd_and_container_cgroups() {
+    let root = TestCgroup::create("cgperf-labels");
+    let id = "0123456789abcdef".repeat(4);
+    let uid = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
+    let systemd_uid = uid.replace('-', "_");
+    let make = |rel: &str| TestCgroup::create_under(&root.rel, rel);
+    // Created parents first; dropped (removed) children first.
+    let k8s_qos = make("kubepods.slice");
+    let k8s_burst = make("kubepods.slice/kubepods-burstable.slice");
+    let k8s_pod = make(&format!(
+        "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{systemd_uid}.slice"
+    ));
+    let k8s_ctr = make(&format!(
+        "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{systemd_uid}.slice/cri-containerd-{id}.scope"
+    ));
+    let cgfs = make("kubepods");
+    let cgfs_be = make("kubepods/besteffort");
+    let cgfs_pod = make(&format!("kubepods/besteffort/pod{uid}"));
+    let cgfs_ctr = make(&format!("kubepods/besteffort/pod{uid}/{id}"));
+    let system = make("system.slice");
+    let unit = make("system.slice/nginx.service");
+    let docker = make(&format!("system.slice/docker-{id}.scope"));
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms\nlabels: [kubernetes, systemd, containers]\ngroups:\n  sched: [context-switches]\ncgroups:\n  - match: {}/**\n",
+        root.rel
+    )));
+    let body = exporter.wait_for("the containers", |b| {
+        value(b, "cgperf_events_total", &[("cgroup", &k8s_ctr.rel)]).is_some()
+            && value(b, "cgperf_events_total", &[("cgroup", &docker.rel)]).is_some()
+    });
+    let series = |cg: &TestCgroup| {
+        body.lines()
+            .find(|l| l.starts_with(&format!("cgperf_events_total{{cgroup=\"{}\"", cg.rel)))
+            .unwrap_or_else(|| panic!("no series for {}:\n{body}", cg.rel))
+            .to_string()
+    };
+    let has = |cg: &TestCgroup, labels: &[(&str, &str)]| {
+        let line = series(cg);
+        for (k, v) in labels {
+            assert!(
+                line.contains(&format!("{k}=\"{v}\"")),
+                "{k}={v} missing in {line}"
+            );
+        }
+    };
+    has(
+        &k8s_pod,
+        &[
+            ("pod_uid", uid),
+            ("qos_class", "burstable"),
+            ("slice", k8s_pod.rel.rsplit('/').next().unwrap_or_default()),
+        ],
+    );
+    has(
+        &k8s_ctr,
+        &[
+            ("pod_uid", uid),
+            ("qos_class", "burstable"),
+            ("container_id", &id),
+            ("container_runtime", "containerd"),
+        ],
+    );
+    has(&cgfs_pod, &[("pod_uid", uid), ("qos_class", "besteffort")]);
+    has(&cgfs_ctr, &[("pod_uid", uid), ("container_id", &id)]);
+    has(
+        &unit,
+        &[("unit", "nginx.service"), ("slice", "system.slice")],
+    );
+    has(
+        &docker,
+        &[
+            ("container_id", &id),
+            ("container_runtime", "docker"),
+            ("unit", &format!("docker-{id}.scope")),
+        ],
+    );
+    assert!(
+        !series(&k8s_qos).contains("pod_uid="),
+        "{}",
+        series(&k8s_qos)
+    );
+    drop((
+        docker, unit, system, cgfs_ctr, cgfs_pod, cgfs_be, cgfs, k8s_ctr, k8s_pod, k8s_burst,
+        k8s_qos,
+    ));
+}
