@@ -381,8 +381,16 @@ impl Sampler {
                 skipped.entry("fd_budget").or_default().push(f.path);
                 continue;
             }
-            let Ok(dir) = std::fs::File::open(self.discovery.fs().dir(&f.path)) else {
-                continue; // Removed since the scan.
+            let dir = match std::fs::File::open(self.discovery.fs().dir(&f.path)) {
+                Ok(dir) => dir,
+                Err(e)
+                    if e.raw_os_error() == Some(libc::EMFILE)
+                        || e.raw_os_error() == Some(libc::ENFILE) =>
+                {
+                    skipped.entry("fd_budget").or_default().push(f.path);
+                    continue;
+                }
+                Err(_) => continue, // Removed since the scan.
             };
             let mut state = CgroupState {
                 path: f.path.as_str().into(),
