@@ -23,21 +23,27 @@ pub fn read() -> std::io::Result<Vec<Mount>> {
     Ok(parse(&std::fs::read_to_string("/proc/self/mountinfo")?))
 }
 
-/// The first mount point of a filesystem of type `fs_type`, preferring the
-/// conventional location `preferred` when it is one of them.
+/// The mount point of a filesystem of type `fs_type`, preferring the
+/// conventional location `preferred` when it is one of them, else the first.
+///
+/// Of several mounts on the same point the last one wins: it shadows the
+/// others. That is what a container sees when the host's cgroup2 is
+/// bind-mounted over its own `/sys/fs/cgroup`.
 pub fn find(mounts: &[Mount], fs_type: &str, preferred: &str) -> Option<PathBuf> {
-    let mut found = mounts.iter().filter(|m| m.fs_type == fs_type);
-    let first = found.next()?;
-    if first.mount_point.as_os_str() == preferred {
-        return Some(first.mount_point.clone());
+    let visible = mounts.iter().enumerate().filter(|(i, m)| {
+        m.fs_type == fs_type
+            && !mounts[i + 1..]
+                .iter()
+                .any(|later| later.mount_point == m.mount_point)
+    });
+    let mut first = None;
+    for (_, m) in visible {
+        if m.mount_point.as_os_str() == preferred {
+            return Some(m.mount_point.clone());
+        }
+        first.get_or_insert(&m.mount_point);
     }
-    Some(
-        found
-            .find(|m| m.mount_point.as_os_str() == preferred)
-            .unwrap_or(first)
-            .mount_point
-            .clone(),
-    )
+    first.cloned()
 }
 
 // Format: id parent major:minor root mount_point options [optional...] - fstype source super_options
@@ -117,6 +123,29 @@ garbage line
         assert_eq!(
             find(&parse(pure), "cgroup2", "/sys/fs/cgroup"),
             Some(PathBuf::from("/sys/fs/cgroup"))
+        );
+    }
+
+    #[test]
+    fn a_later_mount_on_the_same_point_shadows_the_earlier() {
+        // A container's own cgroup2 at /sys/fs/cgroup, shadowed by the host's
+        // bind-mounted over it, and a tmpfs shadowing a tracefs.
+        let text = "\
+1 0 0:1 / /sys/fs/cgroup ro - cgroup2 cgroup2 rw
+2 0 0:2 / /sys/fs/cgroup ro - cgroup2 cgroup2 rw
+3 0 0:3 / /sys/kernel/tracing rw - tracefs tracefs rw
+4 0 0:4 / /sys/kernel/tracing rw - tmpfs tmpfs rw
+5 0 0:5 / /mnt/t rw - tracefs tracefs rw
+";
+        let mounts = parse(text);
+        assert_eq!(
+            find(&mounts, "cgroup2", "/sys/fs/cgroup"),
+            Some(PathBuf::from("/sys/fs/cgroup"))
+        );
+        assert_eq!(
+            find(&mounts, "tracefs", "/sys/kernel/tracing"),
+            Some(PathBuf::from("/mnt/t")),
+            "the shadowed tracefs is not reachable"
         );
     }
 

@@ -227,21 +227,3 @@ fn check_without_privileges_names_the_fix() {
         "{said}"
     );
 }
-
-#[test]
-fn shipped_prometheus_config_is_valid() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/deploy/prometheus/prometheus.yml"
-    );
-    let out = Command::new("promtool")
-        .args(["check", "config", "--syntax-only", path])
-        .output()
-        .expect("promtool is installed (the test script installs the prometheus package)");
-    assert!(
-        out.status.success(),
-        "promtool check config:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}

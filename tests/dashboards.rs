@@ -1,0 +1,298 @@
+//! The Grafana dashboard against a real Prometheus: the Debian `prometheus`
+//! server scrapes cgperf while workloads run, and every panel expression,
+//! with its template variables substituted, goes to Prometheus' query API.
+
+mod common;
+
+use common::*;
+use serde::Deserialize;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Dashboard {
+    title: String,
+    schema_version: u32,
+    templating: Templating,
+    panels: Vec<Panel>,
+}
+
+#[derive(Deserialize)]
+struct Templating {
+    list: Vec<Variable>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Variable {
+    name: String,
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    multi: bool,
+    #[serde(default)]
+    definition: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Panel {
+    title: String,
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    description: String,
+    datasource: Option<Datasource>,
+    field_config: Option<FieldConfig>,
+    #[serde(default)]
+    targets: Vec<Target>,
+}
+
+#[derive(Deserialize)]
+struct Datasource {
+    uid: String,
+}
+
+#[derive(Deserialize)]
+struct FieldConfig {
+    defaults: Defaults,
+}
+
+#[derive(Deserialize)]
+struct Defaults {
+    unit: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Target {
+    expr: String,
+}
+
+fn dashboard() -> Dashboard {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/dashboards/cgperf.json");
+    let text = std::fs::read_to_string(path).expect("dashboard file");
+    serde_saphyr::from_str(&text).expect("the dashboard is valid JSON")
+}
+
+#[test]
+fn dashboard_is_well_formed_for_grafana() {
+    let d = dashboard();
+    assert!(!d.title.is_empty() && d.schema_version >= 36);
+    let var = |name: &str| {
+        d.templating
+            .list
+            .iter()
+            .find(|v| v.name == name)
+            .unwrap_or_else(|| panic!("no ${name}"))
+    };
+    assert_eq!(var("datasource").kind, "datasource");
+    for name in ["instance", "cgroup"] {
+        assert!(var(name).multi, "${name} is multi-select");
+    }
+    for p in d.panels.iter().filter(|p| p.kind != "row") {
+        assert!(!p.description.is_empty(), "{}: no description", p.title);
+        let unit = p
+            .field_config
+            .as_ref()
+            .and_then(|f| f.defaults.unit.as_deref());
+        assert!(unit.is_some_and(|u| !u.is_empty()), "{}: no unit", p.title);
+        assert_eq!(
+            p.datasource.as_ref().map(|d| d.uid.as_str()),
+            Some("${datasource}"),
+            "{}",
+            p.title
+        );
+        assert!(!p.targets.is_empty(), "{}: no query", p.title);
+        for t in &p.targets {
+            // Multi-select variables must be matched with =~.
+            for v in ["$instance", "$cgroup"] {
+                assert!(
+                    !t.expr.contains(&format!("=\"{v}\"")),
+                    "{}: use =~ for {v}",
+                    p.title
+                );
+            }
+        }
+    }
+}
+
+/// A free loopback port.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+struct Prometheus {
+    child: Child,
+    addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Prometheus {
+    fn start(target: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let rules = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prometheus/rules.yml");
+        let config = dir.path().join("prometheus.yml");
+        // The shipped rules, evaluated every second for the test.
+        let rules_text = std::fs::read_to_string(rules)
+            .expect("rules")
+            .replace("interval: 30s", "interval: 1s");
+        std::fs::write(dir.path().join("rules.yml"), rules_text).expect("write rules");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [rules.yml]\nscrape_configs:\n  - job_name: cgperf\n    static_configs:\n      - targets: [\"{target}\"]\n"
+            ),
+        )
+        .expect("write config");
+        let addr = format!("127.0.0.1:{}", free_port());
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the prometheus server is installed (the test script installs the prometheus package)");
+        let prometheus = Self {
+            child,
+            addr,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !prometheus.get("/-/ready").0.contains(" 200 ") {
+            assert!(Instant::now() < deadline, "prometheus did not become ready");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        prometheus
+    }
+
+    fn get(&self, path: &str) -> (String, String) {
+        match std::net::TcpStream::connect(&self.addr) {
+            Ok(_) => http_get(&self.addr, path, None),
+            Err(_) => (String::new(), String::new()),
+        }
+    }
+
+    /// Runs an instant query; returns (status is success, number of series).
+    fn query(&self, expr: &str) -> (bool, usize, String) {
+        let (_, body) = self.get(&format!("/api/v1/query?query={}", encode(expr)));
+        let ok = body.contains("\"status\":\"success\"");
+        let series = body.matches("\"metric\":").count();
+        (ok, series, body)
+    }
+}
+
+/// Percent-encodes a query parameter.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Grafana's template variables as Grafana would expand "All".
+fn substitute(expr: &str) -> String {
+    expr.replace("$__rate_interval", "10s")
+        .replace("$instance", ".*")
+        .replace("$cgroup", ".*")
+}
+
+#[test]
+fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts() {
+    let cg = TestCgroup::create("cgperf-dash");
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 500ms\ngroups:\n  sched: [task-clock, context-switches, cpu-migrations, page-faults]\n  ipc: [cycles, instructions]\n  cache: [cache-references, cache-misses]\n  branch: [branches, branch-misses]\ntracepoints: [sched:sched_switch, syscalls:sys_enter_getppid]\ncgroups:\n  - path: /\n  - path: {}\n",
+        cg.rel
+    )));
+    let prometheus = Prometheus::start(&exporter.addr);
+    // Workloads while Prometheus scrapes, so rates have two points and more.
+    let until = Instant::now() + Duration::from_secs(8);
+    while Instant::now() < until {
+        spin_workload(&cg.dir, 300);
+        getppid_workload(Some(&cg.dir), 10_000);
+    }
+    let pmu = has_hardware_pmu();
+    let d = dashboard();
+    let mut checked = 0;
+    for p in d.panels.iter().filter(|p| p.kind != "row") {
+        for t in &p.targets {
+            let expr = substitute(&t.expr);
+            let (ok, series, body) = prometheus.query(&expr);
+            assert!(ok, "{}: invalid query {expr}:\n{body}", p.title);
+            let hardware = ["instructions", "cycles", "cache-", "branch"]
+                .iter()
+                .any(|e| expr.contains(&format!("event=\"{e}")));
+            // Panels that may be empty here: errors that did not happen, OTLP
+            // that is not configured, unsupported groups where all are
+            // supported.
+            let may_be_empty = ["errors", "otlp", "_supported"]
+                .iter()
+                .any(|m| expr.contains(m));
+            if !may_be_empty && (!hardware || pmu) {
+                assert!(series > 0, "{}: no data for {expr}:\n{body}", p.title);
+            }
+            if hardware && !pmu {
+                assert_eq!(
+                    series, 0,
+                    "{}: hardware data on a machine without PMU?",
+                    p.title
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 15, "only {checked} queries");
+    // Unsupported groups show up exactly when the machine has no PMU.
+    let (_, unsupported, _) = prometheus.query("cgperf_group_supported == 0");
+    assert_eq!(unsupported > 0, !pmu);
+    // The template variables' queries find the cgroup.
+    for v in d.templating.list.iter().filter(|v| v.kind == "query") {
+        let expr = substitute(&v.definition);
+        let (label, selector) = expr
+            .strip_prefix("label_values(")
+            .and_then(|r| r.strip_suffix(')'))
+            .and_then(|r| r.rsplit_once(", "))
+            .map(|(sel, label)| (label.to_string(), sel.to_string()))
+            .expect("label_values(selector, label)");
+        let (_, body) = prometheus.get(&format!(
+            "/api/v1/label/{label}/values?match[]={}",
+            encode(&selector)
+        ));
+        assert!(
+            body.contains("\"status\":\"success\""),
+            "{}: {body}",
+            v.name
+        );
+        if label == "cgroup" {
+            assert!(
+                body.contains(&format!("\"{}\"", cg.rel)),
+                "${} lacks the test cgroup: {body}",
+                v.name
+            );
+        }
+    }
+    // The shipped recording rules produce series.
+    let (_, usage, body) = prometheus.query(&format!(
+        "cgroup:cgperf_cpu_usage:rate1m{{cgroup=\"{}\"}} > 0",
+        cg.rel
+    ));
+    assert_eq!(usage, 1, "{body}");
+    let (_, ipc, _) = prometheus.query("cgroup:cgperf_ipc:rate1m");
+    assert_eq!(ipc > 0, pmu);
+}
