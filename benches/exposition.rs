@@ -33,6 +33,7 @@ fn snapshot() -> Snapshot {
                 cpu: None,
                 value: (i * 1000 + j) as f64 * 1.5,
                 clock: j == 0,
+                start_time: snap.taken_at,
             });
         }
         snap.group_times.push(GroupTimeSample {
@@ -43,6 +44,7 @@ fn snapshot() -> Snapshot {
             enabled_seconds: 12.5,
             running_seconds: 12.5,
             never_ran_intervals: 0,
+            start_time: snap.taken_at,
         });
     }
     snap

@@ -1,7 +1,8 @@
 //! Command line: the exporter (default) and `cgperf check`.
 
-use crate::config::Config;
+use crate::config::{self, Config, OtlpConfig};
 use crate::discovery::{CgroupFs, Discovery};
+use crate::exporter::otlp::{self, OtlpStats};
 use crate::exporter::{http, prometheus::Exposition};
 use crate::plan::Machine;
 use crate::sampler::{self, Control, FdBudget, Sampler};
@@ -85,10 +86,18 @@ pub fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let otlp = match config::resolve_otlp(config.otlp.as_ref(), &|name| std::env::var(name).ok()) {
+        Ok(otlp) => otlp,
+        Err(e) => {
+            eprintln!("cgperf: invalid config: {e}");
+            return ExitCode::from(1);
+        }
+    };
     let result = match cli.command {
         Some(Command::Check) => check::run(&config, &mut std::io::stdout().lock()),
         None => serve(
             config,
+            otlp,
             cli.config_file,
             &cli.listen_address,
             &cli.telemetry_path,
@@ -130,6 +139,7 @@ pub fn discover_machine() -> anyhow::Result<(CgroupFs, Vec<u32>, Machine)> {
 
 fn serve(
     config: Config,
+    otlp: Option<OtlpConfig>,
     config_file: Option<PathBuf>,
     listen: &str,
     telemetry_path: &str,
@@ -139,6 +149,7 @@ fn serve(
             "--web.telemetry-path must start with / and not be / itself (got `{telemetry_path}`)"
         );
     }
+    let started = std::time::SystemTime::now();
     let nofile = sampler::raise_nofile_limit();
     let (cgroupfs, cpus, machine) = discover_machine()?;
     tracing::info!(
@@ -150,6 +161,20 @@ fn serve(
         env!("CARGO_PKG_VERSION")
     );
     let latest = Latest::new();
+    let (pusher, otlp_stats) = match otlp {
+        Some(otlp) => {
+            tracing::info!(
+                endpoint = %otlp.url,
+                protocol = otlp.protocol.name(),
+                interval = ?otlp.interval,
+                "pushing metrics over OTLP"
+            );
+            let stats = Arc::new(OtlpStats::default());
+            let pusher = otlp::start(otlp, latest.clone(), stats.clone(), started)?;
+            (Some(pusher), Some(stats))
+        }
+        None => (None, None),
+    };
     let sampler = Sampler::new(
         &config,
         machine,
@@ -176,7 +201,7 @@ fn serve(
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let exposition = Arc::new(Exposition::new(latest));
+    let exposition = Arc::new(Exposition::with_otlp(latest, otlp_stats));
     let hup_control = control.clone();
     let served = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(listen)
@@ -189,6 +214,9 @@ fn serve(
             .await
             .context("HTTP server")
     });
+    if let Some(pusher) = pusher {
+        pusher.stop();
+    }
     let _ = control.send(Control::Stop);
     if sampler_thread.join().is_err() {
         tracing::error!("the sampler thread panicked");

@@ -25,6 +25,11 @@ pub struct CounterSample {
     pub value: f64,
     /// True for `task-clock`/`cpu-clock`, exported in seconds.
     pub clock: bool,
+    /// When this series began counting from zero: when the sampler started
+    /// counting its cgroup. A cgroup that appears later, or is removed and
+    /// created again, starts a new series with a later start (OTLP sends it
+    /// as the start of the cumulative sum, so receivers see the reset).
+    pub start_time: SystemTime,
 }
 
 /// Enabled and running time of one group in one cgroup.
@@ -44,6 +49,9 @@ pub struct GroupTimeSample {
     pub running_seconds: f64,
     /// Intervals in which it was enabled but never ran.
     pub never_ran_intervals: u64,
+    /// When these series began counting from zero (see
+    /// [`CounterSample::start_time`]).
+    pub start_time: SystemTime,
 }
 
 /// Whether a group (or a single tracepoint) can be counted on this machine.

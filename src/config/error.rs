@@ -114,17 +114,24 @@ pub(crate) fn did_you_mean<'a>(
         .map(|(_, c)| c)
 }
 
-/// Levenshtein distance over chars; inputs are short key or group names.
+/// Edit distance over chars, counting a swap of two neighbours as one edit
+/// (optimal string alignment), since `grcp` for `grpc` is the most common
+/// typo; inputs are short key or group names.
 fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
+    let mut before: Vec<usize> = Vec::new();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
+    for (i, ca) in a.iter().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, cb) in b.iter().enumerate() {
-            let substitute = prev[j] + usize::from(ca != *cb);
+            let substitute = prev[j] + usize::from(ca != cb);
             cur[j + 1] = substitute.min(prev[j + 1] + 1).min(cur[j] + 1);
+            if i > 0 && j > 0 && *ca == b[j - 1] && a[i - 1] == *cb {
+                cur[j + 1] = cur[j + 1].min(before[j - 1] + 1);
+            }
         }
-        prev = cur;
+        before = std::mem::replace(&mut prev, cur);
     }
     prev[b.len()]
 }
@@ -158,5 +165,11 @@ mod tests {
         assert_eq!(did_you_mean("group", keys), Some("groups"));
         assert_eq!(did_you_mean("Per_CPU", keys), Some("per_cpu"));
         assert_eq!(did_you_mean("zzz", keys), None);
+        assert_eq!(
+            did_you_mean("grcp", ["grpc", "http/protobuf"]),
+            Some("grpc")
+        );
+        assert_eq!(edit_distance("ab", "ba"), 1);
+        assert_eq!(edit_distance("abc", "ca"), 3);
     }
 }

@@ -20,6 +20,8 @@
 //!     tracepoints: []     # default: all tracepoints
 //! max_cgroups: 1000       # 1 ..= 1_000_000; default: no limit
 //! labels: [kubernetes, systemd, containers]   # default: none
+//! otlp:                   # push to an OpenTelemetry collector; default: off
+//!   endpoint: http://127.0.0.1:4317
 //! ```
 //!
 //! Keys that are absent or `null` take their defaults; unknown keys,
@@ -31,6 +33,7 @@
 mod cgroup;
 mod duration;
 mod error;
+mod otlp;
 mod schema;
 mod validate;
 mod yaml;
@@ -48,6 +51,10 @@ use crate::labels::Extractor;
 pub use cgroup::CgroupPattern;
 pub use duration::{MAX_INTERVAL, MIN_INTERVAL};
 pub use error::ConfigError;
+pub use otlp::{
+    DEFAULT_OTLP_INTERVAL, DEFAULT_OTLP_TIMEOUT, OtlpConfig, OtlpProtocol, OtlpSection,
+    resolve as resolve_otlp,
+};
 
 /// Largest config file we read: real configs are a few KiB, and the cap
 /// bounds the memory and parse time an accidental or hostile file can cost.
@@ -90,6 +97,9 @@ pub struct Config {
     /// empty (key absent) adds no labels. The embedded default config
     /// enables all of them.
     pub labels: Vec<Extractor>,
+    /// The `otlp:` section as written; `None` when absent. The push it
+    /// describes also depends on `OTEL_*` variables: see [`resolve_otlp`].
+    pub otlp: Option<OtlpSection>,
 }
 
 /// A named set of events opened (and read) together as one perf group, so

@@ -5,6 +5,7 @@
 //! into errors instead of silently ignored settings.
 
 use std::fmt;
+use std::marker::PhantomData;
 
 use serde::Deserialize;
 use serde::de::{Deserializer, MapAccess, Visitor};
@@ -28,6 +29,20 @@ pub(crate) struct RawConfig {
     /// "must be at least 1" rather than a generic type error.
     pub max_cgroups: Option<Spanned<i64>>,
     pub labels: Option<TextList>,
+    pub otlp: Option<Spanned<RawOtlp>>,
+}
+
+/// The `otlp:` section; every key may be left to the environment or the
+/// defaults.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawOtlp {
+    pub endpoint: Option<Text>,
+    pub protocol: Option<Text>,
+    pub interval: Option<Text>,
+    pub timeout: Option<Text>,
+    pub headers: Option<Spanned<Ordered<Text>>>,
+    pub resource: Option<Spanned<Ordered<Text>>>,
 }
 
 /// One `cgroups:` entry.
@@ -41,32 +56,36 @@ pub(crate) struct RawSelector {
     pub tracepoints: Option<TextList>,
 }
 
-/// `groups:` keeps the written order (it decides the order of groups in the
-/// daemon and its output) and the position of every name, which a map type
-/// would lose. Duplicate names are rejected by the YAML layer.
-#[derive(Debug, Default)]
-pub(crate) struct RawGroups(pub Vec<(Text, TextList)>);
+/// `groups:` maps group names to their events.
+pub(crate) type RawGroups = Ordered<TextList>;
 
-impl<'de> Deserialize<'de> for RawGroups {
+/// A mapping with user-chosen keys (`groups:`, `otlp.headers:`) that keeps
+/// the written order (for `groups:` it decides the order of groups in the
+/// daemon and its output) and the position of every key, which a map type
+/// would lose. Duplicate keys are rejected by the YAML layer.
+#[derive(Debug)]
+pub(crate) struct Ordered<V>(pub Vec<(Text, V)>);
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for Ordered<V> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct GroupsVisitor;
+        struct OrderedVisitor<V>(PhantomData<V>);
 
-        impl<'de> Visitor<'de> for GroupsVisitor {
-            type Value = RawGroups;
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for OrderedVisitor<V> {
+            type Value = Ordered<V>;
 
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a mapping from group name to a list of events")
+                f.write_str("a mapping")
             }
 
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawGroups, A::Error> {
-                let mut groups = Vec::new();
-                while let Some(name) = map.next_key::<Text>()? {
-                    groups.push((name, map.next_value::<TextList>()?));
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Ordered<V>, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(key) = map.next_key::<Text>()? {
+                    entries.push((key, map.next_value::<V>()?));
                 }
-                Ok(RawGroups(groups))
+                Ok(Ordered(entries))
             }
         }
 
-        deserializer.deserialize_map(GroupsVisitor)
+        deserializer.deserialize_map(OrderedVisitor(PhantomData))
     }
 }

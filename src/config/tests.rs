@@ -355,7 +355,7 @@ fn wrong_types() {
         "- groups\n",
         Some((1, 1)),
         &["the config must be a mapping", "found a list"],
-        "interval, per_cpu, groups, tracepoints, cgroups, max_cgroups and labels",
+        "interval, per_cpu, groups, tracepoints, cgroups, max_cgroups, labels and otlp",
     );
     check(
         "groups: {[a]: [cycles]}\n",
@@ -1107,5 +1107,115 @@ fn display_format() {
         err.to_string()
             .starts_with("test.yaml: the config defines no groups"),
         "{err}"
+    );
+}
+
+// ---- otlp ----------------------------------------------------------------
+
+#[test]
+fn otlp_section_as_written() {
+    assert_eq!(ok(GROUPS).otlp, None);
+    assert_eq!(
+        ok(&format!("{GROUPS}otlp: {{}}\n")).otlp,
+        Some(OtlpSection::default())
+    );
+    let config = ok(&format!(
+        "{GROUPS}otlp:\n  endpoint: https://gw.example:4318/\n  protocol: http/protobuf\n  \
+         interval: 30s\n  timeout: 2.5s\n  headers:\n    Authorization: Bearer abc\n    \
+         x-n: 1\n  resource:\n    deployment.environment.name: prod\n"
+    ));
+    assert_eq!(
+        config.otlp,
+        Some(OtlpSection {
+            endpoint: Some("https://gw.example:4318".to_owned()),
+            protocol: Some(OtlpProtocol::HttpProtobuf),
+            interval: Some(Duration::from_secs(30)),
+            timeout: Some(Duration::from_millis(2500)),
+            headers: vec![
+                ("authorization".to_owned(), "Bearer abc".to_owned()),
+                ("x-n".to_owned(), "1".to_owned()),
+            ],
+            resource: vec![("deployment.environment.name".to_owned(), "prod".to_owned())],
+        })
+    );
+}
+
+#[test]
+fn bad_otlp_sections() {
+    check(
+        &format!("{GROUPS}otlp:\n  endpiont: http://x:1\n"),
+        Some((5, 3)),
+        &["unknown key \"endpiont\" in `otlp`"],
+        "did you mean `endpoint`? valid keys here: endpoint, protocol, interval, timeout, \
+         headers, resource",
+    );
+    check(
+        &format!("{GROUPS}otlp:\n  endpoint: grpc://x:4317\n"),
+        Some((5, 13)),
+        &[
+            "invalid OTLP endpoint \"grpc://x:4317\"",
+            "only http:// and https://",
+        ],
+        "http://127.0.0.1:4317",
+    );
+    check(
+        &format!("{GROUPS}otlp:\n  endpoint: collector:4317\n"),
+        Some((5, 13)),
+        &["invalid OTLP endpoint"],
+        "http://127.0.0.1:4317",
+    );
+    check(
+        &format!("{GROUPS}otlp:\n  protocol: http/protobuff\n"),
+        Some((5, 13)),
+        &["unknown OTLP protocol \"http/protobuff\""],
+        "did you mean `http/protobuf`?",
+    );
+    check(
+        &format!("{GROUPS}otlp:\n  interval: 10\n"),
+        Some((5, 13)),
+        &["invalid OTLP interval", "has no unit"],
+        "`10s`",
+    );
+    check(
+        &format!("{GROUPS}otlp:\n  timeout: 2h\n"),
+        Some((5, 12)),
+        &["OTLP timeout \"2h\" is outside 100ms to 1h"],
+        "from 100ms to 1h",
+    );
+    check(
+        &format!("{GROUPS}otlp:\n  headers:\n    content-type: text/plain\n"),
+        Some((6, 5)),
+        &["OTLP header \"content-type\" is set by cgperf itself"],
+        "remove it",
+    );
+    check(
+        &format!("{GROUPS}otlp:\n  headers:\n    \"a b\": x\n"),
+        Some((6, 5)),
+        &["invalid OTLP header name \"a b\""],
+        "HTTP tokens",
+    );
+    check(
+        &format!("{GROUPS}otlp:\n  headers:\n    X-A: 1\n    x-a: 2\n"),
+        Some((7, 5)),
+        &["\"x-a\" is listed twice (first at line 6, column 5)"],
+        "case-insensitive",
+    );
+    check(
+        &format!("{GROUPS}otlp:\n  headers: [a]\n"),
+        Some((5, 12)),
+        &["`otlp.headers` must be a mapping from header name to value"],
+        "authorization",
+    );
+    check(
+        &format!("{GROUPS}otlp:\n  resource:\n    team: [a]\n"),
+        Some((6, 11)),
+        &["`otlp.resource.team` must be a text value", "found a list"],
+        "quote values",
+    );
+    check(
+        &format!("{GROUPS}otlp: 5\n"),
+        Some((4, 7)),
+        &["`otlp` must be a mapping of OTLP settings"],
+        "otlp: {endpoint:",
     );
 }

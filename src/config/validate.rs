@@ -98,6 +98,10 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
         Some(list) => v.labels(&list)?,
         None => Vec::new(),
     };
+    let otlp = match raw.otlp {
+        Some(section) => Some(super::otlp::validate_section(source, section.value)?),
+        None => None,
+    };
     Ok(Config {
         interval,
         per_cpu: raw.per_cpu.unwrap_or(false),
@@ -106,6 +110,7 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
         cgroups,
         max_cgroups,
         labels,
+        otlp,
     })
 }
 

@@ -283,12 +283,10 @@ fn expectation(path: &[Step]) -> Option<(&'static str, &'static str)> {
     for (i, step) in path.iter().enumerate() {
         match step {
             Step::Index(_) => shape.push_str("[]"),
-            // The second level under `groups` is a user-chosen group name.
-            Step::Key(_)
-                if i == 1 && matches!(path.first(), Some(Step::Key(k)) if k == "groups") =>
-            {
-                shape.push_str(".*");
-            }
+            // The second level under `groups` is a user-chosen group name,
+            // the third under `otlp.headers` and `otlp.resource` a
+            // user-chosen key.
+            Step::Key(_) if user_key(path, i) => shape.push_str(".*"),
             Step::Key(key) if i == 0 => shape.push_str(key),
             Step::Key(key) => {
                 shape.push('.');
@@ -300,7 +298,7 @@ fn expectation(path: &[Step]) -> Option<(&'static str, &'static str)> {
         "" => (
             "a mapping of settings",
             "the config is a mapping with the keys interval, per_cpu, groups, tracepoints, \
-             cgroups, max_cgroups and labels; see the embedded default config",
+             cgroups, max_cgroups, labels and otlp; see the embedded default config",
         ),
         "interval" => (
             "a duration",
@@ -356,9 +354,41 @@ fn expectation(path: &[Step]) -> Option<(&'static str, &'static str)> {
             "a label extractor name",
             "label extractors: kubernetes, systemd, containers",
         ),
+        "otlp" => (
+            "a mapping of OTLP settings",
+            "write e.g. `otlp: {endpoint: http://127.0.0.1:4317}`",
+        ),
+        "otlp.endpoint" => ("a URL", "write e.g. `endpoint: http://127.0.0.1:4317`"),
+        "otlp.protocol" => ("`grpc` or `http/protobuf`", "write e.g. `protocol: grpc`"),
+        "otlp.interval" | "otlp.timeout" => (
+            "a duration",
+            "write a number directly followed by a unit (ms, s, m or h), e.g. `10s`",
+        ),
+        "otlp.headers" => (
+            "a mapping from header name to value",
+            "write e.g. `headers: {authorization: \"Bearer …\"}`",
+        ),
+        "otlp.resource" => (
+            "a mapping from attribute name to value",
+            "write e.g. `resource: {deployment.environment.name: production}`",
+        ),
+        "otlp.headers.*" | "otlp.resource.*" => (
+            "a text value",
+            "quote values that YAML would read as something else, e.g. \"1\" or \"true\"",
+        ),
         _ => return None,
     };
     Some(found)
+}
+
+/// Whether step `i` of `path` is a key the user chose rather than a setting.
+fn user_key(path: &[Step], i: usize) -> bool {
+    let key = |j: usize| match path.get(j) {
+        Some(Step::Key(k)) => k.as_str(),
+        _ => "",
+    };
+    (i == 1 && key(0) == "groups")
+        || (i == 2 && key(0) == "otlp" && matches!(key(1), "headers" | "resource"))
 }
 
 #[cfg(test)]

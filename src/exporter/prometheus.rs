@@ -2,7 +2,9 @@
 //! `prometheus-client` crate, and the classic text format 0.0.4 derived from
 //! it for scrapers that do not ask for OpenMetrics.
 
-use crate::snapshot::{CounterSample, GroupTimeSample, Latest, Snapshot, Support};
+use super::families::{self, Family, Kind, Labels, Point, Value, Visitor};
+use super::otlp::OtlpStats;
+use crate::snapshot::Latest;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
     DescriptorEncoder, EncodeLabel, EncodeLabelSet, LabelSetEncoder, NoLabelSet,
@@ -10,6 +12,7 @@ use prometheus_client::encoding::{
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use std::fmt::Error;
+use std::sync::Arc;
 
 /// Renders snapshots as `/metrics` bodies.
 #[derive(Debug)]
@@ -20,8 +23,13 @@ pub struct Exposition {
 impl Exposition {
     /// An exposition of whatever `latest` holds at scrape time.
     pub fn new(latest: Latest) -> Self {
+        Self::with_otlp(latest, None)
+    }
+
+    /// Also shows the OTLP exporter's counters, read at scrape time.
+    pub fn with_otlp(latest: Latest, otlp: Option<Arc<OtlpStats>>) -> Self {
         let mut registry = Registry::default();
-        registry.register_collector(Box::new(SnapshotCollector { latest }));
+        registry.register_collector(Box::new(SnapshotCollector { latest, otlp }));
         Self { registry }
     }
 
@@ -42,279 +50,59 @@ impl Exposition {
 #[derive(Debug)]
 struct SnapshotCollector {
     latest: Latest,
+    otlp: Option<Arc<OtlpStats>>,
 }
 
 impl Collector for SnapshotCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), Error> {
         let snap = self.latest.get();
-        encode_snapshot(&snap, &mut encoder)
+        families::visit(&snap, self.otlp.as_deref(), &mut Encoder(&mut encoder))
     }
 }
 
-/// Labels of a counter or group-time series, written without allocating.
-struct SeriesLabels<'a> {
-    cgroup: &'a str,
-    extra: &'a [(&'static str, Box<str>)],
-    group: &'a str,
-    event: Option<&'a str>,
-    cpu: Option<u32>,
-}
-
-impl EncodeLabelSet for SeriesLabels<'_> {
+impl EncodeLabelSet for Labels<'_> {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), Error> {
-        ("cgroup", self.cgroup).encode(encoder.encode_label())?;
-        for (name, value) in self.extra {
-            (*name, &**value).encode(encoder.encode_label())?;
+        self.for_each(|name, value| match value {
+            Value::Str(v) => (name, v).encode(encoder.encode_label()),
+            Value::Cpu(cpu) => (name, cpu).encode(encoder.encode_label()),
+        })
+    }
+}
+
+/// Writes each family through `prometheus-client`, without allocating
+/// per series.
+struct Encoder<'a, 'b>(&'a mut DescriptorEncoder<'b>);
+
+impl Visitor for Encoder<'_, '_> {
+    type Error = Error;
+
+    fn family<'p>(
+        &mut self,
+        family: &Family,
+        points: impl Iterator<Item = Point<'p>>,
+    ) -> Result<(), Error> {
+        let (kind, unit) = (
+            match family.kind {
+                Kind::Counter => MetricType::Counter,
+                Kind::Gauge => MetricType::Gauge,
+                Kind::Info => MetricType::Info,
+            },
+            family.seconds.then_some(&Unit::Seconds),
+        );
+        let mut descriptor = self
+            .0
+            .encode_descriptor(family.name, family.help, unit, kind)?;
+        for point in points {
+            if family.kind == Kind::Info {
+                descriptor.encode_info(&point.labels)?;
+                continue;
+            }
+            let mut metric = descriptor.encode_family(&point.labels)?;
+            match family.kind {
+                Kind::Counter => metric.encode_counter::<NoLabelSet, _, u64>(&point.value, None)?,
+                _ => metric.encode_gauge(&point.value)?,
+            }
         }
-        ("group", self.group).encode(encoder.encode_label())?;
-        if let Some(event) = self.event {
-            ("event", event).encode(encoder.encode_label())?;
-        }
-        if let Some(cpu) = self.cpu {
-            ("cpu", cpu).encode(encoder.encode_label())?;
-        }
-        Ok(())
-    }
-}
-
-fn counter_labels(c: &CounterSample) -> SeriesLabels<'_> {
-    SeriesLabels {
-        cgroup: &c.cgroup,
-        extra: &c.labels,
-        group: &c.group,
-        event: Some(&c.event),
-        cpu: c.cpu,
-    }
-}
-
-fn time_labels(t: &GroupTimeSample) -> SeriesLabels<'_> {
-    SeriesLabels {
-        cgroup: &t.cgroup,
-        extra: &t.labels,
-        group: &t.group,
-        event: None,
-        cpu: t.cpu,
-    }
-}
-
-/// Writes one family: a counter or a gauge per item.
-fn family<T, L: EncodeLabelSet>(
-    encoder: &mut DescriptorEncoder,
-    (name, help, unit, kind): (&str, &str, Option<&Unit>, MetricType),
-    items: impl Iterator<Item = T>,
-    series: impl Fn(T) -> (L, f64),
-) -> Result<(), Error> {
-    let mut family = encoder.encode_descriptor(name, help, unit, kind)?;
-    for item in items {
-        let (labels, value) = series(item);
-        let mut metric = family.encode_family(&labels)?;
-        match kind {
-            MetricType::Counter => metric.encode_counter::<NoLabelSet, _, u64>(&value, None)?,
-            _ => metric.encode_gauge(&value)?,
-        }
-    }
-    Ok(())
-}
-
-/// Every metric family cgperf exports, in a stable order.
-fn encode_snapshot(snap: &Snapshot, encoder: &mut DescriptorEncoder) -> Result<(), Error> {
-    family(
-        encoder,
-        (
-            "cgperf_events",
-            "Event counts per cgroup, scaled per interval by enabled/running time when the kernel multiplexes counters.",
-            None,
-            MetricType::Counter,
-        ),
-        snap.counters.iter().filter(|c| !c.clock),
-        |c| (counter_labels(c), c.value),
-    )?;
-    family(
-        encoder,
-        (
-            "cgperf_clock",
-            "CPU time counted by the task-clock and cpu-clock software events, per cgroup.",
-            Some(&Unit::Seconds),
-            MetricType::Counter,
-        ),
-        snap.counters.iter().filter(|c| c.clock),
-        |c| (counter_labels(c), c.value),
-    )?;
-    family(
-        encoder,
-        (
-            "cgperf_group_enabled",
-            "Time the group was enabled (its cgroup was scheduled), summed over CPUs.",
-            Some(&Unit::Seconds),
-            MetricType::Counter,
-        ),
-        snap.group_times.iter(),
-        |t| (time_labels(t), t.enabled_seconds),
-    )?;
-    family(
-        encoder,
-        (
-            "cgperf_group_running",
-            "Time the group was actually counting on the PMU; running/enabled is the multiplexing ratio.",
-            Some(&Unit::Seconds),
-            MetricType::Counter,
-        ),
-        snap.group_times.iter(),
-        |t| (time_labels(t), t.running_seconds),
-    )?;
-    family(
-        encoder,
-        (
-            "cgperf_group_never_ran_intervals",
-            "Intervals in which the group was enabled but never got a counter; they add nothing to cgperf_events_total.",
-            None,
-            MetricType::Counter,
-        ),
-        snap.group_times.iter(),
-        |t| (time_labels(t), t.never_ran_intervals as f64),
-    )?;
-    family(
-        encoder,
-        (
-            "cgperf_group_supported",
-            "1 when this machine can count the group, 0 when it cannot (the reason is in the log and in `cgperf check`).",
-            None,
-            MetricType::Gauge,
-        ),
-        snap.support.iter().filter(|s| s.event.is_none()),
-        |s: &Support| {
-            (
-                [("group", &*s.group)],
-                f64::from(u8::from(s.status.is_ok())),
-            )
-        },
-    )?;
-    family(
-        encoder,
-        (
-            "cgperf_event_supported",
-            "1 when this machine can count the tracepoint, 0 when it cannot.",
-            None,
-            MetricType::Gauge,
-        ),
-        snap.support.iter().filter(|s| s.event.is_some()),
-        |s: &Support| {
-            let event = s.event.as_deref().unwrap_or_default();
-            (
-                [("group", &*s.group), ("event", event)],
-                f64::from(u8::from(s.status.is_ok())),
-            )
-        },
-    )?;
-    for (kind, help) in [
-        ("read", "Failed group reads, by reason."),
-        ("open", "Failed group opens, by reason."),
-    ] {
-        family(
-            encoder,
-            (
-                &format!("cgperf_{kind}_errors"),
-                help,
-                None,
-                MetricType::Counter,
-            ),
-            snap.errors.iter().filter(|((k, _), _)| *k == kind),
-            |((_, reason), n)| ([("reason", *reason)], *n as f64),
-        )?;
-    }
-    scalar(
-        encoder,
-        "cgperf_collection_duration",
-        "Time the last collection (discover, read, scale, publish) took.",
-        Some(&Unit::Seconds),
-        MetricType::Gauge,
-        snap.collection_seconds,
-    )?;
-    scalar(
-        encoder,
-        "cgperf_collections",
-        "Collections done since start.",
-        None,
-        MetricType::Counter,
-        snap.collections as f64,
-    )?;
-    family(
-        encoder,
-        (
-            "cgperf_cgroups_skipped",
-            "cgroups a selector chose but cgperf does not count: more than max_cgroups, or their perf descriptors would exceed the open-files limit.",
-            None,
-            MetricType::Gauge,
-        ),
-        snap.skipped.iter(),
-        |(reason, n)| ([("reason", *reason)], *n as f64),
-    )?;
-    scalar(
-        encoder,
-        "cgperf_config_last_reload_successful",
-        "1 if the last config (re)load succeeded, 0 if it failed and the previous config is still running.",
-        None,
-        MetricType::Gauge,
-        f64::from(u8::from(snap.reload_ok)),
-    )?;
-    scalar(
-        encoder,
-        "cgperf_config_last_reload_success_timestamp",
-        "When a config was last loaded successfully, in seconds since the epoch.",
-        Some(&Unit::Seconds),
-        MetricType::Gauge,
-        snap.reload_success_time
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64()),
-    )?;
-    scalar(
-        encoder,
-        "cgperf_open_fds",
-        "perf event file descriptors held now.",
-        None,
-        MetricType::Gauge,
-        snap.open_fds as f64,
-    )?;
-    scalar(
-        encoder,
-        "cgperf_monitored_cgroups",
-        "cgroups monitored now.",
-        None,
-        MetricType::Gauge,
-        snap.monitored_cgroups as f64,
-    )?;
-    let mut build = encoder.encode_descriptor(
-        "cgperf_build",
-        "cgperf build information.",
-        None,
-        MetricType::Info,
-    )?;
-    build.encode_info(&[("version", env!("CARGO_PKG_VERSION"))])?;
-    Ok(())
-}
-
-/// Writes a family with one unlabelled sample.
-fn scalar(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    kind: MetricType,
-    value: f64,
-) -> Result<(), Error> {
-    family(
-        encoder,
-        (name, help, unit, kind),
-        std::iter::once(value),
-        |v| (NoLabels, v),
-    )
-}
-
-/// An empty label set.
-struct NoLabels;
-
-impl EncodeLabelSet for NoLabels {
-    fn encode(&self, _: &mut LabelSetEncoder) -> Result<(), Error> {
         Ok(())
     }
 }
@@ -357,6 +145,7 @@ pub fn openmetrics_to_text(openmetrics: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::{CounterSample, GroupTimeSample, Snapshot, Support};
     use std::sync::Arc;
 
     fn sample_snapshot() -> Snapshot {
@@ -370,6 +159,7 @@ mod tests {
             cpu: None,
             value: 42.0,
             clock: false,
+            start_time: snap.taken_at,
         });
         snap.counters.push(CounterSample {
             cgroup: cg.clone(),
@@ -379,6 +169,7 @@ mod tests {
             cpu: Some(1),
             value: 1.5,
             clock: true,
+            start_time: snap.taken_at,
         });
         snap.group_times.push(GroupTimeSample {
             cgroup: cg,
@@ -388,6 +179,7 @@ mod tests {
             enabled_seconds: 2.0,
             running_seconds: 1.0,
             never_ran_intervals: 3,
+            start_time: snap.taken_at,
         });
         snap.support.push(Support {
             group: "ipc".into(),

@@ -80,6 +80,8 @@ struct CgroupState {
     generation: u64,
     labels: Labels,
     groups: Vec<GroupState>,
+    /// When counting this cgroup began: the start of all its series.
+    created: SystemTime,
 }
 
 /// Opens groups within the descriptor budget, and counts and logs failures.
@@ -399,6 +401,7 @@ impl Sampler {
                 generation: self.generation,
                 labels: labels_for(&f.path, &self.extractors),
                 groups: Vec::new(),
+                created: SystemTime::now(),
             };
             match reconcile(&mut state, specs, &dir, &online, &mut self.opener) {
                 Ok(()) => {
@@ -433,6 +436,7 @@ impl Sampler {
             let series = Series {
                 cgroup: &cgroup.path,
                 labels: &cgroup.labels,
+                created: cgroup.created,
             };
             for group in &cgroup.groups {
                 if per_cpu {
@@ -570,6 +574,7 @@ fn log_support(plan: &Plan) {
 struct Series<'a> {
     cgroup: &'a Arc<str>,
     labels: &'a Labels,
+    created: SystemTime,
 }
 
 impl Series<'_> {
@@ -591,6 +596,7 @@ impl Series<'_> {
                 cpu,
                 value: if event.clock { value / 1e9 } else { *value },
                 clock: event.clock,
+                start_time: self.created,
             });
         }
         group_times.push(GroupTimeSample {
@@ -601,6 +607,7 @@ impl Series<'_> {
             enabled_seconds: totals.enabled_ns as f64 / 1e9,
             running_seconds: totals.running_ns as f64 / 1e9,
             never_ran_intervals: totals.never_ran_intervals,
+            start_time: self.created,
         });
     }
 }

@@ -213,6 +213,42 @@ impl Exporter {
         }
     }
 
+    /// Starts cgperf on `yaml` with the environment variables `env` set and
+    /// every other `OTEL_*` variable of the test process removed, so that
+    /// only what the test says configures the OTLP push.
+    pub fn start_with_env(yaml: &str, env: &[(&str, &str)]) -> Self {
+        let config = config_file(yaml);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+        cmd.arg(format!("--config.file={}", config.path().display()));
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("OTEL_") {
+                cmd.env_remove(name);
+            }
+        }
+        cmd.envs(env.iter().copied());
+        let mut exporter = Self::spawn(cmd);
+        exporter._config = Some(config);
+        exporter
+    }
+
+    /// Sends SIGTERM and waits (at most 20 s) for cgperf to exit; returns
+    /// whether it exited successfully.
+    pub fn terminate(&mut self) -> bool {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for cgperf") {
+                return status.success();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "cgperf did not exit within 20 s of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The process id, to send signals to.
     pub fn pid(&self) -> i32 {
         self.child.id() as i32

@@ -1,0 +1,416 @@
+//! Every metric family cgperf exports, described once: name, help, unit,
+//! kind, and the points a snapshot gives it. The Prometheus exposition and
+//! the OTLP push both walk this description, so the two can never disagree
+//! on a name, a label or a value.
+
+use crate::exporter::otlp::OtlpStats;
+use crate::snapshot::{CounterSample, GroupTimeSample, Snapshot, Support};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// How a family's values behave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Monotonic total (a cumulative OTLP Sum).
+    Counter,
+    /// A value that may go up and down.
+    Gauge,
+    /// Constant 1 carrying information in its labels (`cgperf_build_info`).
+    Info,
+}
+
+/// One metric family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Family {
+    /// The family's name as OpenMetrics writes it: without the `_seconds`
+    /// unit suffix, `_total` or `_info`.
+    pub name: &'static str,
+    /// One sentence for humans.
+    pub help: &'static str,
+    /// Values are in seconds.
+    pub seconds: bool,
+    /// Counter, gauge or info.
+    pub kind: Kind,
+}
+
+impl Family {
+    /// The name Prometheus shows for the samples of this family, e.g.
+    /// `cgperf_clock_seconds_total`.
+    pub fn sample_name(&self) -> String {
+        let unit = if self.seconds { "_seconds" } else { "" };
+        let suffix = match self.kind {
+            Kind::Counter => "_total",
+            Kind::Gauge => "",
+            Kind::Info => "_info",
+        };
+        format!("{}{unit}{suffix}", self.name)
+    }
+}
+
+/// A label value: text, or a CPU number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value<'a> {
+    /// Text.
+    Str(&'a str),
+    /// The `cpu` label.
+    Cpu(u32),
+}
+
+/// The labels of one point, borrowed from the snapshot.
+#[derive(Debug, Clone, Copy)]
+pub enum Labels<'a> {
+    /// A per-cgroup series: `cgroup`, the labels from its path, `group`,
+    /// `event` (counters only) and `cpu` (per-CPU output only).
+    Series {
+        /// cgroup path.
+        cgroup: &'a str,
+        /// Labels derived from the path.
+        extra: &'a [(&'static str, Box<str>)],
+        /// Group name.
+        group: &'a str,
+        /// Event, for counters.
+        event: Option<&'a str>,
+        /// CPU, for per-CPU output.
+        cpu: Option<u32>,
+    },
+    /// Up to two fixed labels (`group`, `event`, `reason`, `version`).
+    Fixed([Option<(&'static str, &'a str)>; 2]),
+}
+
+impl<'a> Labels<'a> {
+    const NONE: Labels<'static> = Labels::Fixed([None, None]);
+
+    fn one(name: &'static str, value: &'a str) -> Self {
+        Self::Fixed([Some((name, value)), None])
+    }
+
+    /// Calls `f` with every label, in exposition order.
+    pub fn for_each<E>(
+        &self,
+        mut f: impl FnMut(&'static str, Value<'a>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        match *self {
+            Self::Series {
+                cgroup,
+                extra,
+                group,
+                event,
+                cpu,
+            } => {
+                f("cgroup", Value::Str(cgroup))?;
+                for (name, value) in extra {
+                    f(name, Value::Str(value))?;
+                }
+                f("group", Value::Str(group))?;
+                if let Some(event) = event {
+                    f("event", Value::Str(event))?;
+                }
+                if let Some(cpu) = cpu {
+                    f("cpu", Value::Cpu(cpu))?;
+                }
+            }
+            Self::Fixed(pairs) => {
+                for (name, value) in pairs.into_iter().flatten() {
+                    f(name, Value::Str(value))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One value of a family.
+#[derive(Debug, Clone, Copy)]
+pub struct Point<'a> {
+    /// Its labels.
+    pub labels: Labels<'a>,
+    /// The value (seconds for families in seconds).
+    pub value: f64,
+    /// For per-cgroup counters: when the series began. Other counters began
+    /// with the process.
+    pub start: Option<SystemTime>,
+}
+
+/// Receives the families of a snapshot, one after the other.
+pub trait Visitor {
+    /// What stops the walk.
+    type Error;
+
+    /// One family and all its points.
+    fn family<'a>(
+        &mut self,
+        family: &Family,
+        points: impl Iterator<Item = Point<'a>>,
+    ) -> Result<(), Self::Error>;
+}
+
+const EVENTS: Family = Family {
+    name: "cgperf_events",
+    help: "Event counts per cgroup, scaled per interval by enabled/running time when the kernel multiplexes counters.",
+    seconds: false,
+    kind: Kind::Counter,
+};
+const CLOCK: Family = Family {
+    name: "cgperf_clock",
+    help: "CPU time counted by the task-clock and cpu-clock software events, per cgroup.",
+    seconds: true,
+    kind: Kind::Counter,
+};
+const GROUP_ENABLED: Family = Family {
+    name: "cgperf_group_enabled",
+    help: "Time the group was enabled (its cgroup was scheduled), summed over CPUs.",
+    seconds: true,
+    kind: Kind::Counter,
+};
+const GROUP_RUNNING: Family = Family {
+    name: "cgperf_group_running",
+    help: "Time the group was actually counting on the PMU; running/enabled is the multiplexing ratio.",
+    seconds: true,
+    kind: Kind::Counter,
+};
+const GROUP_NEVER_RAN: Family = Family {
+    name: "cgperf_group_never_ran_intervals",
+    help: "Intervals in which the group was enabled but never got a counter; they add nothing to cgperf_events_total.",
+    seconds: false,
+    kind: Kind::Counter,
+};
+const GROUP_SUPPORTED: Family = Family {
+    name: "cgperf_group_supported",
+    help: "1 when this machine can count the group, 0 when it cannot (the reason is in the log and in `cgperf check`).",
+    seconds: false,
+    kind: Kind::Gauge,
+};
+const EVENT_SUPPORTED: Family = Family {
+    name: "cgperf_event_supported",
+    help: "1 when this machine can count the tracepoint, 0 when it cannot.",
+    seconds: false,
+    kind: Kind::Gauge,
+};
+const READ_ERRORS: Family = Family {
+    name: "cgperf_read_errors",
+    help: "Failed group reads, by reason.",
+    seconds: false,
+    kind: Kind::Counter,
+};
+const OPEN_ERRORS: Family = Family {
+    name: "cgperf_open_errors",
+    help: "Failed group opens, by reason.",
+    seconds: false,
+    kind: Kind::Counter,
+};
+const COLLECTION_DURATION: Family = Family {
+    name: "cgperf_collection_duration",
+    help: "Time the last collection (discover, read, scale, publish) took.",
+    seconds: true,
+    kind: Kind::Gauge,
+};
+const COLLECTIONS: Family = Family {
+    name: "cgperf_collections",
+    help: "Collections done since start.",
+    seconds: false,
+    kind: Kind::Counter,
+};
+const CGROUPS_SKIPPED: Family = Family {
+    name: "cgperf_cgroups_skipped",
+    help: "cgroups a selector chose but cgperf does not count: more than max_cgroups, or their perf descriptors would exceed the open-files limit.",
+    seconds: false,
+    kind: Kind::Gauge,
+};
+const RELOAD_OK: Family = Family {
+    name: "cgperf_config_last_reload_successful",
+    help: "1 if the last config (re)load succeeded, 0 if it failed and the previous config is still running.",
+    seconds: false,
+    kind: Kind::Gauge,
+};
+const RELOAD_TIME: Family = Family {
+    name: "cgperf_config_last_reload_success_timestamp",
+    help: "When a config was last loaded successfully, in seconds since the epoch.",
+    seconds: true,
+    kind: Kind::Gauge,
+};
+const OPEN_FDS: Family = Family {
+    name: "cgperf_open_fds",
+    help: "perf event file descriptors held now.",
+    seconds: false,
+    kind: Kind::Gauge,
+};
+const MONITORED: Family = Family {
+    name: "cgperf_monitored_cgroups",
+    help: "cgroups monitored now.",
+    seconds: false,
+    kind: Kind::Gauge,
+};
+const BUILD: Family = Family {
+    name: "cgperf_build",
+    help: "cgperf build information.",
+    seconds: false,
+    kind: Kind::Info,
+};
+const OTLP_EXPORTS: Family = Family {
+    name: "cgperf_otlp_exports",
+    help: "OTLP export requests the collector accepted.",
+    seconds: false,
+    kind: Kind::Counter,
+};
+const OTLP_POINTS: Family = Family {
+    name: "cgperf_otlp_exported_points",
+    help: "Data points in OTLP export requests the collector accepted, less those it rejected.",
+    seconds: false,
+    kind: Kind::Counter,
+};
+const OTLP_REJECTED: Family = Family {
+    name: "cgperf_otlp_rejected_points",
+    help: "Data points the collector rejected in partially successful OTLP exports.",
+    seconds: false,
+    kind: Kind::Counter,
+};
+const OTLP_FAILURES: Family = Family {
+    name: "cgperf_otlp_export_failures",
+    help: "OTLP export requests dropped after bounded retries, by reason; the next push sends the cumulative values again.",
+    seconds: false,
+    kind: Kind::Counter,
+};
+
+fn counter_point(c: &CounterSample) -> Point<'_> {
+    Point {
+        labels: Labels::Series {
+            cgroup: &c.cgroup,
+            extra: &c.labels,
+            group: &c.group,
+            event: Some(&c.event),
+            cpu: c.cpu,
+        },
+        value: c.value,
+        start: Some(c.start_time),
+    }
+}
+
+fn time_point(t: &GroupTimeSample, value: f64) -> Point<'_> {
+    Point {
+        labels: Labels::Series {
+            cgroup: &t.cgroup,
+            extra: &t.labels,
+            group: &t.group,
+            event: None,
+            cpu: t.cpu,
+        },
+        value,
+        start: Some(t.start_time),
+    }
+}
+
+fn fixed(labels: Labels<'_>, value: f64) -> Point<'_> {
+    Point {
+        labels,
+        value,
+        start: None,
+    }
+}
+
+fn supported(s: &Support) -> f64 {
+    f64::from(u8::from(s.status.is_ok()))
+}
+
+/// Walks every family of `snap` in a stable order, and the OTLP exporter's
+/// own counters when it runs.
+pub fn visit<V: Visitor>(
+    snap: &Snapshot,
+    otlp: Option<&OtlpStats>,
+    v: &mut V,
+) -> Result<(), V::Error> {
+    let counters = || snap.counters.iter();
+    let times = || snap.group_times.iter();
+    v.family(&EVENTS, counters().filter(|c| !c.clock).map(counter_point))?;
+    v.family(&CLOCK, counters().filter(|c| c.clock).map(counter_point))?;
+    v.family(
+        &GROUP_ENABLED,
+        times().map(|t| time_point(t, t.enabled_seconds)),
+    )?;
+    v.family(
+        &GROUP_RUNNING,
+        times().map(|t| time_point(t, t.running_seconds)),
+    )?;
+    v.family(
+        &GROUP_NEVER_RAN,
+        times().map(|t| time_point(t, t.never_ran_intervals as f64)),
+    )?;
+    v.family(
+        &GROUP_SUPPORTED,
+        snap.support
+            .iter()
+            .filter(|s| s.event.is_none())
+            .map(|s| fixed(Labels::one("group", &s.group), supported(s))),
+    )?;
+    v.family(
+        &EVENT_SUPPORTED,
+        snap.support.iter().filter_map(|s| {
+            let event = s.event.as_deref()?;
+            let labels = Labels::Fixed([Some(("group", &s.group)), Some(("event", event))]);
+            Some(fixed(labels, supported(s)))
+        }),
+    )?;
+    for (family, kind) in [(&READ_ERRORS, "read"), (&OPEN_ERRORS, "open")] {
+        v.family(
+            family,
+            snap.errors
+                .iter()
+                .filter(|((k, _), _)| *k == kind)
+                .map(|((_, reason), n)| fixed(Labels::one("reason", reason), *n as f64)),
+        )?;
+    }
+    let scalar = |value: f64| std::iter::once(fixed(Labels::NONE, value));
+    v.family(&COLLECTION_DURATION, scalar(snap.collection_seconds))?;
+    v.family(&COLLECTIONS, scalar(snap.collections as f64))?;
+    v.family(
+        &CGROUPS_SKIPPED,
+        snap.skipped
+            .iter()
+            .map(|(reason, n)| fixed(Labels::one("reason", reason), *n as f64)),
+    )?;
+    v.family(&RELOAD_OK, scalar(f64::from(u8::from(snap.reload_ok))))?;
+    v.family(
+        &RELOAD_TIME,
+        scalar(
+            snap.reload_success_time
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+        ),
+    )?;
+    v.family(&OPEN_FDS, scalar(snap.open_fds as f64))?;
+    v.family(&MONITORED, scalar(snap.monitored_cgroups as f64))?;
+    v.family(
+        &BUILD,
+        std::iter::once(fixed(
+            Labels::one("version", env!("CARGO_PKG_VERSION")),
+            1.0,
+        )),
+    )?;
+    if let Some(stats) = otlp {
+        v.family(&OTLP_EXPORTS, scalar(stats.exports() as f64))?;
+        v.family(&OTLP_POINTS, scalar(stats.exported_points() as f64))?;
+        v.family(&OTLP_REJECTED, scalar(stats.rejected_points() as f64))?;
+        v.family(
+            &OTLP_FAILURES,
+            stats
+                .failures()
+                .map(|(reason, n)| fixed(Labels::one("reason", reason), n as f64)),
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_names_are_what_prometheus_shows() {
+        assert_eq!(EVENTS.sample_name(), "cgperf_events_total");
+        assert_eq!(CLOCK.sample_name(), "cgperf_clock_seconds_total");
+        assert_eq!(
+            COLLECTION_DURATION.sample_name(),
+            "cgperf_collection_duration_seconds"
+        );
+        assert_eq!(BUILD.sample_name(), "cgperf_build_info");
+        assert_eq!(OPEN_FDS.sample_name(), "cgperf_open_fds");
+    }
+}
