@@ -83,6 +83,11 @@ impl<'a> Labels<'a> {
         Self::Fixed([Some((name, value)), None])
     }
 
+    /// True for a point without labels (a process-wide self-metric).
+    pub fn is_empty(&self) -> bool {
+        matches!(self, Self::Fixed([None, None]))
+    }
+
     /// Calls `f` with every label, in exposition order.
     pub fn for_each<E>(
         &self,

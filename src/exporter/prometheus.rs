@@ -7,7 +7,7 @@ use super::otlp::OtlpStats;
 use crate::snapshot::Latest;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
-    DescriptorEncoder, EncodeLabel, EncodeLabelSet, LabelSetEncoder, NoLabelSet,
+    DescriptorEncoder, EncodeLabel, EncodeLabelSet, LabelSetEncoder, MetricEncoder, NoLabelSet,
 };
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
@@ -97,13 +97,26 @@ impl Visitor for Encoder<'_, '_> {
                 descriptor.encode_info(&point.labels)?;
                 continue;
             }
-            let mut metric = descriptor.encode_family(&point.labels)?;
-            match family.kind {
-                Kind::Counter => metric.encode_counter::<NoLabelSet, _, u64>(&point.value, None)?,
-                _ => metric.encode_gauge(&point.value)?,
+            // `encode_family` would write `{}` for a point without labels.
+            if point.labels.is_empty() {
+                write_value(&mut descriptor, family.kind, point.value)?;
+            } else {
+                write_value(
+                    &mut descriptor.encode_family(&point.labels)?,
+                    family.kind,
+                    point.value,
+                )?;
             }
         }
         Ok(())
+    }
+}
+
+/// Writes one sample's value.
+fn write_value(metric: &mut MetricEncoder<'_>, kind: Kind, value: f64) -> Result<(), Error> {
+    match kind {
+        Kind::Counter => metric.encode_counter::<NoLabelSet, _, u64>(&value, None),
+        _ => metric.encode_gauge(&value),
     }
 }
 
@@ -234,5 +247,9 @@ mod tests {
         assert!(text.contains("# TYPE cgperf_group_supported gauge\n"));
         assert!(!text.contains("# UNIT") && !text.contains("# EOF"));
         assert!(text.contains("cgperf_events_total{cgroup="));
+        assert!(
+            text.contains("\ncgperf_open_fds 0\n") || text.contains("\ncgperf_open_fds 0.0\n"),
+            "{text}"
+        );
     }
 }

@@ -7,9 +7,12 @@
 //! `cpu-clock` counter whose enabled time advances for as long as the CPU is
 //! up. A canary whose time stood still has been through an offline period.
 
+use super::Held;
 use crate::events::{EventAttr, PERF_TYPE_SOFTWARE};
 use crate::perf::{CounterGroup, Target};
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 /// `PERF_COUNT_SW_CPU_CLOCK`.
 const CPU_CLOCK: u64 = 0;
@@ -25,21 +28,27 @@ pub struct CpuChanges {
 
 #[derive(Debug)]
 struct Canary {
-    group: Option<CounterGroup>,
+    group: Option<Held>,
     last_enabled: u64,
 }
 
 /// The CPUs cgperf counts on.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct CpuTracker {
     cpus: BTreeMap<u32, Canary>,
+    tally: Arc<AtomicU64>,
     canary_failure_logged: bool,
 }
 
 impl CpuTracker {
     /// No CPU yet: the first [`CpuTracker::update`] opens all online ones.
-    pub fn new() -> Self {
-        Self::default()
+    /// The canaries' descriptors are counted in `tally`.
+    pub fn new(tally: Arc<AtomicU64>) -> Self {
+        Self {
+            cpus: BTreeMap::new(),
+            tally,
+            canary_failure_logged: false,
+        }
     }
 
     /// The CPUs known to be online.
@@ -82,6 +91,7 @@ impl CpuTracker {
             exclude_hv: false,
         };
         let group = CounterGroup::open(&[attr], Target::AllTasks, cpu)
+            .map(|group| Held::new(group, &self.tally))
             .map_err(|e| {
                 if !std::mem::replace(&mut self.canary_failure_logged, true) {
                     tracing::warn!(
@@ -106,7 +116,7 @@ impl Canary {
         let Some(group) = self.group.as_mut() else {
             return true;
         };
-        match group.read() {
+        match group.group.read() {
             Ok((read, _)) => {
                 let advanced = read.time_enabled > self.last_enabled;
                 self.last_enabled = read.time_enabled;

@@ -49,6 +49,17 @@ struct Held {
     tally: Arc<AtomicU64>,
 }
 
+impl Held {
+    /// Counts `group`'s descriptors in `tally` for as long as it lives.
+    fn new(group: CounterGroup, tally: &Arc<AtomicU64>) -> Self {
+        tally.fetch_add(group.fd_count() as u64, Ordering::Relaxed);
+        Self {
+            group,
+            tally: tally.clone(),
+        }
+    }
+}
+
 impl Drop for Held {
     fn drop(&mut self) {
         self.tally
@@ -117,14 +128,7 @@ impl Opener {
             return Err(OutOfFds);
         }
         match CounterGroup::open(&spec.attrs(), Target::Cgroup(dir.as_fd()), cpu) {
-            Ok(group) => {
-                self.tally
-                    .fetch_add(group.fd_count() as u64, Ordering::Relaxed);
-                Ok(Some(Held {
-                    group,
-                    tally: self.tally.clone(),
-                }))
-            }
+            Ok(group) => Ok(Some(Held::new(group, &self.tally))),
             Err(e) => {
                 let failure = self.failed(spec, cgroup, cpu, e.errno);
                 if failure == OpenFailure::TooManyOpenFiles {
@@ -178,6 +182,8 @@ impl Sampler {
         budget: FdBudget,
         latest: Latest,
     ) -> Self {
+        // Every perf descriptor, the hotplug canaries' included.
+        let tally = Arc::new(AtomicU64::new(0));
         let plan = Plan::build(config, &machine);
         log_support(&plan);
         Self {
@@ -187,10 +193,10 @@ impl Sampler {
             extractors: config.labels.clone(),
             max_cgroups: config.max_cgroups,
             discovery,
-            cpus: CpuTracker::new(),
+            cpus: CpuTracker::new(tally.clone()),
             opener: Opener {
                 budget,
-                tally: Arc::new(AtomicU64::new(0)),
+                tally,
                 errors: BTreeMap::new(),
                 logged: HashSet::new(),
             },
