@@ -79,10 +79,12 @@ impl<'a> GroupRead<'a> {
     ///
     /// The kernel lists members in creation order, so the member at `hint`
     /// (its position when the group was opened) is tried first; the scan only
-    /// runs when a member is missing.
+    /// runs when a member is missing. Any `hint` is safe: one past the
+    /// members (even `usize::MAX`) just goes straight to the scan.
     pub fn value_of(&self, id: u64, hint: usize) -> Option<u64> {
-        match self.pairs.get(2 * hint..2 * hint + 2) {
-            Some([value, got]) if *got == id => Some(*value),
+        // `nth` on exact chunks is O(1) and, unlike `2 * hint`, cannot overflow.
+        match self.pairs.chunks_exact(2).nth(hint) {
+            Some(&[value, got]) if got == id => Some(value),
             _ => self.members().find(|&(i, _)| i == id).map(|(_, v)| v),
         }
     }
@@ -120,6 +122,30 @@ mod tests {
             Err(GroupReadError::Truncated { nr: 2, words: 5 })
         );
         assert!(GroupRead::parse(&[u64::MAX, 1, 1]).is_err());
+    }
+
+    /// Found by `cargo fuzz run group_read`: `2 * hint` overflowed (a panic
+    /// with overflow checks, a wrapped range without) for hints past
+    /// `usize::MAX / 2`.
+    #[test]
+    fn any_hint_is_safe() {
+        let words = [2, 10, 10, 5, 3, 6, 4];
+        let read = GroupRead::parse(&words).expect("valid read");
+        for hint in [
+            2,
+            3,
+            usize::MAX / 2,
+            usize::MAX / 2 + 1,
+            usize::MAX - 1,
+            usize::MAX,
+        ] {
+            assert_eq!(read.value_of(3, hint), Some(5), "hint {hint}");
+            assert_eq!(read.value_of(4, hint), Some(6), "hint {hint}");
+            assert_eq!(read.value_of(9, hint), None, "hint {hint}");
+        }
+        // The hint is only a hint: a wrong one still finds the member.
+        assert_eq!(read.value_of(4, 0), Some(6));
+        assert_eq!(read.value_of(3, 1), Some(5));
     }
 
     #[test]
