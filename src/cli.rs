@@ -3,6 +3,7 @@
 use crate::config::{self, Config, OtlpConfig};
 use crate::discovery::{CgroupFs, Discovery};
 use crate::exporter::otlp::{self, OtlpStats};
+use crate::exporter::web::{self, WebConfig};
 use crate::exporter::{http, prometheus::Exposition};
 use crate::plan::Machine;
 use crate::sampler::{self, Control, FdBudget, Sampler};
@@ -48,6 +49,21 @@ pub struct Cli {
         default_value = "/metrics"
     )]
     telemetry_path: String,
+
+    /// Web config (Prometheus exporter-toolkit format): TLS, client
+    /// certificates, basic auth, response headers. Reloaded on SIGHUP.
+    #[arg(long = "web.config.file", value_name = "PATH")]
+    web_config_file: Option<PathBuf>,
+
+    /// Connections served at once. When all are taken, a new connection
+    /// closes the oldest one that has no request in progress.
+    #[arg(
+        long = "web.max-connections",
+        value_name = "N",
+        default_value_t = web::server::DEFAULT_MAX_CONNECTIONS,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536)
+    )]
+    max_connections: usize,
 
     /// Log level: error, warn, info, debug or trace.
     #[arg(
@@ -95,13 +111,24 @@ pub fn main() -> ExitCode {
     };
     let result = match cli.command {
         Some(Command::Check) => check::run(&config, &mut std::io::stdout().lock()),
-        None => serve(
-            config,
-            otlp,
-            cli.config_file,
-            &cli.listen_address,
-            &cli.telemetry_path,
-        ),
+        None => {
+            let web_config = match cli.web_config_file.as_deref().map(web::load) {
+                Some(Ok(web)) => web,
+                Some(Err(e)) => {
+                    eprintln!("cgperf: invalid web config: {e}");
+                    return ExitCode::from(1);
+                }
+                None => WebConfig::default(),
+            };
+            let endpoint = Endpoint {
+                listen: cli.listen_address,
+                telemetry_path: cli.telemetry_path,
+                web_config_file: cli.web_config_file,
+                web_config,
+                max_connections: cli.max_connections,
+            };
+            serve(config, otlp, cli.config_file, endpoint)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -145,13 +172,30 @@ pub fn discover_machine() -> anyhow::Result<(CgroupFs, Vec<u32>, Machine)> {
     Ok((cgroupfs, cpus, machine))
 }
 
+/// Where and how `/metrics` is served.
+struct Endpoint {
+    listen: String,
+    telemetry_path: String,
+    web_config_file: Option<PathBuf>,
+    /// Already loaded from `web_config_file`, so that a bad one fails
+    /// before anything starts.
+    web_config: WebConfig,
+    max_connections: usize,
+}
+
 fn serve(
     config: Config,
     otlp: Option<OtlpConfig>,
     config_file: Option<PathBuf>,
-    listen: &str,
-    telemetry_path: &str,
+    endpoint: Endpoint,
 ) -> anyhow::Result<()> {
+    let Endpoint {
+        listen,
+        telemetry_path,
+        web_config_file,
+        web_config,
+        max_connections,
+    } = endpoint;
     if !telemetry_path.starts_with('/') || telemetry_path == "/" {
         anyhow::bail!(
             "--web.telemetry-path must start with / and not be / itself (got `{telemetry_path}`)"
@@ -212,15 +256,35 @@ fn serve(
     let exposition = Arc::new(Exposition::with_otlp(latest, otlp_stats));
     let hup_control = control.clone();
     let served = runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(listen)
+        let listener = tokio::net::TcpListener::bind(&listen)
             .await
             .with_context(|| format!("listening on {listen}"))?;
-        tracing::info!("serving http://{}{telemetry_path}", listener.local_addr()?);
-        tokio::spawn(reload_on_sighup(config_file, hup_control));
-        axum::serve(listener, http::router(exposition, telemetry_path))
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .context("HTTP server")
+        if let Some(path) = &web_config_file {
+            tracing::info!("web config {}: {}", path.display(), web_config.summary());
+        }
+        let scheme = if web_config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        tracing::info!(
+            max_connections,
+            "serving {scheme}://{}{telemetry_path}",
+            listener.local_addr()?
+        );
+        let (web_sender, web_shared) = tokio::sync::watch::channel(Arc::new(web_config));
+        let web_reload = web_config_file.map(|path| (path, web_sender));
+        tokio::spawn(reload_on_sighup(config_file, hup_control, web_reload));
+        let router = http::router(exposition, &telemetry_path, web_shared.clone());
+        web::server::serve(
+            listener,
+            router,
+            web_shared,
+            max_connections,
+            shutdown_signal(),
+        )
+        .await;
+        Ok(())
     });
     if let Some(pusher) = pusher {
         pusher.stop();
@@ -232,8 +296,17 @@ fn serve(
     served
 }
 
-/// Reloads the config on every SIGHUP.
-async fn reload_on_sighup(config_file: Option<PathBuf>, control: std::sync::mpsc::Sender<Control>) {
+/// The web config file and where a reload of it goes.
+type WebReload = (PathBuf, tokio::sync::watch::Sender<Arc<WebConfig>>);
+
+/// Reloads the config, and the web config if there is one, on every
+/// SIGHUP. A web config that does not load is logged and the running one
+/// kept, as for the config.
+async fn reload_on_sighup(
+    config_file: Option<PathBuf>,
+    control: std::sync::mpsc::Sender<Control>,
+    web: Option<WebReload>,
+) {
     use tokio::signal::unix::{SignalKind, signal};
     let mut hup = match signal(SignalKind::hangup()) {
         Ok(s) => s,
@@ -246,9 +319,28 @@ async fn reload_on_sighup(config_file: Option<PathBuf>, control: std::sync::mpsc
         tracing::info!("SIGHUP: reloading the config");
         let path = config_file.clone();
         let control = control.clone();
-        // Reading and parsing the file is blocking work.
-        let _ =
-            tokio::task::spawn_blocking(move || reload::reload(path.as_deref(), &control)).await;
+        let web_path = web.as_ref().map(|(path, _)| path.clone());
+        // Reading and parsing the files is blocking work.
+        let loaded = tokio::task::spawn_blocking(move || {
+            reload::reload(path.as_deref(), &control);
+            web_path.map(|path| web::load(&path))
+        })
+        .await;
+        if let (Some((path, sender)), Ok(Some(loaded))) = (&web, loaded) {
+            match loaded {
+                Ok(new) => {
+                    tracing::info!("web config {} reloaded: {}", path.display(), new.summary());
+                    if new.tls.is_some() != sender.borrow().tls.is_some() {
+                        tracing::warn!(
+                            "TLS is now {} for new connections",
+                            if new.tls.is_some() { "on" } else { "off" }
+                        );
+                    }
+                    sender.send_replace(Arc::new(new));
+                }
+                Err(e) => tracing::error!("{e}\nkeeping the running web config"),
+            }
+        }
     }
 }
 

@@ -1,9 +1,13 @@
-//! The HTTP server: a landing page and the telemetry path, with content
-//! negotiation between OpenMetrics and the classic Prometheus text format.
+//! The HTTP routes: a landing page and the telemetry path, with content
+//! negotiation between OpenMetrics and the classic Prometheus text format,
+//! behind the web config's basic auth and response headers.
 
 use super::prometheus::Exposition;
+use super::web::Shared;
 use axum::Router;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use std::sync::Arc;
@@ -13,8 +17,9 @@ pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; char
 /// Content type of Prometheus text format 0.0.4.
 pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// The router serving `/` and `telemetry_path`.
-pub fn router(exposition: Arc<Exposition>, telemetry_path: &str) -> Router {
+/// The router serving `/` and `telemetry_path`, both (and every other
+/// path) behind the running web config.
+pub fn router(exposition: Arc<Exposition>, telemetry_path: &str, web: Shared) -> Router {
     let landing = landing_page(telemetry_path);
     Router::new()
         .route("/", get(move || async move { Html(landing) }))
@@ -22,6 +27,27 @@ pub fn router(exposition: Arc<Exposition>, telemetry_path: &str) -> Router {
             telemetry_path,
             get(move |headers: HeaderMap| metrics(exposition.clone(), headers)),
         )
+        .layer(middleware::from_fn_with_state(web, guard))
+}
+
+/// Applies the web config read when the request arrived: basic auth, then
+/// the configured headers on whatever the response is (401 included).
+async fn guard(State(web): State<Shared>, request: Request, next: Next) -> Response {
+    let web = web.borrow().clone();
+    let mut response = match &web.basic_auth {
+        Some(auth) if !auth.allows(request.headers().get(header::AUTHORIZATION)).await => (
+            StatusCode::UNAUTHORIZED,
+            [(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"cgperf\", charset=\"UTF-8\""),
+            )],
+            "Unauthorized\n",
+        )
+            .into_response(),
+        _ => next.run(request).await,
+    };
+    response.headers_mut().extend(web.headers.clone());
+    response
 }
 
 async fn metrics(exposition: Arc<Exposition>, headers: HeaderMap) -> Response {

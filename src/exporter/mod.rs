@@ -6,3 +6,4 @@ pub mod families;
 pub mod http;
 pub mod otlp;
 pub mod prometheus;
+pub mod web;

@@ -196,9 +196,7 @@ impl Exporter {
             let mut sent = false;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 eprintln!("[cgperf] {line}");
-                if !sent && let Some(i) = line.find("serving http://") {
-                    let rest = &line[i + "serving http://".len()..];
-                    let addr = rest.split('/').next().unwrap_or_default().to_string();
+                if !sent && let Some(addr) = served_address(&line) {
                     sent = tx.send(addr).is_ok();
                 }
             }
@@ -296,6 +294,22 @@ impl Drop for Exporter {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `HOST:PORT` from cgperf's "serving http://HOST:PORT/metrics" log line
+/// (or `https://` when its web config turns TLS on).
+fn served_address(line: &str) -> Option<String> {
+    let (_, rest) = line.split_once("serving http://").or_else(|| line.split_once("serving https://"))?;
+    Some(rest.split('/').next().unwrap_or_default().to_string())
+}
+
+/// Parses a raw HTTP/1.1 response: (status, head, body, de-chunked).
+/// `None` when it is not a complete HTTP response head.
+pub fn parse_response(raw: &[u8]) -> Option<(u16, String, String)> {
+    let raw = String::from_utf8_lossy(raw);
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    let status = head.split(' ').nth(1)?.parse().ok()?;
+    Some((status, head.to_string(), dechunk(head, body)))
 }
 
 fn collections(body: &str) -> u64 {
