@@ -338,7 +338,7 @@ async fn reload_on_sighup(
                     }
                     sender.send_replace(Arc::new(new));
                 }
-                Err(e) => tracing::error!("{e}\nkeeping the running web config"),
+                Err(e) => tracing::error!("keeping the running web config: {e}"),
             }
         }
     }

@@ -35,15 +35,21 @@ pub fn router(exposition: Arc<Exposition>, telemetry_path: &str, web: Shared) ->
 async fn guard(State(web): State<Shared>, request: Request, next: Next) -> Response {
     let web = web.borrow().clone();
     let mut response = match &web.basic_auth {
-        Some(auth) if !auth.allows(request.headers().get(header::AUTHORIZATION)).await => (
-            StatusCode::UNAUTHORIZED,
-            [(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Basic realm=\"cgperf\", charset=\"UTF-8\""),
-            )],
-            "Unauthorized\n",
-        )
-            .into_response(),
+        Some(auth)
+            if !auth
+                .allows(request.headers().get(header::AUTHORIZATION))
+                .await =>
+        {
+            (
+                StatusCode::UNAUTHORIZED,
+                [(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"cgperf\", charset=\"UTF-8\""),
+                )],
+                "Unauthorized\n",
+            )
+                .into_response()
+        }
         _ => next.run(request).await,
     };
     response.headers_mut().extend(web.headers.clone());

@@ -299,7 +299,9 @@ impl Drop for Exporter {
 /// `HOST:PORT` from cgperf's "serving http://HOST:PORT/metrics" log line
 /// (or `https://` when its web config turns TLS on).
 fn served_address(line: &str) -> Option<String> {
-    let (_, rest) = line.split_once("serving http://").or_else(|| line.split_once("serving https://"))?;
+    let (_, rest) = line
+        .split_once("serving http://")
+        .or_else(|| line.split_once("serving https://"))?;
     Some(rest.split('/').next().unwrap_or_default().to_string())
 }
 
