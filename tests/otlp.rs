@@ -588,21 +588,37 @@ fn push_config(protocol: OtlpProtocol, url: String) -> OtlpConfig {
     }
 }
 
-#[test]
-fn fifty_thousand_series_reach_a_4_mib_grpc_receiver_in_several_requests() {
-    const CGROUPS: usize = 1_000;
-    const EVENTS: usize = 50;
-    let receiver = grpc_receiver(TcpListener::bind("127.0.0.1:0").expect("bind"));
+/// Starts the pusher on `snapshot` against `url`, outside any cgperf
+/// process: for what depends on the snapshot's size or the receiver's
+/// answers, not on counting.
+fn push_snapshot(
+    protocol: OtlpProtocol,
+    url: String,
+    snapshot: Snapshot,
+) -> (otlp::Pusher, Arc<OtlpStats>) {
     let latest = Latest::new();
-    latest.publish(synthetic(CGROUPS, EVENTS));
+    latest.publish(snapshot);
     let stats = Arc::new(OtlpStats::default());
     let pusher = otlp::start(
-        push_config(OtlpProtocol::Grpc, format!("http://{}", receiver.addr)),
+        push_config(protocol, url),
         latest,
         stats.clone(),
         SystemTime::now(),
     )
     .expect("pusher starts");
+    (pusher, stats)
+}
+
+#[test]
+fn fifty_thousand_series_reach_a_4_mib_grpc_receiver_in_several_requests() {
+    const CGROUPS: usize = 1_000;
+    const EVENTS: usize = 50;
+    let receiver = grpc_receiver(TcpListener::bind("127.0.0.1:0").expect("bind"));
+    let (pusher, stats) = push_snapshot(
+        OtlpProtocol::Grpc,
+        format!("http://{}", receiver.addr),
+        synthetic(CGROUPS, EVENTS),
+    );
     let failed = || stats.failures().map(|(_, n)| n).sum::<u64>();
     wait("all 50k series, or a failure", 60, || {
         let n = points(&receiver.log.accepted())
@@ -649,19 +665,11 @@ fn retry_after_is_honoured() {
         Answer::Fail(503, Some("1")),
         Answer::Fail(429, Some("2")),
     ]);
-    let latest = Latest::new();
-    latest.publish(synthetic(2, 2));
-    let stats = Arc::new(OtlpStats::default());
-    let pusher = otlp::start(
-        push_config(
-            OtlpProtocol::HttpProtobuf,
-            format!("http://{}/v1/metrics", receiver.addr),
-        ),
-        latest,
-        stats.clone(),
-        SystemTime::now(),
-    )
-    .expect("pusher starts");
+    let (pusher, stats) = push_snapshot(
+        OtlpProtocol::HttpProtobuf,
+        format!("http://{}/v1/metrics", receiver.addr),
+        synthetic(2, 2),
+    );
     // Wait for the pusher to see the answer, not just for the receiver to
     // get the request: stopping earlier would rightly send it again.
     wait("the third attempt to succeed", 20, || {
@@ -683,19 +691,11 @@ fn retry_after_is_honoured() {
 #[test]
 fn partial_successes_are_counted() {
     let receiver = http_receiver(vec![Answer::Partial(3)]);
-    let latest = Latest::new();
-    latest.publish(synthetic(2, 5));
-    let stats = Arc::new(OtlpStats::default());
-    let pusher = otlp::start(
-        push_config(
-            OtlpProtocol::HttpProtobuf,
-            format!("http://{}/v1/metrics", receiver.addr),
-        ),
-        latest,
-        stats.clone(),
-        SystemTime::now(),
-    )
-    .expect("pusher starts");
+    let (pusher, stats) = push_snapshot(
+        OtlpProtocol::HttpProtobuf,
+        format!("http://{}/v1/metrics", receiver.addr),
+        synthetic(2, 5),
+    );
     wait("the export", 20, || (stats.exports() > 0).then_some(()));
     pusher.stop();
     let sent = points(&receiver.log.accepted()).len() as u64;
