@@ -298,9 +298,12 @@ fn hardware_groups_multiplex_and_scale_or_are_reported_unsupported() {
             &[("cgroup", &cg.rel), ("group", g), ("event", "cycles")],
         )
         .expect("cycles");
+        // Scaled to the time the cgroup was on a CPU, the count must look
+        // like a clock of some MHz at least, however little CPU the
+        // spinner got next to the other tests.
         assert!(
-            cycles > 1e8,
-            "{g}: 1.5 s of spinning scaled to only {cycles} cycles"
+            cycles / enabled > 1e7,
+            "{g}: {cycles} cycles in {enabled} s on a CPU"
         );
     }
     assert!(
