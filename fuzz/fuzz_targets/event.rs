@@ -21,6 +21,10 @@
 
 #![no_main]
 
+#[path = "perf_model.rs"]
+mod perf_model;
+use perf_model::{model_deposit, parse_format};
+
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -167,39 +171,7 @@ fn root() -> &'static Path {
 /// `(field, mask)` of a fake format file, for the well-formed ones.
 fn format_of(pmu: &FakePmu, term: &str) -> Option<(usize, u64)> {
     let (_, content) = pmu.formats.iter().find(|(n, _)| *n == term)?;
-    let (field, ranges) = content.trim().split_once(':')?;
-    let field = ["config", "config1", "config2"]
-        .iter()
-        .position(|f| *f == field)?;
-    let mut mask = 0u64;
-    for range in ranges.split(',') {
-        let (lo, hi) = range.split_once('-').unwrap_or((range, range));
-        let (lo, hi): (u32, u32) = (lo.parse().ok()?, hi.parse().ok()?);
-        if lo > hi || hi > 63 {
-            return None;
-        }
-        for bit in lo..=hi {
-            mask |= 1 << bit;
-        }
-    }
-    Some((field, mask))
-}
-
-/// perf's deposit, written differently from cgperf's: the value's bits go,
-/// lowest first, to the mask's bits in ascending order; `None` if the value
-/// has more significant bits than the mask has bits.
-fn model_deposit(value: u64, mask: u64) -> Option<u64> {
-    let mut out = 0u64;
-    let mut used = 0u32;
-    for bit in 0..64 {
-        if mask & (1 << bit) != 0 {
-            if value >> used & 1 == 1 {
-                out |= 1 << bit;
-            }
-            used += 1;
-        }
-    }
-    (used == 64 || value >> used == 0).then_some(out)
+    parse_format(content)
 }
 
 fn check_pmu(event: &Event, pmu_name: &str, spec: &PmuSpec) {
