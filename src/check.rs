@@ -27,9 +27,11 @@ pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<()> {
         "online CPUs: {cpus:?} (probing on CPU {})",
         machine.probe_cpu
     )?;
-    let paranoid =
-        std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
-    writeln!(out, "kernel.perf_event_paranoid: {}", paranoid.trim())?;
+    writeln!(
+        out,
+        "kernel.perf_event_paranoid: {}",
+        crate::perf::paranoid_level()
+    )?;
     writeln!(out)?;
 
     let plan = Plan::build(config, &machine);

@@ -130,7 +130,7 @@ pub fn open_failure_reason(errno: Errno) -> String {
 }
 
 /// The value of `kernel.perf_event_paranoid`, or `unknown`.
-fn paranoid_level() -> String {
+pub fn paranoid_level() -> String {
     std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".to_string())

@@ -11,6 +11,6 @@ mod errno;
 mod group;
 mod group_read;
 
-pub use errno::{Errno, OpenFailure, open_failure_reason};
+pub use errno::{Errno, OpenFailure, open_failure_reason, paranoid_level};
 pub use group::{CounterGroup, OpenError, ReadError, Target};
 pub use group_read::{GroupRead, GroupReadError, read_buffer_words};

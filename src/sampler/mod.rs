@@ -361,9 +361,11 @@ impl Sampler {
         let mut skipped: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
         let online = self.cpus.online();
         for f in found {
-            let specs = self.plan.groups_for(&f.selectors);
+            // Cgroups already counted under this plan and these selectors
+            // need nothing: no specs are built for them.
             if let Some(state) = self.cgroups.get_mut(&f.path) {
                 if state.generation != self.generation || state.selectors != f.selectors {
+                    let specs = self.plan.groups_for(&f.selectors);
                     state.selectors = f.selectors;
                     state.generation = self.generation;
                     let dir = std::fs::File::open(self.discovery.fs().dir(&f.path));
@@ -383,6 +385,7 @@ impl Sampler {
                 skipped.entry("max_cgroups").or_default().push(f.path);
                 continue;
             }
+            let specs = self.plan.groups_for(&f.selectors);
             let cost: u64 =
                 specs.iter().map(|s| s.events.len() as u64).sum::<u64>() * online.len() as u64;
             if !self.opener.budget.fits(self.opener.used(), cost) {
