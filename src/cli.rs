@@ -27,6 +27,8 @@ use std::sync::Arc;
 /// tracepoints, and hardware groups that are reported unsupported (not fatal)
 /// where the machine has no PMU. Needs cgroup v2 and root, or CAP_PERFMON
 /// plus CAP_DAC_READ_SEARCH.
+///
+/// The config is reloaded on SIGHUP and whenever its file changes.
 #[derive(Debug, Parser)]
 #[command(name = "cgperf", version, about, long_about)]
 pub struct Cli {
