@@ -1,4 +1,5 @@
-//! Building `perf_event_attr` for counting (not sampling) in cgroup mode.
+//! Building `perf_event_attr` for counting in cgroup mode, and for sampling
+//! every occurrence of an event into a ring buffer.
 
 use crate::events::EventAttr;
 use perf_event_open_sys::bindings::{
@@ -34,6 +35,22 @@ pub(crate) fn counting_attr(event: &EventAttr, leader: bool) -> perf_event_attr 
     attr.set_exclude_user(u64::from(event.exclude_user));
     attr.set_exclude_kernel(u64::from(event.exclude_kernel));
     attr.set_exclude_hv(u64::from(event.exclude_hv));
+    attr
+}
+
+/// Builds the attr of an event that writes a sample of type `sample_type`
+/// for every occurrence (`sample_period = 1`).
+///
+/// It is created disabled so a filter and the output redirection are in
+/// place before the first sample. `sample_id_all` puts the sample id on the
+/// other records (such as `PERF_RECORD_LOST`) too. It carries no read format:
+/// samples never include counter values.
+pub(crate) fn sampling_attr(event: &EventAttr, sample_type: u64) -> perf_event_attr {
+    let mut attr = counting_attr(event, true);
+    attr.read_format = 0;
+    attr.__bindgen_anon_1.sample_period = 1;
+    attr.sample_type = sample_type;
+    attr.set_sample_id_all(1);
     attr
 }
 
@@ -74,5 +91,17 @@ mod tests {
         assert_eq!(attr.exclude_hv(), 1);
         assert_eq!(attr.read_format, 0b1111);
         assert_eq!(attr.size as usize, std::mem::size_of::<perf_event_attr>());
+    }
+
+    #[test]
+    fn sampling_samples_every_occurrence_and_starts_disabled() {
+        let attr = sampling_attr(&event(), 0x10400);
+        // SAFETY: the union was written through `sample_period` above.
+        assert_eq!(unsafe { attr.__bindgen_anon_1.sample_period }, 1);
+        assert_eq!(attr.sample_type, 0x10400);
+        assert_eq!(attr.sample_id_all(), 1);
+        assert_eq!(attr.disabled(), 1);
+        assert_eq!(attr.read_format, 0);
+        assert_eq!((attr.type_, attr.config, attr.exclude_kernel()), (1, 2, 1));
     }
 }

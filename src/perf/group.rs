@@ -5,9 +5,10 @@ use super::attr::counting_attr;
 use super::errno::Errno;
 use super::group_read::{GroupRead, GroupReadError, read_buffer_words};
 use crate::events::EventAttr;
-use perf_event_open_sys::bindings::{PERF_FLAG_FD_CLOEXEC, PERF_FLAG_PID_CGROUP};
+use perf_event_open_sys::bindings::{PERF_FLAG_FD_CLOEXEC, PERF_FLAG_PID_CGROUP, perf_event_attr};
 use perf_event_open_sys::{ioctls, perf_event_open};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::ffi::CStr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// `PERF_IOC_FLAG_GROUP`: apply an ioctl to the whole group.
 const IOC_FLAG_GROUP: u32 = 1;
@@ -59,6 +60,21 @@ impl CounterGroup {
     /// On failure everything opened so far is closed (by ownership) and the
     /// index of the failing event is returned.
     pub fn open(events: &[EventAttr], target: Target<'_>, cpu: u32) -> Result<Self, OpenError> {
+        Self::open_filtered(events, &[], target, cpu)
+    }
+
+    /// Like [`open`](Self::open), with `filters[i]` (a tracepoint filter
+    /// expression such as `which == 1`) set on `events[i]` before the group
+    /// is enabled, so no occurrence is counted unfiltered. Missing entries and
+    /// `None` mean no filter. A filter the kernel rejects (bad syntax, a field
+    /// the tracepoint does not have, an event that is not a tracepoint) fails
+    /// with that event's index, usually with `EINVAL`.
+    pub fn open_filtered(
+        events: &[EventAttr],
+        filters: &[Option<&CStr>],
+        target: Target<'_>,
+        cpu: u32,
+    ) -> Result<Self, OpenError> {
         let (first, rest) = events.split_first().ok_or(OpenError {
             index: 0,
             errno: Errno(libc::EINVAL),
@@ -76,6 +92,9 @@ impl CounterGroup {
         }
         let mut ids = Vec::with_capacity(events.len());
         for (index, fd) in std::iter::once(&leader).chain(&members).enumerate() {
+            if let Some(filter) = filters.get(index).copied().flatten() {
+                set_filter(fd, filter).map_err(|errno| OpenError { index, errno })?;
+            }
             ids.push(event_id(fd).map_err(|errno| OpenError { index, errno })?);
         }
         // SAFETY: `leader` is a valid perf event fd owned by us.
@@ -116,12 +135,11 @@ impl CounterGroup {
 
     /// The raw leader fd, for benchmarks that compare against a bare `read()`.
     pub fn leader_fd(&self) -> BorrowedFd<'_> {
-        use std::os::fd::AsFd;
         self.leader.as_fd()
     }
 }
 
-/// One `perf_event_open` call.
+/// Opens one counting event.
 fn open_one(
     event: &EventAttr,
     leader: bool,
@@ -129,8 +147,19 @@ fn open_one(
     cpu: u32,
     group: Option<&OwnedFd>,
 ) -> Result<OwnedFd, Errno> {
-    let mut attr = counting_attr(event, leader);
-    let group_fd = group.map_or(-1, AsRawFd::as_raw_fd);
+    let group = group.map(AsFd::as_fd);
+    open_event(&mut counting_attr(event, leader), target, cpu, group)
+}
+
+/// One `perf_event_open` call for `target` on `cpu`, in the group of `group`
+/// (or as a leader).
+pub(crate) fn open_event(
+    attr: &mut perf_event_attr,
+    target: Target<'_>,
+    cpu: u32,
+    group: Option<BorrowedFd<'_>>,
+) -> Result<OwnedFd, Errno> {
+    let group_fd = group.map_or(-1, |fd| fd.as_raw_fd());
     let cpu = i32::try_from(cpu).map_err(|_| Errno(libc::EINVAL))?;
     let (pid, flags) = match target {
         Target::Cgroup(dir) => (dir.as_raw_fd(), PERF_FLAG_PID_CGROUP | PERF_FLAG_FD_CLOEXEC),
@@ -138,7 +167,7 @@ fn open_one(
     };
     // SAFETY: `attr` is a fully initialised perf_event_attr whose `size`
     // matches its type; the other arguments are plain integers.
-    let fd = unsafe { perf_event_open(&mut attr, pid, cpu, group_fd, flags as libc::c_ulong) };
+    let fd = unsafe { perf_event_open(attr, pid, cpu, group_fd, flags as libc::c_ulong) };
     if fd < 0 {
         return Err(Errno::last());
     }
@@ -146,8 +175,20 @@ fn open_one(
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `PERF_EVENT_IOC_ID`: the id the kernel uses for this event in group reads.
-fn event_id(fd: &OwnedFd) -> Result<u64, Errno> {
+/// `PERF_EVENT_IOC_SET_FILTER`: only occurrences of the tracepoint that
+/// match `filter` are counted or sampled.
+pub(crate) fn set_filter(fd: &OwnedFd, filter: &CStr) -> Result<(), Errno> {
+    // SAFETY: `fd` is a perf event fd; the kernel only reads the
+    // NUL-terminated string (it copies it), so the cast to `*mut` is sound.
+    if unsafe { ioctls::SET_FILTER(fd.as_raw_fd(), filter.as_ptr().cast_mut()) } < 0 {
+        return Err(Errno::last());
+    }
+    Ok(())
+}
+
+/// `PERF_EVENT_IOC_ID`: the id the kernel uses for this event in group reads
+/// and samples.
+pub(crate) fn event_id(fd: &OwnedFd) -> Result<u64, Errno> {
     let mut id = 0u64;
     // SAFETY: `fd` is a perf event fd and `id` is a valid u64 to write to.
     if unsafe { ioctls::ID(fd.as_raw_fd(), &mut id) } < 0 {
@@ -160,7 +201,6 @@ fn event_id(fd: &OwnedFd) -> Result<u64, Errno> {
 mod tests {
     use super::*;
     use crate::events::{PMU_ROOT, parse_event};
-    use std::os::fd::AsFd;
     use std::path::Path;
     use std::sync::Mutex;
 
@@ -248,5 +288,28 @@ mod tests {
                 .index,
             0
         );
+    }
+
+    #[test]
+    fn a_rejected_filter_names_its_event() {
+        let _serial = PERF_FDS.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = root_cgroup();
+        let before = open_fds();
+        // Filters apply to tracepoints only; a software event refuses one.
+        let err = CounterGroup::open_filtered(
+            &[attr("task-clock"), attr("context-switches")],
+            &[None, Some(c"which == 1")],
+            Target::Cgroup(dir.as_fd()),
+            0,
+        )
+        .expect_err("a software event takes no filter");
+        assert_eq!(
+            err,
+            OpenError {
+                index: 1,
+                errno: Errno(libc::EINVAL)
+            }
+        );
+        assert_eq!(open_fds(), before, "the group was closed");
     }
 }

@@ -10,7 +10,15 @@ mod attr;
 mod errno;
 mod group;
 mod group_read;
+mod record;
+mod ring;
+mod sampling;
 
 pub use errno::{Errno, OpenFailure, open_failure_reason, paranoid_level};
 pub use group::{CounterGroup, OpenError, ReadError, Target};
 pub use group_read::{GroupRead, GroupReadError, read_buffer_words};
+pub use record::{
+    PERF_RECORD_LOST, PERF_RECORD_SAMPLE, Record, RecordError, Sample, parse_record, record_len,
+};
+pub use ring::{DrainStats, Ring, walk_records};
+pub use sampling::{RingOwner, SAMPLE_TYPE, SampledEvent};
