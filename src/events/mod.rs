@@ -9,10 +9,12 @@
 
 mod hardware;
 mod pmu;
+mod probe;
 mod tracepoint;
 
 use std::path::{Path, PathBuf};
 
+pub use probe::{ProbeError, ProbeKind, ProbeProblem, ProbeSpec, ProbeSyntaxError};
 pub use tracepoint::{TracepointName, TracepointProblem, parse_tracepoint};
 
 /// Where the kernel describes its PMUs (one directory per PMU, with `type`,

@@ -1,0 +1,290 @@
+//! Uprobes and kprobes on the real kernel: probes resolved from config text
+//! are opened through the `uprobe` PMU in cgroup mode, and a child that makes
+//! a known number of calls in a fresh cgroup is counted exactly.
+
+mod common;
+
+use std::ffi::CStr;
+use std::fs::File;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use cgperf::events::{EventAttr, PMU_ROOT, ProbeError, ProbeSpec};
+use cgperf::perf::{CounterGroup, Target};
+use common::*;
+
+/// Calls of the test binary's own function.
+const K: u64 = 1234;
+/// Calls of libc's `getppid`.
+const K2: u64 = 321;
+
+/// The function the uprobe tests probe in this very binary. `no_mangle` keeps
+/// its symbol name predictable; `inline(never)` and `black_box` keep every
+/// call a real call.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn cgperf_probe_target(x: u64) -> u64 {
+    std::hint::black_box(x).wrapping_mul(3).wrapping_add(1)
+}
+
+/// Fails, saying why, when the tests cannot open probes.
+fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "these tests open uprobes in cgroup mode, which needs root; run them as root"
+    );
+}
+
+/// This test binary's canonical path: what the uprobe PMU is given.
+fn test_binary() -> PathBuf {
+    std::env::current_exe()
+        .and_then(|exe| exe.canonicalize())
+        .expect("the test binary's path")
+}
+
+fn uprobe(text: &str) -> ProbeSpec {
+    ProbeSpec::parse_uprobe(text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn resolve(text: &str) -> EventAttr {
+    uprobe(text)
+        .resolve(Path::new(PMU_ROOT))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn resolve_error(text: &str) -> ProbeError {
+    match uprobe(text).resolve(Path::new(PMU_ROOT)) {
+        Ok(attr) => panic!("`{text}` should not resolve: {attr:?}"),
+        Err(e) => e,
+    }
+}
+
+/// The uprobe PMU's type number on this machine.
+fn uprobe_type() -> u32 {
+    let path = Path::new(PMU_ROOT).join("uprobe/type");
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; these tests need the uprobe PMU", path.display()))
+        .trim()
+        .parse()
+        .expect("a PMU type number")
+}
+
+/// Opens `attrs` as one group for `cgroup` on every online CPU, runs `work`
+/// in a child inside the cgroup, and returns each member's total over all CPUs.
+fn count_in_child(attrs: &[EventAttr], cgroup: &TestCgroup, work: impl FnOnce()) -> Vec<u64> {
+    let dir = File::open(&cgroup.dir).expect("open the cgroup directory");
+    let cpus = cgperf::cpus::online().expect("online CPUs");
+    let mut groups: Vec<CounterGroup> = cpus
+        .iter()
+        .map(|&cpu| {
+            CounterGroup::open(attrs, Target::Cgroup(dir.as_fd()), cpu)
+                .unwrap_or_else(|e| panic!("opening {attrs:?} on CPU {cpu}: {e}"))
+        })
+        .collect();
+    in_child(Some(&cgroup.dir), work);
+    let mut totals = vec![0; attrs.len()];
+    for group in &mut groups {
+        let (read, ids) = group.read().expect("group read");
+        for (member, id) in ids.iter().enumerate() {
+            totals[member] += read.value_of(*id, member).expect("every member is read");
+        }
+    }
+    totals
+}
+
+/// The function's symbol, its file offset given as `0xOFFSET` and its
+/// `%return` each count every call, in one group.
+#[test]
+fn uprobes_on_this_binary_count_every_call() {
+    require_root();
+    let exe = test_binary();
+    let exe = exe.display();
+    let entry = resolve(&format!("{exe}:cgperf_probe_target"));
+    assert_eq!((entry.type_, entry.config), (uprobe_type(), 0));
+    let by_offset = resolve(&format!("{exe}:{:#x}", entry.config2));
+    assert_eq!(
+        by_offset, entry,
+        "same path (interned once) and same offset"
+    );
+    let ret = resolve(&format!("{exe}:cgperf_probe_target%return"));
+    assert_eq!(
+        (ret.config, ret.config1, ret.config2),
+        (1, entry.config1, entry.config2),
+        "format/retprobe is config:0"
+    );
+    let inside = resolve(&format!("{exe}:cgperf_probe_target+1"));
+    assert_eq!(inside.config2, entry.config2 + 1);
+
+    let cgroup = TestCgroup::create("cgperf-uprobe-self");
+    let totals = count_in_child(&[entry, by_offset, ret], &cgroup, || {
+        for i in 0..K {
+            std::hint::black_box(cgperf_probe_target(std::hint::black_box(i)));
+        }
+    });
+    assert_eq!(totals, [K, K, K]);
+}
+
+/// libc's `getppid` wrapper, which `libc::getppid` calls: a probe in a
+/// shared library counts the calls of the child in the cgroup only.
+#[test]
+fn uprobe_on_libc_counts_every_call() {
+    require_root();
+    let libc = shared_object_of(libc::getppid as *const ());
+    assert!(
+        libc.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("libc.so")),
+        "libc::getppid should be glibc's wrapper, found in {}",
+        libc.display()
+    );
+    let attr = resolve(&format!("{}:getppid", libc.display()));
+    let cgroup = TestCgroup::create("cgperf-uprobe-libc");
+    let totals = count_in_child(&[attr], &cgroup, || {
+        for _ in 0..K2 {
+            // SAFETY: getppid has no preconditions and is async-signal-safe.
+            std::hint::black_box(unsafe { libc::getppid() });
+        }
+    });
+    assert_eq!(totals, [K2]);
+}
+
+/// The canonical path of the shared object holding `function`, asked of the
+/// dynamic loader: this proves which library's code a call runs.
+fn shared_object_of(function: *const ()) -> PathBuf {
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the address and fills `info`.
+    let found = unsafe { libc::dladdr(function.cast(), &mut info) };
+    assert!(
+        found != 0 && !info.dli_fname.is_null(),
+        "dladdr found no shared object"
+    );
+    // SAFETY: dladdr set dli_fname to a NUL-terminated path owned by the loader.
+    let name = unsafe { CStr::from_ptr(info.dli_fname) };
+    Path::new(name.to_str().expect("UTF-8 path"))
+        .canonicalize()
+        .expect("the shared object exists")
+}
+
+/// On this machine, kprobes either resolve to the kprobe PMU or say exactly
+/// why they cannot be counted.
+#[test]
+fn kprobe_on_this_kernel() {
+    let root = Path::new(PMU_ROOT);
+    let spec = ProbeSpec::parse_kprobe("do_sys_openat2").expect("valid kprobe");
+    match std::fs::read_to_string(root.join("kprobe/type")) {
+        Ok(type_) => {
+            let attr = spec
+                .resolve(root)
+                .expect("do_sys_openat2 is a kernel function");
+            assert_eq!(attr.type_.to_string(), type_.trim());
+            assert_ne!(attr.config1, 0, "the function name is passed by pointer");
+        }
+        Err(_) => assert_eq!(
+            spec.resolve(root).unwrap_err().to_string(),
+            "this kernel has no kprobe PMU (built without CONFIG_KPROBE_EVENTS): kprobe `do_sys_openat2` cannot be counted; uprobes and tracepoints still work"
+        ),
+    }
+}
+
+#[test]
+fn resolution_errors_say_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_path = dir.path().display();
+
+    let e = resolve_error(&format!("{dir_path}/missing:main"));
+    assert!(matches!(e, ProbeError::Unreadable { .. }), "{e:?}");
+    assert!(
+        e.to_string().starts_with(&format!(
+            "uprobe `{dir_path}/missing:main`: cannot open {dir_path}/missing: No such file or directory"
+        )),
+        "{e}"
+    );
+
+    let text_file = dir.path().join("script.sh");
+    std::fs::write(&text_file, "#!/bin/sh\necho hello\n").unwrap();
+    let e = resolve_error(&format!("{}:main", text_file.display()));
+    assert!(matches!(e, ProbeError::NotElf { .. }), "{e:?}");
+    assert!(
+        e.to_string().starts_with(&format!(
+            "uprobe `{0}:main`: {0} is not an ELF executable or shared library (",
+            text_file.display()
+        )),
+        "{e}"
+    );
+
+    let exe = test_binary();
+    let exe = exe.display();
+    let e = resolve_error(&format!("{exe}:cgperf_probe_targt"));
+    let ProbeError::NoSuchFunction { suggestions, .. } = &e else {
+        panic!("{e:?}");
+    };
+    assert_eq!(
+        suggestions.first().map(String::as_str),
+        Some("cgperf_probe_target")
+    );
+    assert!(
+        e.to_string().starts_with(&format!(
+            "uprobe `{exe}:cgperf_probe_targt`: no function `cgperf_probe_targt` in {exe}; did you mean `cgperf_probe_target`"
+        )),
+        "{e}"
+    );
+
+    let e = resolve_error(&format!("{exe}:cgperf_probe_target+0x100000"));
+    assert!(
+        matches!(
+            e,
+            ProbeError::PastEnd {
+                offset: 0x100000,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string()
+            .contains("+0x100000 is past the end of `cgperf_probe_target`"),
+        "{e}"
+    );
+}
+
+/// A stripped copy of this binary has no symbol to look up: the error says
+/// to give a file offset, and that offset works.
+#[test]
+fn stripped_binaries_need_a_file_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let stripped = dir.path().join("stripped");
+    let status = Command::new("strip")
+        .arg("--strip-all")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(test_binary())
+        .status()
+        .expect("strip (binutils, which links Rust binaries) is installed");
+    assert!(status.success(), "strip failed");
+    let stripped = stripped.display();
+    let e = resolve_error(&format!("{stripped}:cgperf_probe_target"));
+    assert!(matches!(e, ProbeError::NoSymbolTable { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "uprobe `{stripped}:cgperf_probe_target`: {stripped} has no symbol table; give a file offset instead: {stripped}:0xOFFSET"
+        )
+    );
+    let attr = resolve(&format!("{stripped}:0x1000"));
+    assert_eq!(attr.config2, 0x1000);
+}
+
+/// glibc's `strlen` is an IFUNC: probing its symbol would probe the resolver.
+#[test]
+fn indirect_functions_are_refused() {
+    let libc = shared_object_of(libc::getppid as *const ());
+    let e = resolve_error(&format!("{}:strlen", libc.display()));
+    assert!(matches!(e, ProbeError::IndirectFunction { .. }), "{e:?}");
+    let expected = format!(
+        "`strlen` in {} is an indirect function (IFUNC)",
+        libc.display()
+    );
+    assert!(e.to_string().contains(&expected), "{e}");
+}
