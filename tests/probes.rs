@@ -153,6 +153,7 @@ fn uprobe_on_libc_counts_every_call() {
 /// The canonical path of the shared object holding `function`, asked of the
 /// dynamic loader: this proves which library's code a call runs.
 fn shared_object_of(function: *const ()) -> PathBuf {
+    // SAFETY: Dl_info is plain pointers, for which all zeroes (null) is valid.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr only reads the address and fills `info`.
     let found = unsafe { libc::dladdr(function.cast(), &mut info) };
