@@ -88,6 +88,17 @@ enum Command {
     /// it and why not. Exits 0 when the config is valid (even if some events
     /// cannot be counted here), 1 when the config has errors.
     Check,
+    /// List the events this machine can count, with the names to write.
+    ///
+    /// Hardware, software and hardware-cache events, the events of the
+    /// dynamic PMUs in /sys/bus/event_source/devices (`pmu/event/`), and the
+    /// tracepoints of tracefs (`subsystem:name`); then the format terms of
+    /// each PMU (for `pmu/term=value,.../`) and whether uprobes and kprobes
+    /// can be placed here. Reading tracefs needs root: without it the
+    /// tracepoints are left out, with a note on stderr. Exits 0.
+    List(crate::list::ListArgs),
+    // About and help text: on `StatArgs`.
+    Stat(crate::stat::StatArgs),
 }
 
 /// Entry point of the binary.
@@ -97,6 +108,15 @@ pub fn main() -> ExitCode {
         eprintln!("cgperf: {e:#}");
         return ExitCode::from(2);
     }
+    let check = match cli.command {
+        Some(Command::List(args)) => {
+            let listed = crate::list::run(&args, &mut std::io::stdout().lock());
+            return exit_status(listed.map_err(anyhow::Error::from));
+        }
+        Some(Command::Stat(args)) => return crate::stat::run(&args, cli.config_file.as_deref()),
+        Some(Command::Check) => true,
+        None => false,
+    };
     let config = match reload::load(cli.config_file.as_deref()) {
         Ok(config) => config,
         Err(e) => {
@@ -111,27 +131,32 @@ pub fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let result = match cli.command {
-        Some(Command::Check) => check::run(&config, &mut std::io::stdout().lock()),
-        None => {
-            let web_config = match cli.web_config_file.as_deref().map(web::load) {
-                Some(Ok(web)) => web,
-                Some(Err(e)) => {
-                    eprintln!("cgperf: invalid web config: {e}");
-                    return ExitCode::from(1);
-                }
-                None => WebConfig::default(),
-            };
-            let endpoint = Endpoint {
-                listen: cli.listen_address,
-                telemetry_path: cli.telemetry_path,
-                web_config_file: cli.web_config_file,
-                web_config,
-                max_connections: cli.max_connections,
-            };
-            serve(config, otlp, cli.config_file, endpoint)
-        }
+    let result = if check {
+        check::run(&config, &mut std::io::stdout().lock())
+    } else {
+        let web_config = match cli.web_config_file.as_deref().map(web::load) {
+            Some(Ok(web)) => web,
+            Some(Err(e)) => {
+                eprintln!("cgperf: invalid web config: {e}");
+                return ExitCode::from(1);
+            }
+            None => WebConfig::default(),
+        };
+        let endpoint = Endpoint {
+            listen: cli.listen_address,
+            telemetry_path: cli.telemetry_path,
+            web_config_file: cli.web_config_file,
+            web_config,
+            max_connections: cli.max_connections,
+        };
+        serve(config, otlp, cli.config_file, endpoint)
     };
+    exit_status(result)
+}
+
+/// The exit status of `cgperf` and `cgperf check`/`list`: 0 on success, 2
+/// (after printing it) on an error.
+fn exit_status(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // `cgperf check | head` closes the pipe early: not an error.

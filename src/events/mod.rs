@@ -14,6 +14,7 @@ mod tracepoint;
 
 use std::path::{Path, PathBuf};
 
+pub(crate) use hardware::known_names;
 pub use probe::{ProbeError, ProbeKind, ProbeProblem, ProbeSpec, ProbeSyntaxError};
 pub use tracepoint::{TracepointName, TracepointProblem, parse_tracepoint};
 

@@ -1,0 +1,563 @@
+//! `cgperf list`: the events this machine offers, named as cgperf's config
+//! (and `perf`) writes them: generalized hardware, software and cache events,
+//! the dynamic PMU events of sysfs, and the tracepoints of tracefs.
+//!
+//! Every name listed is one that [`parse_event`] or [`parse_tracepoint`]
+//! accepts, so any line can be copied into a config or `cgperf stat -e`.
+//! Listing only reads sysfs and tracefs; tracefs usually needs root, and
+//! without it the tracepoints are left out with a note on stderr.
+
+use crate::events::{self, EventKind, ResolveError, parse_event, parse_tracepoint};
+use crate::tracefs::Tracefs;
+use perf_event_open_sys::bindings as sys;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// `cgperf list [FILTER] [--json]`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ListArgs {
+    /// Only events whose name contains this text (case-insensitive).
+    #[arg(value_name = "FILTER")]
+    pub filter: Option<String>,
+
+    /// Print one JSON array of `{"name", "kind", "description"}` objects
+    /// instead of the table (PMU format terms and probe support are left out).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What sort of event an [`Entry`] is, in `perf list`'s order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// A generalized hardware event, e.g. `cycles`.
+    Hardware,
+    /// A kernel software event, e.g. `task-clock`.
+    Software,
+    /// A generalized hardware cache event, e.g. `L1-dcache-load-misses`.
+    Cache,
+    /// An event alias of a dynamic PMU, e.g. `msr/tsc/`.
+    Pmu,
+    /// A tracepoint, e.g. `sched:sched_switch`.
+    Tracepoint,
+}
+
+impl Kind {
+    /// The `kind` shown in the table and the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hardware => "hardware",
+            Self::Software => "software",
+            Self::Cache => "cache",
+            Self::Pmu => "pmu",
+            Self::Tracepoint => "tracepoint",
+        }
+    }
+}
+
+/// One event that can be counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The name to write in a config or `-e`.
+    pub name: String,
+    /// What sort of event it is.
+    pub kind: Kind,
+    /// A short description; empty where there is none (tracepoints).
+    pub description: String,
+}
+
+/// The `format/` terms of one PMU: what `pmu/term=value,.../` may set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PmuFormat {
+    /// The PMU's directory name, e.g. `cpu`.
+    pub pmu: String,
+    /// `(term, bits)` sorted by term, e.g. `("event", "config:0-7,32-35")`.
+    pub terms: Vec<(String, String)>,
+}
+
+/// Everything `cgperf list` shows.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    /// Events, sorted by kind and then name.
+    pub entries: Vec<Entry>,
+    /// Format terms of every PMU that has them, sorted by PMU.
+    pub formats: Vec<PmuFormat>,
+    /// One line each for uprobes and kprobes: can `probes:` use them here.
+    pub probes: Vec<String>,
+    /// What could not be listed and why (shown on stderr).
+    pub problems: Vec<String>,
+}
+
+/// Runs `cgperf list`: writes the listing to `out`, notes to stderr.
+pub fn run(args: &ListArgs, out: &mut dyn Write) -> io::Result<()> {
+    let tracefs = Tracefs::locate();
+    let listing = gather(Path::new(events::PMU_ROOT), tracefs.as_ref());
+    for problem in &listing.problems {
+        eprintln!("cgperf list: {problem}");
+    }
+    let listing = listing.filtered(args.filter.as_deref().unwrap_or(""));
+    if args.json {
+        write_json(&listing.entries, out)
+    } else {
+        write_table(&listing, out)
+    }
+}
+
+/// Lists the events of the machine whose PMUs are under `pmu_root` and whose
+/// tracefs is `tracefs` (or why there is none).
+pub fn gather(pmu_root: &Path, tracefs: Result<&Tracefs, &String>) -> Listing {
+    let mut listing = Listing {
+        entries: symbolic_entries(),
+        ..Listing::default()
+    };
+    match pmu_dirs(pmu_root) {
+        Ok(pmus) => {
+            for (pmu, dir) in &pmus {
+                listing.entries.extend(pmu_entries(pmu_root, pmu, dir));
+                listing.formats.extend(pmu_format(pmu, dir));
+            }
+            listing.probes = probe_support(pmu_root, &pmus);
+        }
+        Err(e) => listing.problems.push(format!(
+            "PMU events not listed: reading {}: {e}",
+            pmu_root.display()
+        )),
+    }
+    match tracefs.map_err(Clone::clone).and_then(tracepoint_entries) {
+        Ok(tracepoints) => listing.entries.extend(tracepoints),
+        Err(e) => listing
+            .problems
+            .push(format!("tracepoints not listed: {e}")),
+    }
+    listing
+        .entries
+        .sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+    listing
+}
+
+impl Listing {
+    /// Keeps the entries, PMU formats and probe lines whose name contains
+    /// `filter`, ignoring case; an empty filter keeps everything.
+    pub fn filtered(mut self, filter: &str) -> Self {
+        let filter = filter.to_lowercase();
+        let keep = |name: &str| name.to_lowercase().contains(&filter);
+        self.entries.retain(|e| keep(&e.name));
+        self.formats.retain(|f| keep(&format!("{}/", f.pmu)));
+        self.probes.retain(|line| keep(line));
+        self
+    }
+}
+
+/// The generalized hardware, software and cache events, each described, with
+/// the other names of the same event.
+fn symbolic_entries() -> Vec<Entry> {
+    let parsed: Vec<(String, EventKind)> = events::known_names()
+        .into_iter()
+        .filter_map(|name| parse_event(&name).ok().map(|e| (name, e.kind)))
+        .collect();
+    parsed
+        .iter()
+        .filter_map(|(name, kind)| {
+            let (kind_of, text) = describe(kind)?;
+            let others: Vec<&str> = parsed
+                .iter()
+                .filter(|(other, k)| k == kind && other != name)
+                .map(|(other, _)| other.as_str())
+                .collect();
+            let description = if others.is_empty() {
+                text
+            } else {
+                format!("{text} (also: {})", others.join(", "))
+            };
+            Some(Entry {
+                name: name.clone(),
+                kind: kind_of,
+                description,
+            })
+        })
+        .collect()
+}
+
+/// The kind and perf-like description of a generalized event; `None` for
+/// kinds that are not generalized (raw, PMU).
+fn describe(kind: &EventKind) -> Option<(Kind, String)> {
+    let id = |v: u64| u32::try_from(v).ok();
+    match kind {
+        EventKind::Hardware(v) => Some((Kind::Hardware, hardware_text(id(*v)?).into())),
+        EventKind::Software(v) => Some((Kind::Software, software_text(id(*v)?).into())),
+        EventKind::HardwareCache { cache, op, result } => {
+            Some((Kind::Cache, cache_text(id(*cache)?, id(*op)?, id(*result)?)))
+        }
+        EventKind::Raw(_) | EventKind::Pmu { .. } => None,
+    }
+}
+
+/// What a `perf_hw_id` counts (after perf_event_open(2)).
+fn hardware_text(id: sys::perf_hw_id) -> &'static str {
+    match id {
+        sys::PERF_COUNT_HW_CPU_CYCLES => "CPU cycles (vary with frequency scaling)",
+        sys::PERF_COUNT_HW_INSTRUCTIONS => "Retired instructions",
+        sys::PERF_COUNT_HW_CACHE_REFERENCES => "Cache accesses, usually of the last-level cache",
+        sys::PERF_COUNT_HW_CACHE_MISSES => "Cache misses, usually of the last-level cache",
+        sys::PERF_COUNT_HW_BRANCH_INSTRUCTIONS => "Retired branch instructions",
+        sys::PERF_COUNT_HW_BRANCH_MISSES => "Mispredicted branch instructions",
+        sys::PERF_COUNT_HW_BUS_CYCLES => "Bus cycles",
+        sys::PERF_COUNT_HW_STALLED_CYCLES_FRONTEND => "Cycles stalled during instruction issue",
+        sys::PERF_COUNT_HW_STALLED_CYCLES_BACKEND => "Cycles stalled during retirement",
+        sys::PERF_COUNT_HW_REF_CPU_CYCLES => "Reference cycles, not affected by frequency scaling",
+        _ => "Hardware event",
+    }
+}
+
+/// What a `perf_sw_ids` counts (after perf_event_open(2)).
+fn software_text(id: sys::perf_sw_ids) -> &'static str {
+    match id {
+        sys::PERF_COUNT_SW_CPU_CLOCK => "CPU clock, a per-CPU timer (msec)",
+        sys::PERF_COUNT_SW_TASK_CLOCK => "Time the counted tasks ran on a CPU (msec)",
+        sys::PERF_COUNT_SW_PAGE_FAULTS => "Page faults",
+        sys::PERF_COUNT_SW_CONTEXT_SWITCHES => "Context switches",
+        sys::PERF_COUNT_SW_CPU_MIGRATIONS => "Moves of a task to another CPU",
+        sys::PERF_COUNT_SW_PAGE_FAULTS_MIN => "Minor page faults (no disk I/O)",
+        sys::PERF_COUNT_SW_PAGE_FAULTS_MAJ => "Major page faults (disk I/O)",
+        sys::PERF_COUNT_SW_ALIGNMENT_FAULTS => "Unaligned accesses fixed up by the kernel",
+        sys::PERF_COUNT_SW_EMULATION_FAULTS => "Instructions emulated by the kernel",
+        sys::PERF_COUNT_SW_DUMMY => "Placeholder that counts nothing",
+        sys::PERF_COUNT_SW_BPF_OUTPUT => "Output of BPF programs",
+        sys::PERF_COUNT_SW_CGROUP_SWITCHES => "Context switches to a task of another cgroup",
+        _ => "Software event",
+    }
+}
+
+/// Describes a generalized cache event, e.g. "L1 data cache load misses".
+fn cache_text(
+    cache: sys::perf_hw_cache_id,
+    op: sys::perf_hw_cache_op_id,
+    result: sys::perf_hw_cache_op_result_id,
+) -> String {
+    let cache = match cache {
+        sys::PERF_COUNT_HW_CACHE_L1D => "L1 data cache",
+        sys::PERF_COUNT_HW_CACHE_L1I => "L1 instruction cache",
+        sys::PERF_COUNT_HW_CACHE_LL => "Last-level cache",
+        sys::PERF_COUNT_HW_CACHE_DTLB => "Data TLB",
+        sys::PERF_COUNT_HW_CACHE_ITLB => "Instruction TLB",
+        sys::PERF_COUNT_HW_CACHE_BPU => "Branch prediction unit",
+        sys::PERF_COUNT_HW_CACHE_NODE => "Local memory (NUMA node)",
+        _ => "Cache",
+    };
+    let (op, ops) = match op {
+        sys::PERF_COUNT_HW_CACHE_OP_WRITE => ("store", "stores"),
+        sys::PERF_COUNT_HW_CACHE_OP_PREFETCH => ("prefetch", "prefetches"),
+        _ => ("load", "loads"),
+    };
+    if result == sys::PERF_COUNT_HW_CACHE_RESULT_MISS {
+        format!("{cache} {op} misses")
+    } else {
+        format!("{cache} {ops}")
+    }
+}
+
+/// The PMU directories under `root`, sorted by name.
+fn pmu_dirs(root: &Path) -> io::Result<Vec<(String, PathBuf)>> {
+    let mut pmus: Vec<(String, PathBuf)> = std::fs::read_dir(root)?
+        .filter_map(Result::ok)
+        .filter_map(|e| Some((e.file_name().into_string().ok()?, e.path())))
+        .filter(|(_, path)| path.is_dir())
+        .collect();
+    pmus.sort();
+    Ok(pmus)
+}
+
+/// The sorted file names in `dir`; none if it cannot be read (most PMUs have
+/// no `events/` or no `format/`).
+fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names
+}
+
+/// `pmu/alias/` for each event alias in the PMU's `events/` that cgperf
+/// accepts and resolves; the description is the PMU and the alias's terms.
+/// Side files (`.scale`, `.unit`, ...) do not resolve and so are left out.
+/// An alias that needs a value (`term=?`) is listed with what to add.
+fn pmu_entries(root: &Path, pmu: &str, dir: &Path) -> Vec<Entry> {
+    let events = dir.join("events");
+    file_names(&events)
+        .into_iter()
+        .filter_map(|alias| {
+            let name = format!("{pmu}/{alias}/");
+            let terms = std::fs::read_to_string(events.join(&alias)).ok()?;
+            let terms = terms.trim();
+            let description = match parse_event(&name).ok()?.resolve(root) {
+                Ok(_) => format!("{pmu} PMU: {terms}"),
+                Err(ResolveError::MissingValue { term, .. }) => {
+                    format!("{pmu} PMU: {terms} (write {pmu}/{alias},{term}=N/)")
+                }
+                Err(_) => return None,
+            };
+            Some(Entry {
+                name,
+                kind: Kind::Pmu,
+                description,
+            })
+        })
+        .collect()
+}
+
+/// The PMU's format terms, if it has any.
+fn pmu_format(pmu: &str, dir: &Path) -> Option<PmuFormat> {
+    let format = dir.join("format");
+    let terms: Vec<(String, String)> = file_names(&format)
+        .into_iter()
+        .filter_map(|term| {
+            let bits = std::fs::read_to_string(format.join(&term)).ok()?;
+            Some((term, bits.trim().to_string()))
+        })
+        .collect();
+    (!terms.is_empty()).then(|| PmuFormat {
+        pmu: pmu.to_string(),
+        terms,
+    })
+}
+
+/// Whether `probes:` can place uprobes and kprobes here: each needs its
+/// dynamic PMU.
+fn probe_support(root: &Path, pmus: &[(String, PathBuf)]) -> Vec<String> {
+    [("uprobe", "user-space functions"), ("kprobe", "kernel functions")]
+        .iter()
+        .map(|(pmu, what)| {
+            if pmus.iter().any(|(name, _)| name == pmu) {
+                format!("{pmu}: available: `probes:` on {what} can be counted here")
+            } else {
+                format!(
+                    "{pmu}: unavailable: no {pmu} PMU in {}, `probes:` on {what} cannot be counted here",
+                    root.display()
+                )
+            }
+        })
+        .collect()
+}
+
+/// `subsystem:name` for every tracepoint under `<tracefs>/events`.
+fn tracepoint_entries(tracefs: &Tracefs) -> Result<Vec<Entry>, String> {
+    let events = tracefs.root().join("events");
+    let subsystems = std::fs::read_dir(&events).map_err(|e| {
+        let hint = if e.kind() == io::ErrorKind::PermissionDenied {
+            "; tracefs needs root or CAP_DAC_READ_SEARCH"
+        } else {
+            ""
+        };
+        format!("reading {}: {e}{hint}", events.display())
+    })?;
+    let mut entries = Vec::new();
+    for subsystem in subsystems.filter_map(Result::ok) {
+        let Ok(sys_name) = subsystem.file_name().into_string() else {
+            continue;
+        };
+        // Files such as `enable` and `header_page` sit beside the
+        // directories; read_dir of a file fails and lists nothing.
+        for name in file_names(&subsystem.path()) {
+            let text = format!("{sys_name}:{name}");
+            if subsystem.path().join(&name).is_dir() && parse_tracepoint(&text).is_ok() {
+                entries.push(Entry {
+                    name: text,
+                    kind: Kind::Tracepoint,
+                    description: String::new(),
+                });
+            }
+        }
+    }
+    Ok(entries)
+}
+
+/// The table: `name  kind  description`, then the PMU format terms and probe
+/// support.
+fn write_table(listing: &Listing, out: &mut dyn Write) -> io::Result<()> {
+    // Long tracepoint names would push every description far right.
+    let width = listing
+        .entries
+        .iter()
+        .map(|e| e.name.len())
+        .filter(|&n| n <= 40)
+        .max()
+        .unwrap_or(0);
+    for e in &listing.entries {
+        let line = format!(
+            "  {:width$}  {:10}  {}",
+            e.name,
+            e.kind.as_str(),
+            e.description
+        );
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    if !listing.formats.is_empty() {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "PMU format terms (write pmu/term=value,.../, e.g. cpu/event=0x3c,umask=0x0/):"
+        )?;
+        let width = listing
+            .formats
+            .iter()
+            .map(|f| f.pmu.len() + 1)
+            .max()
+            .unwrap_or(0);
+        for f in &listing.formats {
+            let terms: Vec<String> = f
+                .terms
+                .iter()
+                .map(|(t, bits)| format!("{t}={bits}"))
+                .collect();
+            let pmu = format!("{}/", f.pmu);
+            writeln!(out, "  {pmu:width$}  {}", terms.join("  "))?;
+        }
+    }
+    if !listing.probes.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "Probes:")?;
+        for line in &listing.probes {
+            writeln!(out, "  {line}")?;
+        }
+    }
+    Ok(())
+}
+
+/// One JSON array, one object per line.
+fn write_json(entries: &[Entry], out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "[")?;
+    for (i, e) in entries.iter().enumerate() {
+        let comma = if i + 1 < entries.len() { "," } else { "" };
+        writeln!(
+            out,
+            "  {{\"name\":{},\"kind\":{},\"description\":{}}}{comma}",
+            json_string(&e.name),
+            json_string(e.kind.as_str()),
+            json_string(&e.description)
+        )?;
+    }
+    writeln!(out, "]")
+}
+
+/// `text` as a JSON string literal (RFC 8259: quote, backslash and control
+/// characters escaped; everything else is valid UTF-8 as it is).
+fn json_string(text: &str) -> String {
+    let mut s = String::with_capacity(text.len() + 2);
+    s.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => s.push_str("\\\""),
+            '\\' => s.push_str("\\\\"),
+            '\n' => s.push_str("\\n"),
+            '\r' => s.push_str("\\r"),
+            '\t' => s.push_str("\\t"),
+            c if u32::from(c) < 0x20 => s.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => s.push(c),
+        }
+    }
+    s.push('"');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_strings_are_escaped() {
+        assert_eq!(json_string("plain"), "\"plain\"");
+        assert_eq!(json_string("a\"b\\c"), "\"a\\\"b\\\\c\"");
+        assert_eq!(json_string("t\tn\n\u{1}"), "\"t\\tn\\n\\u0001\"");
+        assert_eq!(json_string("é"), "\"é\"");
+    }
+
+    #[test]
+    fn symbolic_events_have_kinds_and_descriptions() {
+        let entries = symbolic_entries();
+        let find = |name: &str| {
+            entries
+                .iter()
+                .find(|e| e.name == name)
+                .unwrap_or_else(|| panic!("{name} listed"))
+        };
+        assert_eq!(find("cycles").kind, Kind::Hardware);
+        assert_eq!(
+            find("cycles").description,
+            "CPU cycles (vary with frequency scaling) (also: cpu-cycles)"
+        );
+        assert_eq!(find("task-clock").kind, Kind::Software);
+        assert_eq!(find("L1-dcache-load-misses").kind, Kind::Cache);
+        assert_eq!(
+            find("L1-dcache-load-misses").description,
+            "L1 data cache load misses"
+        );
+        assert_eq!(find("LLC-stores").description, "Last-level cache stores");
+        assert!(entries.iter().all(|e| !e.description.is_empty()));
+    }
+
+    #[test]
+    fn lists_a_fake_sysfs_and_tracefs() {
+        let dir = tempfile::tempdir().unwrap();
+        let pmus = dir.path().join("pmus");
+        let msr = pmus.join("msr");
+        std::fs::create_dir_all(msr.join("events")).unwrap();
+        std::fs::create_dir_all(msr.join("format")).unwrap();
+        std::fs::write(msr.join("type"), "11\n").unwrap();
+        std::fs::write(msr.join("format/event"), "config:0-63\n").unwrap();
+        std::fs::write(msr.join("events/tsc"), "event=0x00\n").unwrap();
+        std::fs::write(msr.join("events/tsc.unit"), "cycles\n").unwrap();
+        std::fs::write(msr.join("events/need"), "event=0x1,umask=?\n").unwrap();
+        std::fs::create_dir_all(pmus.join("uprobe")).unwrap();
+        let tracing = dir.path().join("tracing");
+        std::fs::create_dir_all(tracing.join("events/sched/sched_switch")).unwrap();
+        std::fs::write(tracing.join("events/sched/enable"), "0\n").unwrap();
+        std::fs::write(tracing.join("events/header_page"), "").unwrap();
+
+        let listing = gather(&pmus, Ok(&Tracefs::at(&tracing)));
+        assert!(listing.problems.is_empty(), "{:?}", listing.problems);
+        let dynamic: Vec<(&str, Kind, &str)> = listing
+            .entries
+            .iter()
+            .filter(|e| matches!(e.kind, Kind::Pmu | Kind::Tracepoint))
+            .map(|e| (e.name.as_str(), e.kind, e.description.as_str()))
+            .collect();
+        assert_eq!(
+            dynamic,
+            [
+                (
+                    "msr/need/",
+                    Kind::Pmu,
+                    "msr PMU: event=0x1,umask=? (write msr/need,umask=N/)"
+                ),
+                ("msr/tsc/", Kind::Pmu, "msr PMU: event=0x00"),
+                ("sched:sched_switch", Kind::Tracepoint, ""),
+            ]
+        );
+        assert_eq!(
+            listing.formats,
+            [PmuFormat {
+                pmu: "msr".into(),
+                terms: vec![("event".into(), "config:0-63".into())],
+            }]
+        );
+        assert!(listing.probes[0].starts_with("uprobe: available"));
+        assert!(listing.probes[1].starts_with("kprobe: unavailable"));
+
+        let filtered = listing.filtered("TSC");
+        assert_eq!(filtered.entries.len(), 1);
+        assert!(filtered.formats.is_empty() && filtered.probes.is_empty());
+    }
+
+    #[test]
+    fn missing_tracefs_is_a_problem_not_a_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let listing = gather(dir.path(), Err(&"tracefs is not mounted".to_string()));
+        assert_eq!(
+            listing.problems,
+            ["tracepoints not listed: tracefs is not mounted"]
+        );
+        assert!(listing.entries.iter().any(|e| e.name == "cycles"));
+    }
+}

@@ -1,0 +1,356 @@
+//! The flags of `cgperf stat` and the event lists of `-e`, split into
+//! counter groups and tracepoints.
+
+use crate::config::GroupDef;
+use crate::events::{EventSyntaxError, TracepointName, parse_event, parse_tracepoint};
+use crate::tracefs::Tracefs;
+use std::ffi::OsString;
+
+/// Events counted when no `-e` is given, as `perf stat` does: one group of
+/// software events and one of hardware events, so that a machine without a
+/// PMU still counts the first.
+const DEFAULT_EVENTS: [&str; 2] = [
+    "task-clock,context-switches,cpu-migrations,page-faults",
+    "cycles,instructions",
+];
+
+/// Count events for a command or cgroups and print them, like `perf stat`.
+#[derive(Debug, Clone, clap::Args)]
+#[command(
+    long_about = "Count events for a command or for cgroups and print them, like `perf stat -G`.\n\n\
+With `-- COMMAND`, cgperf creates the cgroup /cgperf-stat-<pid> under the cgroup2 root, \
+starts COMMAND in it (before it runs a single instruction), counts that cgroup until \
+COMMAND exits, then removes the cgroup. With -G, the given cgroups are counted instead \
+(while COMMAND runs, if there is one). With neither, the root cgroup `/` (the whole \
+machine) is counted until Ctrl-C; with --config.file, the config's cgroups are.\n\n\
+EVENTS are perf's names (see `cgperf list`), separated by commas. The events of one -e \
+that are not tracepoints form one group, scheduled together; a `subsystem:name` that \
+exists in tracefs is counted as a tracepoint. Without -e (and without --config.file): \
+task-clock, context-switches, cpu-migrations, page-faults, and, as a second group, \
+cycles and instructions. --config.file counts that config's groups and tracepoints.\n\n\
+The counts go to stdout: value (msec for task-clock and cpu-clock), event, cgroup, a \
+rate after `#`, and, when the kernel had to multiplex the group, the share of the time \
+it was counting, e.g. (50.00%); the values are scaled up for that time. \
+<not supported>: this machine cannot count the event (the reason is logged on stderr). \
+<not counted>: the event never ran in the cgroup. With -I, each interval's counts are \
+printed as they come, after a timestamp, and the totals at the end.\n\n\
+While COMMAND runs, Ctrl-C goes to COMMAND, and cgperf prints when it exits.",
+    after_help = "Exit status: COMMAND's exit status (128+N if a signal N killed it); 0 when \
+ended by Ctrl-C or SIGTERM without a command; 1 for invalid flags, events or config; 2 \
+when counting cannot be set up (cgroup not created, command not started, no cgroup2).\n\n\
+Examples:\n  cgperf stat -- make -j2\n  cgperf stat -e cycles,instructions -e sched:sched_switch -G \
+/system.slice -I 1000\n  cgperf stat -A -e syscalls:sys_enter_openat -- ls"
+)]
+pub struct StatArgs {
+    /// Events to count, comma-separated; repeatable (each -e is one group).
+    #[arg(short = 'e', long = "event", value_name = "EVENTS")]
+    pub events: Vec<String>,
+
+    /// cgroup to count, relative to the cgroup2 root (e.g. /system.slice or
+    /// system.slice); repeatable.
+    #[arg(short = 'G', long = "cgroup", value_name = "CGROUP")]
+    pub cgroups: Vec<String>,
+
+    /// Also print the counts of every interval of MS milliseconds (10 or more).
+    #[arg(
+        short = 'I',
+        long = "interval-print",
+        value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(10..=3_600_000)
+    )]
+    pub interval_ms: Option<u64>,
+
+    /// One line per CPU instead of the sum over CPUs.
+    #[arg(short = 'A', long = "per-cpu", alias = "no-aggr")]
+    pub per_cpu: bool,
+
+    /// The command to run and count, with its arguments (after `--`).
+    #[arg(
+        value_name = "COMMAND",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// Why the events of `-e` cannot be counted; the message says what to write.
+#[derive(Debug, thiserror::Error)]
+pub enum EventListError {
+    /// An item is neither an event nor an existing tracepoint.
+    #[error("-e {list}: {source}")]
+    Syntax {
+        /// The `-e` value.
+        list: String,
+        /// What is wrong with the item.
+        source: EventSyntaxError,
+    },
+    /// `subsystem:name` that tracefs does not have.
+    #[error("-e {list}: {reason} (see `cgperf list {name}`)")]
+    UnknownTracepoint {
+        /// The `-e` value.
+        list: String,
+        /// The tracepoint as written.
+        name: String,
+        /// Why it is unknown, e.g. the directory that does not exist.
+        reason: String,
+    },
+    /// An empty item, e.g. `cycles,,instructions`.
+    #[error("-e {0}: empty event (a stray `,`); separate events with single commas")]
+    Empty(String),
+    /// The same event twice in one `-e`.
+    #[error("-e {list}: `{event}` is given twice; give each event once")]
+    Duplicate {
+        /// The `-e` value.
+        list: String,
+        /// The repeated event.
+        event: String,
+    },
+}
+
+/// What the `-e` flags ask for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    /// One group per `-e` that names counter events, named `group1`, ...
+    /// (`software` and `hardware` for the defaults).
+    pub groups: Vec<GroupDef>,
+    /// Every tracepoint, in order, without repeats.
+    pub tracepoints: Vec<TracepointName>,
+}
+
+/// Splits and classifies the `-e` values (the defaults if there are none)
+/// against `tracefs`.
+pub fn select(
+    lists: &[String],
+    tracefs: Result<&Tracefs, &String>,
+) -> Result<Selection, EventListError> {
+    let defaults = lists.is_empty();
+    let lists: Vec<String> = if defaults {
+        DEFAULT_EVENTS.map(String::from).to_vec()
+    } else {
+        lists.to_vec()
+    };
+    let mut selection = Selection {
+        groups: Vec::new(),
+        tracepoints: Vec::new(),
+    };
+    for (i, list) in lists.iter().enumerate() {
+        let mut events = Vec::new();
+        for item in split(list) {
+            if item.is_empty() {
+                return Err(EventListError::Empty(list.clone()));
+            }
+            match classify(list, item, tracefs)? {
+                Item::Tracepoint(tp) => {
+                    if !selection.tracepoints.contains(&tp) {
+                        selection.tracepoints.push(tp);
+                    }
+                }
+                Item::Event(event) => {
+                    if events.contains(&event) {
+                        return Err(EventListError::Duplicate {
+                            list: list.clone(),
+                            event: event.text,
+                        });
+                    }
+                    events.push(event);
+                }
+            }
+        }
+        if events.is_empty() {
+            continue;
+        }
+        let name = match (defaults, i) {
+            (true, 0) => "software".to_string(),
+            (true, _) => "hardware".to_string(),
+            (false, _) => format!("group{}", selection.groups.len() + 1),
+        };
+        selection.groups.push(GroupDef { name, events });
+    }
+    Ok(selection)
+}
+
+/// One item of an `-e` list.
+enum Item {
+    Event(crate::events::Event),
+    Tracepoint(TracepointName),
+}
+
+/// A tracepoint if it has tracefs's `subsystem:name` form and tracefs has it
+/// (so `cycles:u` stays an event with a modifier), else a counter event.
+fn classify(
+    list: &str,
+    item: &str,
+    tracefs: Result<&Tracefs, &String>,
+) -> Result<Item, EventListError> {
+    let tracepoint = parse_tracepoint(item).ok();
+    if let (Some(tp), Ok(tracefs)) = (&tracepoint, tracefs)
+        && tracefs
+            .root()
+            .join("events")
+            .join(&tp.subsystem)
+            .join(&tp.name)
+            .is_dir()
+    {
+        return Ok(Item::Tracepoint(tp.clone()));
+    }
+    match (parse_event(item), tracepoint) {
+        (Ok(event), _) => Ok(Item::Event(event)),
+        // Not an event but shaped like a tracepoint: say why it is not one.
+        (Err(_), Some(tp)) => Err(EventListError::UnknownTracepoint {
+            list: list.to_string(),
+            name: item.to_string(),
+            reason: match tracefs {
+                Ok(tracefs) => tracefs
+                    .tracepoint_id(&tp)
+                    .err()
+                    .unwrap_or_else(|| format!("unknown tracepoint `{tp}`")),
+                Err(why) => format!("tracepoint `{tp}` needs tracefs: {why}"),
+            },
+        }),
+        (Err(source), None) => Err(EventListError::Syntax {
+            list: list.to_string(),
+            source,
+        }),
+    }
+}
+
+/// Splits an `-e` value at the commas that separate events: a comma between
+/// the slashes of `pmu/term=v,term=v/` belongs to the event.
+fn split(list: &str) -> Vec<&str> {
+    let mut items = Vec::new();
+    let (mut start, mut in_pmu) = (0, false);
+    for (i, c) in list.char_indices() {
+        match c {
+            '/' => in_pmu = !in_pmu,
+            ',' if !in_pmu => {
+                items.push(&list[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&list[start..]);
+    items
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake_tracefs() -> (tempfile::TempDir, Tracefs) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("events/sched/sched_switch")).unwrap();
+        let tracefs = Tracefs::at(dir.path());
+        (dir, tracefs)
+    }
+
+    fn names(selection: &Selection) -> (Vec<(String, Vec<String>)>, Vec<String>) {
+        let groups = selection
+            .groups
+            .iter()
+            .map(|g| {
+                let events = g.events.iter().map(|e| e.text.clone()).collect();
+                (g.name.clone(), events)
+            })
+            .collect();
+        let tps = selection
+            .tracepoints
+            .iter()
+            .map(|t| t.to_string())
+            .collect();
+        (groups, tps)
+    }
+
+    #[test]
+    fn splits_at_commas_outside_pmu_terms() {
+        assert_eq!(
+            split("cycles,cpu/event=0x3c,umask=0x0/u,msr/tsc/,instructions:u"),
+            [
+                "cycles",
+                "cpu/event=0x3c,umask=0x0/u",
+                "msr/tsc/",
+                "instructions:u"
+            ]
+        );
+        assert_eq!(split("a,,b"), ["a", "", "b"]);
+    }
+
+    #[test]
+    fn tracepoints_and_events_are_told_apart() {
+        let (_dir, tracefs) = fake_tracefs();
+        let lists = [
+            "cycles:u,sched:sched_switch,instructions".to_string(),
+            "task-clock".into(),
+        ];
+        let selection = select(&lists, Ok(&tracefs)).unwrap();
+        assert_eq!(
+            names(&selection),
+            (
+                vec![
+                    (
+                        "group1".into(),
+                        vec!["cycles:u".into(), "instructions".into()]
+                    ),
+                    ("group2".into(), vec!["task-clock".into()]),
+                ],
+                vec!["sched:sched_switch".into()]
+            )
+        );
+    }
+
+    #[test]
+    fn defaults_are_a_software_and_a_hardware_group() {
+        let (_dir, tracefs) = fake_tracefs();
+        let selection = select(&[], Ok(&tracefs)).unwrap();
+        let (groups, tps) = names(&selection);
+        assert_eq!(groups[0].0, "software");
+        assert_eq!(groups[0].1[0], "task-clock");
+        assert_eq!(
+            groups[1],
+            (
+                "hardware".into(),
+                vec!["cycles".into(), "instructions".into()]
+            )
+        );
+        assert!(tps.is_empty());
+    }
+
+    #[test]
+    fn bad_items_say_what_is_wrong() {
+        let (_dir, tracefs) = fake_tracefs();
+        let err = |list: &str| {
+            select(&[list.to_string()], Ok(&tracefs))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(
+            err("cycels").contains("unknown event `cycels`; did you mean `cycles`?"),
+            "{}",
+            err("cycels")
+        );
+        let unknown = err("sched:nope");
+        assert!(
+            unknown.starts_with("-e sched:nope: unknown tracepoint `sched:nope`"),
+            "{unknown}"
+        );
+        assert!(
+            unknown.ends_with("(see `cgperf list sched:nope`)"),
+            "{unknown}"
+        );
+        assert_eq!(
+            err("cycles,,instructions"),
+            "-e cycles,,instructions: empty event (a stray `,`); separate events with single commas"
+        );
+        assert_eq!(
+            err("cycles,cycles"),
+            "-e cycles,cycles: `cycles` is given twice; give each event once"
+        );
+        let no_tracefs = select(&["sched:sched_switch".into()], Err(&"not mounted".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            no_tracefs.contains("tracepoint `sched:sched_switch` needs tracefs: not mounted"),
+            "{no_tracefs}"
+        );
+    }
+}

@@ -1,0 +1,40 @@
+//! The [`Config`] `cgperf stat` hands to the daemon's engine.
+
+use crate::config::{self, CgroupPattern, CgroupSelector, Config};
+use crate::stat::args::Selection;
+
+/// The config to count with: `file` (from `--config.file`) if given, else
+/// `selection` with the daemon's defaults; counting `cgroups` (every group
+/// and tracepoint in each) when there are any, else `file`'s cgroups.
+///
+/// The only place in `cgperf stat` that builds a [`Config`], so that a
+/// change of its fields is one change here.
+pub fn build(
+    file: Option<Config>,
+    selection: Selection,
+    cgroups: &[CgroupPattern],
+    per_cpu: bool,
+) -> Config {
+    let mut config = file.unwrap_or_else(|| Config {
+        interval: config::DEFAULT_INTERVAL,
+        per_cpu,
+        groups: selection.groups,
+        tracepoints: selection.tracepoints,
+        cgroups: Vec::new(),
+        max_cgroups: None,
+        labels: Vec::new(),
+        otlp: None,
+    });
+    config.per_cpu |= per_cpu;
+    if !cgroups.is_empty() {
+        config.cgroups = cgroups
+            .iter()
+            .map(|pattern| CgroupSelector {
+                pattern: pattern.clone(),
+                groups: config.groups.iter().map(|g| g.name.clone()).collect(),
+                tracepoints: config.tracepoints.clone(),
+            })
+            .collect();
+    }
+    config
+}

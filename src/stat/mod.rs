@@ -1,0 +1,386 @@
+//! `cgperf stat`: a `perf stat`-like terminal view on the daemon's engine.
+//!
+//! The flags become a [`crate::config::Config`], which goes through the same
+//! plan, sampler and snapshot as the exporter's; `cgperf stat` only decides
+//! when to collect (before the command starts, every `-I` interval, after it
+//! exits) and prints the snapshots. So what it shows is what the exporter
+//! would export for the same config, `<not supported>` groups included.
+
+mod args;
+mod child;
+mod config;
+mod table;
+
+pub use args::{EventListError, StatArgs};
+
+use crate::cli::discover_machine;
+use crate::config::{CgroupPattern, ConfigError};
+use crate::discovery::{CgroupFs, Discovery};
+use crate::plan::Machine;
+use crate::sampler::{FdBudget, Sampler, raise_nofile_limit};
+use crate::snapshot::Latest;
+use child::{FreshCgroup, Signals, Wake};
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitCode};
+use std::time::{Duration, Instant};
+use table::Counts;
+
+/// How often the cgroup tree is rescanned without inotify events; matters
+/// only for `match:` globs of a `--config.file`.
+const RESCAN: Duration = Duration::from_secs(30);
+
+/// Why `cgperf stat` could not count; the message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum StatError {
+    /// Bad `-e`.
+    #[error(transparent)]
+    Events(#[from] EventListError),
+    /// `--config.file` does not load.
+    #[error("invalid config: {0}")]
+    Config(#[from] ConfigError),
+    /// `-e` and `--config.file` together.
+    #[error(
+        "-e and --config.file cannot be combined: give the events either with -e or in the \
+         config's `groups:` and `tracepoints:`"
+    )]
+    EventsAndConfig,
+    /// A `-G` that is not a cgroup path.
+    #[error("-G {given}: {message}; {hint}")]
+    BadCgroup {
+        /// The value as given.
+        given: String,
+        /// What is wrong.
+        message: String,
+        /// How to write it.
+        hint: String,
+    },
+    /// A `-G` cgroup that does not exist.
+    #[error("-G {given}: no such cgroup ({} does not exist); create it first or pick one under {}", .dir.display(), .root.display())]
+    NoCgroup {
+        /// The value as given.
+        given: String,
+        /// The directory looked for.
+        dir: PathBuf,
+        /// The cgroup2 root.
+        root: PathBuf,
+    },
+    /// cgroup2, CPUs or the like not found.
+    #[error("{0:#}")]
+    Machine(anyhow::Error),
+    /// The command's cgroup could not be made.
+    #[error(
+        "cannot create cgroup {}: {source}; counting a command in its own cgroup needs root \
+         (or write access to the cgroup2 root); or count existing cgroups with -G",
+        .dir.display()
+    )]
+    CreateCgroup {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The command did not start.
+    #[error("cannot start `{command}`: {source}")]
+    Spawn {
+        /// The command line.
+        command: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// Blocking or waiting for signals failed.
+    #[error("cannot wait for the command or for Ctrl-C: {0}")]
+    Signals(io::Error),
+    /// stdout failed.
+    #[error("cannot write the counts: {0}")]
+    Output(#[from] io::Error),
+}
+
+impl StatError {
+    /// 1 for what the user wrote (flags, events, config), 2 for what
+    /// failed while setting up or running.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Events(_)
+            | Self::Config(_)
+            | Self::EventsAndConfig
+            | Self::BadCgroup { .. }
+            | Self::NoCgroup { .. } => 1,
+            Self::Machine(_)
+            | Self::CreateCgroup { .. }
+            | Self::Spawn { .. }
+            | Self::Signals(_)
+            | Self::Output(_) => 2,
+        }
+    }
+}
+
+/// Runs `cgperf stat`; `config_file` is the global `--config.file`. The exit
+/// status is the command's (see [`StatArgs`]).
+pub fn run(args: &StatArgs, config_file: Option<&Path>) -> ExitCode {
+    match stat(args, config_file) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("cgperf stat: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// Sets up, counts until the command exits (or Ctrl-C), prints; returns the
+/// exit status.
+fn stat(args: &StatArgs, config_file: Option<&Path>) -> Result<u8, StatError> {
+    // Before anything needs cleaning up: Ctrl-C now waits for the counts.
+    let signals = Signals::block().map_err(StatError::Signals)?;
+    let Setup {
+        config,
+        cgroupfs,
+        cpus,
+        machine,
+        fresh,
+    } = setup(args, config_file)?;
+    let latest = Latest::new();
+    let discovery = Discovery::new(cgroupfs, RESCAN);
+    let budget = FdBudget::from_limit(raise_nofile_limit());
+    let mut sampler = Sampler::new(&config, machine, discovery, budget, latest.clone());
+    sampler.collect(); // Opens every group: counting starts here.
+    let mut counting = Counting::new(&config, cpus, latest);
+    let mut child = start_command(&args.command, fresh.as_ref())?;
+    let mut out = io::stdout().lock();
+    let interval = args.interval_ms.map(Duration::from_millis);
+    let mut next = interval.map(|i| counting.started + i);
+    let code = loop {
+        match signals
+            .wait(next, child.as_mut())
+            .map_err(StatError::Signals)?
+        {
+            Wake::Deadline => {
+                sampler.collect();
+                counting.interval(&mut out)?;
+                next = next.zip(interval).map(|(n, i)| n + i);
+            }
+            Wake::Exited(status) => break child::exit_code(status),
+            Wake::Interrupted => break 0,
+        }
+    };
+    sampler.collect();
+    if interval.is_some() {
+        counting.interval(&mut out)?;
+    }
+    let command = (!args.command.is_empty()).then(|| command_line(&args.command));
+    counting.summary(&mut out, command.as_deref())?;
+    // Close the counters before the cgroup they count goes.
+    drop(sampler);
+    drop(fresh);
+    Ok(code)
+}
+
+/// What counting needs, found and checked before anything starts.
+struct Setup {
+    config: crate::config::Config,
+    cgroupfs: CgroupFs,
+    cpus: Vec<u32>,
+    machine: Machine,
+    /// The command's own cgroup, if it gets one.
+    fresh: Option<FreshCgroup>,
+}
+
+/// Checks the flags against this machine and builds the config: the -G
+/// cgroups, else the command's fresh cgroup, else the config file's
+/// cgroups, else `/`.
+fn setup(args: &StatArgs, config_file: Option<&Path>) -> Result<Setup, StatError> {
+    if config_file.is_some() && !args.events.is_empty() {
+        return Err(StatError::EventsAndConfig);
+    }
+    let file = config_file.map(crate::config::load).transpose()?;
+    let patterns = args
+        .cgroups
+        .iter()
+        .map(|given| cgroup_pattern(given))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (cgroupfs, cpus, machine) = discover_machine().map_err(StatError::Machine)?;
+    for (given, pattern) in args.cgroups.iter().zip(&patterns) {
+        let dir = cgroupfs.dir(pattern.as_str());
+        if !dir.is_dir() {
+            let root = cgroupfs.root().to_path_buf();
+            let given = given.clone();
+            return Err(StatError::NoCgroup { given, dir, root });
+        }
+    }
+    let selection = args::select(&args.events, machine.tracefs.as_ref())?;
+    let fresh = if !args.command.is_empty() && patterns.is_empty() {
+        Some(FreshCgroup::create(cgroupfs.root())?)
+    } else {
+        None
+    };
+    let targets = match &fresh {
+        Some(fresh) => vec![CgroupPattern::Path(fresh.rel.clone())],
+        None if patterns.is_empty() && file.is_none() => vec![CgroupPattern::Path("/".into())],
+        None => patterns,
+    };
+    Ok(Setup {
+        config: config::build(file, selection, &targets, args.per_cpu),
+        cgroupfs,
+        cpus,
+        machine,
+        fresh,
+    })
+}
+
+/// Starts the command, if there is one, in its fresh cgroup if it has one.
+fn start_command(
+    command: &[OsString],
+    fresh: Option<&FreshCgroup>,
+) -> Result<Option<Child>, StatError> {
+    if command.is_empty() {
+        return Ok(None);
+    }
+    let child =
+        child::spawn(command, fresh.map(FreshCgroup::dir)).map_err(|source| StatError::Spawn {
+            command: command_line(command),
+            source,
+        })?;
+    Ok(Some(child))
+}
+
+/// A `-G` value as a cgroup path; perf's relative form (`system.slice`) is
+/// taken as relative to the root.
+fn cgroup_pattern(given: &str) -> Result<CgroupPattern, StatError> {
+    let absolute = if given.starts_with('/') {
+        given.to_string()
+    } else {
+        format!("/{given}")
+    };
+    CgroupPattern::exact(&absolute).map_err(|e| StatError::BadCgroup {
+        given: given.to_string(),
+        message: e.message,
+        hint: e.hint,
+    })
+}
+
+/// The command as a shell would show it (lossy for non-UTF-8 arguments).
+fn command_line(command: &[OsString]) -> String {
+    let words: Vec<_> = command.iter().map(|w| w.to_string_lossy()).collect();
+    words.join(" ")
+}
+
+/// The printing side of a run: what the rows are, and the totals of the
+/// last interval printed.
+struct Counting {
+    latest: Latest,
+    rows: Vec<table::Row>,
+    /// The config's cgroup paths and globs.
+    selected: Vec<CgroupPattern>,
+    /// `[None]`, or every CPU with `-A`.
+    cpus: Vec<Option<u32>>,
+    /// When counting began.
+    started: Instant,
+    /// The totals when the last interval was printed, and when.
+    last: (Counts, Instant),
+}
+
+impl Counting {
+    /// Starts the clock; the sampler has collected once (so the snapshot
+    /// has the plan's verdicts and the totals start from there).
+    fn new(config: &crate::config::Config, cpus: Vec<u32>, latest: Latest) -> Self {
+        let snapshot = latest.get();
+        let started = Instant::now();
+        Self {
+            rows: table::layout(config, &snapshot.support),
+            selected: config.cgroups.iter().map(|s| s.pattern.clone()).collect(),
+            cpus: if config.per_cpu {
+                cpus.into_iter().map(Some).collect()
+            } else {
+                vec![None]
+            },
+            started,
+            last: (Counts::of(&snapshot), started),
+            latest,
+        }
+    }
+
+    /// The cgroups to show: those selected by path (even when nothing could
+    /// be counted there), then any other that was counted (globs).
+    fn cgroups(&self, counts: &Counts) -> Vec<String> {
+        let mut cgroups: Vec<String> = self
+            .selected
+            .iter()
+            .filter_map(|p| match p {
+                CgroupPattern::Path(path) => Some(path.clone()),
+                CgroupPattern::Match { .. } => None,
+            })
+            .collect();
+        for counted in counts.cgroups() {
+            if !cgroups.contains(&counted) {
+                cgroups.push(counted);
+            }
+        }
+        cgroups
+    }
+
+    /// Prints what was counted since the last interval, after a timestamp
+    /// in seconds since the start.
+    fn interval(&mut self, out: &mut dyn Write) -> Result<(), StatError> {
+        let now = Instant::now();
+        let totals = Counts::of(&self.latest.get());
+        let delta = totals.since(&self.last.0);
+        let seconds = now.duration_since(self.last.1).as_secs_f64();
+        if self.last.1 == self.started {
+            writeln!(out, "#           time             counts unit events")?;
+        }
+        let prefix = format!("{:15.9} ", now.duration_since(self.started).as_secs_f64());
+        let cgroups = self.cgroups(&delta);
+        let lines = table::lines(&self.rows, &delta, &cgroups, &self.cpus, seconds);
+        table::write_lines(out, &prefix, &lines)?;
+        out.flush()?;
+        self.last = (totals, now);
+        Ok(())
+    }
+
+    /// The totals, perf style: what was counted (the command, the
+    /// cgroups), the lines, the time elapsed.
+    fn summary(&self, out: &mut dyn Write, command: Option<&str>) -> Result<(), StatError> {
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let counts = Counts::of(&self.latest.get());
+        let targets: Vec<&str> = self.selected.iter().map(CgroupPattern::as_str).collect();
+        let plural = if targets.len() == 1 { "" } else { "s" };
+        let cgroups = format!("cgroup{plural} {}", targets.join(", "));
+        let title = match command {
+            Some(command) => format!("'{command}' ({cgroups})"),
+            None => cgroups,
+        };
+        writeln!(out)?;
+        writeln!(out, " Performance counter stats for {title}:")?;
+        writeln!(out)?;
+        let lines = table::lines(
+            &self.rows,
+            &counts,
+            &self.cgroups(&counts),
+            &self.cpus,
+            elapsed,
+        );
+        table::write_lines(out, "", &lines)?;
+        writeln!(out)?;
+        writeln!(out, "{elapsed:18.9} seconds time elapsed")?;
+        writeln!(out)?;
+        out.flush()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cgroup_flags_take_perfs_relative_form() {
+        let as_str = |g: &str| cgroup_pattern(g).map(|p| p.as_str().to_string());
+        assert_eq!(as_str("system.slice").unwrap(), "/system.slice");
+        assert_eq!(as_str("/a//b/").unwrap(), "/a/b");
+        assert_eq!(as_str("/").unwrap(), "/");
+        let err = as_str("/a/../b").unwrap_err();
+        assert_eq!(err.exit_code(), 1);
+        assert!(err.to_string().starts_with("-G /a/../b: the path"), "{err}");
+    }
+}

@@ -1,0 +1,396 @@
+//! What `cgperf stat` prints: snapshots turned into counts per period (the
+//! whole run, or one `-I` interval) and laid out like `perf stat`.
+
+use crate::config::Config;
+use crate::snapshot::{Snapshot, Support};
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+/// Where the rate comment starts, so that `(NN.NN%)` lines up after it.
+const NOTE_WIDTH: usize = 28;
+
+/// One event line of the table, before any counts: which group and event,
+/// and whether this machine can count it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// The group (`tracepoints` for tracepoints).
+    pub group: String,
+    /// The event as written.
+    pub event: String,
+    /// `Err(reason)` when this machine cannot count it.
+    pub support: Result<(), String>,
+}
+
+/// The rows in config order: every event of every group, then each
+/// tracepoint (and whatever else the plan judges one by one).
+pub fn layout(config: &Config, support: &[Support]) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for verdict in support {
+        match &verdict.event {
+            Some(event) => rows.push(Row {
+                group: verdict.group.to_string(),
+                event: event.to_string(),
+                support: verdict.status.clone(),
+            }),
+            None => {
+                let def = config.groups.iter().find(|g| *g.name == *verdict.group);
+                for event in def.into_iter().flat_map(|g| &g.events) {
+                    rows.push(Row {
+                        group: verdict.group.to_string(),
+                        event: event.text.clone(),
+                        support: verdict.status.clone(),
+                    });
+                }
+            }
+        }
+    }
+    rows
+}
+
+/// `(cgroup, group, cpu)`.
+type GroupKey = (String, String, Option<u32>);
+
+/// Counts of one period, for lookup by cgroup, group, event and CPU.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counts {
+    /// `(group key, event)` → (value, is a clock in seconds).
+    values: HashMap<(GroupKey, String), (f64, bool)>,
+    /// Group key → (enabled seconds, running seconds).
+    times: HashMap<GroupKey, (f64, f64)>,
+}
+
+impl Counts {
+    /// The totals of a snapshot; series of one event that differ only in
+    /// other labels are summed.
+    pub fn of(snapshot: &Snapshot) -> Self {
+        let mut values: HashMap<(GroupKey, String), (f64, bool)> = HashMap::new();
+        for c in &snapshot.counters {
+            let key = (c.cgroup.to_string(), c.group.to_string(), c.cpu);
+            let total = values
+                .entry((key, c.event.to_string()))
+                .or_insert((0.0, c.clock));
+            total.0 += c.value;
+        }
+        let times = snapshot
+            .group_times
+            .iter()
+            .map(|t| {
+                let key = (t.cgroup.to_string(), t.group.to_string(), t.cpu);
+                (key, (t.enabled_seconds, t.running_seconds))
+            })
+            .collect();
+        Self { values, times }
+    }
+
+    /// What was counted between `earlier` and these totals. A series that
+    /// is new since `earlier` counts from zero.
+    pub fn since(&self, earlier: &Counts) -> Self {
+        let values = self
+            .values
+            .iter()
+            .map(|(key, (value, clock))| {
+                let before = earlier.values.get(key).map_or(0.0, |(v, _)| *v);
+                (key.clone(), (value - before, *clock))
+            })
+            .collect();
+        let times = self
+            .times
+            .iter()
+            .map(|(key, (enabled, running))| {
+                let (e0, r0) = earlier.times.get(key).copied().unwrap_or_default();
+                (key.clone(), (enabled - e0, running - r0))
+            })
+            .collect();
+        Self { values, times }
+    }
+
+    /// The cgroups counted, sorted.
+    pub fn cgroups(&self) -> Vec<String> {
+        let mut cgroups: Vec<String> = self.times.keys().map(|(c, _, _)| c.clone()).collect();
+        cgroups.sort();
+        cgroups.dedup();
+        cgroups
+    }
+
+    /// A counted event's value in a cgroup on a CPU, whatever its group.
+    fn find(&self, cgroup: &str, event: &str, cpu: Option<u32>) -> Option<f64> {
+        self.values
+            .iter()
+            .find(|(((c, _, p), e), _)| c == cgroup && e == event && *p == cpu)
+            .map(|(_, (v, _))| *v)
+    }
+}
+
+/// What a line shows in the value column.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Shown {
+    /// A count.
+    Count(f64),
+    /// A clock, in seconds (shown in msec).
+    Clock(f64),
+    /// The machine cannot count the event.
+    NotSupported,
+    /// The event's group never ran in the period.
+    NotCounted,
+}
+
+/// One line of output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    /// The CPU, with `-A`.
+    pub cpu: Option<u32>,
+    /// The value.
+    pub shown: Shown,
+    /// The event as written.
+    pub event: String,
+    /// The cgroup.
+    pub cgroup: String,
+    /// The `# ...` rate, if any.
+    pub note: String,
+    /// Percent of the enabled time the group was counting, when below 100.
+    pub share: Option<f64>,
+}
+
+/// The lines of one period of `elapsed` seconds: for each cgroup, each row,
+/// each CPU. Rows a cgroup does not count are left out.
+pub fn lines(
+    rows: &[Row],
+    counts: &Counts,
+    cgroups: &[String],
+    cpus: &[Option<u32>],
+    elapsed: f64,
+) -> Vec<Line> {
+    let mut out = Vec::new();
+    for cgroup in cgroups {
+        for row in rows {
+            for &cpu in cpus {
+                if let Some(line) = line(row, counts, cgroup, cpu, elapsed) {
+                    out.push(line);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn line(row: &Row, counts: &Counts, cgroup: &str, cpu: Option<u32>, elapsed: f64) -> Option<Line> {
+    let mut line = Line {
+        cpu,
+        shown: Shown::NotSupported,
+        event: row.event.clone(),
+        cgroup: cgroup.to_string(),
+        note: String::new(),
+        share: None,
+    };
+    if row.support.is_err() {
+        return Some(line);
+    }
+    let key = (cgroup.to_string(), row.group.clone(), cpu);
+    let (enabled, running) = *counts.times.get(&key)?;
+    let (value, clock) = *counts.values.get(&(key, row.event.clone()))?;
+    if enabled <= 0.0 || running <= 0.0 {
+        line.shown = Shown::NotCounted;
+        return Some(line);
+    }
+    line.shown = if clock {
+        Shown::Clock(value)
+    } else {
+        Shown::Count(value)
+    };
+    line.note = note(&row.event, value, clock, counts, cgroup, cpu, elapsed);
+    line.share = (running < enabled).then(|| 100.0 * running / enabled);
+    Some(line)
+}
+
+/// perf's comment: CPUs utilized for clocks, instructions per cycle when
+/// cycles (with the same modifiers) were counted in the cgroup, else a rate.
+fn note(
+    event: &str,
+    value: f64,
+    clock: bool,
+    counts: &Counts,
+    cgroup: &str,
+    cpu: Option<u32>,
+    elapsed: f64,
+) -> String {
+    if clock {
+        return format!("# {:8.3} CPUs utilized", ratio(value, elapsed));
+    }
+    if let Some(modifiers) = event.strip_prefix("instructions") {
+        let cycles = ["cycles", "cpu-cycles"]
+            .iter()
+            .find_map(|c| counts.find(cgroup, &format!("{c}{modifiers}"), cpu))
+            .filter(|&c| c > 0.0);
+        if let Some(cycles) = cycles {
+            return format!("# {:8.2} insn per cycle", value / cycles);
+        }
+    }
+    let rate = ratio(value, elapsed);
+    let (scaled, unit) = [(1e9, "G"), (1e6, "M"), (1e3, "K")]
+        .iter()
+        .find(|(scale, _)| rate >= *scale)
+        .map_or((rate, ""), |(scale, unit)| (rate / scale, *unit));
+    format!("# {scaled:8.3} {unit}/sec")
+}
+
+/// `a / b`, or 0 for an empty period.
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 { a / b } else { 0.0 }
+}
+
+/// Writes `lines`, each after `prefix` (the timestamp with `-I`), in
+/// aligned columns.
+pub fn write_lines(out: &mut dyn Write, prefix: &str, lines: &[Line]) -> io::Result<()> {
+    let width = |f: fn(&Line) -> usize| lines.iter().map(f).max().unwrap_or(0);
+    let (ew, cw) = (width(|l| l.event.len()), width(|l| l.cgroup.len()));
+    for l in lines {
+        let cpu = l.cpu.map_or(String::new(), |c| format!("CPU{c:<4} "));
+        let (value, unit) = match l.shown {
+            Shown::Count(v) => (thousands(v, 0), ""),
+            Shown::Clock(seconds) => (thousands(seconds * 1e3, 2), "msec"),
+            Shown::NotSupported => ("<not supported>".to_string(), ""),
+            Shown::NotCounted => ("<not counted>".to_string(), ""),
+        };
+        let share = l.share.map_or(String::new(), |p| format!("({p:.2}%)"));
+        let text = format!(
+            "{prefix}{cpu}{value:>18} {unit:4} {:ew$}  {:cw$}  {:NOTE_WIDTH$}  {share}",
+            l.event, l.cgroup, l.note
+        );
+        writeln!(out, "{}", text.trim_end())?;
+    }
+    Ok(())
+}
+
+/// `value` with `decimals` decimals and `,` between thousands, as perf
+/// prints counts (`1,234,567`) and msec (`1,234.56`).
+pub fn thousands(value: f64, decimals: usize) -> String {
+    let text = format!("{:.decimals$}", value.max(0.0));
+    let (int, frac) = text.split_once('.').unwrap_or((&text, ""));
+    let mut grouped = String::with_capacity(text.len() + int.len() / 3);
+    for (i, digit) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(digit);
+    }
+    if !frac.is_empty() {
+        grouped.push('.');
+        grouped.push_str(frac);
+    }
+    grouped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(values: &[(&str, &str, f64, bool)], times: &[(&str, f64, f64)]) -> Counts {
+        let key = |group: &str| ("/a".to_string(), group.to_string(), None);
+        Counts {
+            values: values
+                .iter()
+                .map(|(g, e, v, c)| ((key(g), e.to_string()), (*v, *c)))
+                .collect(),
+            times: times.iter().map(|(g, e, r)| (key(g), (*e, *r))).collect(),
+        }
+    }
+
+    fn row(group: &str, event: &str) -> Row {
+        Row {
+            group: group.into(),
+            event: event.into(),
+            support: Ok(()),
+        }
+    }
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0.0, 0), "0");
+        assert_eq!(thousands(4321.0, 0), "4,321");
+        assert_eq!(thousands(999.4, 0), "999");
+        assert_eq!(thousands(1_234_567.0, 0), "1,234,567");
+        assert_eq!(thousands(123_456.0, 0), "123,456");
+        assert_eq!(thousands(1234.5678, 2), "1,234.57");
+        assert_eq!(thousands(0.62, 2), "0.62");
+    }
+
+    #[test]
+    fn lines_show_values_rates_and_shares() {
+        let c = counts(
+            &[
+                ("g", "task-clock", 0.5, true),
+                ("h", "cycles", 2000.0, false),
+                ("h", "instructions", 3000.0, false),
+                ("t", "sched:sched_switch", 4321.0, false),
+                ("z", "page-faults", 0.0, false),
+            ],
+            &[
+                ("g", 1.0, 1.0),
+                ("h", 1.0, 0.25),
+                ("t", 1.0, 1.0),
+                ("z", 0.0, 0.0),
+            ],
+        );
+        let mut unsupported = row("u", "ref-cycles");
+        unsupported.support = Err("no PMU".into());
+        let rows = [
+            row("g", "task-clock"),
+            row("h", "cycles"),
+            row("h", "instructions"),
+            row("t", "sched:sched_switch"),
+            row("z", "page-faults"),
+            unsupported,
+            row("other", "not-in-this-cgroup"),
+        ];
+        let lines = lines(&rows, &c, &["/a".into()], &[None], 2.0);
+        let shown: Vec<(Shown, &str, Option<f64>)> = lines
+            .iter()
+            .map(|l| (l.shown, l.note.as_str(), l.share))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (Shown::Clock(0.5), "#    0.250 CPUs utilized", None),
+                (Shown::Count(2000.0), "#    1.000 K/sec", Some(25.0)),
+                (
+                    Shown::Count(3000.0),
+                    "#     1.50 insn per cycle",
+                    Some(25.0)
+                ),
+                (Shown::Count(4321.0), "#    2.160 K/sec", None),
+                (Shown::NotCounted, "", None),
+                (Shown::NotSupported, "", None),
+            ]
+        );
+        let mut out = Vec::new();
+        write_lines(&mut out, "", &lines).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let text: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            text[0],
+            "            500.00 msec task-clock          /a  #    0.250 CPUs utilized"
+        );
+        assert_eq!(
+            text[1],
+            "             2,000      cycles              /a  #    1.000 K/sec              (25.00%)"
+        );
+        assert_eq!(text[5], "   <not supported>      ref-cycles          /a");
+    }
+
+    #[test]
+    fn deltas_between_snapshots() {
+        let before = counts(&[("t", "x", 10.0, false)], &[("t", 1.0, 1.0)]);
+        let after = counts(
+            &[("t", "x", 25.0, false), ("t", "y", 5.0, false)],
+            &[("t", 3.0, 2.0)],
+        );
+        let delta = after.since(&before);
+        assert_eq!(
+            delta,
+            counts(
+                &[("t", "x", 15.0, false), ("t", "y", 5.0, false)],
+                &[("t", 2.0, 1.0)]
+            )
+        );
+    }
+}
