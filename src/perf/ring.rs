@@ -108,6 +108,10 @@ impl Ring {
 /// of the ring data area `data`, handing each whole record to `f`; a record
 /// that wraps around the end of `data` is reassembled in `scratch`.
 ///
+/// `data` is a power of two long, as the kernel makes it: only then does a
+/// position keep its place in the ring when the `u64` counters wrap. Any
+/// other length with data pending is reported as corrupt.
+///
 /// Pure (no kernel access), so [`Ring::drain`], tests and the fuzzer share it.
 /// Every record passed to `f` is exactly as long as its header's size. Stops
 /// at the first corrupt header and reports it; the caller then drops the rest.
@@ -120,15 +124,16 @@ pub fn walk_records(
 ) -> DrainStats {
     let mut stats = DrainStats::default();
     let size = data.len() as u64;
-    if head.wrapping_sub(tail) > size {
+    let pending = head.wrapping_sub(tail);
+    if pending > size || (pending > 0 && !size.is_power_of_two()) {
         stats.corrupt = true;
         return stats;
     }
+    let mask = size.wrapping_sub(1);
     let mut pos = tail;
     while pos != head {
         let left = head.wrapping_sub(pos);
-        // `size` is non-zero here: `left` is positive and at most `size`.
-        let start = (pos % size) as usize;
+        let start = (pos & mask) as usize;
         let header = contiguous(data, start, HEADER_LEN.min(left as usize), scratch);
         let Some(len) = record_len(header).filter(|&len| len as u64 <= left) else {
             stats.corrupt = true;
@@ -170,7 +175,8 @@ fn control(map: &MmapRaw, offset: usize) -> &AtomicU64 {
 
 /// Where the data area is: the kernel says so in `data_offset`/`data_size`
 /// (since Linux 4.1); older kernels leave them zero and put it right after
-/// the metadata page. An area that does not fit the mapping is refused.
+/// the metadata page. An area that does not fit the mapping, or is not a
+/// power of two long, is refused.
 fn data_area(map: &MmapRaw, page: usize) -> Result<(usize, usize), Errno> {
     let load = |offset| control(map, offset).load(Ordering::Relaxed);
     let offset = load(offset_of!(perf_event_mmap_page, data_offset));
@@ -184,7 +190,7 @@ fn data_area(map: &MmapRaw, page: usize) -> Result<(usize, usize), Errno> {
     let fits = offset
         .checked_add(size)
         .is_some_and(|end| offset >= page && end <= map.len());
-    if !fits || size == 0 {
+    if !fits || !size.is_power_of_two() {
         return Err(Errno(libc::EINVAL));
     }
     Ok((offset, size))
@@ -304,10 +310,30 @@ mod tests {
         assert!(walk(&[], 0, 8).1.corrupt);
     }
 
+    #[test]
+    fn a_ring_that_is_not_a_power_of_two_long_is_corrupt() {
+        // Positions modulo 48 would jump when the u64 counters wrap.
+        let mut data = vec![0u8; 48];
+        put(&mut data, 0, &rec(16, 1));
+        assert_eq!(
+            walk(&data, 0, 16),
+            (
+                vec![],
+                DrainStats {
+                    records: 0,
+                    corrupt: true
+                }
+            )
+        );
+        assert_eq!(walk(&data, 16, 16), (vec![], DrainStats::default()));
+    }
+
     proptest! {
         #[test]
         fn arbitrary_rings_yield_whole_records(
-            data in proptest::collection::vec(any::<u8>(), 0..256),
+            data in (0u32..9).prop_flat_map(|shift| {
+                proptest::collection::vec(any::<u8>(), 1usize << shift)
+            }),
             tail: u64,
             advance in 0u64..300,
         ) {
