@@ -7,6 +7,7 @@
 //! can be checked on any machine; [`Event::resolve`] then reads the PMU
 //! descriptions under [`PMU_ROOT`] of the machine that will do the counting.
 
+mod format;
 mod hardware;
 mod pmu;
 mod probe;
@@ -14,6 +15,7 @@ mod tracepoint;
 
 use std::path::{Path, PathBuf};
 
+pub use format::{DecodeError, Field, FieldKind, FormatError, MAX_VALUE_LEN, TracepointFormat};
 pub(crate) use hardware::known_names;
 pub use probe::{ProbeError, ProbeKind, ProbeProblem, ProbeSpec, ProbeSyntaxError};
 pub use tracepoint::{TracepointName, TracepointProblem, parse_tracepoint};

@@ -5,6 +5,8 @@
 //! they fail, saying so; they never pass vacuously.
 #![allow(dead_code)]
 
+pub mod perf_data;
+
 use std::ffi::CString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
