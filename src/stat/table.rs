@@ -186,11 +186,15 @@ fn line(row: &Row, counts: &Counts, cgroup: &str, cpu: Option<u32>, elapsed: f64
         return Some(line);
     }
     let key = (cgroup.to_string(), row.group.clone(), cpu);
-    let (enabled, running) = *counts.times.get(&key)?;
+    // Series without group times (counts by field value) are shown as they are.
+    let times = counts.times.get(&key).copied();
     let (value, clock) = *counts.values.get(&(key, row.event.clone()))?;
-    if enabled <= 0.0 || running <= 0.0 {
-        line.shown = Shown::NotCounted;
-        return Some(line);
+    if let Some((enabled, running)) = times {
+        if enabled <= 0.0 || running <= 0.0 {
+            line.shown = Shown::NotCounted;
+            return Some(line);
+        }
+        line.share = (running < enabled).then(|| 100.0 * running / enabled);
     }
     line.shown = if clock {
         Shown::Clock(value)
@@ -198,7 +202,6 @@ fn line(row: &Row, counts: &Counts, cgroup: &str, cpu: Option<u32>, elapsed: f64
         Shown::Count(value)
     };
     line.note = note(&row.event, value, clock, counts, cgroup, cpu, elapsed);
-    line.share = (running < enabled).then(|| 100.0 * running / enabled);
     Some(line)
 }
 
@@ -323,6 +326,7 @@ mod tests {
                 ("h", "instructions", 3000.0, false),
                 ("t", "sched:sched_switch", 4321.0, false),
                 ("z", "page-faults", 0.0, false),
+                ("s", "by:field", 7.0, false),
             ],
             &[
                 ("g", 1.0, 1.0),
@@ -341,6 +345,7 @@ mod tests {
             row("z", "page-faults"),
             unsupported,
             row("other", "not-in-this-cgroup"),
+            row("s", "by:field"),
         ];
         let lines = lines(&rows, &c, &["/a".into()], &[None], 2.0);
         let shown: Vec<(Shown, &str, Option<f64>)> = lines
@@ -360,6 +365,7 @@ mod tests {
                 (Shown::Count(4321.0), "#    2.160 K/sec", None),
                 (Shown::NotCounted, "", None),
                 (Shown::NotSupported, "", None),
+                (Shown::Count(7.0), "#    3.500 /sec", None),
             ]
         );
         let mut out = Vec::new();
