@@ -26,6 +26,7 @@ fn snapshot() -> Snapshot {
             format!("/kubepods.slice/kubepods-burstable.slice/pod{i:05}.slice").into();
         for (j, event) in events.iter().enumerate() {
             snap.counters.push(CounterSample {
+                fields: Box::new([]),
                 cgroup: cgroup.clone(),
                 labels: Arc::from(Vec::new()),
                 group: group.clone(),

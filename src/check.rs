@@ -3,7 +3,7 @@
 
 use crate::cli::discover_machine;
 use crate::config::{CgroupPattern, Config};
-use crate::plan::{self, GroupSpec, Machine, Plan, TRACEPOINT_GROUP};
+use crate::plan::{self, GroupSpec, Machine, PROBE_GROUP, Plan, TRACEPOINT_GROUP};
 use std::io::Write;
 
 /// One line of the table.
@@ -34,7 +34,7 @@ pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<()> {
     )?;
     writeln!(out)?;
 
-    let plan = Plan::build(config, &machine);
+    let plan = Plan::build(config, &machine)?;
     let rows = rows(config, &machine, &plan);
     let width = |f: fn(&Row) -> usize, min| rows.iter().map(f).max().unwrap_or(0).max(min);
     let (gw, ew) = (width(|r| r.group.len(), 5), width(|r| r.event.len(), 5));
@@ -123,12 +123,13 @@ fn rows(config: &Config, machine: &Machine, plan: &Plan) -> Vec<Row> {
             status: verdict(plan, &def.name, None),
         });
     }
-    for tp in &config.tracepoints {
-        let name = tp.to_string();
+    let tracepoints = config.tracepoints.iter().map(|t| (TRACEPOINT_GROUP, &t.label));
+    let probes = config.probes.iter().map(|p| (PROBE_GROUP, &p.label));
+    for (group, label) in tracepoints.chain(probes) {
         rows.push(Row {
-            group: TRACEPOINT_GROUP.into(),
-            status: verdict(plan, TRACEPOINT_GROUP, Some(&name)),
-            event: name,
+            group: group.into(),
+            status: verdict(plan, group, Some(label)),
+            event: label.to_string(),
         });
     }
     rows

@@ -166,6 +166,12 @@ fn exit_status(result: anyhow::Result<()>) -> ExitCode {
         {
             ExitCode::SUCCESS
         }
+        // A filter the kernel rejects or a field a tracepoint lacks is only
+        // found once the plan meets the kernel, but it is a config error.
+        Err(e) if e.downcast_ref::<config::ConfigError>().is_some() => {
+            eprintln!("cgperf: invalid config: {e}");
+            ExitCode::from(1)
+        }
         Err(e) => {
             eprintln!("cgperf: {e:#}");
             ExitCode::from(2)
@@ -240,6 +246,33 @@ fn serve(
         env!("CARGO_PKG_VERSION")
     );
     let latest = Latest::new();
+    let sampler = Sampler::new(
+        &config,
+        machine,
+        Discovery::new(cgroupfs, FULL_RESCAN),
+        FdBudget::from_limit(nofile),
+        latest.clone(),
+    )?;
+    // Bound now, before capabilities are dropped (a port below 1024 needs
+    // CAP_NET_BIND_SERVICE); served once the runtime runs.
+    let listener =
+        std::net::TcpListener::bind(&listen).with_context(|| format!("listening on {listen}"))?;
+    listener
+        .set_nonblocking(true)
+        .context("making the listener non-blocking")?;
+    // Before any thread starts, so that all inherit the reduced sets.
+    match crate::privileges::drop_unneeded() {
+        Ok(d) if d.dropped.is_empty() => {
+            tracing::debug!(kept = ?d.kept, "no capabilities to drop");
+        }
+        Ok(d) => tracing::info!(
+            dropped = ?d.dropped,
+            kept = ?d.kept,
+            bounding_set = d.bounding,
+            "dropped the capabilities only start-up needed"
+        ),
+        Err(e) => tracing::warn!("capabilities not dropped: {e}"),
+    }
     let (pusher, otlp_stats) = match otlp {
         Some(otlp) => {
             tracing::info!(
@@ -254,13 +287,6 @@ fn serve(
         }
         None => (None, None),
     };
-    let sampler = Sampler::new(
-        &config,
-        machine,
-        Discovery::new(cgroupfs, FULL_RESCAN),
-        FdBudget::from_limit(nofile),
-        latest.clone(),
-    );
     let (control, control_rx) = std::sync::mpsc::channel();
     let sampler_thread = std::thread::Builder::new()
         .name("cgperf-sampler".into())
@@ -283,8 +309,7 @@ fn serve(
     let exposition = Arc::new(Exposition::with_otlp(latest, otlp_stats));
     let hup_control = control.clone();
     let served = runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(&listen)
-            .await
+        let listener = tokio::net::TcpListener::from_std(listener)
             .with_context(|| format!("listening on {listen}"))?;
         if let Some(path) = &web_config_file {
             tracing::info!("web config {}: {}", path.display(), web_config.summary());

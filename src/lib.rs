@@ -17,6 +17,7 @@ pub mod list;
 pub mod mountinfo;
 pub mod perf;
 pub mod plan;
+pub mod privileges;
 pub mod reload;
 pub mod sampler;
 pub mod snapshot;

@@ -8,6 +8,10 @@ use std::time::SystemTime;
 /// Extra labels of a cgroup (`pod_uid`, `unit`, ...), shared by all its series.
 pub type Labels = Arc<[(&'static str, Box<str>)]>;
 
+/// The field labels of a count split `by:` tracepoint fields (`which="1"`);
+/// empty for every other series.
+pub type FieldLabels = Box<[(Arc<str>, Box<str>)]>;
+
 /// One counter series.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CounterSample {
@@ -19,6 +23,8 @@ pub struct CounterSample {
     pub group: Arc<str>,
     /// Event as written in the config (`subsys:name` for tracepoints).
     pub event: Arc<str>,
+    /// Field values, for tracepoints counted `by:` fields.
+    pub fields: FieldLabels,
     /// The CPU, when per-CPU output is on.
     pub cpu: Option<u32>,
     /// Scaled count; for clock events, seconds.
@@ -86,6 +92,11 @@ pub struct Snapshot {
     pub monitored_cgroups: u64,
     /// Seconds the last collection took.
     pub collection_seconds: f64,
+    /// Samples of `by:` tracepoints the kernel dropped because a ring was
+    /// full.
+    pub samples_lost: u64,
+    /// Records of `by:` tracepoints that could not be decoded.
+    pub samples_undecodable: u64,
     /// Collections done so far.
     pub collections: u64,
     /// Whether the last config (re)load succeeded.
@@ -107,6 +118,8 @@ impl Snapshot {
             open_fds: 0,
             monitored_cgroups: 0,
             collection_seconds: 0.0,
+            samples_lost: 0,
+            samples_undecodable: 0,
             collections: 0,
             reload_ok: true,
             reload_success_time: SystemTime::now(),

@@ -1,7 +1,7 @@
 //! Finding tracefs (mounting it when absent and permitted) and looking up
 //! tracepoint ids, which is all cgperf needs from it to count tracepoints.
 
-use crate::events::TracepointName;
+use crate::events::{TracepointFormat, TracepointName};
 use crate::mountinfo::{self, Mount};
 use std::path::{Path, PathBuf};
 
@@ -72,6 +72,21 @@ impl Tracefs {
             )),
             Err(e) => Err(format!("reading {}: {e}", path.display())),
         }
+    }
+}
+
+impl Tracefs {
+    /// The layout of a tracepoint's records, from its `format` file.
+    pub fn format(&self, tp: &TracepointName) -> Result<TracepointFormat, String> {
+        let path = self
+            .root
+            .join("events")
+            .join(&tp.subsystem)
+            .join(&tp.name)
+            .join("format");
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("reading {}: {e}", path.display()))?;
+        TracepointFormat::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 }
 

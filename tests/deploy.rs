@@ -399,3 +399,83 @@ fn otel_collector_config_names_real_components_consistently() {
     );
     assert!(metrics.receivers.contains(&"otlp".to_string()));
 }
+
+/// A capability set from a `/proc/PID/status` line (`CapEff:\t...`).
+fn status_caps(pid: i32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .unwrap_or_else(|| panic!("no {key} in status"))
+        .trim();
+    u64::from_str_radix(hex, 16).expect("hex capability set")
+}
+
+#[test]
+fn started_as_root_it_keeps_only_what_reload_and_hotplug_need() {
+    // CAP_DAC_READ_SEARCH (2), CAP_IPC_LOCK (14), CAP_PERFMON (38).
+    const KEPT: u64 = 1 << 2 | 1 << 14 | 1 << 38;
+    let name = format!("cgperf-caps-{}", std::process::id());
+    let rel = format!("/{name}");
+    let first = format!(
+        "interval: 200ms
+tracepoints:
+  - name: syscalls:sys_enter_getpriority
+    by: [which]
+    as: by_which
+cgroups:
+  - path: {rel}
+"
+    );
+    let config = config_file(&first);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", config.path().display()));
+    let exporter = Exporter::spawn(cmd);
+    assert!(
+        status_caps(exporter.pid(), "CapPrm:") & 1 << 21 == 0,
+        "CAP_SYS_ADMIN must be gone"
+    );
+    for key in ["CapEff:", "CapPrm:", "CapBnd:"] {
+        assert_eq!(status_caps(exporter.pid(), key), KEPT, "{key}");
+    }
+    assert_eq!(status_caps(exporter.pid(), "CapInh:"), 0);
+
+    // A cgroup that appears after the drop: found, opened, counted.
+    let cg = TestCgroup::create_under("", &name);
+    let by_which = [("cgroup", rel.as_str()), ("event", "by_which"), ("which", "1")];
+    exporter.wait_collections(2);
+    in_child(Some(&cg.dir), || {
+        for _ in 0..250 {
+            // SAFETY: a raw syscall with integer arguments.
+            unsafe { libc::syscall(libc::SYS_getpriority, libc::PRIO_PGRP, 0) };
+        }
+    });
+    let body = exporter.wait_for("the new cgroup's samples", |b| {
+        value(b, "cgperf_events_total", &by_which).is_some()
+    });
+    let body = if value(&body, "cgperf_events_total", &by_which) == Some(250.0) {
+        body
+    } else {
+        exporter.wait_collections(2)
+    };
+    assert_eq!(value(&body, "cgperf_events_total", &by_which), Some(250.0), "{body}");
+
+    // A reload that adds a tracepoint: tracefs is read and a new event
+    // opened with only the kept capabilities.
+    let second = first.replace(
+        "tracepoints:\n",
+        "tracepoints:\n  - syscalls:sys_enter_getppid\n",
+    );
+    std::fs::write(config.path(), second).expect("rewrite config");
+    // SAFETY: sending a signal to our own child.
+    assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
+    let getppid = [("cgroup", rel.as_str()), ("event", "syscalls:sys_enter_getppid")];
+    exporter.wait_for("the reloaded tracepoint", |b| {
+        value(b, "cgperf_events_total", &getppid).is_some()
+    });
+    getppid_workload(Some(&cg.dir), 1234);
+    let body = exporter.wait_collections(3);
+    assert_eq!(value(&body, "cgperf_events_total", &getppid), Some(1234.0), "{body}");
+    assert_eq!(value(&body, "cgperf_events_total", &by_which), Some(250.0), "{body}");
+    assert_eq!(value(&body, "cgperf_open_errors_total", &[]), None, "{body}");
+}

@@ -563,6 +563,7 @@ fn synthetic(cgroups: usize, events: usize) -> Snapshot {
             format!("/kubepods.slice/kubepods-burstable.slice/pod{c:05}.slice").into();
         for e in 0..events {
             snap.counters.push(CounterSample {
+                fields: Box::new([]),
                 cgroup: cgroup.clone(),
                 labels: Arc::from(Vec::new()),
                 group: "tracepoints".into(),

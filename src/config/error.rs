@@ -48,8 +48,15 @@ impl ConfigError {
         self
     }
 
+    /// Positions the error at a known 1-based line and column.
+    pub(crate) fn at_position(mut self, line: u32, column: u32) -> Self {
+        self.line = Some(line);
+        self.column = Some(column);
+        self
+    }
+
     /// Adds the "how to fix it" line.
-    pub(crate) fn hint(mut self, hint: impl Into<String>) -> Self {
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self
     }

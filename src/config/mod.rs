@@ -35,6 +35,7 @@ mod duration;
 mod error;
 mod otlp;
 mod schema;
+mod tracing;
 mod validate;
 mod yaml;
 
@@ -45,12 +46,13 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::events::{Event, TracepointName};
+use crate::events::{Event, ProbeSpec, TracepointName};
 use crate::labels::Extractor;
 
 pub use cgroup::CgroupPattern;
 pub use duration::{MAX_INTERVAL, MIN_INTERVAL};
 pub use error::ConfigError;
+pub(crate) use error::did_you_mean;
 pub use otlp::{
     DEFAULT_OTLP_INTERVAL, DEFAULT_OTLP_TIMEOUT, OtlpConfig, OtlpProtocol, OtlpSection,
     resolve as resolve_otlp,
@@ -76,6 +78,20 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
 /// is a typo, not a plan.
 pub const MAX_CGROUPS_LIMIT: usize = 1_000_000;
 
+/// `max_series` of a `by:` tracepoint when the entry does not set it.
+pub const DEFAULT_MAX_SERIES: usize = 100;
+
+/// Largest `max_series`: each value combination is a series in every
+/// scrape, per cgroup; more than this is a cardinality accident.
+pub const MAX_SERIES_LIMIT: usize = 10_000;
+
+/// `ring_pages` when the file does not set it: 256 KiB per CPU with 4 KiB
+/// pages, drained ten times a second.
+pub const DEFAULT_RING_PAGES: usize = 64;
+
+/// Largest `ring_pages` (4 MiB per CPU with 4 KiB pages).
+pub const MAX_RING_PAGES: usize = 1024;
+
 /// A validated config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -85,8 +101,15 @@ pub struct Config {
     pub per_cpu: bool,
     /// Counter groups in the order written; names are unique.
     pub groups: Vec<GroupDef>,
-    /// Tracepoints counted per cgroup, in the order written; unique.
-    pub tracepoints: Vec<TracepointName>,
+    /// Tracepoints counted per cgroup, in the order written; their labels
+    /// are unique.
+    pub tracepoints: Vec<TracepointDef>,
+    /// uprobes and kprobes counted per cgroup, in the order written; their
+    /// labels are unique.
+    pub probes: Vec<ProbeDef>,
+    /// Data pages of each CPU's ring buffer for sampled (`by:`) tracepoints:
+    /// a power of two within `1..=`[`MAX_RING_PAGES`].
+    pub ring_pages: usize,
     /// Which cgroups to count, and what; never empty.
     pub cgroups: Vec<CgroupSelector>,
     /// At most this many cgroups are counted at once, within
@@ -113,6 +136,56 @@ pub struct GroupDef {
     pub events: Vec<Event>,
 }
 
+/// Where a value was written, for errors found after validation (a filter
+/// the kernel rejects, a field the tracepoint does not have).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The file name, or [`DEFAULT_SOURCE`].
+    pub source: String,
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column.
+    pub column: u32,
+}
+
+impl Origin {
+    /// A config error about the value written here.
+    pub fn error(&self, message: impl Into<String>) -> ConfigError {
+        ConfigError::new(&self.source, message).at_position(self.line, self.column)
+    }
+}
+
+/// A tracepoint to count per cgroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TracepointDef {
+    /// Which tracepoint.
+    pub name: TracepointName,
+    /// The `event` label: `as:`, or the name as written.
+    pub label: String,
+    /// Kernel-side filter (ftrace syntax), applied with
+    /// `PERF_EVENT_IOC_SET_FILTER`; only matching hits are counted.
+    pub filter: Option<String>,
+    /// Fields whose values split the count (sampling); empty for a plain
+    /// count.
+    pub by: Vec<String>,
+    /// For `by:` counts: distinct value combinations per cgroup before the
+    /// rest is counted under `other`.
+    pub max_series: usize,
+    /// Where the entry was written.
+    pub origin: Origin,
+}
+
+/// A uprobe or kprobe counted per cgroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeDef {
+    /// Where the probe goes.
+    pub spec: ProbeSpec,
+    /// The `event` label (`as:`).
+    pub label: String,
+    /// Where the entry was written.
+    pub origin: Origin,
+}
+
 /// Which cgroups to count, and which groups and tracepoints to count there.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CgroupSelector {
@@ -120,9 +193,13 @@ pub struct CgroupSelector {
     pub pattern: CgroupPattern,
     /// Names of the groups to count, in the order of [`Config::groups`].
     pub groups: Vec<String>,
-    /// Tracepoints to count, a subset of [`Config::tracepoints`] in its order.
-    /// Not empty if `groups` is empty: a selector always counts something.
-    pub tracepoints: Vec<TracepointName>,
+    /// Labels of the tracepoints to count, a subset of
+    /// [`Config::tracepoints`] in its order.
+    pub tracepoints: Vec<String>,
+    /// Labels of the probes to count, a subset of [`Config::probes`] in its
+    /// order. `groups`, `tracepoints` and `probes` are never all empty: a
+    /// selector always counts something.
+    pub probes: Vec<String>,
 }
 
 /// Reads and validates the config file at `path`.

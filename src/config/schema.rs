@@ -23,7 +23,11 @@ pub(crate) struct RawConfig {
     pub interval: Option<Text>,
     pub per_cpu: Option<bool>,
     pub groups: Option<Spanned<RawGroups>>,
-    pub tracepoints: Option<TextList>,
+    pub tracepoints: Option<Spanned<Vec<Spanned<RawTracepoint>>>>,
+    pub probes: Option<Spanned<Vec<Spanned<RawProbe>>>>,
+    /// Signed, like `max_cgroups`, so that a bad value gets a positioned
+    /// range error from the validator.
+    pub ring_pages: Option<Spanned<i64>>,
     pub cgroups: Option<Spanned<Vec<Spanned<RawSelector>>>>,
     /// Signed, so that `-5` reaches the validator and gets a positioned
     /// "must be at least 1" rather than a generic type error.
@@ -54,6 +58,65 @@ pub(crate) struct RawSelector {
     pub glob: Option<Text>,
     pub groups: Option<TextList>,
     pub tracepoints: Option<TextList>,
+    pub probes: Option<TextList>,
+}
+
+/// One `tracepoints:` entry: `subsys:name`, or a mapping that adds a
+/// filter, a label name or counting by field values.
+#[derive(Debug)]
+pub(crate) enum RawTracepoint {
+    /// `- sched:sched_switch`
+    Name(String),
+    /// `- name: ...` with options.
+    Entry(RawTracepointEntry),
+}
+
+/// The mapping form of a `tracepoints:` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTracepointEntry {
+    pub name: Text,
+    pub filter: Option<Text>,
+    #[serde(rename = "as")]
+    pub label: Option<Text>,
+    pub by: Option<TextList>,
+    /// Signed, so that `0` or `-1` get a positioned range error.
+    pub max_series: Option<Spanned<i64>>,
+}
+
+impl<'de> Deserialize<'de> for RawTracepoint {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EntryVisitor;
+
+        impl<'de> Visitor<'de> for EntryVisitor {
+            type Value = RawTracepoint;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a tracepoint `subsystem:name` or a mapping with `name:`")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawTracepoint, E> {
+                Ok(RawTracepoint::Name(v.to_owned()))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawTracepoint, A::Error> {
+                RawTracepointEntry::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(RawTracepoint::Entry)
+            }
+        }
+
+        deserializer.deserialize_any(EntryVisitor)
+    }
+}
+
+/// One `probes:` entry: exactly one of `uprobe:` and `kprobe:`, and `as:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawProbe {
+    pub uprobe: Option<Text>,
+    pub kprobe: Option<Text>,
+    #[serde(rename = "as")]
+    pub label: Option<Text>,
 }
 
 /// `groups:` maps group names to their events.

@@ -47,8 +47,14 @@ fn names(config: &Config) -> Vec<&str> {
     config.groups.iter().map(|g| g.name.as_str()).collect()
 }
 
-fn tp(text: &str) -> crate::events::TracepointName {
-    parse_tracepoint(text).expect("valid tracepoint")
+/// A tracepoint's label as a selector lists it (its name, without `as:`).
+fn tp(text: &str) -> String {
+    parse_tracepoint(text).expect("valid tracepoint").to_string()
+}
+
+/// The labels of the top-level tracepoints.
+fn tp_labels(config: &Config) -> Vec<String> {
+    config.tracepoints.iter().map(|t| t.label.clone()).collect()
 }
 
 // ---- happy paths -------------------------------------------------------
@@ -67,6 +73,7 @@ fn defaults_apply() {
             pattern: CgroupPattern::Path("/".to_owned()),
             groups: vec!["ipc".to_owned()],
             tracepoints: vec![],
+            probes: vec![],
         }]
     );
     let events: Vec<_> = config.groups[0]
@@ -110,7 +117,7 @@ cgroups:
     assert!(config.per_cpu);
     assert_eq!(names(&config), ["ipc", "sched", "msr"]);
     let all_tp = vec![tp("sched:sched_switch"), tp("syscalls:sys_enter_openat")];
-    assert_eq!(config.tracepoints, all_tp);
+    assert_eq!(tp_labels(&config), all_tp);
     assert_eq!(config.cgroups.len(), 3);
     assert_eq!(config.cgroups[0].groups, ["ipc", "sched", "msr"]);
     assert_eq!(config.cgroups[0].tracepoints, all_tp);
@@ -200,7 +207,7 @@ fn embedded_default_config_parses() {
     assert_eq!(config.interval, Duration::from_secs(1));
     assert!(!config.per_cpu);
     assert_eq!(names(&config), ["sched", "ipc", "cache", "branch"]);
-    let tracepoints: Vec<String> = config.tracepoints.iter().map(ToString::to_string).collect();
+    let tracepoints = tp_labels(&config);
     assert_eq!(
         tracepoints,
         [
@@ -223,7 +230,7 @@ fn embedded_default_config_parses() {
     );
     for selector in &config.cgroups {
         assert_eq!(selector.groups.len(), 4);
-        assert_eq!(selector.tracepoints, config.tracepoints);
+        assert_eq!(selector.tracepoints, tracepoints);
     }
     // Every label extractor: they cost nothing where names do not match.
     assert_eq!(config.labels, Extractor::ALL);
@@ -355,7 +362,8 @@ fn wrong_types() {
         "- groups\n",
         Some((1, 1)),
         &["the config must be a mapping", "found a list"],
-        "interval, per_cpu, groups, tracepoints, cgroups, max_cgroups, labels and otlp",
+        "interval, per_cpu, groups, tracepoints, probes, ring_pages, cgroups, max_cgroups, labels \
+         and otlp",
     );
     check(
         "groups: {[a]: [cycles]}\n",
@@ -371,8 +379,8 @@ fn unknown_keys() {
         "intervall: 1s\n",
         Some((1, 1)),
         &["unknown key \"intervall\" in the top level"],
-        "did you mean `interval`? valid keys here: interval, per_cpu, groups, tracepoints, cgroups, \
-         max_cgroups, labels",
+        "did you mean `interval`? valid keys here: interval, per_cpu, groups, tracepoints, probes, \
+         ring_pages, cgroups, max_cgroups, labels",
     );
     check(
         &format!("{GROUPS}max_cgroup: 10\n"),
@@ -669,16 +677,16 @@ fn bad_tracepoints() {
         "tracepoints: [sched:sched_switch, sched:sched_wakeup, sched:sched_switch]\n",
         Some((1, 55)),
         &[
-            "tracepoint \"sched:sched_switch\" is listed twice",
+            "tracepoint event label \"sched:sched_switch\" is used twice",
             "first at line 1, column 15",
         ],
-        "remove the duplicate",
+        "give each entry its own `as:` name",
     );
 }
 
 #[test]
 fn nothing_to_count() {
-    let message = ["no groups and no tracepoints"];
+    let message = ["no groups, tracepoints or probes"];
     check("", None, &message, "tracepoints: [sched:sched_switch]");
     check(
         "# just a comment\ninterval: 1s\n",
@@ -984,13 +992,8 @@ fn undefined_references() {
     check(
         &selectors("  - path: /\n    tracepoints: [sched_wakeup]\n"),
         Some((7, 19)),
-        &[
-            "sched_wakeup",
-            &parse_tracepoint("sched_wakeup")
-                .expect_err("malformed")
-                .to_string(),
-        ],
-        "subsystem:name",
+        &["refers to tracepoint \"sched_wakeup\", which is not in the top-level"],
+        "(or use its `as:` name)",
     );
     check(
         &selectors("  - path: /\n    groups: [ipc, ipc]\n"),
@@ -1018,13 +1021,13 @@ fn selector_that_counts_nothing() {
     check(
         &format!("{GROUPS}cgroups:\n  - path: /\n  - match: /*\n    groups: []\n"),
         Some((6, 5)),
-        &["`cgroups[1]` selects no groups and no tracepoints"],
-        "list at least one group or tracepoint",
+        &["`cgroups[1]` selects no groups, tracepoints or probes"],
+        "list at least one group, tracepoint or probe",
     );
     check(
         &selectors("  - path: /\n    groups: []\n    tracepoints: []\n"),
         Some((6, 5)),
-        &["`cgroups[0]` selects no groups and no tracepoints"],
+        &["`cgroups[0]` selects no groups, tracepoints or probes"],
         "",
     );
 }
@@ -1217,5 +1220,170 @@ fn bad_otlp_sections() {
         Some((4, 7)),
         &["`otlp` must be a mapping of OTLP settings"],
         "otlp: {endpoint:",
+    );
+}
+
+// ---- tracepoint entries and probes ---------------------------------------
+
+#[test]
+fn tracepoint_entries_with_filter_label_and_fields() {
+    let config = ok(r#"
+tracepoints:
+  - sched:sched_switch
+  - name: syscalls:sys_enter_getpriority
+    filter: "which == 1"
+    as: pgrp_lookups
+  - name: syscalls:sys_enter_getpriority
+    by: [which]
+    as: getpriority_by_which
+    max_series: 7
+probes:
+  - uprobe: /usr/lib/x86_64-linux-gnu/libc.so.6:malloc
+    as: malloc_calls
+  - kprobe: do_sys_openat2
+    as: openat2_calls
+ring_pages: 16
+cgroups:
+  - path: /
+  - match: /a/*
+    tracepoints: [pgrp_lookups]
+    probes: [malloc_calls]
+"#);
+    assert_eq!(
+        tp_labels(&config),
+        ["sched:sched_switch", "pgrp_lookups", "getpriority_by_which"]
+    );
+    let filtered = &config.tracepoints[1];
+    assert_eq!(filtered.name, parse_tracepoint("syscalls:sys_enter_getpriority").expect("tp"));
+    assert_eq!(filtered.filter.as_deref(), Some("which == 1"));
+    assert!(filtered.by.is_empty());
+    assert_eq!((filtered.origin.line, filtered.origin.column), (4, 5));
+    let by = &config.tracepoints[2];
+    assert_eq!(by.by, ["which"]);
+    assert_eq!(by.max_series, 7);
+    assert_eq!(config.tracepoints[0].max_series, DEFAULT_MAX_SERIES);
+    let probes: Vec<&str> = config.probes.iter().map(|p| p.label.as_str()).collect();
+    assert_eq!(probes, ["malloc_calls", "openat2_calls"]);
+    assert_eq!(config.ring_pages, 16);
+    assert_eq!(config.cgroups[0].tracepoints.len(), 3);
+    assert_eq!(config.cgroups[0].probes, ["malloc_calls", "openat2_calls"]);
+    assert_eq!(config.cgroups[1].tracepoints, ["pgrp_lookups"]);
+    assert_eq!(config.cgroups[1].probes, ["malloc_calls"]);
+    assert_eq!(ok("tracepoints: [sched:sched_switch]\n").ring_pages, DEFAULT_RING_PAGES);
+}
+
+#[test]
+fn probes_alone_are_enough() {
+    let config = ok("probes: [{uprobe: /bin/true:main, as: true_main}]\n");
+    assert_eq!(config.cgroups[0].probes, ["true_main"]);
+}
+
+#[test]
+fn tracepoint_entry_errors() {
+    check(
+        "tracepoints:\n  - name: sched:sched_switch\n    fliter: x\n",
+        Some((3, 5)),
+        &["unknown key \"fliter\" in `tracepoints[0]`"],
+        "did you mean `filter`?",
+    );
+    check(
+        "tracepoints:\n  - sched:sched_switch\n  - name: sched:sched_switch\n    filter: \"prev_pid == 1\"\n",
+        Some((3, 11)),
+        &["tracepoint event label \"sched:sched_switch\" is used twice (first at line 2, column 5)"],
+        "`as:`",
+    );
+    check(
+        "tracepoints:\n  - {name: sched:sched_switch, as: \"9lives\"}\n",
+        Some((2, 36)),
+        &["\"9lives\" is not a valid event label"],
+        "as: pgrp_lookups",
+    );
+    check(
+        "tracepoints:\n  - {name: sched:sched_switch, filter: \"  \"}\n",
+        Some((2, 40)),
+        &["filter \"\" is empty"],
+        "which == 1",
+    );
+    check(
+        "tracepoints:\n  - {name: sched:sched_switch, by: []}\n",
+        Some((2, 36)),
+        &["`by` is empty"],
+        "plain count",
+    );
+    check(
+        "tracepoints:\n  - {name: sched:sched_switch, by: [prev-pid]}\n",
+        Some((2, 37)),
+        &["\"prev-pid\" is not a field name"],
+        "by: [which]",
+    );
+    check(
+        "tracepoints:\n  - {name: sched:sched_switch, by: [a, a]}\n",
+        Some((2, 40)),
+        &["field \"a\" is listed twice in `by`"],
+        "remove the duplicate",
+    );
+    check(
+        "tracepoints:\n  - {name: sched:sched_switch, max_series: 5}\n",
+        Some((2, 44)),
+        &["`max_series` applies only to counts split `by:` fields"],
+        "by: [field]",
+    );
+    check(
+        "tracepoints:\n  - {name: sched:sched_switch, by: [prev_pid], max_series: 0}\n",
+        Some((2, 60)),
+        &["`max_series` is 0; it must be from 1 to 10000"],
+        "other",
+    );
+    check(
+        "tracepoints: [sched:sched_switch]\nring_pages: 3\n",
+        Some((2, 13)),
+        &["`ring_pages` is 3; it must be a power of two from 1 to 1024"],
+        "ring_pages: 64",
+    );
+    check(
+        "tracepoints:\n  - {name: sched:sched_switch, as: a}\ncgroups:\n  - path: /\n    tracepoints: [b]\n",
+        Some((5, 19)),
+        &["`cgroups[0]` refers to tracepoint \"b\", which is not in the top-level `tracepoints:` list"],
+        "defined tracepoints: a",
+    );
+}
+
+#[test]
+fn probe_errors() {
+    check(
+        "probes:\n  - {uprobe: /bin/true:main}\n",
+        Some((2, 5)),
+        &["a probe has no `as:` name"],
+        "as: malloc_calls",
+    );
+    check(
+        "probes:\n  - {as: x}\n",
+        Some((2, 5)),
+        &["a probe has neither `uprobe:` nor `kprobe:`"],
+        "uprobe:",
+    );
+    check(
+        "probes:\n  - {uprobe: /bin/true:main, kprobe: f, as: x}\n",
+        Some((2, 38)),
+        &["a probe has both `uprobe:` and `kprobe:`"],
+        "one entry per probe",
+    );
+    check(
+        "probes:\n  - {uprobe: /bin/true:main, as: x}\n  - {uprobe: /bin/false:main, as: x}\n",
+        Some((3, 35)),
+        &["probe name \"x\" is listed twice (first at line 2, column 34)"],
+        "remove the duplicate",
+    );
+    check(
+        "probes:\n  - {uprobe: true:main, as: x}\n",
+        Some((2, 14)),
+        &["absolute path"],
+        "/absolute/path/to/binary:symbol",
+    );
+    check(
+        "probes:\n  - {uprobe: /bin/true:main, as: x}\ncgroups:\n  - path: /\n    probes: [y]\n",
+        Some((5, 14)),
+        &["refers to probe \"y\", which is not in the top-level `probes:` list"],
+        "defined probes: x",
     );
 }

@@ -10,8 +10,12 @@ use super::cgroup::{CgroupPattern, PatternError};
 use super::duration::{MAX_INTERVAL, MIN_INTERVAL, human, parse_duration};
 use super::error::{ConfigError, did_you_mean, quote, sanitize};
 use super::schema::{RawConfig, RawGroups, RawSelector, Text, TextList};
-use super::{CgroupSelector, Config, DEFAULT_INTERVAL, GroupDef, MAX_CGROUPS_LIMIT};
+use super::{
+    CgroupSelector, Config, DEFAULT_INTERVAL, DEFAULT_RING_PAGES, GroupDef, MAX_CGROUPS_LIMIT,
+    ProbeDef, TracepointDef,
+};
 use crate::events::{Event, TracepointName, parse_event, parse_tracepoint};
+
 use crate::labels::Extractor;
 
 /// The `group` label value the exporter gives tracepoint counts; a user
@@ -32,7 +36,8 @@ pub(super) const MAX_CGROUPS_HINT: &str = "set a number of cgroups from 1 to 100
                                            e.g. `max_cgroups: 1000`, or remove `max_cgroups:` \
                                            to count every selected cgroup";
 const NOTHING_HINT: &str = "add a group, e.g. `groups: {sched: [task-clock, context-switches]}`, \
-                            or a tracepoint, e.g. `tracepoints: [sched:sched_switch]`";
+                            a tracepoint, e.g. `tracepoints: [sched:sched_switch]`, \
+                            or a probe, e.g. `probes: [{uprobe: /bin/bash:readline, as: readline}]`";
 
 pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigError> {
     let v = Validator { source };
@@ -47,14 +52,23 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
     };
     let tracepoints_at = raw.tracepoints.as_ref().map(|t| t.referenced);
     let tracepoints = match raw.tracepoints {
-        Some(list) => v.tracepoints(&list)?,
+        Some(list) => v.tracepoints(list.value)?,
         None => Vec::new(),
     };
-    if groups.is_empty() && tracepoints.is_empty() {
-        let message =
-            "the config defines no groups and no tracepoints, so there is nothing to count";
+    let probes_at = raw.probes.as_ref().map(|t| t.referenced);
+    let probes = match raw.probes {
+        Some(list) => v.probes(list.value)?,
+        None => Vec::new(),
+    };
+    let ring_pages = match raw.ring_pages {
+        Some(n) => v.ring_pages(&n)?,
+        None => DEFAULT_RING_PAGES,
+    };
+    if groups.is_empty() && tracepoints.is_empty() && probes.is_empty() {
+        let message = "the config defines no groups, tracepoints or probes, \
+                       so there is nothing to count";
         return Err(ConfigError::new(source, message)
-            .at(groups_at.or(tracepoints_at))
+            .at(groups_at.or(tracepoints_at).or(probes_at))
             .hint(NOTHING_HINT));
     }
     let cgroups = match raw.cgroups {
@@ -62,7 +76,8 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
         None => vec![CgroupSelector {
             pattern: CgroupPattern::Path("/".to_owned()),
             groups: groups.iter().map(|g| g.name.clone()).collect(),
-            tracepoints: tracepoints.clone(),
+            tracepoints: tracepoints.iter().map(|t| t.label.clone()).collect(),
+            probes: probes.iter().map(|p| p.label.clone()).collect(),
         }],
         Some(list) if list.value.is_empty() => {
             return Err(v
@@ -85,6 +100,7 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
                     raw.value,
                     &groups,
                     &tracepoints,
+                    &probes,
                 )?);
             }
             selectors
@@ -107,6 +123,8 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
         per_cpu: raw.per_cpu.unwrap_or(false),
         groups,
         tracepoints,
+        probes,
+        ring_pages,
         cgroups,
         max_cgroups,
         labels,
@@ -114,12 +132,12 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
     })
 }
 
-struct Validator<'a> {
-    source: &'a str,
+pub(super) struct Validator<'a> {
+    pub(super) source: &'a str,
 }
 
 impl Validator<'_> {
-    fn error(&self, at: Location, message: impl Into<String>) -> ConfigError {
+    pub(super) fn error(&self, at: Location, message: impl Into<String>) -> ConfigError {
         ConfigError::new(self.source, message).at(Some(at))
     }
 
@@ -253,19 +271,7 @@ impl Validator<'_> {
         Ok(events.into_iter().map(|(event, _)| event).collect())
     }
 
-    fn tracepoints(&self, list: &TextList) -> Result<Vec<TracepointName>, ConfigError> {
-        let mut tracepoints = Vec::with_capacity(list.value.len());
-        for item in &list.value {
-            let tracepoint = self.tracepoint(item)?;
-            self.unique("tracepoint", "", &mut tracepoints, tracepoint, item)?;
-        }
-        Ok(tracepoints
-            .into_iter()
-            .map(|(tracepoint, _)| tracepoint)
-            .collect())
-    }
-
-    fn tracepoint(&self, item: &Text) -> Result<TracepointName, ConfigError> {
+    pub(super) fn tracepoint(&self, item: &Text) -> Result<TracepointName, ConfigError> {
         parse_tracepoint(&item.value).map_err(|e| {
             let message = syntax_message("tracepoint", &item.value, &e.to_string());
             self.error(item.referenced, message).hint(TRACEPOINT_HINT)
@@ -274,7 +280,7 @@ impl Validator<'_> {
 
     /// Appends `value` to `seen`, or rejects it as a duplicate, pointing at
     /// both occurrences.
-    fn unique<T: PartialEq>(
+    pub(super) fn unique<T: PartialEq>(
         &self,
         kind: &str,
         context: &str,
@@ -304,7 +310,8 @@ impl Validator<'_> {
         at: Location,
         raw: RawSelector,
         groups: &[GroupDef],
-        tracepoints: &[TracepointName],
+        tracepoints: &[TracepointDef],
+        probes: &[ProbeDef],
     ) -> Result<CgroupSelector, ConfigError> {
         let pattern_error =
             |text: &Text, e: PatternError| self.error(text.referenced, e.message).hint(e.hint);
@@ -335,107 +342,124 @@ impl Validator<'_> {
                     ));
             }
         };
-        let selected_groups = match &raw.groups {
-            None => groups.iter().map(|g| g.name.clone()).collect(),
-            Some(list) => self.select_groups(here, list, groups)?,
-        };
-        let selected_tracepoints = match &raw.tracepoints {
-            None => tracepoints.to_vec(),
-            Some(list) => self.select_tracepoints(here, list, tracepoints)?,
-        };
-        if selected_groups.is_empty() && selected_tracepoints.is_empty() {
+        let group_names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+        let tracepoint_labels: Vec<&str> = tracepoints.iter().map(|t| t.label.as_str()).collect();
+        let probe_labels: Vec<&str> = probes.iter().map(|p| p.label.as_str()).collect();
+        let selected_groups = self.select(here, Kind::Group, raw.groups.as_ref(), &group_names)?;
+        let selected_tracepoints = self.select(
+            here,
+            Kind::Tracepoint,
+            raw.tracepoints.as_ref(),
+            &tracepoint_labels,
+        )?;
+        let selected_probes = self.select(here, Kind::Probe, raw.probes.as_ref(), &probe_labels)?;
+        if selected_groups.is_empty() && selected_tracepoints.is_empty() && selected_probes.is_empty()
+        {
             return Err(self
                 .error(
                     at,
                     format!(
-                        "{here} selects no groups and no tracepoints, so it would count nothing"
+                        "{here} selects no groups, tracepoints or probes, so it would count nothing"
                     ),
                 )
                 .hint(
-                    "list at least one group or tracepoint, or drop `groups:`/`tracepoints:` \
-                     from the entry to count all of them",
+                    "list at least one group, tracepoint or probe, or drop \
+                     `groups:`/`tracepoints:`/`probes:` from the entry to count all of them",
                 ));
         }
         Ok(CgroupSelector {
             pattern,
             groups: selected_groups,
             tracepoints: selected_tracepoints,
+            probes: selected_probes,
         })
     }
 
-    /// Resolves `groups:` of a selector to defined names, in config order.
-    fn select_groups(
+    /// Resolves a selector's `groups:`, `tracepoints:` or `probes:` to names
+    /// defined at the top level, in their order; absent means all of them.
+    fn select(
         &self,
         here: &str,
-        list: &TextList,
-        groups: &[GroupDef],
+        kind: Kind,
+        list: Option<&TextList>,
+        defined: &[&str],
     ) -> Result<Vec<String>, ConfigError> {
-        let defined: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+        let Some(list) = list else {
+            return Ok(defined.iter().map(|name| (*name).to_owned()).collect());
+        };
         let mut wanted: Vec<(&str, Location)> = Vec::with_capacity(list.value.len());
         for item in &list.value {
             let name = item.value.as_str();
             if !defined.contains(&name) {
                 let listing = if defined.is_empty() {
-                    "no groups are defined under `groups:`".to_owned()
+                    format!("no {}s are defined under `{}:`", kind.noun(), kind.key())
                 } else {
-                    format!("defined groups: {}", defined.join(", "))
+                    format!("defined {}s: {}", kind.noun(), defined.join(", "))
                 };
                 let hint = match did_you_mean(name, defined.iter().copied()) {
                     Some(close) => format!("did you mean `{close}`? {listing}"),
-                    None => listing,
+                    None => format!("{}; {listing}", kind.fix()),
                 };
-                let message = format!("{here} refers to undefined group {}", quote(name));
-                return Err(self.error(item.referenced, message).hint(hint));
-            }
-            self.unique("group", &format!(" in {here}"), &mut wanted, name, item)?;
-        }
-        Ok(defined
-            .into_iter()
-            .filter(|name| wanted.iter().any(|(w, _)| w == name))
-            .map(str::to_owned)
-            .collect())
-    }
-
-    /// Resolves `tracepoints:` of a selector to a subset of the top-level
-    /// list, in config order.
-    fn select_tracepoints(
-        &self,
-        here: &str,
-        list: &TextList,
-        tracepoints: &[TracepointName],
-    ) -> Result<Vec<TracepointName>, ConfigError> {
-        let mut wanted = Vec::with_capacity(list.value.len());
-        for item in &list.value {
-            let tracepoint = self.tracepoint(item)?;
-            if !tracepoints.contains(&tracepoint) {
-                let listing = if tracepoints.is_empty() {
-                    "no tracepoints are defined".to_owned()
-                } else {
-                    let names: Vec<String> = tracepoints.iter().map(ToString::to_string).collect();
-                    format!("defined tracepoints: {}", names.join(", "))
+                let message = match kind {
+                    Kind::Group => format!("{here} refers to undefined group {}", quote(name)),
+                    _ => format!(
+                        "{here} refers to {} {}, which is not in the top-level `{}:` list",
+                        kind.noun(),
+                        quote(name),
+                        kind.key()
+                    ),
                 };
-                let message = format!(
-                    "{here} refers to tracepoint {}, which is not in the top-level `tracepoints:` list",
-                    quote(&item.value)
-                );
-                let hint = format!(
-                    "add it to the top-level `tracepoints:` list or remove it here; {listing}"
-                );
                 return Err(self.error(item.referenced, message).hint(hint));
             }
             self.unique(
-                "tracepoint",
+                kind.noun(),
                 &format!(" in {here}"),
                 &mut wanted,
-                tracepoint,
+                name,
                 item,
             )?;
         }
-        Ok(tracepoints
+        Ok(defined
             .iter()
-            .filter(|t| wanted.iter().any(|(w, _)| w == *t))
-            .cloned()
+            .filter(|name| wanted.iter().any(|(w, _)| w == *name))
+            .map(|name| (*name).to_owned())
             .collect())
+    }
+}
+
+/// What a selector's list refers to.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Group,
+    Tracepoint,
+    Probe,
+}
+
+impl Kind {
+    fn noun(self) -> &'static str {
+        match self {
+            Self::Group => "group",
+            Self::Tracepoint => "tracepoint",
+            Self::Probe => "probe",
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Self::Group => "groups",
+            Self::Tracepoint => "tracepoints",
+            Self::Probe => "probes",
+        }
+    }
+
+    fn fix(self) -> &'static str {
+        match self {
+            Self::Group => "define it under `groups:`",
+            Self::Tracepoint => {
+                "add it to the top-level `tracepoints:` list (or use its `as:` name) or remove it here"
+            }
+            Self::Probe => "use the `as:` name of an entry of the top-level `probes:` list",
+        }
     }
 }
 

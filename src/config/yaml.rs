@@ -298,7 +298,8 @@ fn expectation(path: &[Step]) -> Option<(&'static str, &'static str)> {
         "" => (
             "a mapping of settings",
             "the config is a mapping with the keys interval, per_cpu, groups, tracepoints, \
-             cgroups, max_cgroups, labels and otlp; see the embedded default config",
+             probes, ring_pages, cgroups, max_cgroups, labels and otlp; see the embedded \
+             default config",
         ),
         "interval" => (
             "a duration",
@@ -324,9 +325,52 @@ fn expectation(path: &[Step]) -> Option<(&'static str, &'static str)> {
             "a list of tracepoints",
             "write e.g. `tracepoints: [sched:sched_switch]`, even for a single tracepoint",
         ),
-        "tracepoints[]" | "cgroups[].tracepoints[]" => (
+        "tracepoints[]" => (
+            "a tracepoint name or a mapping with `name:`",
+            "write `subsystem:name`, e.g. `sched:sched_switch`, or \
+             `{name: syscalls:sys_enter_getpriority, by: [which], as: getpriority}`",
+        ),
+        "cgroups[].tracepoints[]" => (
+            "a tracepoint's event label",
+            "write the `as:` name of a top-level tracepoint, or its `subsystem:name`",
+        ),
+        "tracepoints[].name" => (
             "a tracepoint name",
             "write `subsystem:name`, e.g. `sched:sched_switch`",
+        ),
+        "tracepoints[].filter" => (
+            "a filter expression",
+            "write the kernel's tracepoint filter syntax, quoted, e.g. `filter: \"which == 1\"`",
+        ),
+        "tracepoints[].as" | "probes[].as" => (
+            "an event label",
+            "write a name for the `event` label, e.g. `as: pgrp_lookups`",
+        ),
+        "tracepoints[].by" => (
+            "a list of field names",
+            "write e.g. `by: [which]`; the fields are listed in the tracepoint's format file",
+        ),
+        "tracepoints[].max_series" => (
+            "a whole number",
+            "write e.g. `max_series: 100`; values beyond it are counted under `other`",
+        ),
+        "probes" | "cgroups[].probes" => (
+            "a list of probes",
+            "write e.g. `probes: [{uprobe: /usr/lib/x86_64-linux-gnu/libc.so.6:malloc, as: malloc_calls}]`",
+        ),
+        "probes[]" => (
+            "a mapping with `uprobe:` or `kprobe:` and `as:`",
+            "write e.g. `- {uprobe: /usr/bin/bash:readline, as: readline_calls}`",
+        ),
+        "probes[].uprobe" => (
+            "a probe location",
+            "write `/absolute/path/to/binary:symbol` or `/absolute/path:0xOFFSET`",
+        ),
+        "probes[].kprobe" => ("a kernel function", "write e.g. `kprobe: do_sys_openat2`"),
+        "cgroups[].probes[]" => ("a probe's event label", "write the `as:` name of a probe"),
+        "ring_pages" => (
+            "a whole number",
+            "write a power of two from 1 to 1024, e.g. `ring_pages: 64`",
         ),
         "cgroups" => (
             "a list of cgroup selectors",

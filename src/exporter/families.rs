@@ -5,6 +5,7 @@
 
 use crate::exporter::otlp::OtlpStats;
 use crate::snapshot::{CounterSample, GroupTimeSample, Snapshot, Support};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// How a family's values behave.
@@ -59,7 +60,8 @@ pub enum Value<'a> {
 #[derive(Debug, Clone, Copy)]
 pub enum Labels<'a> {
     /// A per-cgroup series: `cgroup`, the labels from its path, `group`,
-    /// `event` (counters only) and `cpu` (per-CPU output only).
+    /// `event` (counters only), the fields of `by:` tracepoint counts, and
+    /// `cpu` (per-CPU output only).
     Series {
         /// cgroup path.
         cgroup: &'a str,
@@ -69,6 +71,8 @@ pub enum Labels<'a> {
         group: &'a str,
         /// Event, for counters.
         event: Option<&'a str>,
+        /// Field values of a `by:` tracepoint count.
+        fields: &'a [(Arc<str>, Box<str>)],
         /// CPU, for per-CPU output.
         cpu: Option<u32>,
     },
@@ -91,7 +95,7 @@ impl<'a> Labels<'a> {
     /// Calls `f` with every label, in exposition order.
     pub fn for_each<E>(
         &self,
-        mut f: impl FnMut(&'static str, Value<'a>) -> Result<(), E>,
+        mut f: impl FnMut(&'a str, Value<'a>) -> Result<(), E>,
     ) -> Result<(), E> {
         match *self {
             Self::Series {
@@ -99,6 +103,7 @@ impl<'a> Labels<'a> {
                 extra,
                 group,
                 event,
+                fields,
                 cpu,
             } => {
                 f("cgroup", Value::Str(cgroup))?;
@@ -108,6 +113,9 @@ impl<'a> Labels<'a> {
                 f("group", Value::Str(group))?;
                 if let Some(event) = event {
                     f("event", Value::Str(event))?;
+                }
+                for (name, value) in fields {
+                    f(name, Value::Str(value))?;
                 }
                 if let Some(cpu) = cpu {
                     f("cpu", Value::Cpu(cpu))?;
@@ -244,6 +252,18 @@ const MONITORED: Family = Family {
     seconds: false,
     kind: Kind::Gauge,
 };
+const SAMPLES_LOST: Family = Family {
+    name: "cgperf_samples_lost",
+    help: "Samples of tracepoints counted by field value that the kernel dropped because a CPU's ring buffer was full; those hits are missing from cgperf_events_total.",
+    seconds: false,
+    kind: Kind::Counter,
+};
+const SAMPLES_UNDECODABLE: Family = Family {
+    name: "cgperf_samples_undecodable",
+    help: "Ring buffer records of tracepoints counted by field value that could not be decoded, and are not counted.",
+    seconds: false,
+    kind: Kind::Counter,
+};
 const BUILD: Family = Family {
     name: "cgperf_build",
     help: "cgperf build information.",
@@ -282,6 +302,7 @@ fn counter_point(c: &CounterSample) -> Point<'_> {
             extra: &c.labels,
             group: &c.group,
             event: Some(&c.event),
+            fields: &c.fields,
             cpu: c.cpu,
         },
         value: c.value,
@@ -296,6 +317,7 @@ fn time_point(t: &GroupTimeSample, value: f64) -> Point<'_> {
             extra: &t.labels,
             group: &t.group,
             event: None,
+            fields: &[],
             cpu: t.cpu,
         },
         value,
@@ -382,6 +404,8 @@ pub fn visit<V: Visitor>(
     )?;
     v.family(&OPEN_FDS, scalar(snap.open_fds as f64))?;
     v.family(&MONITORED, scalar(snap.monitored_cgroups as f64))?;
+    v.family(&SAMPLES_LOST, scalar(snap.samples_lost as f64))?;
+    v.family(&SAMPLES_UNDECODABLE, scalar(snap.samples_undecodable as f64))?;
     v.family(
         &BUILD,
         std::iter::once(fixed(

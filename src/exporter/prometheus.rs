@@ -165,6 +165,7 @@ mod tests {
         let mut snap = Snapshot::empty();
         let cg: Arc<str> = "/system.slice/a b\"c.service".into();
         snap.counters.push(CounterSample {
+            fields: Box::new([]),
             cgroup: cg.clone(),
             labels: Arc::from(vec![("unit", Box::from("a.service"))]),
             group: "sched".into(),
@@ -175,6 +176,7 @@ mod tests {
             start_time: snap.taken_at,
         });
         snap.counters.push(CounterSample {
+            fields: Box::new([]),
             cgroup: cg.clone(),
             labels: Arc::from(vec![("unit", Box::from("a.service"))]),
             group: "sched".into(),

@@ -3,6 +3,9 @@
 //! soft limit to the hard limit at start and never opens a cgroup whose
 //! descriptors would not fit, rather than failing half-way at `EMFILE`.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 /// Descriptors kept free for everything that is not a perf event: the HTTP
 /// listener and its connections, config and cgroupfs reads, inotify, logs.
 const RESERVE: u64 = 256;
@@ -56,6 +59,32 @@ impl FdBudget {
     /// Whether `more` descriptors fit next to the `used` ones.
     pub fn fits(&self, used: u64, more: u64) -> bool {
         used.saturating_add(more) <= self.max_perf_fds
+    }
+}
+
+/// Keeps the count of open perf descriptors honest: adds `n` to the tally
+/// when created and takes it away when dropped, whatever path drops the
+/// owner of the descriptors.
+#[derive(Debug)]
+pub struct Tally {
+    n: u64,
+    tally: Arc<AtomicU64>,
+}
+
+impl Tally {
+    /// Counts `n` descriptors in `tally` for as long as this lives.
+    pub fn new(tally: &Arc<AtomicU64>, n: u64) -> Self {
+        tally.fetch_add(n, Ordering::Relaxed);
+        Self {
+            n,
+            tally: tally.clone(),
+        }
+    }
+}
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        self.tally.fetch_sub(self.n, Ordering::Relaxed);
     }
 }
 

@@ -8,24 +8,28 @@
 
 mod budget;
 mod hotplug;
+mod sampled;
 mod scale;
 
-pub use budget::{FdBudget, raise_nofile_limit};
+pub use budget::{FdBudget, Tally, raise_nofile_limit};
 pub use hotplug::{CpuChanges, CpuTracker};
 pub use scale::{Accumulator, GroupTotals, Interval};
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::discovery::{Discovery, Found};
 use crate::labels::{Extractor, extract};
-use crate::perf::{CounterGroup, Errno, OpenFailure, ReadError, Target, open_failure_reason};
-use crate::plan::{GroupSpec, Machine, Plan};
+use crate::perf::{
+    CounterGroup, Errno, OpenFailure, ReadError, SampledEvent, Target, open_failure_reason,
+};
+use sampled::{Rings, SampledState};
+use crate::plan::{GroupSpec, Machine, Plan, SampledSpec};
 use crate::snapshot::{CounterSample, GroupTimeSample, Labels, Latest, Snapshot};
 use std::collections::{BTreeMap, HashSet};
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Messages to a running sampler.
 #[derive(Debug)]
@@ -37,33 +41,26 @@ pub enum Control {
     Stop,
 }
 
+/// How often the rings of `by:` tracepoints are drained between
+/// collections: often enough that a ring of the default size holds the
+/// samples of a busy CPU in between.
+const DRAIN_EVERY: Duration = Duration::from_millis(100);
+
 /// Why a cgroup that a selector chose is not counted.
 pub const SKIP_REASONS: [&str; 2] = ["max_cgroups", "fd_budget"];
 
-/// An open group that keeps the count of perf descriptors honest: it adds
-/// its descriptors when opened and subtracts them when dropped, whatever
-/// path drops it.
+/// An open group whose descriptors are counted in the tally while it lives.
 #[derive(Debug)]
 struct Held {
     group: CounterGroup,
-    tally: Arc<AtomicU64>,
+    _fds: Tally,
 }
 
 impl Held {
     /// Counts `group`'s descriptors in `tally` for as long as it lives.
     fn new(group: CounterGroup, tally: &Arc<AtomicU64>) -> Self {
-        tally.fetch_add(group.fd_count() as u64, Ordering::Relaxed);
-        Self {
-            group,
-            tally: tally.clone(),
-        }
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        self.tally
-            .fetch_sub(self.group.fd_count() as u64, Ordering::Relaxed);
+        let fds = Tally::new(tally, group.fd_count() as u64);
+        Self { group, _fds: fds }
     }
 }
 
@@ -91,6 +88,8 @@ struct CgroupState {
     generation: u64,
     labels: Labels,
     groups: Vec<GroupState>,
+    /// Its `by:` tracepoints.
+    sampled: Vec<SampledState>,
     /// When counting this cgroup began: the start of all its series.
     created: SystemTime,
 }
@@ -102,6 +101,10 @@ struct Opener {
     tally: Arc<AtomicU64>,
     errors: BTreeMap<(&'static str, &'static str), u64>,
     logged: HashSet<(Arc<str>, OpenFailure)>,
+    /// The per-CPU rings of `by:` tracepoints.
+    rings: Rings,
+    /// Data pages of a new ring.
+    ring_pages: usize,
 }
 
 /// The budget ran out: the cgroup being opened must be given up.
@@ -127,10 +130,11 @@ impl Opener {
         if !self.budget.fits(self.used(), n) {
             return Err(OutOfFds);
         }
-        match CounterGroup::open(&spec.attrs(), Target::Cgroup(dir.as_fd()), cpu) {
+        let target = Target::Cgroup(dir.as_fd());
+        match CounterGroup::open_filtered(&spec.attrs(), &spec.filters(), target, cpu) {
             Ok(group) => Ok(Some(Held::new(group, &self.tally))),
             Err(e) => {
-                let failure = self.failed(spec, cgroup, cpu, e.errno);
+                let failure = self.failed(&spec.name, cgroup, cpu, e.errno);
                 if failure == OpenFailure::TooManyOpenFiles {
                     return Err(OutOfFds);
                 }
@@ -139,12 +143,45 @@ impl Opener {
         }
     }
 
-    fn failed(&mut self, spec: &GroupSpec, cgroup: &str, cpu: u32, errno: Errno) -> OpenFailure {
+    /// Opens a `by:` tracepoint for the cgroup whose directory is `dir` on
+    /// `cpu`, writing into that CPU's ring (opened if needed). Same results
+    /// as [`Opener::open`].
+    fn open_sampled(
+        &mut self,
+        spec: &SampledSpec,
+        cgroup: &Arc<str>,
+        dir: &std::fs::File,
+        cpu: u32,
+    ) -> Result<Option<(SampledEvent, Tally)>, OutOfFds> {
+        // One for the event, one for the ring if this CPU has none yet.
+        if !self.budget.fits(self.used(), 2) {
+            return Err(OutOfFds);
+        }
+        let opened = self.rings.ensure(cpu, self.ring_pages, &self.tally).and_then(|ring| {
+            let target = Target::Cgroup(dir.as_fd());
+            SampledEvent::open(&spec.attr, spec.filter.as_deref(), target, cpu, ring)
+        });
+        match opened {
+            Ok(event) => {
+                self.rings.register(event.id(), cgroup, &spec.label);
+                Ok(Some((event, Tally::new(&self.tally, 1))))
+            }
+            Err(errno) => {
+                let failure = self.failed(&spec.label, cgroup, cpu, errno);
+                if failure == OpenFailure::TooManyOpenFiles {
+                    return Err(OutOfFds);
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    fn failed(&mut self, name: &Arc<str>, cgroup: &str, cpu: u32, errno: Errno) -> OpenFailure {
         let failure = OpenFailure::from_errno(errno);
         *self.errors.entry(("open", failure.label())).or_default() += 1;
-        if failure != OpenFailure::Gone && self.logged.insert((spec.name.clone(), failure)) {
+        if failure != OpenFailure::Gone && self.logged.insert((name.clone(), failure)) {
             tracing::warn!(
-                group = %spec.name, cgroup, cpu,
+                group = %name, cgroup, cpu,
                 "cannot open group: {} (logged once per group and reason)",
                 open_failure_reason(errno)
             );
@@ -174,19 +211,21 @@ pub struct Sampler {
 
 impl Sampler {
     /// A sampler for `config` on `machine`, finding cgroups with `discovery`
-    /// and publishing into `latest`.
+    /// and publishing into `latest`. Fails on config mistakes only the
+    /// kernel can see (see [`Plan::build`]).
     pub fn new(
         config: &Config,
         machine: Machine,
         discovery: Discovery,
         budget: FdBudget,
         latest: Latest,
-    ) -> Self {
-        // Every perf descriptor, the hotplug canaries' included.
+    ) -> Result<Self, ConfigError> {
+        // Every perf descriptor, the hotplug canaries' and rings' included.
         let tally = Arc::new(AtomicU64::new(0));
-        let plan = Plan::build(config, &machine);
+        let plan = Plan::build(config, &machine)?;
+        let ring_pages = plan.ring_pages;
         log_support(&plan);
-        Self {
+        Ok(Self {
             machine,
             plan,
             generation: 0,
@@ -199,6 +238,8 @@ impl Sampler {
                 tally,
                 errors: BTreeMap::new(),
                 logged: HashSet::new(),
+                rings: Rings::default(),
+                ring_pages,
             },
             cgroups: BTreeMap::new(),
             skipped: SKIP_REASONS.iter().map(|r| (*r, 0)).collect(),
@@ -206,13 +247,14 @@ impl Sampler {
             reload_success_time: SystemTime::now(),
             latest,
             collections: 0,
-        }
+        })
     }
 
     /// Runs one interval: reads every group, follows CPUs going offline and
     /// online, picks up new and removed cgroups, and publishes the snapshot.
     pub fn collect(&mut self) {
         let started = Instant::now();
+        self.drain(None);
         self.read_all();
         self.follow_cpus();
         if let Some(found) = self.discovery.poll(&self.plan.selectors, false) {
@@ -237,7 +279,14 @@ impl Sampler {
                 next = now + self.plan.interval;
             }
             loop {
-                match control.recv_timeout(next.saturating_duration_since(Instant::now())) {
+                // Rings are drained between collections too, so that a
+                // burst fits in them.
+                let wake = match self.opener.rings.is_empty() {
+                    true => next,
+                    false => next.min(Instant::now() + DRAIN_EVERY),
+                };
+                match control.recv_timeout(wake.saturating_duration_since(Instant::now())) {
+                    Err(RecvTimeoutError::Timeout) if Instant::now() < next => self.drain(None),
                     Err(RecvTimeoutError::Timeout) => break,
                     Ok(Control::Reload(Ok(config))) => self.reload(&config),
                     Ok(Control::Reload(Err(reason))) => {
@@ -259,8 +308,16 @@ impl Sampler {
         if let Some(&cpu) = self.cpus.online().first() {
             self.machine.probe_cpu = cpu;
         }
-        self.plan = Plan::build(config, &self.machine);
+        self.plan = match Plan::build(config, &self.machine) {
+            Ok(plan) => plan,
+            Err(e) => {
+                self.reload_ok = false;
+                tracing::error!("config reload failed, keeping the running config: {e}");
+                return;
+            }
+        };
         log_support(&self.plan);
+        self.opener.ring_pages = self.plan.ring_pages;
         self.generation += 1;
         self.extractors = config.labels.clone();
         self.max_cgroups = config.max_cgroups;
@@ -273,6 +330,20 @@ impl Sampler {
         self.reload_ok = true;
         self.reload_success_time = SystemTime::now();
         tracing::info!("config reloaded");
+    }
+
+    /// Counts the pending samples of every ring (or of one CPU's).
+    fn drain(&mut self, only: Option<u32>) {
+        let cgroups = &mut self.cgroups;
+        let (mut key, mut value) = (String::new(), String::new());
+        self.opener.rings.drain(only, |cgroup, label, raw| {
+            let state = cgroups
+                .get_mut(cgroup)
+                .and_then(|c| c.sampled.iter_mut().find(|s| *s.spec.label == *label));
+            if let Some(state) = state {
+                state.count(raw, &mut key, &mut value);
+            }
+        });
     }
 
     fn read_all(&mut self) {
@@ -318,18 +389,28 @@ impl Sampler {
             tracing::info!(online = ?changes.open, offline = ?changes.closed, "CPUs changed");
         }
         let fs = self.discovery.fs().clone();
+        let gone = |cpu: u32| changes.closed.contains(&cpu) || changes.open.contains(&cpu);
         for state in self.cgroups.values_mut() {
             for group in &mut state.groups {
                 for counter in &mut group.cpus {
-                    if changes.closed.contains(&counter.cpu) || changes.open.contains(&counter.cpu)
-                    {
+                    if gone(counter.cpu) {
                         counter.open = None;
                     }
                 }
             }
-            if changes.open.is_empty() {
-                continue;
+            for sampled in &mut state.sampled {
+                for &cpu in changes.closed.iter().chain(&changes.open) {
+                    self.opener.rings.unregister(sampled.close(Some(cpu)).into_iter());
+                }
             }
+        }
+        for &cpu in changes.closed.iter().chain(&changes.open) {
+            self.opener.rings.close(cpu);
+        }
+        if changes.open.is_empty() {
+            return;
+        }
+        for state in self.cgroups.values_mut() {
             let Ok(dir) = std::fs::File::open(fs.dir(&state.path)) else {
                 continue; // Removed: the next scan drops it.
             };
@@ -343,6 +424,16 @@ impl Sampler {
                     group.counter(cpu).reopened(opened);
                 }
             }
+            for sampled in &mut state.sampled {
+                for &cpu in &changes.open {
+                    let opened = self
+                        .opener
+                        .open_sampled(&sampled.spec, &state.path, &dir, cpu);
+                    if let Ok(Some((event, fds))) = opened {
+                        sampled.opened(cpu, event, fds);
+                    }
+                }
+            }
         }
     }
 
@@ -352,8 +443,16 @@ impl Sampler {
     /// shallower paths, then by name.
     fn sync_cgroups(&mut self, mut found: Vec<Found>) {
         let alive: HashSet<(&str, u64)> = found.iter().map(|f| (f.path.as_str(), f.ino)).collect();
-        self.cgroups
-            .retain(|path, state| alive.contains(&(path.as_str(), state.ino)));
+        let rings = &mut self.opener.rings;
+        self.cgroups.retain(|path, state| {
+            let keep = alive.contains(&(path.as_str(), state.ino));
+            if !keep {
+                for sampled in &state.sampled {
+                    rings.unregister(sampled.ids());
+                }
+            }
+            keep
+        });
         found.sort_by(|a, b| {
             let key = |f: &Found| (f.selectors.first().copied(), f.path.matches('/').count());
             key(a).cmp(&key(b)).then_with(|| a.path.cmp(&b.path))
@@ -365,7 +464,7 @@ impl Sampler {
             // need nothing: no specs are built for them.
             if let Some(state) = self.cgroups.get_mut(&f.path) {
                 if state.generation != self.generation || state.selectors != f.selectors {
-                    let specs = self.plan.groups_for(&f.selectors);
+                    let specs = Wanted::of(&self.plan, &f.selectors);
                     state.selectors = f.selectors;
                     state.generation = self.generation;
                     let dir = std::fs::File::open(self.discovery.fs().dir(&f.path));
@@ -385,9 +484,8 @@ impl Sampler {
                 skipped.entry("max_cgroups").or_default().push(f.path);
                 continue;
             }
-            let specs = self.plan.groups_for(&f.selectors);
-            let cost: u64 =
-                specs.iter().map(|s| s.events.len() as u64).sum::<u64>() * online.len() as u64;
+            let specs = Wanted::of(&self.plan, &f.selectors);
+            let cost = specs.fds_per_cpu() * online.len() as u64;
             if !self.opener.budget.fits(self.opener.used(), cost) {
                 skipped.entry("fd_budget").or_default().push(f.path);
                 continue;
@@ -410,6 +508,7 @@ impl Sampler {
                 generation: self.generation,
                 labels: labels_for(&f.path, &self.extractors),
                 groups: Vec::new(),
+                sampled: Vec::new(),
                 created: SystemTime::now(),
             };
             match reconcile(&mut state, specs, &dir, &online, &mut self.opener) {
@@ -419,6 +518,7 @@ impl Sampler {
                 Err(OutOfFds) => skipped.entry("fd_budget").or_default().push(f.path),
             }
         }
+        self.opener.rings.close_if_idle();
         for reason in SKIP_REASONS {
             let paths = skipped.remove(reason).unwrap_or_default();
             let before = self.skipped.insert(reason, paths.len() as u64).unwrap_or(0);
@@ -466,6 +566,9 @@ impl Sampler {
                     series.push(&mut counters, &mut group_times, &group.spec, None, &sum);
                 }
             }
+            for sampled in &cgroup.sampled {
+                series.push_sampled(&mut counters, sampled);
+            }
         }
         Snapshot {
             taken_at: SystemTime::now(),
@@ -477,6 +580,8 @@ impl Sampler {
             open_fds: self.opener.used(),
             monitored_cgroups: self.cgroups.len() as u64,
             collection_seconds,
+            samples_lost: self.opener.rings.lost,
+            samples_undecodable: self.opener.rings.undecodable,
             collections: self.collections,
             reload_ok: self.reload_ok,
             reload_success_time: self.reload_success_time,
@@ -512,18 +617,42 @@ impl CpuCounter {
     }
 }
 
-/// Makes `state`'s groups those of `specs`: identical groups are kept as
-/// they are; a group whose events changed is opened anew and inherits the
-/// totals of the events it kept; groups no longer wanted are closed.
+/// What a cgroup's selectors ask the sampler to open there.
+struct Wanted {
+    groups: Vec<Arc<GroupSpec>>,
+    sampled: Vec<Arc<SampledSpec>>,
+}
+
+impl Wanted {
+    fn of(plan: &Plan, selectors: &[usize]) -> Self {
+        Self {
+            groups: plan.groups_for(selectors),
+            sampled: plan.sampled_for(selectors),
+        }
+    }
+
+    /// Descriptors per CPU (the shared rings aside).
+    fn fds_per_cpu(&self) -> u64 {
+        let events: usize = self.groups.iter().map(|s| s.events.len()).sum();
+        (events + self.sampled.len()) as u64
+    }
+}
+
+/// Makes `state`'s groups and `by:` tracepoints those wanted: identical
+/// ones are kept as they are; a group whose events changed is opened anew
+/// and inherits the totals of the events it kept; a `by:` tracepoint whose
+/// filter or bound changed keeps its counts if its label and fields did not;
+/// what is no longer wanted is closed.
 fn reconcile(
     state: &mut CgroupState,
-    specs: Vec<Arc<GroupSpec>>,
+    wanted: Wanted,
     dir: &std::fs::File,
     online: &[u32],
     opener: &mut Opener,
 ) -> Result<(), OutOfFds> {
+    reconcile_sampled(state, wanted.sampled, dir, online, opener)?;
     let mut old = std::mem::take(&mut state.groups);
-    for spec in specs {
+    for spec in wanted.groups {
         if let Some(i) = old.iter().position(|g| *g.spec == *spec) {
             state.groups.push(old.swap_remove(i));
             continue;
@@ -554,6 +683,42 @@ fn reconcile(
             }
         }
         state.groups.push(group);
+    }
+    Ok(())
+}
+
+fn reconcile_sampled(
+    state: &mut CgroupState,
+    wanted: Vec<Arc<SampledSpec>>,
+    dir: &std::fs::File,
+    online: &[u32],
+    opener: &mut Opener,
+) -> Result<(), OutOfFds> {
+    let mut old = std::mem::take(&mut state.sampled);
+    for spec in wanted {
+        if let Some(i) = old.iter().position(|s| *s.spec == *spec) {
+            state.sampled.push(old.swap_remove(i));
+            continue;
+        }
+        let mut new = SampledState::new(spec.clone());
+        let same_series = |s: &SampledState| {
+            s.spec.label == spec.label
+                && s.spec.fields.iter().map(|(name, _)| name).eq(spec.fields.iter().map(|(name, _)| name))
+        };
+        if let Some(i) = old.iter().position(same_series) {
+            let mut previous = old.swap_remove(i);
+            opener.rings.unregister(previous.close(None).into_iter());
+            new.counts = previous.counts;
+        }
+        for &cpu in online {
+            if let Some((event, fds)) = opener.open_sampled(&spec, &state.path, dir, cpu)? {
+                new.opened(cpu, event, fds);
+            }
+        }
+        state.sampled.push(new);
+    }
+    for mut gone in old {
+        opener.rings.unregister(gone.close(None).into_iter());
     }
     Ok(())
 }
@@ -602,6 +767,7 @@ impl Series<'_> {
                 labels: self.labels.clone(),
                 group: spec.name.clone(),
                 event: event.label.clone(),
+                fields: Box::new([]),
                 cpu,
                 value: if event.clock { value / 1e9 } else { *value },
                 clock: event.clock,
@@ -618,5 +784,30 @@ impl Series<'_> {
             never_ran_intervals: totals.never_ran_intervals,
             start_time: self.created,
         });
+    }
+
+    /// Adds the series of one `by:` tracepoint: one per value combination
+    /// (summed over CPUs: samples are counted where they are decoded).
+    fn push_sampled(&self, counters: &mut Vec<CounterSample>, sampled: &SampledState) {
+        let spec = &sampled.spec;
+        for (values, n) in sampled.counts.series(spec.fields.len()) {
+            let fields = spec
+                .fields
+                .iter()
+                .zip(values)
+                .map(|((name, _), value)| (name.clone(), Box::from(value)))
+                .collect();
+            counters.push(CounterSample {
+                cgroup: self.cgroup.clone(),
+                labels: self.labels.clone(),
+                group: crate::plan::TRACEPOINT_GROUP.into(),
+                event: spec.label.clone(),
+                fields,
+                cpu: None,
+                value: n as f64,
+                clock: false,
+                start_time: self.created,
+            });
+        }
     }
 }

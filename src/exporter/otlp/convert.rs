@@ -279,6 +279,7 @@ mod tests {
 
     fn sample(cgroup: &Arc<str>, event: usize, start: SystemTime) -> CounterSample {
         CounterSample {
+            fields: Box::new([]),
             cgroup: cgroup.clone(),
             labels: Arc::from(vec![("unit", Box::from("a.service"))]),
             group: "tracepoints".into(),

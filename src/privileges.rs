@@ -1,0 +1,127 @@
+//! Giving up, once the exporter is set up, every capability it no longer
+//! needs, so that a compromise of the running daemon (it parses HTTP and
+//! YAML from outside) is worth as little as possible.
+//!
+//! Start-up may need more than the daemon's steady state: `CAP_SYS_ADMIN` to
+//! mount tracefs, `CAP_NET_BIND_SERVICE` for a port below 1024,
+//! `CAP_SYS_RESOURCE` for the open-files limit. What stays is what reloads,
+//! new cgroups and CPUs coming back online need: opening perf events
+//! (`CAP_PERFMON`), walking cgroupfs and reading tracefs
+//! (`CAP_DAC_READ_SEARCH`), and mapping ring buffers beyond the kernel's
+//! `perf_event_mlock_kb` (`CAP_IPC_LOCK`). A capability the process does
+//! not have is not gained.
+//!
+//! Capabilities are per thread: this runs before cgperf starts any thread,
+//! so every thread inherits the reduced sets.
+
+use caps::{CapSet, Capability, CapsHashSet};
+
+/// What the running daemon keeps (where it had them).
+pub const KEPT: [Capability; 3] = [
+    Capability::CAP_PERFMON,
+    Capability::CAP_DAC_READ_SEARCH,
+    Capability::CAP_IPC_LOCK,
+];
+
+/// The outcome of [`drop_unneeded`], for the start-up log.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Dropped {
+    /// Capabilities removed from the permitted set, sorted.
+    pub dropped: Vec<String>,
+    /// Capabilities still permitted, sorted.
+    pub kept: Vec<String>,
+    /// Whether the bounding set was reduced too (needs `CAP_SETPCAP`), so
+    /// that nothing cgperf might execute could regain them.
+    pub bounding: bool,
+}
+
+/// Reduces the calling thread's permitted, effective and inheritable sets
+/// (and, when allowed, the bounding set) to [`KEPT`].
+///
+/// On a kernel older than `CAP_PERFMON` (5.8) perf needs `CAP_SYS_ADMIN`,
+/// so nothing is dropped there.
+pub fn drop_unneeded() -> Result<Dropped, String> {
+    if !perfmon_known() {
+        return Err("this kernel predates CAP_PERFMON (Linux 5.8), so perf still needs \
+                    CAP_SYS_ADMIN; keeping every capability"
+            .into());
+    }
+    let fail = |what: &str, e: caps::errors::CapsError| format!("{what}: {e}");
+    let kept: CapsHashSet = KEPT.into_iter().collect();
+    let permitted = caps::read(None, CapSet::Permitted).map_err(|e| fail("reading", e))?;
+    let effective = caps::read(None, CapSet::Effective).map_err(|e| fail("reading", e))?;
+    // The bounding set can only be reduced with CAP_SETPCAP in effect, so
+    // before anything else is dropped.
+    let bounding = effective.contains(&Capability::CAP_SETPCAP);
+    if bounding {
+        let bound = caps::read(None, CapSet::Bounding).map_err(|e| fail("reading", e))?;
+        for cap in bound.difference(&kept) {
+            caps::drop(None, CapSet::Bounding, *cap).map_err(|e| fail("bounding set", e))?;
+        }
+    }
+    let inheritable = caps::read(None, CapSet::Inheritable).map_err(|e| fail("reading", e))?;
+    let keep = |set: &CapsHashSet| -> CapsHashSet { set.intersection(&kept).copied().collect() };
+    // Effective must stay within permitted at every step: shrink it first.
+    caps::set(None, CapSet::Effective, &keep(&effective)).map_err(|e| fail("effective set", e))?;
+    caps::set(None, CapSet::Inheritable, &keep(&inheritable))
+        .map_err(|e| fail("inheritable set", e))?;
+    caps::set(None, CapSet::Permitted, &keep(&permitted)).map_err(|e| fail("permitted set", e))?;
+    let names = |set: CapsHashSet| {
+        let mut names: Vec<String> = set.into_iter().map(|c| c.to_string()).collect();
+        names.sort();
+        names
+    };
+    Ok(Dropped {
+        dropped: names(permitted.difference(&kept).copied().collect()),
+        kept: names(keep(&permitted)),
+        bounding,
+    })
+}
+
+/// Whether the running kernel knows `CAP_PERFMON` (it lists the highest
+/// capability number it knows).
+fn perfmon_known() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse::<u8>().ok())
+        .is_some_and(|last| last >= Capability::CAP_PERFMON.index())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_kernel_knows_perfmon() {
+        assert!(perfmon_known(), "Linux 5.8+ is required by the tests");
+    }
+
+    #[test]
+    fn drops_all_but_the_kept_set_in_a_thread_of_its_own() {
+        // Capabilities are per thread: a thread of its own leaves the test
+        // harness's alone.
+        let result = std::thread::spawn(|| {
+            let had = caps::read(None, CapSet::Permitted).expect("read");
+            assert!(
+                had.contains(&Capability::CAP_SYS_ADMIN),
+                "this test must run as root (it checks that CAP_SYS_ADMIN is dropped)"
+            );
+            let dropped = drop_unneeded().expect("drop");
+            let now = caps::read(None, CapSet::Permitted).expect("read");
+            let effective = caps::read(None, CapSet::Effective).expect("read");
+            (dropped, now, effective)
+        })
+        .join()
+        .expect("thread");
+        let (dropped, now, effective) = result;
+        let kept: CapsHashSet = KEPT.into_iter().collect();
+        assert_eq!(now, kept);
+        assert_eq!(effective, kept);
+        assert!(dropped.dropped.contains(&"CAP_SYS_ADMIN".to_owned()), "{dropped:?}");
+        assert_eq!(
+            dropped.kept,
+            ["CAP_DAC_READ_SEARCH", "CAP_IPC_LOCK", "CAP_PERFMON"]
+        );
+        assert!(dropped.bounding);
+    }
+}

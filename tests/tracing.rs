@@ -1,0 +1,290 @@
+//! Tracing depth on the real kernel: filtered tracepoints, counts by field
+//! value through ring buffers (and what happens when a ring overflows),
+//! uprobes and kprobes, each on deterministic workloads in fresh cgroups.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+
+const TP: &str = "syscalls:sys_enter_getpriority";
+
+/// `n` calls of `getpriority(PRIO_PROCESS, 0)` (`which` = 0) and `m` of
+/// `getpriority(PRIO_PGRP, 0)` (`which` = 1) in `cgroup`.
+fn getpriority_workload(cgroup: &Path, n: u64, m: u64) {
+    in_child(Some(cgroup), || {
+        for _ in 0..n {
+            // SAFETY: raw syscalls with integer arguments.
+            unsafe { libc::syscall(libc::SYS_getpriority, libc::PRIO_PROCESS, 0) };
+        }
+        for _ in 0..m {
+            // SAFETY: as above.
+            unsafe { libc::syscall(libc::SYS_getpriority, libc::PRIO_PGRP, 0) };
+        }
+    });
+}
+
+/// `getpriority(PRIO_PROCESS, who)` for `who` = 1..=5, `who` times each.
+fn getpriority_who_workload(cgroup: &Path) {
+    in_child(Some(cgroup), || {
+        for who in 1..=5 {
+            for _ in 0..who {
+                // SAFETY: a raw syscall with integer arguments.
+                unsafe { libc::syscall(libc::SYS_getpriority, libc::PRIO_PROCESS, who) };
+            }
+        }
+    });
+}
+
+/// Every `cgperf_events_total` series of `event` in `cgroup`: its labels
+/// line and value.
+fn series<'a>(body: &'a str, cgroup: &str, event: &str) -> Vec<(&'a str, f64)> {
+    let cgroup = format!("cgroup=\"{cgroup}\"");
+    let event = format!("event=\"{event}\"");
+    body.lines()
+        .filter(|l| l.starts_with("cgperf_events_total{"))
+        .filter(|l| l.contains(&cgroup) && l.contains(&event))
+        .filter_map(|l| {
+            let (labels, value) = l.rsplit_once(' ')?;
+            Some((labels, value.parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn plain_filtered_and_by_field_counts_are_exact() {
+    const N: u64 = 1000;
+    const M: u64 = 300;
+    let cg = TestCgroup::create("cgperf-tracing-exact");
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms
+tracepoints:
+  - {TP}
+  - name: {TP}
+    filter: \"which == 1\"
+    as: pgrp_lookups
+  - name: {TP}
+    by: [which]
+    as: getpriority_by_which
+cgroups:
+  - path: {}
+",
+        cg.rel
+    )));
+    let plain = [("cgroup", cg.rel.as_str()), ("event", TP)];
+    exporter.wait_for("the test cgroup's series", |b| {
+        value(b, "cgperf_events_total", &plain).is_some()
+    });
+    getpriority_workload(&cg.dir, N, M);
+    let body = exporter.wait_collections(3);
+    assert_eq!(
+        value(&body, "cgperf_events_total", &plain),
+        Some((N + M) as f64),
+        "{body}"
+    );
+    let filtered = [
+        ("cgroup", cg.rel.as_str()),
+        ("group", "tracepoints"),
+        ("event", "pgrp_lookups"),
+    ];
+    assert_eq!(value(&body, "cgperf_events_total", &filtered), Some(M as f64));
+    let by = |which: &str| {
+        value(
+            &body,
+            "cgperf_events_total",
+            &[
+                ("cgroup", cg.rel.as_str()),
+                ("group", "tracepoints"),
+                ("event", "getpriority_by_which"),
+                ("which", which),
+            ],
+        )
+    };
+    assert_eq!(by("0"), Some(N as f64), "{body}");
+    assert_eq!(by("1"), Some(M as f64), "{body}");
+    assert_eq!(series(&body, &cg.rel, "getpriority_by_which").len(), 2, "{body}");
+    assert_eq!(value(&body, "cgperf_samples_lost_total", &[]), Some(0.0));
+    assert_eq!(value(&body, "cgperf_samples_undecodable_total", &[]), Some(0.0));
+}
+
+#[test]
+fn values_beyond_max_series_fold_into_other() {
+    let cg = TestCgroup::create("cgperf-tracing-other");
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms
+tracepoints:
+  - name: {TP}
+    by: [which, who]
+    as: by_who
+    max_series: 2
+cgroups:
+  - path: {}
+",
+        cg.rel
+    )));
+    exporter.wait_collections(1);
+    // who = 1..=5, `who` calls each: 15 hits over 5 value combinations.
+    getpriority_who_workload(&cg.dir);
+    let body = exporter.wait_collections(3);
+    let all = series(&body, &cg.rel, "by_who");
+    assert_eq!(all.len(), 3, "two series and `other`:\n{body}");
+    let total: f64 = all.iter().map(|(_, v)| v).sum();
+    assert_eq!(total, 15.0, "{body}");
+    let other: Vec<_> = all
+        .iter()
+        .filter(|(l, _)| l.contains("which=\"other\",who=\"other\""))
+        .collect();
+    assert_eq!(other.len(), 1, "{body}");
+    for (labels, value) in &all {
+        if labels.contains("other") {
+            continue;
+        }
+        // A series kept by its own values counts exactly that `who`.
+        let who: f64 = labels
+            .split("who=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no who label in {labels}"));
+        assert!(labels.contains("which=\"0\""), "{labels}");
+        assert_eq!(*value, who, "{labels}");
+    }
+}
+
+#[test]
+fn a_full_ring_loses_samples_counted_and_never_mislabels() {
+    const BURST: u64 = 200_000;
+    let cg = TestCgroup::create("cgperf-tracing-lost");
+    // One 4 KiB page per CPU holds about a hundred samples: the burst
+    // overflows it between two drains.
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms
+ring_pages: 1
+tracepoints:
+  - name: {TP}
+    by: [which]
+    as: by_which
+cgroups:
+  - path: {}
+",
+        cg.rel
+    )));
+    exporter.wait_collections(1);
+    getpriority_workload(&cg.dir, BURST, 0);
+    exporter.wait_collections(2);
+    // The kernel reports losses with the next sample it manages to write
+    // into the ring: one more hit, with `which` = 1, flushes the report.
+    getpriority_workload(&cg.dir, 0, 1);
+    let body = exporter.wait_collections(3);
+    let lost = value(&body, "cgperf_samples_lost_total", &[]).expect("lost metric");
+    assert!(lost > 0.0, "a burst of {BURST} must overflow one page:\n{body}");
+    let labels = [("cgroup", cg.rel.as_str()), ("event", "by_which")];
+    let zero = value(&body, "cgperf_events_total", &[labels[0], labels[1], ("which", "0")])
+        .unwrap_or(0.0);
+    let one = value(&body, "cgperf_events_total", &[labels[0], labels[1], ("which", "1")]);
+    assert_eq!(one, Some(1.0), "{body}");
+    // Every hit is either counted under its true value or reported lost.
+    assert_eq!(zero + lost, BURST as f64, "{body}");
+    assert_eq!(series(&body, &cg.rel, "by_which").len(), 2, "{body}");
+    assert_eq!(value(&body, "cgperf_samples_undecodable_total", &[]), Some(0.0));
+}
+
+/// The function the uprobe test counts; `no_mangle` keeps its symbol name.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn cgperf_tracing_uprobe_target(x: u64) -> u64 {
+    std::hint::black_box(x).wrapping_mul(3)
+}
+
+#[test]
+fn uprobe_on_a_function_counts_its_calls() {
+    const K: u64 = 777;
+    let exe = std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .expect("test binary path");
+    let cg = TestCgroup::create("cgperf-tracing-uprobe");
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms
+probes:
+  - uprobe: {}:cgperf_tracing_uprobe_target
+    as: target_calls
+cgroups:
+  - path: {}
+",
+        exe.display(),
+        cg.rel
+    )));
+    let labels = [
+        ("cgroup", cg.rel.as_str()),
+        ("group", "probes"),
+        ("event", "target_calls"),
+    ];
+    exporter.wait_for("the probe's series", |b| {
+        value(b, "cgperf_events_total", &labels).is_some()
+    });
+    in_child(Some(&cg.dir), || {
+        for i in 0..K {
+            cgperf_tracing_uprobe_target(i);
+        }
+    });
+    // Calls outside the cgroup are not counted.
+    for i in 0..10 {
+        cgperf_tracing_uprobe_target(i);
+    }
+    let body = exporter.wait_collections(3);
+    assert_eq!(value(&body, "cgperf_events_total", &labels), Some(K as f64), "{body}");
+}
+
+#[test]
+fn kprobes_are_reported_missing_from_this_kernel() {
+    let config = config_file("probes:\n  - kprobe: do_sys_openat2\n    as: openat2_calls\n");
+    let path = config.path().to_str().expect("utf-8 path");
+    let (code, out, err) = run_cgperf(&["check", "--config.file", path]);
+    assert_eq!(code, 0, "an unsupported probe is not a config error:\n{out}{err}");
+    assert!(out.contains("openat2_calls"), "{out}");
+    assert!(
+        out.contains(
+            "this kernel has no kprobe PMU (built without CONFIG_KPROBE_EVENTS): kprobe \
+             `do_sys_openat2` cannot be counted"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn filters_the_kernel_rejects_are_config_errors() {
+    let cases = [
+        ("which === 1", "the kernel rejected the filter \"which === 1\""),
+        ("which = 1", "the kernel rejected the filter \"which = 1\""),
+        ("which == \\\"abc\\\"", "EINVAL: a comparison does not parse"),
+        ("(which == 1", "ENOENT: the expression is incomplete"),
+        ("nosuchfield == 1", "has no field `nosuchfield`"),
+        ("whihc == 1", "has no field `whihc`"),
+    ];
+    for (filter, needle) in cases {
+        let config = config_file(&format!(
+            "tracepoints:\n  - name: {TP}\n    filter: \"{filter}\"\n"
+        ));
+        let path = config.path().to_str().expect("utf-8 path");
+        let (code, out, err) = run_cgperf(&["check", "--config.file", path]);
+        assert_eq!(code, 1, "filter {filter:?}:\n{out}{err}");
+        assert!(err.contains(needle), "filter {filter:?}:\n{err}");
+        assert!(err.contains(&format!("{path}:2:5:")), "position:\n{err}");
+        assert!(err.contains("fields of this tracepoint: "), "hint:\n{err}");
+    }
+    // The suggestion for a near miss.
+    let config = config_file(&format!("tracepoints:\n  - {{name: {TP}, filter: \"whihc == 1\"}}\n"));
+    let path = config.path().to_str().expect("utf-8 path");
+    let (_, _, err) = run_cgperf(&["check", "--config.file", path]);
+    assert!(err.contains("did you mean `which`?"), "{err}");
+    // A `by:` field the tracepoint lacks.
+    let config = config_file(&format!("tracepoints:\n  - {{name: {TP}, by: [whom]}}\n"));
+    let path = config.path().to_str().expect("utf-8 path");
+    let (code, _, err) = run_cgperf(&["check", "--config.file", path]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("has no field `whom`"), "{err}");
+    // The exporter refuses to start on it, too.
+    let (code, _, err) = run_cgperf(&["--config.file", path, "--web.listen-address", "127.0.0.1:0"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("invalid config"), "{err}");
+}
