@@ -27,7 +27,8 @@ impl Drop for Cpu1Back {
     }
 }
 
-/// `n` getppid calls on `cpu`, in `cgroup`.
+/// `n` getppid calls and `n` getpriority(PRIO_PGRP) calls on `cpu`, in
+/// `cgroup`.
 fn getppid_on(cgroup: &Path, cpu: usize, n: u64) {
     in_child(Some(cgroup), || {
         // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes into it.
@@ -39,6 +40,7 @@ fn getppid_on(cgroup: &Path, cpu: usize, n: u64) {
             }
             for _ in 0..n {
                 libc::syscall(libc::SYS_getppid);
+                libc::syscall(libc::SYS_getpriority, libc::PRIO_PGRP, 0);
             }
         }
     });
@@ -57,6 +59,16 @@ fn on_cpu(body: &str, cgroup: &str, cpu: &str) -> f64 {
     .unwrap_or_else(|| panic!("no series for cpu {cpu}:\n{body}"))
 }
 
+/// The sampled (`by:`) count of getpriority(PRIO_PGRP), over all CPUs.
+fn sampled(body: &str, cgroup: &str) -> f64 {
+    value(
+        body,
+        "cgperf_events_total",
+        &[("cgroup", cgroup), ("event", "by_which"), ("which", "1")],
+    )
+    .unwrap_or_else(|| panic!("no sampled series:\n{body}"))
+}
+
 #[test]
 fn counts_stay_exact_and_monotonic_across_cpu_hotplug() {
     assert!(
@@ -67,7 +79,9 @@ fn counts_stay_exact_and_monotonic_across_cpu_hotplug() {
     set_cpu1(true);
     let cg = TestCgroup::create("cgperf-hotplug");
     let exporter = Exporter::start(Some(&format!(
-        "interval: 1s\nper_cpu: true\ntracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - path: {}\n",
+        "interval: 1s\nper_cpu: true\ntracepoints:\n  - syscalls:sys_enter_getppid\n  \
+         - {{name: syscalls:sys_enter_getpriority, by: [which], as: by_which}}\n\
+         cgroups:\n  - path: {}\n",
         cg.rel
     )));
     exporter.wait_collections(1);
@@ -78,6 +92,7 @@ fn counts_stay_exact_and_monotonic_across_cpu_hotplug() {
         (on_cpu(&body, &cg.rel, "0"), on_cpu(&body, &cg.rel, "1")),
         (0.0, 1000.0)
     );
+    assert_eq!(sampled(&body, &cg.rel), 1000.0, "{body}");
 
     // cpu1 goes away: its series stays (monotonic), the other CPU counts on.
     set_cpu1(false);
@@ -88,6 +103,7 @@ fn counts_stay_exact_and_monotonic_across_cpu_hotplug() {
         (on_cpu(&body, &cg.rel, "0"), on_cpu(&body, &cg.rel, "1")),
         (200.0, 1000.0)
     );
+    assert_eq!(sampled(&body, &cg.rel), 1200.0, "{body}");
     assert_eq!(
         value(&body, "cgperf_read_errors_total", &[]),
         None,
@@ -103,6 +119,7 @@ fn counts_stay_exact_and_monotonic_across_cpu_hotplug() {
         (on_cpu(&body, &cg.rel, "0"), on_cpu(&body, &cg.rel, "1")),
         (200.0, 1030.0)
     );
+    assert_eq!(sampled(&body, &cg.rel), 1230.0, "{body}");
 
     // Offline and back within one interval: the kernel's list looks the
     // same before and after, the canary notices.
@@ -116,4 +133,5 @@ fn counts_stay_exact_and_monotonic_across_cpu_hotplug() {
         (on_cpu(&body, &cg.rel, "0"), on_cpu(&body, &cg.rel, "1")),
         (200.0, 1037.0)
     );
+    assert_eq!(sampled(&body, &cg.rel), 1237.0, "{body}");
 }
