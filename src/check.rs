@@ -123,7 +123,10 @@ fn rows(config: &Config, machine: &Machine, plan: &Plan) -> Vec<Row> {
             status: verdict(plan, &def.name, None),
         });
     }
-    let tracepoints = config.tracepoints.iter().map(|t| (TRACEPOINT_GROUP, &t.label));
+    let tracepoints = config
+        .tracepoints
+        .iter()
+        .map(|t| (TRACEPOINT_GROUP, &t.label));
     let probes = config.probes.iter().map(|p| (PROBE_GROUP, &p.label));
     for (group, label) in tracepoints.chain(probes) {
         rows.push(Row {

@@ -261,7 +261,7 @@ fn serve(
         .set_nonblocking(true)
         .context("making the listener non-blocking")?;
     // Before any thread starts, so that all inherit the reduced sets.
-    match crate::privileges::drop_unneeded() {
+    match crate::privileges::drop_unneeded(!config.probes.is_empty()) {
         Ok(d) if d.dropped.is_empty() => {
             tracing::debug!(kept = ?d.kept, "no capabilities to drop");
         }

@@ -426,10 +426,14 @@ fn rejected_filter(
 ) -> ConfigError {
     // The kernel explains a rejected filter only by its errno.
     let why = match errno.0 {
-        libc::EINVAL => "a comparison does not parse, or compares a field with a value of the \
-                         wrong type",
-        libc::ENOENT => "the expression is incomplete, e.g. an unbalanced parenthesis or an \
-                         operator without a field",
+        libc::EINVAL => {
+            "a comparison does not parse, or compares a field with a value of the \
+                         wrong type"
+        }
+        libc::ENOENT => {
+            "the expression is incomplete, e.g. an unbalanced parenthesis or an \
+                         operator without a field"
+        }
         libc::ENOMEM | libc::E2BIG | libc::ENOSPC => "the expression is too long or too complex",
         _ => "the kernel gave no other reason",
     };
@@ -461,8 +465,19 @@ fn plan_probe(def: &ProbeDef, machine: &Machine) -> Result<PlannedEvent, String>
         name: PROBE_GROUP.into(),
         events: vec![event.clone()],
     };
-    probe(&spec, &machine.probe_cgroup, machine.probe_cpu)?;
-    Ok(event)
+    match open_once(&spec, &machine.probe_cgroup, machine.probe_cpu) {
+        Ok(()) => Ok(event),
+        Err(ProbeFailure::Open(errno, _)) if matches!(errno.0, libc::EACCES | libc::EPERM) => {
+            Err(format!(
+                "{} `{}`: permission denied: the kernel's {} PMU needs CAP_SYS_ADMIN \
+                 (CAP_PERFMON is not enough) ({errno})",
+                def.spec.kind(),
+                def.spec.text(),
+                def.spec.kind()
+            ))
+        }
+        Err(e) => Err(e.reason(&spec)),
+    }
 }
 
 /// Resolves every event of a group, or says which one cannot be resolved.

@@ -36,18 +36,26 @@ pub struct Dropped {
 }
 
 /// Reduces the calling thread's permitted, effective and inheritable sets
-/// (and, when allowed, the bounding set) to [`KEPT`].
+/// (and, when allowed, the bounding set) to [`KEPT`], plus `CAP_SYS_ADMIN`
+/// when `probes` is set: the kernel's uprobe and kprobe PMUs refuse
+/// `CAP_PERFMON` alone (EACCES, measured on Linux 6.18), and a CPU coming
+/// back online reopens them.
 ///
 /// On a kernel older than `CAP_PERFMON` (5.8) perf needs `CAP_SYS_ADMIN`,
 /// so nothing is dropped there.
-pub fn drop_unneeded() -> Result<Dropped, String> {
+pub fn drop_unneeded(probes: bool) -> Result<Dropped, String> {
     if !perfmon_known() {
-        return Err("this kernel predates CAP_PERFMON (Linux 5.8), so perf still needs \
+        return Err(
+            "this kernel predates CAP_PERFMON (Linux 5.8), so perf still needs \
                     CAP_SYS_ADMIN; keeping every capability"
-            .into());
+                .into(),
+        );
     }
     let fail = |what: &str, e: caps::errors::CapsError| format!("{what}: {e}");
-    let kept: CapsHashSet = KEPT.into_iter().collect();
+    let mut kept: CapsHashSet = KEPT.into_iter().collect();
+    if probes {
+        kept.insert(Capability::CAP_SYS_ADMIN);
+    }
     let permitted = caps::read(None, CapSet::Permitted).map_err(|e| fail("reading", e))?;
     let effective = caps::read(None, CapSet::Effective).map_err(|e| fail("reading", e))?;
     // The bounding set can only be reduced with CAP_SETPCAP in effect, so
@@ -106,7 +114,7 @@ mod tests {
                 had.contains(&Capability::CAP_SYS_ADMIN),
                 "this test must run as root (it checks that CAP_SYS_ADMIN is dropped)"
             );
-            let dropped = drop_unneeded().expect("drop");
+            let dropped = drop_unneeded(false).expect("drop");
             let now = caps::read(None, CapSet::Permitted).expect("read");
             let effective = caps::read(None, CapSet::Effective).expect("read");
             (dropped, now, effective)
@@ -114,14 +122,33 @@ mod tests {
         .join()
         .expect("thread");
         let (dropped, now, effective) = result;
-        let kept: CapsHashSet = KEPT.into_iter().collect();
+        let mut kept: CapsHashSet = KEPT.into_iter().collect();
+        if probes {
+            kept.insert(Capability::CAP_SYS_ADMIN);
+        }
         assert_eq!(now, kept);
         assert_eq!(effective, kept);
-        assert!(dropped.dropped.contains(&"CAP_SYS_ADMIN".to_owned()), "{dropped:?}");
+        assert!(
+            dropped.dropped.contains(&"CAP_SYS_ADMIN".to_owned()),
+            "{dropped:?}"
+        );
         assert_eq!(
             dropped.kept,
             ["CAP_DAC_READ_SEARCH", "CAP_IPC_LOCK", "CAP_PERFMON"]
         );
         assert!(dropped.bounding);
+    }
+
+    #[test]
+    fn probes_keep_cap_sys_admin() {
+        let (dropped, now) = std::thread::spawn(|| {
+            let dropped = drop_unneeded(true).expect("drop");
+            (dropped, caps::read(None, CapSet::Permitted).expect("read"))
+        })
+        .join()
+        .expect("thread");
+        assert!(now.contains(&Capability::CAP_SYS_ADMIN), "{dropped:?}");
+        assert!(!now.contains(&Capability::CAP_SYS_PTRACE), "{dropped:?}");
+        assert_eq!(now.len(), KEPT.len() + 1);
     }
 }

@@ -442,7 +442,11 @@ cgroups:
 
     // A cgroup that appears after the drop: found, opened, counted.
     let cg = TestCgroup::create_under("", &name);
-    let by_which = [("cgroup", rel.as_str()), ("event", "by_which"), ("which", "1")];
+    let by_which = [
+        ("cgroup", rel.as_str()),
+        ("event", "by_which"),
+        ("which", "1"),
+    ];
     exporter.wait_collections(2);
     in_child(Some(&cg.dir), || {
         for _ in 0..250 {
@@ -458,7 +462,11 @@ cgroups:
     } else {
         exporter.wait_collections(2)
     };
-    assert_eq!(value(&body, "cgperf_events_total", &by_which), Some(250.0), "{body}");
+    assert_eq!(
+        value(&body, "cgperf_events_total", &by_which),
+        Some(250.0),
+        "{body}"
+    );
 
     // A reload that adds a tracepoint: tracefs is read and a new event
     // opened with only the kept capabilities.
@@ -469,13 +477,28 @@ cgroups:
     std::fs::write(config.path(), second).expect("rewrite config");
     // SAFETY: sending a signal to our own child.
     assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
-    let getppid = [("cgroup", rel.as_str()), ("event", "syscalls:sys_enter_getppid")];
+    let getppid = [
+        ("cgroup", rel.as_str()),
+        ("event", "syscalls:sys_enter_getppid"),
+    ];
     exporter.wait_for("the reloaded tracepoint", |b| {
         value(b, "cgperf_events_total", &getppid).is_some()
     });
     getppid_workload(Some(&cg.dir), 1234);
     let body = exporter.wait_collections(3);
-    assert_eq!(value(&body, "cgperf_events_total", &getppid), Some(1234.0), "{body}");
-    assert_eq!(value(&body, "cgperf_events_total", &by_which), Some(250.0), "{body}");
-    assert_eq!(value(&body, "cgperf_open_errors_total", &[]), None, "{body}");
+    assert_eq!(
+        value(&body, "cgperf_events_total", &getppid),
+        Some(1234.0),
+        "{body}"
+    );
+    assert_eq!(
+        value(&body, "cgperf_events_total", &by_which),
+        Some(250.0),
+        "{body}"
+    );
+    assert_eq!(
+        value(&body, "cgperf_open_errors_total", &[]),
+        None,
+        "{body}"
+    );
 }

@@ -24,6 +24,28 @@ fn getpriority_workload(cgroup: &Path, n: u64, m: u64) {
     });
 }
 
+/// `n` calls of `getpriority(PRIO_PROCESS, 0)` and `m` of
+/// `getpriority(PRIO_PGRP, 0)` in `cgroup`, all on CPU 0.
+fn getpriority_on_cpu0(cgroup: &Path, n: u64, m: u64) {
+    in_child(Some(cgroup), || {
+        // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes into it; the
+        // rest are raw syscalls with integer arguments.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
+                libc::_exit(4);
+            }
+            for _ in 0..n {
+                libc::syscall(libc::SYS_getpriority, libc::PRIO_PROCESS, 0);
+            }
+            for _ in 0..m {
+                libc::syscall(libc::SYS_getpriority, libc::PRIO_PGRP, 0);
+            }
+        }
+    });
+}
+
 /// `getpriority(PRIO_PROCESS, who)` for `who` = 1..=5, `who` times each.
 fn getpriority_who_workload(cgroup: &Path) {
     in_child(Some(cgroup), || {
@@ -87,7 +109,10 @@ cgroups:
         ("group", "tracepoints"),
         ("event", "pgrp_lookups"),
     ];
-    assert_eq!(value(&body, "cgperf_events_total", &filtered), Some(M as f64));
+    assert_eq!(
+        value(&body, "cgperf_events_total", &filtered),
+        Some(M as f64)
+    );
     let by = |which: &str| {
         value(
             &body,
@@ -102,9 +127,16 @@ cgroups:
     };
     assert_eq!(by("0"), Some(N as f64), "{body}");
     assert_eq!(by("1"), Some(M as f64), "{body}");
-    assert_eq!(series(&body, &cg.rel, "getpriority_by_which").len(), 2, "{body}");
+    assert_eq!(
+        series(&body, &cg.rel, "getpriority_by_which").len(),
+        2,
+        "{body}"
+    );
     assert_eq!(value(&body, "cgperf_samples_lost_total", &[]), Some(0.0));
-    assert_eq!(value(&body, "cgperf_samples_undecodable_total", &[]), Some(0.0));
+    assert_eq!(
+        value(&body, "cgperf_samples_undecodable_total", &[]),
+        Some(0.0)
+    );
 }
 
 #[test]
@@ -170,23 +202,38 @@ cgroups:
         cg.rel
     )));
     exporter.wait_collections(1);
-    getpriority_workload(&cg.dir, BURST, 0);
+    // On one CPU, so that one ring holds all the samples and the losses.
+    getpriority_on_cpu0(&cg.dir, BURST, 0);
     exporter.wait_collections(2);
     // The kernel reports losses with the next sample it manages to write
-    // into the ring: one more hit, with `which` = 1, flushes the report.
-    getpriority_workload(&cg.dir, 0, 1);
+    // into the same ring: one more hit, with `which` = 1, flushes the report.
+    getpriority_on_cpu0(&cg.dir, 0, 1);
     let body = exporter.wait_collections(3);
     let lost = value(&body, "cgperf_samples_lost_total", &[]).expect("lost metric");
-    assert!(lost > 0.0, "a burst of {BURST} must overflow one page:\n{body}");
+    assert!(
+        lost > 0.0,
+        "a burst of {BURST} must overflow one page:\n{body}"
+    );
     let labels = [("cgroup", cg.rel.as_str()), ("event", "by_which")];
-    let zero = value(&body, "cgperf_events_total", &[labels[0], labels[1], ("which", "0")])
-        .unwrap_or(0.0);
-    let one = value(&body, "cgperf_events_total", &[labels[0], labels[1], ("which", "1")]);
+    let zero = value(
+        &body,
+        "cgperf_events_total",
+        &[labels[0], labels[1], ("which", "0")],
+    )
+    .unwrap_or(0.0);
+    let one = value(
+        &body,
+        "cgperf_events_total",
+        &[labels[0], labels[1], ("which", "1")],
+    );
     assert_eq!(one, Some(1.0), "{body}");
     // Every hit is either counted under its true value or reported lost.
     assert_eq!(zero + lost, BURST as f64, "{body}");
     assert_eq!(series(&body, &cg.rel, "by_which").len(), 2, "{body}");
-    assert_eq!(value(&body, "cgperf_samples_undecodable_total", &[]), Some(0.0));
+    assert_eq!(
+        value(&body, "cgperf_samples_undecodable_total", &[]),
+        Some(0.0)
+    );
 }
 
 /// The function the uprobe test counts; `no_mangle` keeps its symbol name.
@@ -232,7 +279,11 @@ cgroups:
         cgperf_tracing_uprobe_target(i);
     }
     let body = exporter.wait_collections(3);
-    assert_eq!(value(&body, "cgperf_events_total", &labels), Some(K as f64), "{body}");
+    assert_eq!(
+        value(&body, "cgperf_events_total", &labels),
+        Some(K as f64),
+        "{body}"
+    );
 }
 
 #[test]
@@ -240,7 +291,10 @@ fn kprobes_are_reported_missing_from_this_kernel() {
     let config = config_file("probes:\n  - kprobe: do_sys_openat2\n    as: openat2_calls\n");
     let path = config.path().to_str().expect("utf-8 path");
     let (code, out, err) = run_cgperf(&["check", "--config.file", path]);
-    assert_eq!(code, 0, "an unsupported probe is not a config error:\n{out}{err}");
+    assert_eq!(
+        code, 0,
+        "an unsupported probe is not a config error:\n{out}{err}"
+    );
     assert!(out.contains("openat2_calls"), "{out}");
     assert!(
         out.contains(
@@ -254,9 +308,15 @@ fn kprobes_are_reported_missing_from_this_kernel() {
 #[test]
 fn filters_the_kernel_rejects_are_config_errors() {
     let cases = [
-        ("which === 1", "the kernel rejected the filter \"which === 1\""),
+        (
+            "which === 1",
+            "the kernel rejected the filter \"which === 1\"",
+        ),
         ("which = 1", "the kernel rejected the filter \"which = 1\""),
-        ("which == \\\"abc\\\"", "EINVAL: a comparison does not parse"),
+        (
+            "which == \\\"abc\\\"",
+            "EINVAL: a comparison does not parse",
+        ),
         ("(which == 1", "ENOENT: the expression is incomplete"),
         ("nosuchfield == 1", "has no field `nosuchfield`"),
         ("whihc == 1", "has no field `whihc`"),
@@ -273,7 +333,9 @@ fn filters_the_kernel_rejects_are_config_errors() {
         assert!(err.contains("fields of this tracepoint: "), "hint:\n{err}");
     }
     // The suggestion for a near miss.
-    let config = config_file(&format!("tracepoints:\n  - {{name: {TP}, filter: \"whihc == 1\"}}\n"));
+    let config = config_file(&format!(
+        "tracepoints:\n  - {{name: {TP}, filter: \"whihc == 1\"}}\n"
+    ));
     let path = config.path().to_str().expect("utf-8 path");
     let (_, _, err) = run_cgperf(&["check", "--config.file", path]);
     assert!(err.contains("did you mean `which`?"), "{err}");
@@ -284,7 +346,8 @@ fn filters_the_kernel_rejects_are_config_errors() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("has no field `whom`"), "{err}");
     // The exporter refuses to start on it, too.
-    let (code, _, err) = run_cgperf(&["--config.file", path, "--web.listen-address", "127.0.0.1:0"]);
+    let (code, _, err) =
+        run_cgperf(&["--config.file", path, "--web.listen-address", "127.0.0.1:0"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("invalid config"), "{err}");
 }

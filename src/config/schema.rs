@@ -68,7 +68,7 @@ pub(crate) enum RawTracepoint {
     /// `- sched:sched_switch`
     Name(String),
     /// `- name: ...` with options.
-    Entry(RawTracepointEntry),
+    Entry(Box<RawTracepointEntry>),
 }
 
 /// The mapping form of a `tracepoints:` entry.
@@ -101,7 +101,7 @@ impl<'de> Deserialize<'de> for RawTracepoint {
 
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawTracepoint, A::Error> {
                 RawTracepointEntry::deserialize(serde::de::value::MapAccessDeserializer::new(map))
-                    .map(RawTracepoint::Entry)
+                    .map(|entry| RawTracepoint::Entry(Box::new(entry)))
             }
         }
 

@@ -49,7 +49,9 @@ fn names(config: &Config) -> Vec<&str> {
 
 /// A tracepoint's label as a selector lists it (its name, without `as:`).
 fn tp(text: &str) -> String {
-    parse_tracepoint(text).expect("valid tracepoint").to_string()
+    parse_tracepoint(text)
+        .expect("valid tracepoint")
+        .to_string()
 }
 
 /// The labels of the top-level tracepoints.
@@ -1254,7 +1256,10 @@ cgroups:
         ["sched:sched_switch", "pgrp_lookups", "getpriority_by_which"]
     );
     let filtered = &config.tracepoints[1];
-    assert_eq!(filtered.name, parse_tracepoint("syscalls:sys_enter_getpriority").expect("tp"));
+    assert_eq!(
+        filtered.name,
+        parse_tracepoint("syscalls:sys_enter_getpriority").expect("tp")
+    );
     assert_eq!(filtered.filter.as_deref(), Some("which == 1"));
     assert!(filtered.by.is_empty());
     assert_eq!((filtered.origin.line, filtered.origin.column), (4, 5));
@@ -1269,7 +1274,10 @@ cgroups:
     assert_eq!(config.cgroups[0].probes, ["malloc_calls", "openat2_calls"]);
     assert_eq!(config.cgroups[1].tracepoints, ["pgrp_lookups"]);
     assert_eq!(config.cgroups[1].probes, ["malloc_calls"]);
-    assert_eq!(ok("tracepoints: [sched:sched_switch]\n").ring_pages, DEFAULT_RING_PAGES);
+    assert_eq!(
+        ok("tracepoints: [sched:sched_switch]\n").ring_pages,
+        DEFAULT_RING_PAGES
+    );
 }
 
 #[test]
@@ -1289,7 +1297,9 @@ fn tracepoint_entry_errors() {
     check(
         "tracepoints:\n  - sched:sched_switch\n  - name: sched:sched_switch\n    filter: \"prev_pid == 1\"\n",
         Some((3, 11)),
-        &["tracepoint event label \"sched:sched_switch\" is used twice (first at line 2, column 5)"],
+        &[
+            "tracepoint event label \"sched:sched_switch\" is used twice (first at line 2, column 5)",
+        ],
         "`as:`",
     );
     check(
@@ -1343,7 +1353,9 @@ fn tracepoint_entry_errors() {
     check(
         "tracepoints:\n  - {name: sched:sched_switch, as: a}\ncgroups:\n  - path: /\n    tracepoints: [b]\n",
         Some((5, 19)),
-        &["`cgroups[0]` refers to tracepoint \"b\", which is not in the top-level `tracepoints:` list"],
+        &[
+            "`cgroups[0]` refers to tracepoint \"b\", which is not in the top-level `tracepoints:` list",
+        ],
         "defined tracepoints: a",
     );
 }

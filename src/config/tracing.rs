@@ -58,7 +58,7 @@ impl Validator<'_> {
                     };
                     (def, text)
                 }
-                RawTracepoint::Entry(entry) => self.tracepoint_entry(at, entry)?,
+                RawTracepoint::Entry(entry) => self.tracepoint_entry(at, *entry)?,
             };
             if labels.iter().any(|(l, _)| *l == def.label) {
                 let first = labels
@@ -100,7 +100,10 @@ impl Validator<'_> {
         let max_series = match &entry.max_series {
             Some(n) if by.is_empty() => {
                 return Err(self
-                    .error(n.referenced, "`max_series` applies only to counts split `by:` fields")
+                    .error(
+                        n.referenced,
+                        "`max_series` applies only to counts split `by:` fields",
+                    )
                     .hint("add `by: [field]` or remove `max_series:`"));
             }
             Some(n) => self.max_series(n)?,
@@ -136,7 +139,10 @@ impl Validator<'_> {
             return Ok(filter.to_owned());
         };
         Err(self
-            .error(text.referenced, format!("filter {} {problem}", quote(filter)))
+            .error(
+                text.referenced,
+                format!("filter {} {problem}", quote(filter)),
+            )
             .hint(
                 "write the kernel's tracepoint filter syntax, e.g. `filter: \"which == 1\"`, \
                  or remove `filter:`",
@@ -155,13 +161,7 @@ impl Validator<'_> {
                 let message = format!("{} is not a field name", quote(&item.value));
                 return Err(self.error(item.referenced, message).hint(FIELD_HINT));
             }
-            self.unique(
-                "field",
-                " in `by`",
-                &mut seen,
-                item.value.clone(),
-                item,
-            )?;
+            self.unique("field", " in `by`", &mut seen, item.value.clone(), item)?;
         }
         Ok(seen.into_iter().map(|(field, _)| field).collect())
     }
@@ -177,7 +177,9 @@ impl Validator<'_> {
                         n.value
                     ),
                 )
-                .hint("values beyond `max_series` are counted under `other`; e.g. `max_series: 100`")),
+                .hint(
+                    "values beyond `max_series` are counted under `other`; e.g. `max_series: 100`",
+                )),
         }
     }
 
@@ -215,14 +217,19 @@ impl Validator<'_> {
                     .map_err(|e| self.probe_error(text, &e.to_string()))?,
                 (Some(_), Some(kprobe)) => {
                     return Err(self
-                        .error(kprobe.referenced, "a probe has both `uprobe:` and `kprobe:`")
+                        .error(
+                            kprobe.referenced,
+                            "a probe has both `uprobe:` and `kprobe:`",
+                        )
                         .hint("write one entry per probe"));
                 }
                 (None, None) => {
-                    return Err(self.error(at, "a probe has neither `uprobe:` nor `kprobe:`").hint(
-                        "write e.g. `- {uprobe: /usr/lib/x86_64-linux-gnu/libc.so.6:malloc, \
+                    return Err(self
+                        .error(at, "a probe has neither `uprobe:` nor `kprobe:`")
+                        .hint(
+                            "write e.g. `- {uprobe: /usr/lib/x86_64-linux-gnu/libc.so.6:malloc, \
                          as: malloc_calls}`",
-                    ));
+                        ));
                 }
             };
             let Some(label) = raw.label else {

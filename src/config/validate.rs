@@ -353,7 +353,9 @@ impl Validator<'_> {
             &tracepoint_labels,
         )?;
         let selected_probes = self.select(here, Kind::Probe, raw.probes.as_ref(), &probe_labels)?;
-        if selected_groups.is_empty() && selected_tracepoints.is_empty() && selected_probes.is_empty()
+        if selected_groups.is_empty()
+            && selected_tracepoints.is_empty()
+            && selected_probes.is_empty()
         {
             return Err(self
                 .error(
@@ -411,13 +413,7 @@ impl Validator<'_> {
                 };
                 return Err(self.error(item.referenced, message).hint(hint));
             }
-            self.unique(
-                kind.noun(),
-                &format!(" in {here}"),
-                &mut wanted,
-                name,
-                item,
-            )?;
+            self.unique(kind.noun(), &format!(" in {here}"), &mut wanted, name, item)?;
         }
         Ok(defined
             .iter()

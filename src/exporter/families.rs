@@ -405,7 +405,10 @@ pub fn visit<V: Visitor>(
     v.family(&OPEN_FDS, scalar(snap.open_fds as f64))?;
     v.family(&MONITORED, scalar(snap.monitored_cgroups as f64))?;
     v.family(&SAMPLES_LOST, scalar(snap.samples_lost as f64))?;
-    v.family(&SAMPLES_UNDECODABLE, scalar(snap.samples_undecodable as f64))?;
+    v.family(
+        &SAMPLES_UNDECODABLE,
+        scalar(snap.samples_undecodable as f64),
+    )?;
     v.family(
         &BUILD,
         std::iter::once(fixed(

@@ -21,9 +21,9 @@ use crate::labels::{Extractor, extract};
 use crate::perf::{
     CounterGroup, Errno, OpenFailure, ReadError, SampledEvent, Target, open_failure_reason,
 };
-use sampled::{Rings, SampledState};
 use crate::plan::{GroupSpec, Machine, Plan, SampledSpec};
 use crate::snapshot::{CounterSample, GroupTimeSample, Labels, Latest, Snapshot};
+use sampled::{Rings, SampledState};
 use std::collections::{BTreeMap, HashSet};
 use std::os::fd::AsFd;
 use std::sync::Arc;
@@ -157,10 +157,13 @@ impl Opener {
         if !self.budget.fits(self.used(), 2) {
             return Err(OutOfFds);
         }
-        let opened = self.rings.ensure(cpu, self.ring_pages, &self.tally).and_then(|ring| {
-            let target = Target::Cgroup(dir.as_fd());
-            SampledEvent::open(&spec.attr, spec.filter.as_deref(), target, cpu, ring)
-        });
+        let opened = self
+            .rings
+            .ensure(cpu, self.ring_pages, &self.tally)
+            .and_then(|ring| {
+                let target = Target::Cgroup(dir.as_fd());
+                SampledEvent::open(&spec.attr, spec.filter.as_deref(), target, cpu, ring)
+            });
         match opened {
             Ok(event) => {
                 self.rings.register(event.id(), cgroup, &spec.label);
@@ -400,7 +403,9 @@ impl Sampler {
             }
             for sampled in &mut state.sampled {
                 for &cpu in changes.closed.iter().chain(&changes.open) {
-                    self.opener.rings.unregister(sampled.close(Some(cpu)).into_iter());
+                    self.opener
+                        .rings
+                        .unregister(sampled.close(Some(cpu)).into_iter());
                 }
             }
         }
@@ -703,7 +708,11 @@ fn reconcile_sampled(
         let mut new = SampledState::new(spec.clone());
         let same_series = |s: &SampledState| {
             s.spec.label == spec.label
-                && s.spec.fields.iter().map(|(name, _)| name).eq(spec.fields.iter().map(|(name, _)| name))
+                && s.spec
+                    .fields
+                    .iter()
+                    .map(|(name, _)| name)
+                    .eq(spec.fields.iter().map(|(name, _)| name))
         };
         if let Some(i) = old.iter().position(same_series) {
             let mut previous = old.swap_remove(i);

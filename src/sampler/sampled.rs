@@ -95,20 +95,14 @@ impl Rings {
         pages: usize,
         tally: &Arc<std::sync::atomic::AtomicU64>,
     ) -> Result<&RingOwner, crate::perf::Errno> {
-        if !self.rings.contains_key(&cpu) {
-            let owner = RingOwner::open(cpu, pages)?;
-            self.rings.insert(
-                cpu,
-                CpuRing {
-                    owner,
-                    _fd: Tally::new(tally, 1),
-                },
-            );
-        }
-        self.rings
-            .get(&cpu)
-            .map(|r| &r.owner)
-            .ok_or(crate::perf::Errno(libc::ENODEV))
+        let ring = match self.rings.entry(cpu) {
+            std::collections::btree_map::Entry::Occupied(ring) => ring.into_mut(),
+            std::collections::btree_map::Entry::Vacant(slot) => slot.insert(CpuRing {
+                owner: RingOwner::open(cpu, pages)?,
+                _fd: Tally::new(tally, 1),
+            }),
+        };
+        Ok(&ring.owner)
     }
 
     /// Closes the ring of a CPU that went offline (after a last drain).
@@ -145,23 +139,23 @@ impl Rings {
                 continue;
             }
             let owners = &self.owners;
-            let stats = ring
-                .owner
-                .ring_mut()
-                .drain(|bytes| match parse_record(SAMPLE_TYPE, bytes) {
-                    Ok(Record::Sample(sample)) => {
-                        let found = sample.identifier.and_then(|id| owners.get(&id));
-                        match (found, sample.raw) {
-                            (Some((cgroup, label)), Some(raw)) => count(cgroup, label, raw),
-                            // A sample of an event closed since it was written.
-                            (None, Some(_)) => {}
-                            _ => undecodable += 1,
+            let stats =
+                ring.owner
+                    .ring_mut()
+                    .drain(|bytes| match parse_record(SAMPLE_TYPE, bytes) {
+                        Ok(Record::Sample(sample)) => {
+                            let found = sample.identifier.and_then(|id| owners.get(&id));
+                            match (found, sample.raw) {
+                                (Some((cgroup, label)), Some(raw)) => count(cgroup, label, raw),
+                                // A sample of an event closed since it was written.
+                                (None, Some(_)) => {}
+                                _ => undecodable += 1,
+                            }
                         }
-                    }
-                    Ok(Record::Lost { lost: n, .. }) => lost += n,
-                    Ok(Record::Other { .. }) => {}
-                    Err(_) => undecodable += 1,
-                });
+                        Ok(Record::Lost { lost: n, .. }) => lost += n,
+                        Ok(Record::Other { .. }) => {}
+                        Err(_) => undecodable += 1,
+                    });
             if stats.corrupt {
                 undecodable += 1;
             }

@@ -1,6 +1,6 @@
 //! The [`Config`] `cgperf stat` hands to the daemon's engine.
 
-use crate::config::{self, CgroupPattern, CgroupSelector, Config};
+use crate::config::{self, CgroupPattern, CgroupSelector, Config, Origin, TracepointDef};
 use crate::stat::args::Selection;
 
 /// The config to count with: `file` (from `--config.file`) if given, else
@@ -19,7 +19,24 @@ pub fn build(
         interval: config::DEFAULT_INTERVAL,
         per_cpu,
         groups: selection.groups,
-        tracepoints: selection.tracepoints,
+        tracepoints: selection
+            .tracepoints
+            .into_iter()
+            .map(|name| TracepointDef {
+                label: name.to_string(),
+                name,
+                filter: None,
+                by: Vec::new(),
+                max_series: config::DEFAULT_MAX_SERIES,
+                origin: Origin {
+                    source: "-e".to_owned(),
+                    line: 1,
+                    column: 1,
+                },
+            })
+            .collect(),
+        probes: Vec::new(),
+        ring_pages: config::DEFAULT_RING_PAGES,
         cgroups: Vec::new(),
         max_cgroups: None,
         labels: Vec::new(),
@@ -32,7 +49,8 @@ pub fn build(
             .map(|pattern| CgroupSelector {
                 pattern: pattern.clone(),
                 groups: config.groups.iter().map(|g| g.name.clone()).collect(),
-                tracepoints: config.tracepoints.clone(),
+                tracepoints: config.tracepoints.iter().map(|t| t.label.clone()).collect(),
+                probes: config.probes.iter().map(|p| p.label.clone()).collect(),
             })
             .collect();
     }

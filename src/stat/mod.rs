@@ -143,7 +143,7 @@ fn stat(args: &StatArgs, config_file: Option<&Path>) -> Result<u8, StatError> {
     let latest = Latest::new();
     let discovery = Discovery::new(cgroupfs, RESCAN);
     let budget = FdBudget::from_limit(raise_nofile_limit());
-    let mut sampler = Sampler::new(&config, machine, discovery, budget, latest.clone());
+    let mut sampler = Sampler::new(&config, machine, discovery, budget, latest.clone())?;
     sampler.collect(); // Opens every group: counting starts here.
     let mut counting = Counting::new(&config, cpus, latest);
     let mut child = start_command(&args.command, fresh.as_ref())?;
