@@ -351,3 +351,72 @@ fn filters_the_kernel_rejects_are_config_errors() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("invalid config"), "{err}");
 }
+
+#[test]
+fn a_reload_that_changes_a_by_filter_keeps_the_counts() {
+    let cg = TestCgroup::create("cgperf-tracing-reload");
+    let first = format!(
+        "interval: 200ms
+tracepoints:
+  - name: {TP}
+    by: [which]
+    as: by_which
+cgroups:
+  - path: {}
+",
+        cg.rel
+    );
+    let config = config_file(&first);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", config.path().display()));
+    let exporter = Exporter::spawn(cmd);
+    exporter.wait_collections(1);
+    getpriority_workload(&cg.dir, 20, 100);
+    let which = |body: &str, v: &str| {
+        value(
+            body,
+            "cgperf_events_total",
+            &[
+                ("cgroup", cg.rel.as_str()),
+                ("event", "by_which"),
+                ("which", v),
+            ],
+        )
+    };
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        (which(&body, "0"), which(&body, "1")),
+        (Some(20.0), Some(100.0))
+    );
+
+    let reload_time = |body: &str| {
+        value(
+            body,
+            "cgperf_config_last_reload_success_timestamp_seconds",
+            &[],
+        )
+        .expect("reload timestamp")
+    };
+    let loaded = reload_time(&body);
+    // Same label and fields, a filter added: reopened, counts carried on.
+    let second = first.replace(
+        "    by: [which]\n",
+        "    by: [which]\n    filter: \"which == 1\"\n",
+    );
+    std::fs::write(config.path(), second).expect("rewrite config");
+    // SAFETY: sending a signal to our own child.
+    assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
+    exporter.wait_for("the reload", |b| reload_time(b) > loaded);
+    exporter.wait_collections(2);
+    getpriority_workload(&cg.dir, 30, 50);
+    let body = exporter.wait_collections(3);
+    assert_eq!(
+        (which(&body, "0"), which(&body, "1")),
+        (Some(20.0), Some(150.0)),
+        "{body}"
+    );
+    assert_eq!(
+        value(&body, "cgperf_config_last_reload_successful", &[]),
+        Some(1.0)
+    );
+}
