@@ -186,6 +186,18 @@ mod tests {
             clock: true,
             start_time: snap.taken_at,
         });
+        snap.counters.push(CounterSample {
+            fields: Box::new([("which".into(), "1".into()), ("comm".into(), "a\"b".into())]),
+            cgroup: cg.clone(),
+            labels: Arc::from(Vec::new()),
+            group: "tracepoints".into(),
+            event: "by_which".into(),
+            cpu: None,
+            value: 7.0,
+            clock: false,
+            start_time: snap.taken_at,
+        });
+        snap.samples_lost = 5;
         snap.group_times.push(GroupTimeSample {
             cgroup: cg,
             labels: Arc::from(Vec::new()),
@@ -220,6 +232,14 @@ mod tests {
         assert!(om.contains("cgperf_clock_seconds_total{cgroup=\"/system.slice/a b\\\"c.service\",unit=\"a.service\",group=\"sched\",event=\"task-clock\",cpu=\"1\"} 1.5"), "{om}");
         assert!(om.contains("cgperf_group_enabled_seconds_total{cgroup=\"/system.slice/a b\\\"c.service\",group=\"sched\"} 2.0"));
         assert!(om.contains("cgperf_group_running_seconds_total{"));
+        // Field labels of `by:` counts follow `event`, escaped.
+        assert!(
+            om.contains(
+                "cgperf_events_total{cgroup=\"/system.slice/a b\\\"c.service\",group=\"tracepoints\",event=\"by_which\",which=\"1\",comm=\"a\\\"b\"} 7.0"
+            ),
+            "{om}"
+        );
+        assert!(om.contains("cgperf_samples_lost_total 5.0\n"), "{om}");
         assert!(om.contains("cgperf_group_never_ran_intervals_total{"));
         assert!(
             om.contains("cgperf_group_supported{group=\"ipc\"} 0"),
