@@ -51,12 +51,7 @@ impl Tracefs {
     /// The kernel's id of a tracepoint, used as `config` of a
     /// `PERF_TYPE_TRACEPOINT` event.
     pub fn tracepoint_id(&self, tp: &TracepointName) -> Result<u64, String> {
-        let path = self
-            .root
-            .join("events")
-            .join(&tp.subsystem)
-            .join(&tp.name)
-            .join("id");
+        let path = self.event_file(tp, "id");
         match std::fs::read_to_string(&path) {
             Ok(text) => text
                 .trim()
@@ -73,20 +68,22 @@ impl Tracefs {
             Err(e) => Err(format!("reading {}: {e}", path.display())),
         }
     }
-}
 
-impl Tracefs {
     /// The layout of a tracepoint's records, from its `format` file.
     pub fn format(&self, tp: &TracepointName) -> Result<TracepointFormat, String> {
-        let path = self
-            .root
-            .join("events")
-            .join(&tp.subsystem)
-            .join(&tp.name)
-            .join("format");
+        let path = self.event_file(tp, "format");
         let text = std::fs::read_to_string(&path)
             .map_err(|e| format!("reading {}: {e}", path.display()))?;
         TracepointFormat::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// `events/SUBSYSTEM/NAME/file` under the mount point.
+    fn event_file(&self, tp: &TracepointName, file: &str) -> PathBuf {
+        self.root
+            .join("events")
+            .join(&tp.subsystem)
+            .join(&tp.name)
+            .join(file)
     }
 }
 

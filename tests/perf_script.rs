@@ -16,6 +16,7 @@ use std::process::Command;
 use cgperf::events::TracepointFormat;
 use cgperf::perf::Sample;
 use common::perf_data::PerfData;
+use common::require_root;
 
 /// The workload's `getpriority(which, 0)` calls: every fifth one is
 /// `PRIO_PGRP` (1), the others `PRIO_PROCESS` (0), so that the order of the
@@ -40,12 +41,7 @@ fn workload_source() -> String {
 }
 
 fn require_root_and_perf() {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "these tests record tracepoints with perf and must run as root"
-    );
+    require_root("record tracepoints with perf");
     let version = Command::new("perf").arg("--version").output();
     assert!(
         version.is_ok_and(|out| out.status.success()),

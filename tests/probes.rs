@@ -28,16 +28,6 @@ pub extern "C" fn cgperf_probe_target(x: u64) -> u64 {
     std::hint::black_box(x).wrapping_mul(3).wrapping_add(1)
 }
 
-/// Fails, saying why, when the tests cannot open probes.
-fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "these tests open uprobes in cgroup mode, which needs root; run them as root"
-    );
-}
-
 /// This test binary's canonical path: what the uprobe PMU is given.
 fn test_binary() -> PathBuf {
     std::env::current_exe()
@@ -99,7 +89,7 @@ fn count_in_child(attrs: &[EventAttr], cgroup: &TestCgroup, work: impl FnOnce())
 /// `%return` each count every call, in one group.
 #[test]
 fn uprobes_on_this_binary_count_every_call() {
-    require_root();
+    require_root("open uprobes in cgroup mode");
     let exe = test_binary();
     let exe = exe.display();
     let entry = resolve(&format!("{exe}:cgperf_probe_target"));
@@ -131,7 +121,7 @@ fn uprobes_on_this_binary_count_every_call() {
 /// shared library counts the calls of the child in the cgroup only.
 #[test]
 fn uprobe_on_libc_counts_every_call() {
-    require_root();
+    require_root("open uprobes in cgroup mode");
     let libc = shared_object_of(libc::getppid as *const ());
     assert!(
         libc.file_name()

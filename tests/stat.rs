@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{TestCgroup, cgroup2_root, getppid_workload};
+use common::{TestCgroup, cgroup2_root, getppid_workload, require_root};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Output, Stdio};
 
@@ -18,17 +18,8 @@ fn getppid_command(n: u64) -> Vec<String> {
     vec!["perl".into(), "-e".into(), script]
 }
 
-fn assert_root() {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "these tests must run as root: they create cgroups and count in them"
-    );
-}
-
 fn cgperf() -> Command {
-    assert_root();
+    require_root("create cgroups and count in them");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
     cmd.args(["--log.level", "warn", "stat"]);
     cmd

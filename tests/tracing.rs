@@ -58,6 +58,21 @@ fn getpriority_who_workload(cgroup: &Path) {
     });
 }
 
+/// A config counting getpriority by `which` (as `by_which`) in `cgroup`,
+/// with `extra` top-level settings.
+fn by_which_config(cgroup: &str, extra: &str) -> String {
+    format!(
+        "interval: 200ms
+{extra}tracepoints:
+  - name: {TP}
+    by: [which]
+    as: by_which
+cgroups:
+  - path: {cgroup}
+"
+    )
+}
+
 /// Every `cgperf_events_total` series of `event` in `cgroup`: its labels
 /// line and value.
 fn series<'a>(body: &'a str, cgroup: &str, event: &str) -> Vec<(&'a str, f64)> {
@@ -189,18 +204,7 @@ fn a_full_ring_loses_samples_counted_and_never_mislabels() {
     let cg = TestCgroup::create("cgperf-tracing-lost");
     // One 4 KiB page per CPU holds about a hundred samples: the burst
     // overflows it between two drains.
-    let exporter = Exporter::start(Some(&format!(
-        "interval: 200ms
-ring_pages: 1
-tracepoints:
-  - name: {TP}
-    by: [which]
-    as: by_which
-cgroups:
-  - path: {}
-",
-        cg.rel
-    )));
+    let exporter = Exporter::start(Some(&by_which_config(&cg.rel, "ring_pages: 1\n")));
     exporter.wait_collections(1);
     // On one CPU, so that one ring holds all the samples and the losses.
     getpriority_on_cpu0(&cg.dir, BURST, 0);
@@ -355,17 +359,7 @@ fn filters_the_kernel_rejects_are_config_errors() {
 #[test]
 fn a_reload_that_changes_a_by_filter_keeps_the_counts() {
     let cg = TestCgroup::create("cgperf-tracing-reload");
-    let first = format!(
-        "interval: 200ms
-tracepoints:
-  - name: {TP}
-    by: [which]
-    as: by_which
-cgroups:
-  - path: {}
-",
-        cg.rel
-    );
+    let first = by_which_config(&cg.rel, "");
     let config = config_file(&first);
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"));
     cmd.arg(format!("--config.file={}", config.path().display()));

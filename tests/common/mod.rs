@@ -404,3 +404,14 @@ pub fn config_file(yaml: &str) -> tempfile::NamedTempFile {
     file.write_all(yaml.as_bytes()).expect("write");
     file
 }
+
+/// Fails, saying why (`why`: what the tests do that needs root), unless the
+/// tests run as root: they must never pass without having run.
+pub fn require_root(why: &str) {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "these tests {why}, which needs root; run them as root"
+    );
+}
