@@ -53,8 +53,9 @@ pub(super) struct SampledState {
 /// Hits by value combination, bounded by `max_series`.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(super) struct Counts {
-    /// Key: the field values joined by [`KEY_SEPARATOR`].
-    by_value: HashMap<Box<str>, u64>,
+    /// Key: the field values joined by [`KEY_SEPARATOR`]; ordered, so that
+    /// every scrape lists the series in the same order.
+    by_value: BTreeMap<Box<str>, u64>,
     /// Hits whose values were not among the first `max_series`.
     other: u64,
 }
