@@ -58,7 +58,7 @@ impl Tracefs {
                 .parse()
                 .map_err(|_| format!("{}: not a tracepoint id: {:?}", path.display(), text.trim())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
-                "unknown tracepoint `{tp}`: {} does not exist (list them with `perf list tracepoint`)",
+                "unknown tracepoint `{tp}`: {} does not exist (list them with `cgperf list`)",
                 path.display()
             )),
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(format!(

@@ -21,7 +21,7 @@ const MAX_FILTER_BYTES: usize = 4095;
 const LABEL_HINT: &str = "`as:` names become the `event` label and must match \
                           `[A-Za-z_][A-Za-z0-9_:.-]*`, e.g. `as: pgrp_lookups`";
 const FIELD_HINT: &str = "`by:` lists field names of the tracepoint, as in its format file \
-                          (`cgperf list --fields` shows them), e.g. `by: [which]`";
+                          (/sys/kernel/tracing/events/SUBSYSTEM/NAME/format), e.g. `by: [which]`";
 
 impl Validator<'_> {
     fn origin(&self, at: Location) -> Origin {

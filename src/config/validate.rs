@@ -27,7 +27,7 @@ const GROUP_NAME_HINT: &str = "group names become the `group` label and must mat
 const RESERVED_HINT: &str = "tracepoint counts are exported with `group=\"tracepoints\"`; \
                              list tracepoints under the top-level `tracepoints:` key, \
                              or pick another group name";
-const EVENT_HINT: &str = "events use perf's syntax (see `perf list`), e.g. `cycles`, \
+const EVENT_HINT: &str = "events use perf's syntax (see `cgperf list`), e.g. `cycles`, \
                           `L1-dcache-load-misses` or \"msr/tsc/\"; quote names containing `/` or `:`";
 const TRACEPOINT_HINT: &str = "tracepoints are `subsystem:name`, as the directories under \
                                /sys/kernel/tracing/events/, e.g. `sched:sched_switch`";

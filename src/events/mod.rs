@@ -124,7 +124,7 @@ pub struct EventAttr {
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum EventSyntaxError {
     /// The name is the empty string.
-    #[error("empty event name; write an event such as `cycles` (see `perf list`)")]
+    #[error("empty event name; write an event such as `cycles` (see `cgperf list`)")]
     Empty,
     /// The name contains spaces or other whitespace.
     #[error("event `{0}` contains whitespace; write it without spaces, e.g. `cycles:u`")]
@@ -133,7 +133,7 @@ pub enum EventSyntaxError {
     #[error("`{0}` lists several events; give each event as its own entry")]
     SeveralEvents(String),
     /// Not a name perf knows.
-    #[error("unknown event `{name}`{} (see `perf list`)", did_you_mean(.suggestion))]
+    #[error("unknown event `{name}`{} (see `cgperf list`)", did_you_mean(.suggestion))]
     UnknownEvent {
         /// The unknown name, without modifiers.
         name: String,
@@ -186,7 +186,7 @@ pub enum EventSyntaxError {
     },
     /// `subsystem:event` given where a counter event was expected.
     #[error(
-        "`{0}` looks like a tracepoint (subsystem:event), not a counter event; list it as a tracepoint instead (see `perf list tracepoint`)"
+        "`{0}` looks like a tracepoint (subsystem:event), not a counter event; list it as a tracepoint instead (see `cgperf list`)"
     )]
     LooksLikeTracepoint(String),
     /// Malformed tracepoint name.
@@ -869,7 +869,7 @@ pub(crate) mod tests {
             err("cycles,instructions"),
             EventSyntaxError::SeveralEvents("cycles,instructions".into())
         );
-        assert!(err("").to_string().contains("perf list"));
+        assert!(err("").to_string().contains("cgperf list"));
     }
 
     #[test]
@@ -880,7 +880,7 @@ pub(crate) mod tests {
         };
         assert_eq!(
             err("cylces").to_string(),
-            "unknown event `cylces`; did you mean `cycles`? (see `perf list`)"
+            "unknown event `cylces`; did you mean `cycles`? (see `cgperf list`)"
         );
         assert_eq!(unknown("Cycles").as_deref(), Some("cycles"));
         assert_eq!(unknown("instrucions:u").as_deref(), Some("instructions"));
@@ -900,7 +900,7 @@ pub(crate) mod tests {
         assert_eq!(unknown("frobnicate"), None);
         assert_eq!(
             err("frobnicate").to_string(),
-            "unknown event `frobnicate` (see `perf list`)"
+            "unknown event `frobnicate` (see `cgperf list`)"
         );
     }
 
