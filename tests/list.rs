@@ -4,17 +4,15 @@
 //! Listing tracepoints reads tracefs, which needs root: these tests fail,
 //! saying so, without it.
 
+mod common;
+
+use common::require_root;
 use std::path::Path;
 use std::process::Command;
 
 /// Runs `cgperf list ARGS` as root; returns stdout.
 fn list(args: &[&str]) -> String {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "these tests must run as root: listing tracepoints reads tracefs"
-    );
+    require_root("list tracepoints, which reads tracefs");
     let out = Command::new(env!("CARGO_BIN_EXE_cgperf"))
         .arg("list")
         .args(args)
