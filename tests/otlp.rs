@@ -77,7 +77,36 @@ fn headers_of(map: &http::HeaderMap) -> BTreeMap<String, String> {
 }
 
 #[derive(Clone)]
-struct GrpcSink(Log);
+struct GrpcSink {
+    log: Log,
+    /// Requests still to refuse, throttled with the largest `RetryInfo`
+    /// delay the protocol can express, before accepting.
+    throttled: Arc<Mutex<usize>>,
+}
+
+/// The status code logged for a refused gRPC request.
+const GRPC_THROTTLED: u16 = tonic::Code::ResourceExhausted as u16;
+
+/// A `google.rpc.Status` of `code` carrying a `google.rpc.RetryInfo` of
+/// `seconds`, encoded field by field as a collector sends it.
+fn retry_info_details(code: tonic::Code, seconds: i64) -> Vec<u8> {
+    use prost::encoding::{bytes, int32, int64, string};
+    let mut delay = Vec::new();
+    int64::encode(1, &seconds, &mut delay);
+    let mut info = Vec::new();
+    bytes::encode(1, &delay, &mut info);
+    let mut any = Vec::new();
+    string::encode(
+        1,
+        &"type.googleapis.com/google.rpc.RetryInfo".to_owned(),
+        &mut any,
+    );
+    bytes::encode(2, &info, &mut any);
+    let mut status = Vec::new();
+    int32::encode(1, &(code as i32), &mut status);
+    bytes::encode(3, &any, &mut status);
+    status
+}
 
 #[tonic::async_trait]
 impl MetricsService for GrpcSink {
@@ -87,23 +116,46 @@ impl MetricsService for GrpcSink {
     ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
         let headers = headers_of(&request.metadata().clone().into_headers());
         let message = request.into_inner();
-        self.0.push(Received {
+        let refuse = {
+            let mut left = self.throttled.lock().expect("throttle lock");
+            let refuse = *left > 0;
+            *left = left.saturating_sub(1);
+            refuse
+        };
+        self.log.push(Received {
             size: message.encoded_len(),
             message,
             headers,
             at: Instant::now(),
-            status: 200,
+            status: if refuse { GRPC_THROTTLED } else { 200 },
         });
+        if refuse {
+            let code = tonic::Code::ResourceExhausted;
+            return Err(tonic::Status::with_details(
+                code,
+                "slow down",
+                retry_info_details(code, i64::MAX).into(),
+            ));
+        }
         Ok(tonic::Response::new(ExportMetricsServiceResponse::default()))
     }
 }
 
 /// A gRPC receiver on `listener`, with the collector's default limit.
 fn grpc_receiver(listener: TcpListener) -> Receiver {
+    grpc_receiver_throttling(listener, 0)
+}
+
+/// A gRPC receiver that refuses its first `throttled` requests.
+fn grpc_receiver_throttling(listener: TcpListener, throttled: usize) -> Receiver {
     let addr = listener.local_addr().expect("addr");
     listener.set_nonblocking(true).expect("nonblocking");
     let log = Log::default();
-    let service = MetricsServiceServer::new(GrpcSink(log.clone()))
+    let sink = GrpcSink {
+        log: log.clone(),
+        throttled: Arc::new(Mutex::new(throttled)),
+    };
+    let service = MetricsServiceServer::new(sink)
         .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
         .max_decoding_message_size(GRPC_LIMIT);
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
@@ -378,6 +430,11 @@ fn exact_count_arrives(name: &str, receiver: &Receiver, start: impl FnOnce(&str)
         ),
         Some(0.0)
     );
+    assert_eq!(
+        value(&body, "cgperf_otlp_pushes_deferred_total", &[]),
+        Some(0.0),
+        "present from the start"
+    );
 }
 
 #[test]
@@ -509,6 +566,71 @@ fn collector_down_at_start_gets_data_once_it_is_up() {
         .map(|p| p.value)
         .fold(0.0, f64::max);
     assert!(failures > 0.0, "the push carries the failure counter too");
+}
+
+/// Refusals the receivers below answer before they accept again.
+const REFUSALS: usize = 3;
+
+/// cgperf pushing every 200 ms to a receiver that refuses the first
+/// [`REFUSALS`] requests asking to wait for ever: each refused push is
+/// deferred to the next (no wait can overflow a clock or silence the push),
+/// counted, and the push after the last refusal arrives with the counts.
+fn endless_wait_defers_one_push_at_a_time(receiver: &Receiver, otlp: &str, reason: &str) {
+    let exporter = Exporter::start_with_env(&tracepoint_config("  - path: /\n", otlp), &[]);
+    let n = REFUSALS as f64;
+    let pushed = wait("an accepted push after the refusals", 20, || {
+        latest(
+            &receiver.log.accepted(),
+            "cgperf_otlp_pushes_deferred_total",
+            &[],
+        )
+    });
+    assert_eq!(pushed.value, n, "the push carries the deferrals");
+    // Each refusal ended its push at once: no retry used up a refusal.
+    let refused = receiver.log.all().len() - receiver.log.accepted().len();
+    assert_eq!(refused, REFUSALS);
+    // The daemon lives on and keeps pushing.
+    let before = receiver.log.accepted().len();
+    wait("later pushes", 20, || {
+        (receiver.log.accepted().len() > before).then_some(())
+    });
+    let body = exporter.wait_collections(1);
+    assert_eq!(
+        value(&body, "cgperf_otlp_pushes_deferred_total", &[]),
+        Some(n)
+    );
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_otlp_export_failures_total",
+            &[("reason", reason)]
+        ),
+        Some(n)
+    );
+}
+
+#[test]
+fn http_retry_after_of_2_pow_64_defers_pushes_and_they_resume() {
+    let receiver = http_receiver(vec![
+        Answer::Fail(503, Some("18446744073709551615"));
+        REFUSALS
+    ]);
+    let otlp = format!(
+        "otlp:\n  endpoint: http://{}\n  protocol: http/protobuf\n  interval: 200ms\n",
+        receiver.addr
+    );
+    endless_wait_defers_one_push_at_a_time(&receiver, &otlp, "unavailable");
+}
+
+#[test]
+fn grpc_retry_info_of_i64_max_seconds_defers_pushes_and_they_resume() {
+    let receiver =
+        grpc_receiver_throttling(TcpListener::bind("127.0.0.1:0").expect("bind"), REFUSALS);
+    let otlp = format!(
+        "otlp:\n  endpoint: http://{}\n  interval: 200ms\n",
+        receiver.addr
+    );
+    endless_wait_defers_one_push_at_a_time(&receiver, &otlp, "throttled");
 }
 
 #[test]

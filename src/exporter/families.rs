@@ -295,6 +295,13 @@ const OTLP_FAILURES: Family = Family {
     kind: Kind::Counter,
 };
 
+const OTLP_DEFERRED: Family = Family {
+    name: "cgperf_otlp_pushes_deferred",
+    help: "OTLP pushes whose retries ended because the collector asked (Retry-After, RetryInfo) to wait past the next push; the next push, on schedule, sends the cumulative values again.",
+    seconds: false,
+    kind: Kind::Counter,
+};
+
 fn counter_point(c: &CounterSample) -> Point<'_> {
     Point {
         labels: Labels::Series {
@@ -426,6 +433,7 @@ pub fn visit<V: Visitor>(
                 .failures()
                 .map(|(reason, n)| fixed(Labels::one("reason", reason), n as f64)),
         )?;
+        v.family(&OTLP_DEFERRED, scalar(stats.deferred_pushes() as f64))?;
     }
     Ok(())
 }

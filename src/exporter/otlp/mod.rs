@@ -8,7 +8,10 @@
 //! one, each attempt bounded by the configured `timeout`, retries per the
 //! OTLP spec ([`retry`]) until the next push is due, and then drops what
 //! did not get through, counting why ([`OtlpStats`]). Every value is
-//! cumulative, so the next push that gets through carries all counts.
+//! cumulative, so the next push that gets through carries all counts. A
+//! collector asking to wait longer than that (`Retry-After`, `RetryInfo`)
+//! ends the push's retries, counted as deferred; it never delays the next
+//! push.
 
 mod convert;
 mod retry;
@@ -18,7 +21,7 @@ mod transport;
 pub use stats::OtlpStats;
 
 use convert::{Batcher, MAX_REQUEST_BYTES, Request, resource};
-use retry::BACKOFF;
+use retry::{BACKOFF, Next};
 use stats::Reason;
 use transport::{Failure, Transport};
 
@@ -94,7 +97,6 @@ pub fn start(
                     stats,
                     timeout: config.timeout,
                     sent: None,
-                    hold_until: None,
                     trouble: None,
                     partial: false,
                 };
@@ -116,7 +118,7 @@ impl Pusher {
     pub fn stop(self) {
         let _ = self.stop.send(());
         // Slack for the loop to notice and to build the last requests.
-        let bound = self.flush + Duration::from_secs(1);
+        let bound = self.flush.saturating_add(Duration::from_secs(1));
         if let Err(mpsc::RecvTimeoutError::Timeout) = self.done.recv_timeout(bound) {
             tracing::warn!("the final OTLP push did not finish within {bound:?}; giving up");
         }
@@ -132,8 +134,6 @@ struct PushLoop {
     timeout: Duration,
     /// `taken_at` of the last snapshot sent whole.
     sent: Option<SystemTime>,
-    /// The collector asked not to be sent anything before this.
-    hold_until: Option<Instant>,
     /// The reason of the last failure, while failures last: the first is
     /// logged as a warning, the rest quietly, until exports work again.
     trouble: Option<Reason>,
@@ -151,7 +151,7 @@ impl PushLoop {
                 _ = &mut stop => break,
             }
             // Retries end when the next push is due: it carries newer totals.
-            let deadline = Instant::now() + interval;
+            let deadline = retry::deadline(Instant::now(), interval);
             tokio::select! {
                 () = self.push(deadline) => {}
                 _ = &mut stop => break,
@@ -170,10 +170,6 @@ impl PushLoop {
     /// Sends the latest snapshot, unless it was sent already or there is
     /// nothing yet.
     async fn push(&mut self, deadline: Instant) {
-        if self.hold_until.is_some_and(|t| Instant::now() < t) {
-            tracing::debug!("OTLP push skipped: the collector asked to wait");
-            return;
-        }
         let snap = self.latest.get();
         if snap.collections == 0 || self.sent == Some(snap.taken_at) {
             return;
@@ -247,7 +243,7 @@ impl PushLoop {
             };
             let remaining = deadline.saturating_duration_since(Instant::now());
             match BACKOFF.next(attempt, &failure, remaining, fastrand::f64()) {
-                Some(delay) => {
+                Next::Retry(delay) => {
                     tracing::debug!(
                         attempt,
                         "OTLP export failed ({}), retrying in {delay:?}",
@@ -255,12 +251,19 @@ impl PushLoop {
                     );
                     tokio::time::sleep(delay).await;
                 }
-                None => {
-                    if let Some(wait) = failure.retry_after {
-                        self.hold_until = Some(Instant::now() + wait);
-                    }
+                Next::Deferred => {
+                    // Waiting as asked would delay the next push, which
+                    // carries newer totals anyway.
+                    tracing::debug!(
+                        "OTLP export failed ({}); the collector asked to wait {:?}, \
+                         past the next push, which will carry the values",
+                        failure.detail,
+                        failure.retry_after.unwrap_or_default()
+                    );
+                    self.stats.deferred();
                     return Err(failure);
                 }
+                Next::GiveUp => return Err(failure),
             }
         }
     }

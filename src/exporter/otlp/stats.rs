@@ -68,6 +68,7 @@ pub struct OtlpStats {
     exported_points: AtomicU64,
     rejected_points: AtomicU64,
     failures: [AtomicU64; Reason::ALL.len()],
+    deferred: AtomicU64,
 }
 
 impl OtlpStats {
@@ -86,6 +87,12 @@ impl OtlpStats {
         self.rejected_points.load(Ordering::Relaxed)
     }
 
+    /// Pushes whose retries ended because the collector asked to wait
+    /// (`Retry-After`, `RetryInfo`) past the next push.
+    pub fn deferred_pushes(&self) -> u64 {
+        self.deferred.load(Ordering::Relaxed)
+    }
+
     /// Dropped requests by reason, every reason included (zeros too, so
     /// that rates work from the start).
     pub fn failures(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
@@ -101,6 +108,11 @@ impl OtlpStats {
         self.exported_points
             .fetch_add(points.saturating_sub(rejected), Ordering::Relaxed);
         self.rejected_points.fetch_add(rejected, Ordering::Relaxed);
+    }
+
+    /// Records a push deferred to the next one at the collector's request.
+    pub(super) fn deferred(&self) {
+        self.deferred.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records `requests` dropped requests.
