@@ -103,6 +103,7 @@ enum Command {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
+    install_panic_hook();
     let cli = Cli::parse();
     if let Err(e) = init_logging(&cli.log_level) {
         eprintln!("cgperf: {e:#}");
@@ -177,6 +178,32 @@ fn exit_status(result: anyhow::Result<()>) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Makes a panic in any thread end the whole process, after the standard
+/// panic message (thread, place, what, and a backtrace when
+/// `RUST_BACKTRACE` asks for one) and a line saying so.
+///
+/// cgperf runs several threads (sampler, OTLP push, HTTP server): one that
+/// died alone would leave a half-alive daemon, `/metrics` answering 200
+/// with numbers that no longer move. Aborting (SIGABRT, so a core dump
+/// where the system keeps them) lets systemd or Kubernetes restart it.
+pub fn install_panic_hook() {
+    let standard = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        standard(info);
+        let thread = std::thread::current();
+        let message = format!(
+            "thread `{}` panicked; cgperf aborts so that its supervisor restarts it",
+            thread.name().unwrap_or("unnamed")
+        );
+        if tracing::dispatcher::has_been_set() {
+            tracing::error!("{message}");
+        } else {
+            eprintln!("cgperf: {message}");
+        }
+        std::process::abort();
+    }));
 }
 
 fn init_logging(level: &str) -> anyhow::Result<()> {
@@ -342,9 +369,8 @@ fn serve(
         pusher.stop();
     }
     let _ = control.send(Control::Stop);
-    if sampler_thread.join().is_err() {
-        tracing::error!("the sampler thread panicked");
-    }
+    // A panic of the sampler thread has aborted the process already.
+    let _ = sampler_thread.join();
     served
 }
 
