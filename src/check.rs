@@ -3,6 +3,7 @@
 
 use crate::cli::discover_machine;
 use crate::config::{CgroupPattern, Config};
+use crate::list::{NAME_MAX, column_width};
 use crate::plan::{self, GroupSpec, Machine, PROBE_GROUP, Plan, TRACEPOINT_GROUP};
 use std::io::Write;
 
@@ -36,8 +37,8 @@ pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<()> {
 
     let plan = Plan::build(config, &machine)?;
     let rows = rows(config, &machine, &plan);
-    let width = |f: fn(&Row) -> usize, min| rows.iter().map(f).max().unwrap_or(0).max(min);
-    let (gw, ew) = (width(|r| r.group.len(), 5), width(|r| r.event.len(), 5));
+    let width = |f: fn(&Row) -> usize| column_width(rows.iter().map(f), 5, NAME_MAX);
+    let (gw, ew) = (width(|r| r.group.len()), width(|r| r.event.len()));
     // Reasons are footnotes: one failure (no PMU, no permission) usually
     // explains many rows.
     let mut reasons: Vec<String> = Vec::new();
@@ -69,13 +70,11 @@ pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<()> {
 
     writeln!(out)?;
     let found = cgroupfs.expand(&plan.selectors);
-    let sw = plan
-        .selectors
-        .iter()
-        .map(|s| s.pattern.as_str().len())
-        .max()
-        .unwrap_or(0)
-        .max(9);
+    let sw = column_width(
+        plan.selectors.iter().map(|s| s.pattern.as_str().len()),
+        9,
+        NAME_MAX,
+    );
     writeln!(out, "{:5} {:sw$}  CGROUPS NOW", "KIND", "SELECTOR")?;
     for (i, selector) in plan.selectors.iter().enumerate() {
         let kind = match selector.pattern {

@@ -373,17 +373,33 @@ fn tracepoint_entries(tracefs: &Tracefs) -> Result<Vec<Entry>, String> {
     Ok(entries)
 }
 
+/// Longest name aligned in the tables of `cgperf check` and `cgperf stat`:
+/// the longest file name Linux allows; longer ones overflow their column.
+pub const NAME_MAX: usize = 255;
+
+/// The width of a table column holding values of `lengths` under a
+/// heading of `heading` characters: the longest value of at most `aligned`
+/// characters. Longer values overflow their column rather than push every
+/// row far right; and a width computed from a value a user wrote, unbounded,
+/// would make the formatting panic past 65,535.
+pub fn column_width(
+    lengths: impl IntoIterator<Item = usize>,
+    heading: usize,
+    aligned: usize,
+) -> usize {
+    lengths
+        .into_iter()
+        .filter(|&n| n <= aligned)
+        .max()
+        .unwrap_or(0)
+        .max(heading)
+}
+
 /// The table: `name  kind  description`, then the PMU format terms and probe
 /// support.
 fn write_table(listing: &Listing, out: &mut dyn Write) -> io::Result<()> {
     // Long tracepoint names would push every description far right.
-    let width = listing
-        .entries
-        .iter()
-        .map(|e| e.name.len())
-        .filter(|&n| n <= 40)
-        .max()
-        .unwrap_or(0);
+    let width = column_width(listing.entries.iter().map(|e| e.name.len()), 0, 40);
     for e in &listing.entries {
         let line = format!(
             "  {:width$}  {:10}  {}",

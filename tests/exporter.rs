@@ -186,6 +186,35 @@ fn check_reports_each_event() {
 }
 
 #[test]
+fn check_aligns_its_tables_whatever_the_length_of_names() {
+    // Column widths come from what the config names: a width past 65,535
+    // made the formatting panic.
+    let label = "a".repeat(70_000);
+    let path = format!("/{}", vec!["y".repeat(200); 350].join("/"));
+    let cfg = config_file(&format!(
+        "groups:\n  sched: [task-clock]\ntracepoints: [{{name: sched:sched_switch, as: {label}}}]\n\
+         cgroups: [{{path: /}}, {{path: {path}}}]\n"
+    ));
+    let (code, out, err) =
+        run_cgperf(&["check", &format!("--config.file={}", cfg.path().display())]);
+    assert_eq!(code, 0, "{err}");
+    // Short names stay aligned; the long ones overflow their column.
+    assert!(
+        out.lines()
+            .any(|l| l == "GROUP        EVENT          STATUS"),
+        "{}",
+        &out[..out.len().min(2000)]
+    );
+    assert!(out.lines().any(|l| l == "sched        task-clock     ok"));
+    assert!(
+        out.lines()
+            .any(|l| l == format!("tracepoints  {label}  ok"))
+    );
+    assert!(out.lines().any(|l| l == "path  /          1"));
+    assert!(out.lines().any(|l| l == format!("path  {path}  0")));
+}
+
+#[test]
 fn check_without_privileges_names_the_fix() {
     // perf_event_paranoid >= 1 forbids cgroup-mode counting to an
     // unprivileged user: cgperf must say so and how to fix it.

@@ -244,7 +244,9 @@ fn ratio(a: f64, b: f64) -> f64 {
 /// Writes `lines`, each after `prefix` (the timestamp with `-I`), in
 /// aligned columns.
 pub fn write_lines(out: &mut dyn Write, prefix: &str, lines: &[Line]) -> io::Result<()> {
-    let width = |f: fn(&Line) -> usize| lines.iter().map(f).max().unwrap_or(0);
+    let width = |f: fn(&Line) -> usize| {
+        crate::list::column_width(lines.iter().map(f), 0, crate::list::NAME_MAX)
+    };
     let (ew, cw) = (width(|l| l.event.len()), width(|l| l.cgroup.len()));
     for l in lines {
         let cpu = l.cpu.map_or(String::new(), |c| format!("CPU{c:<4} "));
