@@ -13,11 +13,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The group name under which tracepoints are counted and exported.
-pub const TRACEPOINT_GROUP: &str = "tracepoints";
+pub use crate::config::{PROBE_GROUP, TRACEPOINT_GROUP};
 
-/// The group name under which uprobes and kprobes are counted and exported.
-pub const PROBE_GROUP: &str = "probes";
+/// What one entry of the group `group` is, for messages: a tracepoint, a
+/// probe, or an event of a counter group.
+pub fn entry_kind(group: &str) -> &'static str {
+    match group {
+        TRACEPOINT_GROUP => "tracepoint",
+        PROBE_GROUP => "probe",
+        _ => "event",
+    }
+}
 
 /// Label names a `by:` field may not take, because every series of
 /// `cgperf_events_total` already has them (the extractors' labels included);

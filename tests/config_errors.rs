@@ -86,6 +86,36 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         ":2:3:",
         "tracepoints",
     ),
+    (
+        "reserved group name of probes",
+        "groups: {probes: [context-switches]}\n",
+        ":1:10: the group name \"probes\" is reserved",
+        "pick another group name",
+    ),
+    (
+        "NUL in a cgroup path",
+        "groups:\n  a: [task-clock]\ncgroups:\n  - path: \"/a\\0b\"\n",
+        ":4:11: the path \"/a\\0b\" contains the control character \\0",
+        "without control characters",
+    ),
+    (
+        "escape sequence in a cgroup glob",
+        "groups:\n  a: [task-clock]\ncgroups:\n  - match: \"/a\\e[2J*\"\n",
+        ":4:12: the match pattern \"/a\\u{1b}[2J*\" contains the control character",
+        "without control characters",
+    ),
+    (
+        "max_series beyond 64 bits",
+        "tracepoints:\n  - {name: sched:sched_switch, by: [prev_pid], max_series: 99999999999999999999}\n",
+        ":2:60: `tracepoints[0].max_series` is 99999999999999999999, too large: it must be from 1 to 10000",
+        "max_series: 100",
+    ),
+    (
+        "interval without a unit",
+        "interval: 0\ngroups:\n  a: [task-clock]\n",
+        ":1:11: invalid interval: duration \"0\" has no unit",
+        "from 100ms to 1h with its unit (ms, s, m or h), e.g. `1s`",
+    ),
     ("nothing to count", "interval: 1s\n", "", "groups"),
 ];
 
@@ -110,6 +140,10 @@ fn each_bad_config_has_its_own_located_error_from_check_and_exporter() {
             assert!(
                 err.contains("hint:") && err.contains(hint),
                 "{what}: expected hint `{hint}` in:\n{err}"
+            );
+            assert!(
+                !err.contains(|c: char| c.is_control() && c != '\n'),
+                "{what}: a control character printed raw:\n{err:?}"
             );
         }
     }
@@ -140,4 +174,44 @@ fn alias_expansion_is_bounded() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains(&file.path().display().to_string()), "{err}");
     assert!(err.contains("too complex"), "{err}");
+}
+
+/// `cgperf check` on `yaml`: exit 1, and the error.
+fn rejected(yaml: &str) -> String {
+    let file = config_file(yaml);
+    let (code, _, err) =
+        run_cgperf(&["check", &format!("--config.file={}", file.path().display())]);
+    assert_eq!(code, 1, "{}", &err[..err.len().min(2_000)]);
+    assert!(err.contains(&file.path().display().to_string()), "{err}");
+    err
+}
+
+#[test]
+fn a_document_nested_10000_deep_is_refused_for_its_depth() {
+    let deep = format!(
+        "groups:\n  a: [task-clock]\ncgroups: {}{}\n",
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    let err = rejected(&deep);
+    assert!(
+        err.contains(":3:") && err.contains("nests lists and mappings more than 32 levels deep"),
+        "{err}"
+    );
+    assert!(!err.contains("tabs") && !err.contains("recursion"), "{err}");
+}
+
+#[test]
+fn a_100000_character_event_name_is_not_echoed_whole() {
+    let name = "x".repeat(100_000);
+    let err = rejected(&format!("groups:\n  a: [{name}]\n"));
+    assert!(
+        err.contains(&format!(
+            ":2:7: in group `a`: unknown event `{}…`",
+            "x".repeat(80)
+        )),
+        "{}",
+        &err[..err.len().min(2_000)]
+    );
+    assert!(err.len() < 1_000, "{} bytes of error", err.len());
 }

@@ -279,3 +279,54 @@ fn indirect_functions_are_refused() {
     );
     assert!(e.to_string().contains(&expected), "{e}");
 }
+
+#[test]
+fn the_daemon_calls_a_probe_it_cannot_count_a_probe() {
+    require_root("run the exporter with a uprobe");
+    let cfg = config_file(&format!(
+        "probes: [{{uprobe: \"{}:cgperf_no_such_function\", as: missing_fn}}]\n",
+        test_binary().display()
+    ));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cgperf"))
+        .arg(format!("--config.file={}", cfg.path().display()))
+        .args(["--web.listen-address=127.0.0.1:0", "--log.level=info"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("cgperf starts");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            eprintln!("[cgperf] {line}");
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut log = Vec::new();
+    while !log.iter().any(|l: &String| l.contains("serving http://")) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => log.push(line),
+            Err(_) => break,
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let disabled: Vec<&String> = log.iter().filter(|l| l.contains("disabled:")).collect();
+    assert!(
+        disabled
+            .iter()
+            .any(|l| l.contains("probe `missing_fn` disabled:")),
+        "{log:#?}"
+    );
+    assert!(
+        !disabled.iter().any(|l| l.contains("tracepoint")),
+        "a probe is no tracepoint: {disabled:#?}"
+    );
+}

@@ -8,7 +8,7 @@ use std::fmt;
 
 use globset::{GlobBuilder, GlobMatcher};
 
-use super::error::quote;
+use super::error::{quote, shorten};
 
 /// Which cgroups a selector applies to.
 #[derive(Clone)]
@@ -79,7 +79,8 @@ impl CgroupPattern {
             return Err(PatternError {
                 message: format!("path {} contains glob characters", quote(text)),
                 hint: format!(
-                    "`path:` selects exactly one cgroup; use `match: {path}` to select by glob"
+                    "`path:` selects exactly one cgroup; use `match: {}` to select by glob",
+                    shorten(&path)
                 ),
             });
         }
@@ -129,6 +130,21 @@ impl CgroupPattern {
 /// `.` and `..` are errors because cgroup paths are never resolved through
 /// the filesystem here, so they could only be mistakes.
 fn normalize(what: &str, text: &str) -> Result<String, PatternError> {
+    // A NUL ends a path where the kernel reads it, so `/a\0b` would count
+    // `/a`; the other control characters name no cgroup anyone made on
+    // purpose, and would reach terminals and logs raw.
+    if let Some(c) = text.chars().find(|c| c.is_control()) {
+        return Err(PatternError {
+            message: format!(
+                "the {what} {} contains the control character {}",
+                quote(text),
+                c.escape_debug()
+            ),
+            hint: "cgroup paths are directory names under the cgroup2 root, without \
+                   control characters; remove it"
+                .to_owned(),
+        });
+    }
     if text.is_empty() {
         return Err(PatternError {
             message: format!("the {what} is empty"),
@@ -140,7 +156,8 @@ fn normalize(what: &str, text: &str) -> Result<String, PatternError> {
         return Err(PatternError {
             message: format!("the {what} {} is relative", quote(text)),
             hint: format!(
-                "cgroup paths are relative to the cgroup2 root but start with `/`: write `/{text}`"
+                "cgroup paths are relative to the cgroup2 root but start with `/`: write `/{}`",
+                shorten(text)
             ),
         });
     }
@@ -194,6 +211,9 @@ mod tests {
             ("/a/./b", "contains a `.` component"),
             ("/..", "contains a `..` component"),
             ("/system.slice/*.service", "contains glob characters"),
+            ("/a\0b", "\"/a\\0b\" contains the control character \\0"),
+            ("/a\x1b[31m", "contains the control character \\u{1b}"),
+            ("a\nb", "contains the control character \\n"),
         ];
         for (text, want) in table {
             let err = CgroupPattern::exact(text).expect_err(text);
@@ -282,6 +302,8 @@ mod tests {
         assert!(err.message.contains("unclosed character class"));
         let err = CgroupPattern::glob("/a/../*").expect_err("dot-dot");
         assert!(err.message.contains("`..`"));
+        let err = CgroupPattern::glob("/a/*\0").expect_err("NUL");
+        assert!(err.message.contains("control character \\0"), "{err:?}");
         let err = CgroupPattern::glob("*.service").expect_err("relative");
         assert!(err.message.contains("is relative"));
     }

@@ -66,7 +66,7 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, DurationError> {
         "" => {
             return Err(DurationError {
                 message: format!("duration {shown} has no unit"),
-                hint: format!("write `{text}s` for seconds or `{text}ms` for milliseconds"),
+                hint: unit_hint(text),
             });
         }
         other => {
@@ -97,6 +97,29 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let secs = u64::try_from(nanos / NANOS_PER_SEC).map_err(|_| too_large())?;
     let subsec = u32::try_from(nanos % NANOS_PER_SEC).map_err(|_| too_large())?;
     Ok(Duration::new(secs, subsec))
+}
+
+/// The fix for a number written without a unit: the readings of it as
+/// seconds and as milliseconds that a duration setting accepts (every one,
+/// `interval`, `otlp.interval` and `otlp.timeout`, takes
+/// [`MIN_INTERVAL`]`..=`[`MAX_INTERVAL`]), or the range when neither is.
+fn unit_hint(number: &str) -> String {
+    let accepted = |unit: &str| {
+        let text = format!("{number}{unit}");
+        parse_duration(&text)
+            .is_ok_and(|d| (MIN_INTERVAL..=MAX_INTERVAL).contains(&d))
+            .then_some(text)
+    };
+    match (accepted("s"), accepted("ms")) {
+        (Some(s), Some(ms)) => format!("write `{s}` for seconds or `{ms}` for milliseconds"),
+        (Some(s), None) => format!("write `{s}` for seconds"),
+        (None, Some(ms)) => format!("write `{ms}` for milliseconds"),
+        (None, None) => format!(
+            "write a duration from {} to {} with its unit (ms, s, m or h), e.g. `1s`",
+            human(MIN_INTERVAL),
+            human(MAX_INTERVAL)
+        ),
+    }
 }
 
 /// Writes `d` the way the config does (`100ms`, `1s`, `2m`, `1h`), for messages.
@@ -176,7 +199,19 @@ mod tests {
             assert!(err.message.contains(want), "{text}: {}", err.message);
             assert!(!err.hint.is_empty());
         }
-        let err = parse_duration("5").expect_err("no unit");
-        assert_eq!(err.hint, "write `5s` for seconds or `5ms` for milliseconds");
+        let hint = |text| parse_duration(text).expect_err("no unit").hint;
+        assert_eq!(
+            hint("500"),
+            "write `500s` for seconds or `500ms` for milliseconds"
+        );
+        // Only what a duration setting accepts is suggested.
+        assert_eq!(hint("5"), "write `5s` for seconds");
+        assert_eq!(hint("5000"), "write `5000ms` for milliseconds");
+        for never in ["0", "0.01", "99999999999999999999999"] {
+            assert_eq!(
+                hint(never),
+                "write a duration from 100ms to 1h with its unit (ms, s, m or h), e.g. `1s`"
+            );
+        }
     }
 }

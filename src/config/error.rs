@@ -79,15 +79,47 @@ impl ConfigError {
     }
 }
 
+/// Longest part of a value a message shows.
+const MAX_SHOWN_CHARS: usize = 80;
+
 /// Quotes a user-supplied value for a message, escaping control characters
 /// so that a hostile config cannot forge log lines or terminal sequences.
 pub(crate) fn quote(value: &str) -> String {
-    const MAX_CHARS: usize = 80;
-    let mut shown: String = value.chars().take(MAX_CHARS).collect();
-    if shown.len() < value.len() {
-        shown.push('…');
+    format!("{:?}", shorten(value))
+}
+
+/// The start of `value` when it is too long to show whole in a message
+/// (its first [`MAX_SHOWN_CHARS`] characters and `…`), else `value`: one
+/// line of error stays one readable line, whatever the config holds.
+pub(crate) fn shorten(value: &str) -> std::borrow::Cow<'_, str> {
+    match value.char_indices().nth(MAX_SHOWN_CHARS) {
+        Some((end, _)) => format!("{}…", &value[..end]).into(),
+        None => value.into(),
     }
-    format!("{shown:?}")
+}
+
+/// A message from elsewhere (the events module) about `value`, with
+/// `value`, and every part of it the message quotes between backticks,
+/// shortened, and control characters escaped.
+pub(crate) fn about(value: &str, message: &str) -> String {
+    let shown = shorten(value);
+    let message = if shown.len() == value.len() {
+        message.into()
+    } else {
+        message.replace(value, &shown)
+    };
+    let parts: Vec<std::borrow::Cow<'_, str>> = message
+        .split('`')
+        .enumerate()
+        .map(|(i, part)| {
+            if i % 2 == 1 {
+                shorten(part)
+            } else {
+                part.into()
+            }
+        })
+        .collect();
+    sanitize(&parts.join("`"))
 }
 
 /// Escapes control characters in text we did not write (parser messages).
@@ -163,6 +195,20 @@ mod tests {
         assert_eq!(quote("a\nb"), "\"a\\nb\"");
         assert!(quote(&"x".repeat(200)).ends_with("…\""));
         assert_eq!(sanitize("a\x1b[31mb"), "a\\u{1b}[31mb");
+        assert_eq!(shorten(&"é".repeat(80)), "é".repeat(80));
+        assert_eq!(shorten(&"é".repeat(81)), format!("{}…", "é".repeat(80)));
+    }
+
+    #[test]
+    fn messages_about_long_values_show_their_start() {
+        let long = format!("{}\x1b", "x".repeat(100_000));
+        let said = about(&long, &format!("unknown event `{long}`"));
+        assert_eq!(said, format!("unknown event `{}…`", "x".repeat(80)));
+        assert_eq!(about("a\x1b", "bad `a\x1b`"), "bad `a\\u{1b}`");
+        assert_eq!(about("", "is empty"), "is empty");
+        let part = "y".repeat(1_000);
+        let said = about(&format!("a:{part}"), &format!("the part `{part}` is bad"));
+        assert_eq!(said, format!("the part `{}…` is bad", "y".repeat(80)));
     }
 
     #[test]

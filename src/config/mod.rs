@@ -70,6 +70,17 @@ pub const DEFAULT_SOURCE: &str = "<embedded default config>";
 /// groups that the daemon disables where unsupported).
 pub const DEFAULT_YAML: &str = include_str!("../../config/default.yaml");
 
+/// The `group` label of the counts of the top-level `tracepoints:` list.
+pub const TRACEPOINT_GROUP: &str = "tracepoints";
+
+/// The `group` label of the counts of the top-level `probes:` list.
+pub const PROBE_GROUP: &str = "probes";
+
+/// Every `group` label cgperf gives series itself. A group under `groups:`
+/// may take none of them: its series would be indistinguishable from
+/// cgperf's own (two identical `cgperf_events_total` series).
+pub const RESERVED_GROUPS: [&str; 2] = [TRACEPOINT_GROUP, PROBE_GROUP];
+
 /// `interval` when the file does not set it.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -129,8 +140,8 @@ pub struct Config {
 /// that ratios between them (e.g. instructions per cycle) are consistent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupDef {
-    /// Matches `[A-Za-z_][A-Za-z0-9_-]*`; never `tracepoints`, which the
-    /// exporter uses as the `group` label of tracepoint counts.
+    /// Matches `[A-Za-z_][A-Za-z0-9_-]*`; never one of
+    /// [`RESERVED_GROUPS`].
     pub name: String,
     /// At least one event, no duplicates.
     pub events: Vec<Event>,

@@ -510,6 +510,36 @@ fn billion_laughs_is_rejected_quickly() {
 }
 
 #[test]
+fn deep_nesting_is_refused_as_such() {
+    for doc in [
+        format!("{}{}", "[".repeat(10_000), "]".repeat(10_000)),
+        format!(
+            "{GROUPS}cgroups: {}{}\n",
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        ),
+        format!("{GROUPS}cgroups: {}{}\n", "[".repeat(40), "]".repeat(40)),
+    ] {
+        let err = parse(SOURCE, &doc).expect_err("too deep");
+        assert!(
+            err.message
+                .contains("nests lists and mappings more than 32 levels deep"),
+            "{err}"
+        );
+        let hint = err.hint.as_deref().unwrap_or_default();
+        assert!(
+            hint.contains("a few levels") && !hint.contains("tabs"),
+            "{err}"
+        );
+        assert!(err.line.is_some(), "{err}");
+    }
+    // Real configs are far from it.
+    ok(&format!(
+        "{GROUPS}tracepoints: [{{name: sched:sched_switch, by: [prev_pid]}}]\n"
+    ));
+}
+
+#[test]
 fn alias_budget_is_tight() {
     // More aliases than the budget allows, all type-correct.
     let refs = vec!["*t"; 1_001].join(", ");
@@ -605,6 +635,23 @@ fn bad_intervals() {
         &["the duration is empty"],
         "e.g. `250ms`",
     );
+    // A number without a unit: only what the interval accepts is suggested.
+    let err = check(
+        &line("0"),
+        at,
+        &["\"0\" has no unit"],
+        "from 100ms to 1h with its unit",
+    );
+    assert!(!err.to_string().contains("`0s`"), "{err}");
+    check(
+        &line("10"),
+        at,
+        &["\"10\" has no unit"],
+        "write `10s` for seconds",
+    );
+    // What the hints suggest is accepted.
+    assert_eq!(ok(&line("10s")).interval, Duration::from_secs(10));
+    assert_eq!(ok(&line("1s")).interval, Duration::from_secs(1));
 }
 
 #[test]
@@ -628,11 +675,22 @@ fn bad_groups() {
             "[A-Za-z_][A-Za-z0-9_-]*",
         );
     }
+    // Every group label cgperf gives its own series, from the one list.
+    for reserved in RESERVED_GROUPS {
+        check(
+            &format!("groups:\n  ipc: [cycles]\n  {reserved}: [context-switches]\n"),
+            Some((3, 3)),
+            &[&format!("the group name \"{reserved}\" is reserved")],
+            "top-level `tracepoints:` and `probes:`",
+        );
+    }
+    assert_eq!(RESERVED_GROUPS, ["tracepoints", "probes"]);
     check(
-        "groups:\n  ipc: [cycles]\n  tracepoints: [cycles]\n",
-        Some((3, 3)),
-        &["the group name \"tracepoints\" is reserved"],
-        "top-level `tracepoints:`",
+        "groups: {probes: [context-switches]}\n\
+         probes: [{kprobe: do_sys_openat2, as: context-switches}]\n",
+        Some((1, 10)),
+        &["the group name \"probes\" is reserved"],
+        "pick another group name",
     );
     let config = ok("groups:\n  _a: [cycles]\n  l1d-Misses_2: [cycles]\n");
     assert_eq!(names(&config), ["_a", "l1d-Misses_2"]);
@@ -651,6 +709,24 @@ fn duplicate_event_in_group() {
     );
     // The same event in two groups is fine.
     ok("groups:\n  a: [cycles]\n  b: [cycles]\n");
+}
+
+#[test]
+fn long_names_are_not_echoed_whole() {
+    let long = "x".repeat(100_000);
+    let shown = format!("{}…", "x".repeat(80));
+    for (doc, at) in [
+        (format!("groups:\n  ipc: [{long}]\n"), (2, 9)),
+        (format!("tracepoints: [{long}]\n"), (1, 15)),
+        (format!("tracepoints: [\"sched:{long}!\"]\n"), (1, 15)),
+        (format!("probes: [{{uprobe: {long}, as: a}}]\n"), (1, 19)),
+        (format!("{GROUPS}interval: {long}\n"), (4, 11)),
+        (format!("{GROUPS}cgroups: [{{path: {long}}}]\n"), (4, 18)),
+    ] {
+        let err = check(&doc, Some(at), &[&shown], "");
+        let text = err.to_string();
+        assert!(text.len() < 1_000, "{}…", &text[..1_000.min(text.len())]);
+    }
 }
 
 #[test]
@@ -761,10 +837,23 @@ fn bad_max_cgroups() {
         &["more than the largest allowed"],
         hint,
     );
-    // Beyond i64, and everything that is not an integer: a type error at
-    // the same place with the same hint.
+    // Whole numbers beyond i64: out of range, not "not a whole number".
+    for (value, said) in [
+        (
+            "9223372036854775808",
+            "`max_cgroups` is 9223372036854775808, too large: it must be from 1 to 1000000",
+        ),
+        ("0x1_0000_0000_0000_0000", "too large: it must be from 1 to"),
+        (
+            "-99999999999999999999",
+            "is -99999999999999999999, negative",
+        ),
+    ] {
+        check(&line(value), at, &[said], hint);
+    }
+    // Everything that is not an integer: a type error at the same place
+    // with the same hint.
     for (value, found) in [
-        ("9223372036854775808", "found \"9223372036854775808\""),
         ("1.5", "found \"1.5\""),
         ("1e3", "found \"1e3\""),
         ("1000.0", "found \"1000.0\""),
@@ -945,6 +1034,26 @@ fn bad_paths() {
         &["contains a `..` component"],
         "",
     );
+    // Control characters: located, and shown escaped, never raw.
+    for (written, shown) in [
+        ("\"/a\\0b\"", "\\0"),
+        ("\"/a\\e[2J\"", "\\u{1b}"),
+        ("\"/a\\tb\"", "\\t"),
+    ] {
+        let err = check(
+            &selectors(&format!("  - path: {written}\n")),
+            Some((6, 11)),
+            &[&format!("contains the control character {shown}")],
+            "without control characters",
+        );
+        assert!(!err.to_string().contains(['\0', '\x1b', '\t']), "{err:?}");
+        check(
+            &selectors(&format!("  - match: {written}\n")),
+            Some((6, 12)),
+            &["control character"],
+            "without control characters",
+        );
+    }
 }
 
 #[test]
@@ -1350,6 +1459,29 @@ fn tracepoint_entry_errors() {
         &["`ring_pages` is 3; it must be a power of two from 1 to 1024"],
         "ring_pages: 64",
     );
+    // Beyond 64 bits: still out of range, with the range.
+    check(
+        "tracepoints:\n  - {name: sched:sched_switch, by: [prev_pid], max_series: 99999999999999999999}\n",
+        Some((2, 60)),
+        &[
+            "`tracepoints[0].max_series` is 99999999999999999999, too large: it must be from 1 to 10000",
+        ],
+        "other",
+    );
+    check(
+        "tracepoints: [sched:sched_switch]\nring_pages: 18446744073709551616\n",
+        Some((2, 13)),
+        &["`ring_pages` is 18446744073709551616, too large: it must be from 1 to 1024"],
+        "ring_pages: 64",
+    );
+    let digits = "9".repeat(100_000);
+    let err = check(
+        &format!("tracepoints: [sched:sched_switch]\nring_pages: {digits}\n"),
+        Some((2, 13)),
+        &["too large: it must be from 1 to 1024"],
+        "ring_pages: 64",
+    );
+    assert!(err.to_string().len() < 400, "{err}");
     check(
         "tracepoints:\n  - {name: sched:sched_switch, as: a}\ncgroups:\n  - path: /\n    tracepoints: [b]\n",
         Some((5, 19)),

@@ -249,7 +249,7 @@ impl Validator<'_> {
     }
 
     fn probe_error(&self, text: &Text, error: &str) -> ConfigError {
-        self.error(text.referenced, super::error::sanitize(error))
+        self.error(text.referenced, super::error::about(&text.value, error))
             .hint("uprobes are `/absolute/path/to/binary:symbol` or `/path:0xOFFSET`; kprobes name a kernel function")
     }
 

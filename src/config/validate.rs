@@ -8,25 +8,18 @@ use serde_saphyr::{Location, Spanned};
 
 use super::cgroup::{CgroupPattern, PatternError};
 use super::duration::{MAX_INTERVAL, MIN_INTERVAL, human, parse_duration};
-use super::error::{ConfigError, did_you_mean, quote, sanitize};
+use super::error::{ConfigError, about, did_you_mean, quote, sanitize};
 use super::schema::{RawConfig, RawGroups, RawSelector, Text, TextList};
 use super::{
     CgroupSelector, Config, DEFAULT_INTERVAL, DEFAULT_RING_PAGES, GroupDef, MAX_CGROUPS_LIMIT,
-    ProbeDef, TracepointDef,
+    ProbeDef, RESERVED_GROUPS, TracepointDef,
 };
 use crate::events::{Event, TracepointName, parse_event, parse_tracepoint};
 
 use crate::labels::Extractor;
 
-/// The `group` label value the exporter gives tracepoint counts; a user
-/// group with this name would be indistinguishable from them.
-const RESERVED_GROUP: &str = "tracepoints";
-
 const GROUP_NAME_HINT: &str = "group names become the `group` label and must match \
                                `[A-Za-z_][A-Za-z0-9_-]*`, e.g. `ipc` or `l1d-misses`";
-const RESERVED_HINT: &str = "tracepoint counts are exported with `group=\"tracepoints\"`; \
-                             list tracepoints under the top-level `tracepoints:` key, \
-                             or pick another group name";
 const EVENT_HINT: &str = "events use perf's syntax (see `cgperf list`), e.g. `cycles`, \
                           `L1-dcache-load-misses` or \"msr/tsc/\"; quote names containing `/` or `:`";
 const TRACEPOINT_HINT: &str = "tracepoints are `subsystem:name`, as the directories under \
@@ -241,13 +234,19 @@ impl Validator<'_> {
                 .error(name.referenced, format!("invalid group name {shown}"))
                 .hint(GROUP_NAME_HINT));
         }
-        if name.value == RESERVED_GROUP {
+        if RESERVED_GROUPS.contains(&name.value.as_str()) {
+            let reserved: Vec<String> = RESERVED_GROUPS.iter().map(|g| format!("`{g}`")).collect();
             return Err(self
                 .error(
                     name.referenced,
                     format!("the group name {shown} is reserved"),
                 )
-                .hint(RESERVED_HINT));
+                .hint(format!(
+                    "cgperf exports the counts of the top-level `tracepoints:` and `probes:` \
+                     lists under the group names {}; list tracepoints and probes there, \
+                     or pick another group name",
+                    reserved.join(" and ")
+                )));
         }
         Ok(())
     }
@@ -461,13 +460,12 @@ impl Kind {
 
 /// The events module's message, which usually quotes the text already;
 /// quote it ourselves only when it does not, so that the value is always
-/// named exactly once.
+/// named exactly once, and shortened when long.
 fn syntax_message(kind: &str, text: &str, error: &str) -> String {
-    let error = sanitize(error);
     if !text.is_empty() && error.contains(text) {
-        error
+        about(text, error)
     } else {
-        format!("invalid {kind} {}: {error}", quote(text))
+        format!("invalid {kind} {}: {}", quote(text), sanitize(error))
     }
 }
 

@@ -7,12 +7,16 @@
 //! position and recover the key path, e.g. `cgroups[1].groups`.
 
 use serde_saphyr::budget::{Budget, BudgetBreach};
-use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle};
-use serde_saphyr::{DefaultMessageFormatter, DuplicateKeyPolicy, Error, MessageFormatter, Options};
+use serde_saphyr::granit_parser::{ErrorKind, Event, Parser, ScalarStyle};
+use serde_saphyr::{
+    DefaultMessageFormatter, DuplicateKeyPolicy, Error, ExternalMessageSource, MessageFormatter,
+    Options,
+};
 
-use super::error::{ConfigError, did_you_mean, quote, sanitize};
+use super::error::{ConfigError, did_you_mean, quote, sanitize, shorten};
 use super::schema::RawConfig;
 use super::validate::MAX_CGROUPS_HINT;
+use super::{MAX_CGROUPS_LIMIT, MAX_RING_PAGES, MAX_SERIES_LIMIT};
 
 /// YAML limits: far above any real config, far below what hurts, so that
 /// an alias bomb ("billion laughs") fails after little work.
@@ -31,6 +35,7 @@ fn options() -> Options {
     budget.max_events = MAX_EVENTS;
     budget.max_nodes = MAX_NODES;
     budget.max_depth = MAX_DEPTH;
+    budget.flow_nesting_limit = MAX_DEPTH;
     let mut options = Options::default();
     options.budget = Some(budget);
     options.alias_limits.max_total_replayed_events = MAX_REPLAYED_EVENTS;
@@ -78,11 +83,23 @@ fn convert(source: &str, text: &str, err: &Error) -> ConfigError {
             error(format!("duplicate key {key} in {place}"))
                 .hint("each key may appear only once; merge the entries or remove one")
         }
+        Error::Budget {
+            breach: BudgetBreach::Depth { .. },
+            ..
+        } => too_deep(error),
         Error::Budget { breach, .. } => error(format!(
             "the YAML document is too complex: {}",
             describe_breach(breach)
         ))
         .hint(LIMITS_HINT),
+        // The parser's own nesting limit (flow collections), which
+        // `options` sets to the budget's depth.
+        Error::ExternalMessage { source, .. }
+            if matches!(&**source, ExternalMessageSource::Parser(scan)
+                if matches!(scan.kind(), ErrorKind::RecursionLimitExceeded)) =>
+        {
+            too_deep(error)
+        }
         Error::AliasReplayLimitExceeded { .. }
         | Error::AliasExpansionLimitExceeded { .. }
         | Error::AliasReplayStackDepthExceeded { .. }
@@ -108,20 +125,39 @@ fn convert(source: &str, text: &str, err: &Error) -> ConfigError {
                 node.found
             ))
             .hint("keys are plain names such as `interval` or `ipc`"),
-            Some(node) => match expectation(&node.path) {
-                Some((expected, hint)) => error(format!(
-                    "{} must be {expected}, found {}",
-                    node.describe_path(),
-                    node.found
-                ))
-                .hint(hint),
-                None => invalid_yaml(error, inner),
-            },
+            Some(node) => {
+                let shape = shape(&node.path);
+                match expectation(&shape) {
+                    Some((expected, hint)) => {
+                        let message = out_of_range(&shape, node).unwrap_or_else(|| {
+                            format!(
+                                "{} must be {expected}, found {}",
+                                node.describe_path(),
+                                node.found
+                            )
+                        });
+                        error(message).hint(hint)
+                    }
+                    None => invalid_yaml(error, inner),
+                }
+            }
             None => invalid_yaml(error, inner),
         },
         // Syntax errors and the rest: keep the parser's own words.
         _ => invalid_yaml(error, inner),
     }
+}
+
+/// Nesting beyond [`MAX_DEPTH`]: no config needs it, and it is not a
+/// matter of indentation.
+fn too_deep(error: impl FnOnce(String) -> ConfigError) -> ConfigError {
+    error(format!(
+        "the YAML document nests lists and mappings more than {MAX_DEPTH} levels deep"
+    ))
+    .hint(
+        "a cgperf config nests a few levels at most (e.g. `tracepoints:` > an entry > `by:`); \
+         deeper documents are refused to bound the work of parsing them",
+    )
 }
 
 /// An error we have nothing specific to say about: mostly YAML syntax.
@@ -146,7 +182,6 @@ fn describe_breach(breach: &BudgetBreach) -> String {
         BudgetBreach::Anchors { .. } => format!("more than {MAX_ANCHORS} anchors"),
         BudgetBreach::Events { .. } => format!("more than {MAX_EVENTS} YAML events"),
         BudgetBreach::Nodes { .. } => format!("more than {MAX_NODES} nodes"),
-        BudgetBreach::Depth { .. } => format!("nesting deeper than {MAX_DEPTH} levels"),
         BudgetBreach::AliasAnchorRatio { aliases, anchors } => {
             format!("{aliases} aliases for only {anchors} anchors")
         }
@@ -170,6 +205,8 @@ struct NodeAt {
     is_key: bool,
     /// What the node is, for "found ..." (e.g. `a list`, `"maybe"`).
     found: String,
+    /// The text of a scalar node.
+    scalar: Option<String>,
 }
 
 impl NodeAt {
@@ -247,6 +284,10 @@ fn node_at(text: &str, line: u64, column: u64) -> Option<NodeAt> {
             }
             _ => continue,
         };
+        let scalar = match &event {
+            Event::Scalar(value, ..) => Some(value.to_string()),
+            _ => None,
+        };
         let start = &span.start;
         if start.line() as u64 == line && start.col() as u64 + 1 == column {
             let path = frames
@@ -260,6 +301,7 @@ fn node_at(text: &str, line: u64, column: u64) -> Option<NodeAt> {
                 path,
                 is_key,
                 found,
+                scalar,
             });
         }
         match event {
@@ -276,9 +318,9 @@ fn node_at(text: &str, line: u64, column: u64) -> Option<NodeAt> {
     None
 }
 
-/// What a setting must be and an example, by its path (group names and
-/// list indices do not matter).
-fn expectation(path: &[Step]) -> Option<(&'static str, &'static str)> {
+/// A setting's path with list indices and user-chosen keys left out, e.g.
+/// `tracepoints[].max_series` or `groups.*[]`.
+fn shape(path: &[Step]) -> String {
     let mut shape = String::new();
     for (i, step) in path.iter().enumerate() {
         match step {
@@ -294,7 +336,50 @@ fn expectation(path: &[Step]) -> Option<(&'static str, &'static str)> {
             }
         }
     }
-    let found = match shape.as_str() {
+    shape
+}
+
+/// The range of a whole-number setting, by its [`shape`].
+fn whole_number_range(shape: &str) -> Option<(usize, usize)> {
+    match shape {
+        "max_cgroups" => Some((1, MAX_CGROUPS_LIMIT)),
+        "ring_pages" => Some((1, MAX_RING_PAGES)),
+        "tracepoints[].max_series" => Some((1, MAX_SERIES_LIMIT)),
+        _ => None,
+    }
+}
+
+/// For a whole-number setting written as a whole number that the parser
+/// could not take (beyond 64 bits), says so with the range; `None` for
+/// anything else.
+fn out_of_range(shape: &str, node: &NodeAt) -> Option<String> {
+    let (min, max) = whole_number_range(shape)?;
+    let text = node.scalar.as_deref()?.trim();
+    let (negative, magnitude) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let (digits, radix) = match magnitude.get(..2) {
+        Some("0x" | "0X") => (&magnitude[2..], 16),
+        Some("0o" | "0O") => (&magnitude[2..], 8),
+        _ => (magnitude, 10),
+    };
+    let whole = digits.chars().any(|c| c.is_digit(radix))
+        && digits.chars().all(|c| c.is_digit(radix) || c == '_');
+    if !whole {
+        return None;
+    }
+    let size = if negative { "negative" } else { "too large" };
+    Some(format!(
+        "{} is {}, {size}: it must be from {min} to {max}",
+        node.describe_path(),
+        shorten(text)
+    ))
+}
+
+/// What a setting must be and an example, by its [`shape`].
+fn expectation(shape: &str) -> Option<(&'static str, &'static str)> {
+    let found = match shape {
         "" => (
             "a mapping of settings",
             "the config is a mapping with the keys interval, per_cpu, groups, tracepoints, \

@@ -747,7 +747,7 @@ fn log_support(plan: &Plan) {
         if let Err(reason) = &s.status {
             let what = s.event.as_ref().map_or_else(
                 || format!("group `{}`", s.group),
-                |e| format!("tracepoint `{e}`"),
+                |e| format!("{} `{e}`", crate::plan::entry_kind(&s.group)),
             );
             tracing::warn!("{what} disabled: {reason}");
         }
