@@ -37,7 +37,15 @@ pub enum TracepointProblem {
     /// A part with characters tracefs names do not have.
     #[error("`{0}` may contain only letters, digits, `_` and `-`")]
     BadName(String),
+    /// A part longer than a tracefs directory name can be.
+    #[error(
+        "a subsystem or event name is at most {NAME_MAX} characters (it names a tracefs directory); this one has {0}"
+    )]
+    TooLong(usize),
 }
+
+/// Longest subsystem or event name: each is a directory name in tracefs.
+const NAME_MAX: usize = 255;
 
 /// Parses `subsystem:event`, each part `[A-Za-z0-9_-]+` (tracefs names such as
 /// `sched:sched_switch`, `raw_syscalls:sys_enter`, `xhci-hcd:xhci_urb_enqueue`).
@@ -57,6 +65,9 @@ pub fn parse_tracepoint(text: &str) -> Result<TracepointName, EventSyntaxError> 
     for part in [subsystem, name] {
         if part.is_empty() {
             return Err(bad(TracepointProblem::EmptyPart));
+        }
+        if part.len() > NAME_MAX {
+            return Err(bad(TracepointProblem::TooLong(part.len())));
         }
         if !part
             .chars()
@@ -121,6 +132,16 @@ mod tests {
         assert_eq!(problem("sched_switch"), TracepointProblem::MissingColon);
         assert_eq!(problem(":sched_switch"), TracepointProblem::EmptyPart);
         assert_eq!(problem("sched:"), TracepointProblem::EmptyPart);
+        let longest = "x".repeat(NAME_MAX);
+        assert!(parse_tracepoint(&format!("{longest}:{longest}")).is_ok());
+        assert_eq!(
+            problem(&format!("sched:{longest}x")),
+            TracepointProblem::TooLong(NAME_MAX + 1)
+        );
+        assert_eq!(
+            problem(&format!("{}:a", "s".repeat(100_000))),
+            TracepointProblem::TooLong(100_000)
+        );
         assert_eq!(
             problem("sched:sched:switch"),
             TracepointProblem::BadName("sched:switch".into())
