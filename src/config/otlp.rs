@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_saphyr::{Location, Spanned};
 
 use super::duration::{MAX_INTERVAL, MIN_INTERVAL, human, parse_duration};
-use super::error::{ConfigError, did_you_mean, quote};
+use super::error::{ConfigError, did_you_mean, quote, shorten};
 use super::schema::{Ordered, RawOtlp, Text};
 
 /// How often the snapshot is pushed when neither the file nor
@@ -215,13 +215,23 @@ fn duration(what: &str, text: &str) -> Result<Duration, Invalid> {
 
 /// Environment durations are whole milliseconds, as the OTel spec says.
 fn millis(what: &str, text: &str) -> Result<Duration, Invalid> {
-    let ms: u64 = text.trim().parse().map_err(|_| {
-        invalid(
-            format!("invalid OTLP {what} {}: not a whole number", quote(text)),
-            "the OTEL_* variables give durations in milliseconds, e.g. `10000`",
-        )
-    })?;
-    duration_in_range(what, Duration::from_millis(ms), &format!("{ms}ms"))
+    let digits = text.trim();
+    let ms: u64 = match digits.parse() {
+        Ok(ms) => ms,
+        // Beyond 64 bits: a whole number, and out of range.
+        Err(_) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => u64::MAX,
+        Err(_) => {
+            return Err(invalid(
+                format!("invalid OTLP {what} {}: not a whole number", quote(text)),
+                "the OTEL_* variables give durations in milliseconds, e.g. `10000`",
+            ));
+        }
+    };
+    duration_in_range(
+        what,
+        Duration::from_millis(ms),
+        &format!("{}ms", shorten(digits)),
+    )
 }
 
 /// A header both transports can send: an HTTP token name (lower-cased, as
@@ -642,7 +652,7 @@ mod tests {
 
     #[test]
     fn bad_variables_name_the_variable() {
-        let table: [(&str, &str, &str); 9] = [
+        let table: [(&str, &str, &str); 10] = [
             (
                 "OTEL_EXPORTER_OTLP_ENDPOINT",
                 "ftp://x",
@@ -661,6 +671,11 @@ mod tests {
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", "not supported"),
             ("OTEL_EXPORTER_OTLP_TIMEOUT", "10s", "not a whole number"),
             ("OTEL_METRIC_EXPORT_INTERVAL", "5", "outside 100ms to 1h"),
+            (
+                "OTEL_EXPORTER_OTLP_TIMEOUT",
+                "99999999999999999999",
+                "OTLP timeout 99999999999999999999ms is outside 100ms to 1h",
+            ),
             ("OTEL_EXPORTER_OTLP_HEADERS", "novalue", "not `key=value`"),
             (
                 "OTEL_EXPORTER_OTLP_HEADERS",
