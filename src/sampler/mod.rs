@@ -95,17 +95,24 @@ struct CgroupState {
     created: SystemTime,
 }
 
+/// Open and read failures by (operation, reason), for self-metrics.
+type Errors = BTreeMap<(&'static str, &'static str), u64>;
+
 /// Opens groups within the descriptor budget, and counts and logs failures.
 #[derive(Debug)]
 struct Opener {
     budget: FdBudget,
     tally: Arc<AtomicU64>,
-    errors: BTreeMap<(&'static str, &'static str), u64>,
+    errors: Errors,
     logged: HashSet<(Arc<str>, OpenFailure)>,
     /// The per-CPU rings of `by:` tracepoints.
     rings: Rings,
     /// Data pages of a new ring.
     ring_pages: usize,
+    /// Sample ids of `by:` events closed by a reload whose series carry on:
+    /// forgotten only after the rings are drained, so that the samples they
+    /// wrote before closing are counted.
+    retired: Vec<u64>,
 }
 
 /// The budget ran out: the cgroup being opened must be given up.
@@ -244,6 +251,7 @@ impl Sampler {
                 logged: HashSet::new(),
                 rings: Rings::default(),
                 ring_pages,
+                retired: Vec::new(),
             },
             cgroups: BTreeMap::new(),
             skipped: SKIP_REASONS.iter().map(|r| (*r, 0)).collect(),
@@ -354,21 +362,7 @@ impl Sampler {
         for cgroup in self.cgroups.values_mut() {
             for group in &mut cgroup.groups {
                 for counter in &mut group.cpus {
-                    let Some(held) = counter.open.as_mut() else {
-                        continue;
-                    };
-                    match held.group.read() {
-                        Ok((read, ids)) => {
-                            counter.acc.update(&read, ids);
-                        }
-                        Err(e) => {
-                            let reason = match e {
-                                ReadError::Syscall(errno) => OpenFailure::from_errno(errno).label(),
-                                ReadError::Format(_) => "format",
-                            };
-                            *self.opener.errors.entry(("read", reason)).or_default() += 1;
-                        }
-                    }
+                    counter.read(&mut self.opener.errors);
                 }
             }
         }
@@ -394,11 +388,15 @@ impl Sampler {
         }
         let fs = self.discovery.fs().clone();
         let gone = |cpu: u32| changes.closed.contains(&cpu) || changes.open.contains(&cpu);
+        // What the rings hold is counted before their events close.
+        self.drain(None);
         for state in self.cgroups.values_mut() {
             for group in &mut state.groups {
                 for counter in &mut group.cpus {
                     if gone(counter.cpu) {
-                        counter.open = None;
+                        // Dead since the CPU went offline: the final read
+                        // gets what it counted until then.
+                        counter.close(&mut self.opener.errors);
                     }
                 }
             }
@@ -451,6 +449,8 @@ impl Sampler {
         let alive: HashSet<(&str, u64)> = found.iter().map(|f| (f.path.as_str(), f.ino)).collect();
         let rings = &mut self.opener.rings;
         self.cgroups.retain(|path, state| {
+            // A cgroup that is gone loses its series: its groups are closed
+            // without a final read, which nothing would show.
             let keep = alive.contains(&(path.as_str(), state.ino));
             if !keep {
                 for sampled in &state.sampled {
@@ -477,7 +477,13 @@ impl Sampler {
                     if let Ok(dir) = dir
                         && reconcile(state, specs, &dir, &online, &mut self.opener).is_err()
                     {
-                        self.cgroups.remove(&f.path);
+                        // Its series vanish: what they counted since the
+                        // last collection would be read for nothing.
+                        if let Some(gone) = self.cgroups.remove(&f.path) {
+                            for sampled in &gone.sampled {
+                                self.opener.rings.unregister(sampled.ids());
+                            }
+                        }
                         skipped.entry("fd_budget").or_default().push(f.path);
                     }
                 }
@@ -524,6 +530,9 @@ impl Sampler {
                 Err(OutOfFds) => skipped.entry("fd_budget").or_default().push(f.path),
             }
         }
+        self.drain(None);
+        let retired = std::mem::take(&mut self.opener.retired);
+        self.opener.rings.unregister(retired.into_iter());
         self.opener.rings.close_if_idle();
         for reason in SKIP_REASONS {
             let paths = skipped.remove(reason).unwrap_or_default();
@@ -615,6 +624,32 @@ impl GroupState {
 }
 
 impl CpuCounter {
+    /// Adds what the open group counted since its last read.
+    fn read(&mut self, errors: &mut Errors) {
+        let Some(held) = self.open.as_mut() else {
+            return;
+        };
+        match held.group.read() {
+            Ok((read, ids)) => {
+                self.acc.update(&read, ids);
+            }
+            Err(e) => {
+                let reason = match e {
+                    ReadError::Syscall(errno) => OpenFailure::from_errno(errno).label(),
+                    ReadError::Format(_) => "format",
+                };
+                *errors.entry(("read", reason)).or_default() += 1;
+            }
+        }
+    }
+
+    /// Reads the group one last time and closes it: what it counted since
+    /// the last collection stays in the totals.
+    fn close(&mut self, errors: &mut Errors) {
+        self.read(errors);
+        self.open = None;
+    }
+
     /// New descriptors (counting from zero) replace the old ones; the totals
     /// carry on.
     fn reopened(&mut self, open: Option<Held>) {
@@ -646,9 +681,9 @@ impl Wanted {
 
 /// Makes `state`'s groups and `by:` tracepoints those wanted: identical
 /// ones are kept as they are; a group whose events changed is opened anew
-/// and inherits the totals of the events it kept; a `by:` tracepoint whose
-/// filter or bound changed keeps its counts if its label and fields did not;
-/// what is no longer wanted is closed.
+/// and takes over the totals of the events it kept (see [`hand_over`]); a
+/// `by:` tracepoint whose filter or bound changed keeps its counts if its
+/// label and fields did not; what is no longer wanted is closed.
 fn reconcile(
     state: &mut CgroupState,
     wanted: Wanted,
@@ -658,29 +693,34 @@ fn reconcile(
 ) -> Result<(), OutOfFds> {
     reconcile_sampled(state, wanted.sampled, dir, online, opener)?;
     let mut old = std::mem::take(&mut state.groups);
+    // In the wanted order: a kept group, or a new one and what it replaces.
+    let mut groups: Vec<(GroupState, Option<GroupState>, bool)> = Vec::new();
     for spec in wanted.groups {
         if let Some(i) = old.iter().position(|g| *g.spec == *spec) {
-            state.groups.push(old.swap_remove(i));
+            groups.push((old.swap_remove(i), None, true));
             continue;
         }
         let previous = old
             .iter()
             .position(|g| g.spec.name == spec.name)
             .map(|i| old.swap_remove(i));
-        let mut group = GroupState {
-            spec: spec.clone(),
+        let group = GroupState {
+            spec,
             cpus: Vec::with_capacity(online.len()),
         };
-        for &cpu in online {
-            group.counter(cpu).open = opener.open(&spec, &state.path, dir, cpu)?;
-        }
+        groups.push((group, previous, false));
+    }
+    let fresh = groups.iter_mut().filter(|(_, _, kept)| !kept);
+    hand_over(
+        fresh.map(|(new, previous, _)| (new, previous.as_mut())),
+        state,
+        dir,
+        online,
+        opener,
+    )?;
+    for (mut group, previous, _) in groups {
         if let Some(previous) = previous {
-            // Position in the old group of each event of the new one.
-            let mapping: Vec<Option<usize>> = spec
-                .events
-                .iter()
-                .map(|e| previous.spec.events.iter().position(|old| old == e))
-                .collect();
+            let mapping = carried_over(&group.spec, &previous.spec);
             for old_counter in &previous.cpus {
                 group
                     .counter(old_counter.cpu)
@@ -691,6 +731,72 @@ fn reconcile(
         state.groups.push(group);
     }
     Ok(())
+}
+
+/// Opens each new group on every online CPU, and reads the group it
+/// replaces there one last time, so that what it counted since the last
+/// collection is not lost.
+///
+/// The order is what makes the hand-over exact. Reading the old group first
+/// and opening the new one after would lose what happens between the two;
+/// opening the new one first counts what happens between its start and the
+/// old one's final read twice. Neither happens when nothing of the cgroup
+/// runs on that CPU in between, and cgperf makes sure of that by doing both
+/// on that CPU: while this thread runs there, no other task does. The new
+/// group starts counting from zero when it is enabled, before the old one's
+/// final read; the old one's totals, final read included, are carried over
+/// by [`Accumulator::inherit`], and the new one's accumulator counts from
+/// its own start: each occurrence lands in exactly one of them. What remains
+/// is this thread being preempted between the two calls (a few
+/// microseconds), and cgperf's own events if it runs inside a cgroup it
+/// counts. A CPU the thread may not move to (a cpuset) gets the same order
+/// without that guarantee.
+fn hand_over<'a>(
+    groups: impl Iterator<Item = (&'a mut GroupState, Option<&'a mut GroupState>)>,
+    state: &CgroupState,
+    dir: &std::fs::File,
+    online: &[u32],
+    opener: &mut Opener,
+) -> Result<(), OutOfFds> {
+    let mut groups: Vec<_> = groups.collect();
+    if groups.is_empty() {
+        return Ok(());
+    }
+    // Only a hand-over needs the thread on the CPU it opens on.
+    let mut pin = groups
+        .iter()
+        .any(|(_, previous)| previous.is_some())
+        .then(crate::cpus::Pin::new);
+    for &cpu in online {
+        if let Some(pin) = pin.as_mut() {
+            pin.to(cpu);
+        }
+        for (group, previous) in &mut groups {
+            let opened = opener.open(&group.spec, &state.path, dir, cpu)?;
+            group.counter(cpu).open = opened;
+            if let Some(previous) = previous {
+                for old in previous.cpus.iter_mut().filter(|c| c.cpu == cpu) {
+                    old.close(&mut opener.errors);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// For each event of `new`, the position in `old` of the event whose series
+/// it continues: the one with the same label. A filter or an attribute that
+/// changed under the same label continues the series, which must never go
+/// down while it exists.
+fn carried_over(new: &GroupSpec, old: &GroupSpec) -> Vec<Option<usize>> {
+    new.events
+        .iter()
+        .map(|e| {
+            old.events
+                .iter()
+                .position(|o| o.label == e.label && o.clock == e.clock)
+        })
+        .collect()
 }
 
 fn reconcile_sampled(
@@ -717,7 +823,7 @@ fn reconcile_sampled(
         };
         if let Some(i) = old.iter().position(same_series) {
             let mut previous = old.swap_remove(i);
-            opener.rings.unregister(previous.close(None).into_iter());
+            opener.retired.extend(previous.close(None));
             new.counts = previous.counts;
         }
         for &cpu in online {
@@ -819,5 +925,52 @@ impl Series<'_> {
                 start_time: self.created,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::EventAttr;
+    use crate::plan::PlannedEvent;
+
+    fn event(label: &str, config: u64, filter: Option<&std::ffi::CStr>) -> PlannedEvent {
+        PlannedEvent {
+            label: label.into(),
+            attr: EventAttr {
+                type_: 2,
+                config,
+                config1: 0,
+                config2: 0,
+                exclude_user: false,
+                exclude_kernel: false,
+                exclude_hv: false,
+            },
+            clock: false,
+            filter: filter.map(Arc::from),
+        }
+    }
+
+    fn group(events: Vec<PlannedEvent>) -> GroupSpec {
+        GroupSpec {
+            name: "tracepoints".into(),
+            events,
+        }
+    }
+
+    #[test]
+    fn a_reopened_group_continues_the_series_of_each_label() {
+        let old = group(vec![
+            event("getppid", 1, None),
+            event("pgrp", 2, Some(c"which == 1")),
+            event("gone", 3, None),
+        ]);
+        // An event added first, one dropped, a filter changed.
+        let new = group(vec![
+            event("getpid", 4, None),
+            event("getppid", 1, None),
+            event("pgrp", 2, Some(c"which != 0")),
+        ]);
+        assert_eq!(carried_over(&new, &old), vec![None, Some(0), Some(1)]);
     }
 }
