@@ -16,15 +16,6 @@ fn getppid_of(body: &str, cgroup: &str) -> Option<f64> {
     )
 }
 
-fn reload_time(body: &str) -> f64 {
-    value(
-        body,
-        "cgperf_config_last_reload_success_timestamp_seconds",
-        &[],
-    )
-    .expect("reload timestamp")
-}
-
 /// Replaces `path` by rename, as editors and ConfigMap updates do.
 fn replace_file(path: &Path, text: &str) {
     let tmp = path.with_extension("tmp");

@@ -112,15 +112,6 @@ impl Running {
     }
 }
 
-fn reload_time(body: &str) -> f64 {
-    value(
-        body,
-        "cgperf_config_last_reload_success_timestamp_seconds",
-        &[],
-    )
-    .expect("reload timestamp")
-}
-
 /// A long interval, so that the workload, the reload and the final read all
 /// fall within one interval.
 const BASE: &str = "interval: 10s

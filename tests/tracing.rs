@@ -383,14 +383,6 @@ fn a_reload_that_changes_a_by_filter_keeps_the_counts() {
         (Some(20.0), Some(100.0))
     );
 
-    let reload_time = |body: &str| {
-        value(
-            body,
-            "cgperf_config_last_reload_success_timestamp_seconds",
-            &[],
-        )
-        .expect("reload timestamp")
-    };
     let loaded = reload_time(&body);
     // Same label and fields, a filter added: reopened, counts carried on.
     let second = first.replace(

@@ -382,6 +382,16 @@ pub fn value(body: &str, name: &str, want: &[(&str, &str)]) -> Option<f64> {
         })
 }
 
+/// When the config was last loaded successfully, from a scrape.
+pub fn reload_time(body: &str) -> f64 {
+    value(
+        body,
+        "cgperf_config_last_reload_success_timestamp_seconds",
+        &[],
+    )
+    .expect("reload timestamp")
+}
+
 /// Runs the cgperf binary with `args`; returns (exit code, stdout, stderr).
 pub fn run_cgperf(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_cgperf"))
