@@ -10,7 +10,7 @@ use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 const GETPPID: &str = "syscalls:sys_enter_getppid";
@@ -258,16 +258,28 @@ fn by_fields_changed_keep_the_counting_groups() {
     );
 }
 
+/// The calls `getppid` counted in `cgroup`.
+fn getppid_in(body: &str, cgroup: &str) -> Option<f64> {
+    value(
+        body,
+        "cgperf_events_total",
+        &[("cgroup", cgroup), ("event", GETPPID)],
+    )
+}
+
 #[test]
 fn a_storm_of_reloads_during_a_workload_loses_nothing() {
     require_root("create cgroups and count them");
     const CHUNK: u64 = 50_000;
+    // A parent and its children, all reloaded together; two of the
+    // children run workloads.
     let first = "interval: 1s
 groups:
   sw: [page-faults, context-switches]
 tracepoints: [syscalls:sys_enter_getppid]
 cgroups:
   - path: \"{cg}\"
+  - match: \"{cg}/*\"
 ";
     let configs = [
         first.to_string(),
@@ -280,17 +292,28 @@ cgroups:
         "interval: 1s\ngroups:\n  sw: [no-such-event]\n".to_string(),
     ];
     let run = Running::start("cgperf-reload-storm", &configs[0]);
+    let children: Vec<TestCgroup> = (0..12)
+        .map(|i| TestCgroup::create_under(&run.cg.rel, &format!("job{i}")))
+        .collect();
+    let busy = [&children[2], &children[9]];
+    run.exporter.wait_for("the children", |b| {
+        children.iter().all(|c| getppid_in(b, &c.rel).is_some())
+    });
     let stop = Arc::new(AtomicBool::new(false));
-    let chunks = Arc::new(AtomicU64::new(0));
-    let worker = {
-        let (stop, chunks, dir) = (stop.clone(), chunks.clone(), run.cg.dir.clone());
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                getppid_workload(Some(&dir), CHUNK);
-                chunks.fetch_add(1, Ordering::Relaxed);
-            }
+    let workers: Vec<_> = busy
+        .iter()
+        .map(|cg| {
+            let (stop, dir) = (stop.clone(), cg.dir.clone());
+            std::thread::spawn(move || {
+                let mut chunks = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    getppid_workload(Some(&dir), CHUNK);
+                    chunks += 1;
+                }
+                chunks * CHUNK
+            })
         })
-    };
+        .collect();
     for i in 0..100 {
         let yaml = configs[i % 3].replace("{cg}", &run.cg.rel);
         std::fs::write(&run.path, yaml).expect("rewrite config");
@@ -303,11 +326,13 @@ cgroups:
     // SAFETY: as above.
     assert_eq!(unsafe { libc::kill(run.exporter.pid(), libc::SIGHUP) }, 0);
     stop.store(true, Ordering::Relaxed);
-    worker.join().expect("workload thread");
-    let calls = chunks.load(Ordering::Relaxed) * CHUNK;
+    let calls: Vec<u64> = workers
+        .into_iter()
+        .map(|w| w.join().expect("workload thread"))
+        .collect();
     assert!(
-        calls >= 2 * CHUNK,
-        "the workload ran during the storm ({calls} calls)"
+        calls.iter().all(|&n| n >= 2 * CHUNK),
+        "the workloads ran during the storm ({calls:?} calls)"
     );
     std::thread::sleep(Duration::from_millis(500));
     let body = run.exporter.wait_collections(2);
@@ -315,11 +340,22 @@ cgroups:
         value(&body, "cgperf_config_last_reload_successful", &[]),
         Some(1.0)
     );
+    let mut off = Vec::new();
+    for (cg, &n) in busy.iter().zip(&calls) {
+        let counted = getppid_in(&body, &cg.rel).expect("getppid series");
+        off.push((cg.rel.as_str(), n, counted));
+    }
+    let total: u64 = calls.iter().sum();
     let counted = run.get(&body, GETPPID).expect("getppid series");
-    assert_eq!(
-        counted,
-        calls as f64,
-        "{calls} calls during 100 reloads, {counted} counted ({} off)",
-        counted - calls as f64
+    off.push((run.cg.rel.as_str(), total, counted));
+    assert!(
+        off.iter().all(|&(_, n, counted)| counted == n as f64),
+        "(cgroup, calls during 100 reloads, counted): {off:?}"
     );
+    for idle in children
+        .iter()
+        .filter(|c| busy.iter().all(|b| b.rel != c.rel))
+    {
+        assert_eq!(getppid_in(&body, &idle.rel), Some(0.0), "{}", idle.rel);
+    }
 }

@@ -465,30 +465,53 @@ impl Sampler {
         });
         let mut skipped: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
         let online = self.cpus.online();
+        // Cgroups already counted keep their place: those whose plan or
+        // selectors changed are reconciled first, all together (see
+        // `hand_over`). Those unchanged need nothing: no specs are built.
+        let mut changed = BTreeMap::new();
+        let mut new = Vec::new();
         for f in found {
-            // Cgroups already counted under this plan and these selectors
-            // need nothing: no specs are built for them.
-            if let Some(state) = self.cgroups.get_mut(&f.path) {
-                if state.generation != self.generation || state.selectors != f.selectors {
-                    let specs = Wanted::of(&self.plan, &f.selectors);
-                    state.selectors = f.selectors;
-                    state.generation = self.generation;
-                    let dir = std::fs::File::open(self.discovery.fs().dir(&f.path));
-                    if let Ok(dir) = dir
-                        && reconcile(state, specs, &dir, &online, &mut self.opener).is_err()
-                    {
-                        // Its series vanish: what they counted since the
-                        // last collection would be read for nothing.
-                        if let Some(gone) = self.cgroups.remove(&f.path) {
-                            for sampled in &gone.sampled {
-                                self.opener.rings.unregister(sampled.ids());
-                            }
-                        }
-                        skipped.entry("fd_budget").or_default().push(f.path);
-                    }
-                }
+            let Some(state) = self.cgroups.get_mut(&f.path) else {
+                new.push(f);
                 continue;
+            };
+            if state.generation != self.generation || state.selectors != f.selectors {
+                let wanted = Wanted::of(&self.plan, &f.selectors);
+                state.selectors = f.selectors;
+                state.generation = self.generation;
+                let dir = self.discovery.fs().dir(&f.path);
+                changed.insert(f.path, (wanted, dir));
             }
+        }
+        let mut batch: Vec<Reconciling<'_>> = self
+            .cgroups
+            .iter_mut()
+            .filter_map(|(path, state)| {
+                let (wanted, dir) = changed.remove(path)?;
+                Some(Reconciling {
+                    state,
+                    wanted,
+                    dir,
+                    open: None,
+                })
+            })
+            .collect();
+        let evicted = reconcile(&mut batch, &online, &mut self.opener);
+        drop(batch);
+        for path in evicted {
+            // Its series vanish: what they counted since the last
+            // collection would be read for nothing.
+            if let Some(gone) = self.cgroups.remove(&*path) {
+                for sampled in &gone.sampled {
+                    self.opener.rings.unregister(sampled.ids());
+                }
+            }
+            skipped
+                .entry("fd_budget")
+                .or_default()
+                .push(path.to_string());
+        }
+        for f in new {
             if self
                 .max_cgroups
                 .is_some_and(|max| self.cgroups.len() >= max)
@@ -523,11 +546,16 @@ impl Sampler {
                 sampled: Vec::new(),
                 created: SystemTime::now(),
             };
-            match reconcile(&mut state, specs, &dir, &online, &mut self.opener) {
-                Ok(()) => {
-                    self.cgroups.insert(f.path, state);
-                }
-                Err(OutOfFds) => skipped.entry("fd_budget").or_default().push(f.path),
+            let mut one = [Reconciling {
+                state: &mut state,
+                wanted: specs,
+                dir: self.discovery.fs().dir(&f.path),
+                open: Some(dir),
+            }];
+            if reconcile(&mut one, &online, &mut self.opener).is_empty() {
+                self.cgroups.insert(f.path, state);
+            } else {
+                skipped.entry("fd_budget").or_default().push(f.path);
             }
         }
         self.drain(None);
@@ -679,58 +707,121 @@ impl Wanted {
     }
 }
 
-/// Makes `state`'s groups and `by:` tracepoints those wanted: identical
-/// ones are kept as they are; a group whose events changed is opened anew
-/// and takes over the totals of the events it kept (see [`hand_over`]); a
-/// `by:` tracepoint whose filter or bound changed keeps its counts if its
-/// label and fields did not; what is no longer wanted is closed.
-fn reconcile(
-    state: &mut CgroupState,
+/// A cgroup whose groups and `by:` tracepoints are to become those wanted.
+struct Reconciling<'a> {
+    state: &'a mut CgroupState,
     wanted: Wanted,
-    dir: &std::fs::File,
+    /// Its directory, to open events in: opened when needed and closed
+    /// after, so that a reload of many cgroups holds one at a time...
+    dir: std::path::PathBuf,
+    /// ...unless it is open already.
+    open: Option<std::fs::File>,
+}
+
+/// Runs `f` with a cgroup's directory: `open` if it is, else `dir` opened
+/// for the call; `None` if it cannot be opened (removed since the scan: the
+/// next one drops it).
+fn in_dir<R>(
+    open: &Option<std::fs::File>,
+    dir: &std::path::Path,
+    f: impl FnOnce(&std::fs::File) -> R,
+) -> Option<R> {
+    match open {
+        Some(dir) => Some(f(dir)),
+        None => std::fs::File::open(dir).ok().map(|dir| f(&dir)),
+    }
+}
+
+/// A group after a reconcile, and what it replaces: `kept` as it was, or
+/// opened anew, taking over the totals of `previous`'s events that it kept.
+struct Planned {
+    group: GroupState,
+    previous: Option<GroupState>,
+    kept: bool,
+}
+
+/// Makes each cgroup's groups and `by:` tracepoints those wanted:
+/// identical ones are kept as they are; a group whose events changed is
+/// opened anew and takes over the totals of the events it kept (see
+/// [`hand_over`]); a `by:` tracepoint whose filter or bound changed keeps
+/// its counts if its label and fields did not; what is no longer wanted is
+/// closed. Returns the paths of the cgroups that ran out of descriptors:
+/// they must be given up (their descriptors are closed already).
+fn reconcile(
+    cgroups: &mut [Reconciling<'_>],
     online: &[u32],
     opener: &mut Opener,
-) -> Result<(), OutOfFds> {
-    reconcile_sampled(state, wanted.sampled, dir, online, opener)?;
-    let mut old = std::mem::take(&mut state.groups);
-    // In the wanted order: a kept group, or a new one and what it replaces.
-    let mut groups: Vec<(GroupState, Option<GroupState>, bool)> = Vec::new();
-    for spec in wanted.groups {
-        if let Some(i) = old.iter().position(|g| *g.spec == *spec) {
-            groups.push((old.swap_remove(i), None, true));
+) -> Vec<Arc<str>> {
+    let mut plans = Vec::with_capacity(cgroups.len());
+    let mut evicted = vec![false; cgroups.len()];
+    for (c, evicted) in cgroups.iter_mut().zip(&mut evicted) {
+        let sampled = std::mem::take(&mut c.wanted.sampled);
+        let Some(result) = in_dir(&c.open, &c.dir, |dir| {
+            reconcile_sampled(c.state, sampled, dir, online, opener)
+        }) else {
+            // Left as it is: the next scan drops it.
+            plans.push(Vec::new());
+            continue;
+        };
+        *evicted = result.is_err();
+        let mut old = std::mem::take(&mut c.state.groups);
+        if *evicted {
+            // Closed now, to leave room for the others.
+            plans.push(Vec::new());
             continue;
         }
-        let previous = old
-            .iter()
-            .position(|g| g.spec.name == spec.name)
-            .map(|i| old.swap_remove(i));
-        let group = GroupState {
-            spec,
-            cpus: Vec::with_capacity(online.len()),
-        };
-        groups.push((group, previous, false));
-    }
-    let fresh = groups.iter_mut().filter(|(_, _, kept)| !kept);
-    hand_over(
-        fresh.map(|(new, previous, _)| (new, previous.as_mut())),
-        state,
-        dir,
-        online,
-        opener,
-    )?;
-    for (mut group, previous, _) in groups {
-        if let Some(previous) = previous {
-            let mapping = carried_over(&group.spec, &previous.spec);
-            for old_counter in &previous.cpus {
-                group
-                    .counter(old_counter.cpu)
-                    .acc
-                    .inherit(old_counter.acc.totals(), &mapping);
+        let mut plan = Vec::new();
+        for spec in std::mem::take(&mut c.wanted.groups) {
+            if let Some(i) = old.iter().position(|g| *g.spec == *spec) {
+                plan.push(Planned {
+                    group: old.swap_remove(i),
+                    previous: None,
+                    kept: true,
+                });
+                continue;
             }
+            let previous = old
+                .iter()
+                .position(|g| g.spec.name == spec.name)
+                .map(|i| old.swap_remove(i));
+            let group = GroupState {
+                spec,
+                cpus: Vec::with_capacity(online.len()),
+            };
+            plan.push(Planned {
+                group,
+                previous,
+                kept: false,
+            });
         }
-        state.groups.push(group);
+        plans.push(plan);
     }
-    Ok(())
+    hand_over(cgroups, &mut plans, &mut evicted, online, opener);
+    let mut gone = Vec::new();
+    for ((c, plan), evicted) in cgroups.iter_mut().zip(plans).zip(evicted) {
+        if evicted {
+            gone.push(c.state.path.clone());
+            continue;
+        }
+        for Planned {
+            mut group,
+            previous,
+            ..
+        } in plan
+        {
+            if let Some(previous) = previous {
+                let mapping = carried_over(&group.spec, &previous.spec);
+                for old_counter in &previous.cpus {
+                    group
+                        .counter(old_counter.cpu)
+                        .acc
+                        .inherit(old_counter.acc.totals(), &mapping);
+                }
+            }
+            c.state.groups.push(group);
+        }
+    }
+    gone
 }
 
 /// Opens each new group on every online CPU, and reads the group it
@@ -751,37 +842,55 @@ fn reconcile(
 /// microseconds), and cgperf's own events if it runs inside a cgroup it
 /// counts. A CPU the thread may not move to (a cpuset) gets the same order
 /// without that guarantee.
-fn hand_over<'a>(
-    groups: impl Iterator<Item = (&'a mut GroupState, Option<&'a mut GroupState>)>,
-    state: &CgroupState,
-    dir: &std::fs::File,
+///
+/// The loop runs CPU by CPU over every cgroup of a reload, so the thread
+/// moves once per CPU (a move costs some 100 µs), not once per cgroup.
+/// A cgroup that runs out of descriptors is marked `evicted` and its groups
+/// closed at once, so that it leaves room for the others.
+fn hand_over(
+    cgroups: &[Reconciling<'_>],
+    plans: &mut [Vec<Planned>],
+    evicted: &mut [bool],
     online: &[u32],
     opener: &mut Opener,
-) -> Result<(), OutOfFds> {
-    let mut groups: Vec<_> = groups.collect();
-    if groups.is_empty() {
-        return Ok(());
+) {
+    if plans.iter().flatten().all(|p| p.kept) {
+        return;
     }
     // Only a hand-over needs the thread on the CPU it opens on.
-    let mut pin = groups
+    let mut pin = plans
         .iter()
-        .any(|(_, previous)| previous.is_some())
+        .flatten()
+        .any(|p| p.previous.is_some())
         .then(crate::cpus::Pin::new);
     for &cpu in online {
         if let Some(pin) = pin.as_mut() {
             pin.to(cpu);
         }
-        for (group, previous) in &mut groups {
-            let opened = opener.open(&group.spec, &state.path, dir, cpu)?;
-            group.counter(cpu).open = opened;
-            if let Some(previous) = previous {
-                for old in previous.cpus.iter_mut().filter(|c| c.cpu == cpu) {
-                    old.close(&mut opener.errors);
+        for ((c, plan), evicted) in cgroups.iter().zip(&mut *plans).zip(&mut *evicted) {
+            if *evicted || plan.iter().all(|p| p.kept) {
+                continue;
+            }
+            // A cgroup removed meanwhile opens nothing and its old groups
+            // are not read: the next scan drops it with its series.
+            let done = in_dir(&c.open, &c.dir, |dir| {
+                for p in plan.iter_mut().filter(|p| !p.kept) {
+                    let opened = opener.open(&p.group.spec, &c.state.path, dir, cpu)?;
+                    p.group.counter(cpu).open = opened;
+                    if let Some(previous) = p.previous.as_mut() {
+                        for old in previous.cpus.iter_mut().filter(|c| c.cpu == cpu) {
+                            old.close(&mut opener.errors);
+                        }
+                    }
                 }
+                Ok(())
+            });
+            *evicted = matches!(done, Some(Err(OutOfFds)));
+            if *evicted {
+                plan.clear();
             }
         }
     }
-    Ok(())
 }
 
 /// For each event of `new`, the position in `old` of the event whose series
