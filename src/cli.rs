@@ -3,7 +3,7 @@
 use crate::config::{self, Config, OtlpConfig};
 use crate::discovery::{CgroupFs, Discovery};
 use crate::exporter::otlp::{self, OtlpStats};
-use crate::exporter::web::{self, WebConfig};
+use crate::exporter::web::{self, ListenAddress, WebConfig};
 use crate::exporter::{http, prometheus::Exposition};
 use crate::plan::Machine;
 use crate::sampler::{self, Control, FdBudget, Sampler};
@@ -36,13 +36,14 @@ pub struct Cli {
     #[arg(long = "config.file", value_name = "PATH", global = true)]
     config_file: Option<PathBuf>,
 
-    /// Address to serve /metrics on.
+    /// Address to serve /metrics on: `:PORT` (every address, IPv4 and
+    /// IPv6), `HOST:PORT` or `[IPV6]:PORT`.
     #[arg(
         long = "web.listen-address",
         value_name = "HOST:PORT",
-        default_value = "0.0.0.0:9810"
+        default_value = ":9810"
     )]
-    listen_address: String,
+    listen_address: ListenAddress,
 
     /// Path under which metrics are served.
     #[arg(
@@ -234,7 +235,7 @@ pub fn discover_machine() -> anyhow::Result<(CgroupFs, Vec<u32>, Machine)> {
 
 /// Where and how `/metrics` is served.
 struct Endpoint {
-    listen: String,
+    listen: ListenAddress,
     telemetry_path: String,
     web_config_file: Option<PathBuf>,
     /// Already loaded from `web_config_file`, so that a bad one fails
@@ -282,8 +283,7 @@ fn serve(
     )?;
     // Bound now, before capabilities are dropped (a port below 1024 needs
     // CAP_NET_BIND_SERVICE); served once the runtime runs.
-    let listener =
-        std::net::TcpListener::bind(&listen).with_context(|| format!("listening on {listen}"))?;
+    let listener = listen.bind().context("--web.listen-address")?;
     listener
         .set_nonblocking(true)
         .context("making the listener non-blocking")?;
