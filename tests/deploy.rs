@@ -1,6 +1,8 @@
 //! The deployment files are checked by the tools that will read them:
-//! promtool, systemd-analyze, cgperf's own config validation, and a run of
-//! cgperf with exactly the privileges the systemd unit grants.
+//! promtool, systemd-analyze, cgperf's own config validation; and the
+//! systemd unit and the DaemonSet are run exactly as written (every
+//! argument, the user, the capabilities, the config where they read it),
+//! counting a workload exactly, with every port and probe they name asked.
 
 mod common;
 
@@ -192,8 +194,6 @@ struct Container {
     args: Vec<String>,
     security_context: SecurityContext,
     resources: Resources,
-    readiness_probe: Probe,
-    liveness_probe: Probe,
     volume_mounts: Vec<VolumeMount>,
 }
 
@@ -216,17 +216,6 @@ struct Capabilities {
 struct Resources {
     requests: BTreeMap<String, String>,
     limits: BTreeMap<String, String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Probe {
-    http_get: HttpGet,
-}
-
-#[derive(Deserialize)]
-struct HttpGet {
-    path: String,
 }
 
 #[derive(Deserialize)]
@@ -267,13 +256,6 @@ fn kubernetes_daemonset_uses_capabilities_and_read_only_host_mounts() {
     assert_eq!(sc.capabilities.drop, ["ALL"]);
     assert_eq!(sc.capabilities.add, ["PERFMON", "DAC_READ_SEARCH"]);
     assert!(c.resources.requests.contains_key("cpu") && c.resources.limits.contains_key("memory"));
-    assert_eq!(
-        (
-            c.readiness_probe.http_get.path.as_str(),
-            c.liveness_probe.http_get.path.as_str()
-        ),
-        ("/", "/")
-    );
     for (host, mount) in [
         ("/sys/fs/cgroup", "/sys/fs/cgroup"),
         ("/sys/kernel/tracing", "/sys/kernel/tracing"),
@@ -501,4 +483,709 @@ cgroups:
         None,
         "{body}"
     );
+}
+
+// ---------------------------------------------------------------------
+// The shipped deployments, run exactly as written.
+// ---------------------------------------------------------------------
+
+/// Exactly `n` forks, each child exec'ing `/bin/true`, in `cgroup`: `n` on
+/// `sched:sched_process_fork` and `n` on `sched:sched_process_exec`.
+fn exec_workload(cgroup: &Path, n: u32) {
+    let path = std::ffi::CString::new("/bin/true").expect("no NUL");
+    let argv = [path.as_ptr(), std::ptr::null()];
+    let envp = [std::ptr::null()];
+    in_child(Some(cgroup), || {
+        for _ in 0..n {
+            // SAFETY: fork, execve, waitpid and _exit are async-signal-safe;
+            // every pointer was made before the first fork.
+            unsafe {
+                let pid = libc::fork();
+                if pid == 0 {
+                    libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr());
+                    libc::_exit(127);
+                }
+                let mut status = 0;
+                if pid < 0
+                    || libc::waitpid(pid, &mut status, 0) != pid
+                    || !libc::WIFEXITED(status)
+                    || libc::WEXITSTATUS(status) != 0
+                {
+                    libc::_exit(4);
+                }
+            }
+        }
+    });
+}
+
+/// Wraps a deployment's command line the way its runtime would start it:
+/// in network and mount namespaces of its own (a pod has its own network;
+/// for the unit, it keeps the files' fixed port from colliding with
+/// anything else on the machine), with `config_dir` mounted at `mount_at`
+/// (the ConfigMap volume; `/etc/cgperf` of the unit's install steps), `lo`
+/// up, then `launch` (limits, user, capabilities) and `argv`.
+fn deployed(config_dir: &Path, mount_at: &str, launch: &[String], argv: &[String]) -> Command {
+    // The mount point must exist on the host; what is mounted on it stays
+    // in the private mount namespace.
+    std::fs::create_dir_all(mount_at).unwrap_or_else(|e| panic!("mkdir {mount_at}: {e}"));
+    // Readable by the unit's unprivileged user once mounted.
+    std::fs::set_permissions(
+        config_dir,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let mut cmd = Command::new("unshare");
+    cmd.args([
+        "--net",
+        "--mount",
+        "--propagation=private",
+        "sh",
+        "-ec",
+        r#"ip link set lo up; mount --bind "$1" "$2"; shift 2; exec "$@""#,
+        "sh",
+    ])
+    .arg(config_dir)
+    .arg(mount_at)
+    .args(launch)
+    .args(argv);
+    cmd
+}
+
+/// `config` written as `dir/name`, readable by anyone.
+fn config_dir(name: &str, config: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(name);
+    std::fs::write(&path, config).expect("write config");
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .expect("chmod");
+    dir
+}
+
+/// The value of `--config.file=` in `argv`.
+fn config_arg(argv: &[String]) -> &str {
+    argv.iter()
+        .find_map(|a| a.strip_prefix("--config.file="))
+        .expect("the deployment names its config file")
+}
+
+/// The port of `--web.listen-address=` in `argv`.
+fn listen_port(argv: &[String]) -> u16 {
+    argv.iter()
+        .find_map(|a| a.strip_prefix("--web.listen-address="))
+        .and_then(|a| a.rsplit_once(':'))
+        .and_then(|(_, port)| port.parse().ok())
+        .expect("the deployment names its listen address")
+}
+
+/// setpriv's spelling of a list of capabilities (`CAP_PERFMON`, or
+/// Kubernetes' `PERFMON`): `+perfmon,+...`.
+fn setpriv_caps<S: AsRef<str>>(caps: &[S]) -> String {
+    caps.iter()
+        .map(|c| {
+            let c = c.as_ref();
+            format!("+{}", c.trim_start_matches("CAP_").to_ascii_lowercase())
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The keys of a unit section, in order, with their values.
+fn unit_section(unit: &str, section: &str) -> Vec<(String, String)> {
+    let header = format!("[{section}]");
+    unit.lines()
+        .skip_while(|l| l.trim() != header)
+        .skip(1)
+        .take_while(|l| !l.starts_with('['))
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (k, v) = l
+                .split_once('=')
+                .unwrap_or_else(|| panic!("not key=value: {l}"));
+            (k.to_string(), v.to_string())
+        })
+        .collect()
+}
+
+/// Splits a command line of the unit. The unit uses no quoting or
+/// specifiers (the test says so rather than mis-splitting them).
+fn unit_command(line: &str) -> Vec<String> {
+    assert!(
+        !line.contains(['"', '\'', '\\', '%']),
+        "quoting and specifiers in `{line}`: teach this test to split them"
+    );
+    line.split_whitespace().map(str::to_string).collect()
+}
+
+/// The unit's install comment: `install ... SOURCE /etc/...` of its config.
+fn installed_config(unit: &str, target: &str) -> String {
+    unit.lines()
+        .filter_map(|l| l.strip_prefix('#'))
+        .find_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            (words.first() == Some(&"install") && words.last() == Some(&target))
+                .then(|| words[words.len() - 2].to_string())
+        })
+        .unwrap_or_else(|| panic!("the unit's install steps do not say what goes to {target}"))
+}
+
+/// `wanted` as an open-files limit, or the tests' own hard limit where they
+/// lack CAP_SYS_RESOURCE to raise it (systemd, which sets the unit's limit,
+/// always has it), saying so.
+fn nofile_limit_settable(wanted: u64) -> u64 {
+    const CAP_SYS_RESOURCE: u32 = 24;
+    if status_caps(std::process::id() as i32, "CapEff:") & 1 << CAP_SYS_RESOURCE != 0 {
+        return wanted;
+    }
+    let mut hard = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: writes into the local struct.
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut hard) },
+        0
+    );
+    let limit = wanted.min(hard.rlim_max);
+    if limit < wanted {
+        eprintln!(
+            "NOTE: these tests lack CAP_SYS_RESOURCE: LimitNOFILE={wanted} is applied as {limit}, their hard limit"
+        );
+    }
+    limit
+}
+
+#[test]
+fn the_systemd_unit_runs_as_written_and_counts_exactly() {
+    require_root("run the unit's command line with its user and capabilities");
+    let unit = read("systemd/cgperf.service");
+    let mut exec_start = None;
+    let mut exec_reload = None;
+    let mut launch: Vec<String> = Vec::new();
+    let mut setpriv: Vec<String> = Vec::new();
+    let mut nofile = None;
+    for (key, value) in unit_section(&unit, "Service") {
+        match key.as_str() {
+            "ExecStart" => exec_start = Some(unit_command(&value)),
+            "ExecReload" => exec_reload = Some(unit_command(&value)),
+            // A transient unprivileged user: nobody is one.
+            "DynamicUser" => {
+                assert_eq!(value, "yes");
+                setpriv.extend(
+                    ["--reuid=nobody", "--regid=nogroup", "--clear-groups"].map(String::from),
+                );
+            }
+            "AmbientCapabilities" => {
+                let caps = setpriv_caps(&value.split_whitespace().collect::<Vec<_>>());
+                setpriv.push(format!("--inh-caps=-all,{caps}"));
+                setpriv.push(format!("--ambient-caps=-all,{caps}"));
+            }
+            "CapabilityBoundingSet" => {
+                let caps = setpriv_caps(&value.split_whitespace().collect::<Vec<_>>());
+                setpriv.push(format!("--bounding-set=-all,{caps}"));
+            }
+            "NoNewPrivileges" => {
+                assert_eq!(value, "yes");
+                setpriv.push("--no-new-privs".into());
+            }
+            "LimitNOFILE" => {
+                let limit = nofile_limit_settable(value.parse().expect("a number"));
+                launch.extend(["prlimit".into(), format!("--nofile={limit}:{limit}")]);
+                nofile = Some(limit);
+            }
+            // What systemd itself does around the process; checked by
+            // `systemd-analyze verify` (systemd_unit_verifies_cleanly).
+            "Type"
+            | "Restart"
+            | "RestartSec"
+            | "UMask"
+            | "ProtectSystem"
+            | "ProtectHome"
+            | "PrivateTmp"
+            | "PrivateDevices"
+            | "ProtectKernelTunables"
+            | "ProtectKernelModules"
+            | "ProtectKernelLogs"
+            | "ProtectControlGroups"
+            | "ProtectClock"
+            | "ProtectHostname"
+            | "ProtectProc"
+            | "RestrictAddressFamilies"
+            | "RestrictNamespaces"
+            | "RestrictRealtime"
+            | "RestrictSUIDSGID"
+            | "LockPersonality"
+            | "MemoryDenyWriteExecute"
+            | "SystemCallArchitectures" => {}
+            other => panic!("[Service] {other}= is new: make this test run with it"),
+        }
+    }
+    launch.push("setpriv".into());
+    launch.extend(setpriv);
+    let mut argv = exec_start.expect("ExecStart");
+    assert_eq!(
+        argv[0], "/usr/local/bin/cgperf",
+        "installed where the unit's install steps put it"
+    );
+    argv[0] = env!("CARGO_BIN_EXE_cgperf").into();
+    // The config the install steps put where ExecStart reads it.
+    let config_path = Path::new(config_arg(&argv)).to_path_buf();
+    let source = installed_config(&unit, &config_path.display().to_string());
+    let config = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(&source))
+        .unwrap_or_else(|e| panic!("{source}: {e}"));
+    let mount_at = config_path
+        .parent()
+        .expect("a directory")
+        .display()
+        .to_string();
+    let file_name = config_path
+        .file_name()
+        .expect("a file")
+        .to_string_lossy()
+        .into_owned();
+    let dir = config_dir(&file_name, &config);
+    // As root, make sure tracefs is mounted: the unit does not mount it.
+    cgperf::tracefs::Tracefs::locate().expect("tracefs mounted");
+    // A top-level cgroup: the shipped default counts every one.
+    let cg = TestCgroup::create("cgperf-unit");
+    let exporter = Exporter::spawn_as_given(deployed(dir.path(), &mount_at, &launch, &argv), true);
+    assert!(
+        exporter.addr.starts_with("[::]:"),
+        "{}: `:PORT` is every address, IPv4 and IPv6",
+        exporter.addr
+    );
+    assert_eq!(exporter.addr, format!("[::]:{}", listen_port(&argv)));
+    let nofile = nofile.expect("LimitNOFILE");
+    let limits =
+        std::fs::read_to_string(format!("/proc/{}/limits", exporter.pid())).expect("limits");
+    assert!(
+        limits.lines().any(|l| l.starts_with("Max open files")
+            && l.split_whitespace()
+                .filter(|w| *w == nofile.to_string())
+                .count()
+                == 2),
+        "{limits}"
+    );
+    let counted = |event| [("cgroup", cg.rel.as_str()), ("event", event)];
+    exporter.wait_for("the test cgroup", |b| {
+        value(
+            b,
+            "cgperf_events_total",
+            &counted("sched:sched_process_exec"),
+        )
+        .is_some()
+    });
+    exec_workload(&cg.dir, 321);
+    let body = exporter.wait_collections(2);
+    for event in ["sched:sched_process_exec", "sched:sched_process_fork"] {
+        assert_eq!(
+            value(&body, "cgperf_events_total", &counted(event)),
+            Some(321.0),
+            "{event}\n{body}"
+        );
+    }
+    assert_eq!(
+        value(&body, "cgperf_group_supported", &[("group", "sched")]),
+        Some(1.0),
+        "{body}"
+    );
+
+    // ExecReload, as written, with $MAINPID: the config is reloaded.
+    let reloads = |b: &str| {
+        value(
+            b,
+            "cgperf_config_last_reload_success_timestamp_seconds",
+            &[],
+        )
+    };
+    let before = reloads(&body).expect("reload timestamp");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let reload: Vec<String> = exec_reload
+        .expect("ExecReload")
+        .into_iter()
+        .map(|a| a.replace("$MAINPID", &exporter.pid().to_string()))
+        .collect();
+    let (ok, said) = tool(Command::new(&reload[0]).args(&reload[1..]));
+    assert!(ok, "{reload:?}: {said}");
+    exporter.wait_for("the reload", |b| reloads(b).is_some_and(|t| t > before));
+}
+
+#[derive(Deserialize)]
+struct RunDaemonSet {
+    spec: RunDaemonSetSpec,
+}
+
+#[derive(Deserialize)]
+struct RunDaemonSetSpec {
+    template: RunTemplate,
+}
+
+#[derive(Deserialize)]
+struct RunTemplate {
+    metadata: Annotated,
+    spec: RunPodSpec,
+}
+
+#[derive(Deserialize)]
+struct Annotated {
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RunPodSpec {
+    #[serde(default)]
+    host_network: bool,
+    containers: Vec<RunContainer>,
+    volumes: Vec<RunVolume>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RunContainer {
+    #[serde(default)]
+    command: Vec<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: Vec<EnvVar>,
+    #[serde(default)]
+    ports: Vec<ContainerPort>,
+    security_context: RunSecurityContext,
+    readiness_probe: Option<RunProbe>,
+    liveness_probe: Option<RunProbe>,
+    startup_probe: Option<RunProbe>,
+    volume_mounts: Vec<VolumeMount>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EnvVar {
+    name: String,
+    value: Option<String>,
+    value_from: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ContainerPort {
+    name: Option<String>,
+    container_port: u16,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RunSecurityContext {
+    run_as_user: Option<u32>,
+    allow_privilege_escalation: Option<bool>,
+    capabilities: Capabilities,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RunProbe {
+    http_get: RunHttpGet,
+}
+
+#[derive(Deserialize)]
+struct RunHttpGet {
+    path: String,
+    port: PortRef,
+}
+
+/// A port by number or by the name of a container port.
+#[derive(Deserialize, Debug)]
+#[serde(untagged)]
+enum PortRef {
+    Number(u16),
+    Name(String),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RunVolume {
+    name: String,
+    config_map: Option<ConfigMapRef>,
+}
+
+#[derive(Deserialize)]
+struct ConfigMapRef {
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct Service {
+    metadata: Annotated,
+    spec: ServiceSpec,
+}
+
+#[derive(Deserialize)]
+struct ServiceSpec {
+    ports: Vec<ServicePort>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ServicePort {
+    port: u16,
+    target_port: PortRef,
+}
+
+#[derive(Deserialize)]
+struct PodMonitor {
+    spec: PodMonitorSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PodMonitorSpec {
+    pod_metrics_endpoints: Vec<PodMetricsEndpoint>,
+}
+
+#[derive(Deserialize)]
+struct PodMetricsEndpoint {
+    port: String,
+}
+
+/// Linux capability numbers of the names the manifests use.
+fn capability_bit(name: &str) -> u64 {
+    let number = match name {
+        "DAC_READ_SEARCH" => 2,
+        "IPC_LOCK" => 14,
+        "SYS_ADMIN" => 21,
+        "PERFMON" => 38,
+        other => panic!("capability {other}: add its number here"),
+    };
+    1 << number
+}
+
+impl RunContainer {
+    /// The container port `port` names.
+    fn port(&self, port: &PortRef) -> u16 {
+        match port {
+            PortRef::Number(n) => *n,
+            PortRef::Name(name) => {
+                self.ports
+                    .iter()
+                    .find(|p| p.name.as_deref() == Some(name))
+                    .unwrap_or_else(|| panic!("no container port named {name}"))
+                    .container_port
+            }
+        }
+    }
+}
+
+#[test]
+fn the_daemonset_runs_as_written_with_the_pods_capabilities_and_counts_exactly() {
+    require_root("run the DaemonSet's command line with the pod's capabilities");
+    let ds: RunDaemonSet =
+        serde_saphyr::from_str(&read("kubernetes/daemonset.yaml")).expect("DaemonSet");
+    let pod = ds.spec.template;
+    assert!(
+        !pod.spec.host_network,
+        "the pod has its own network, as the test gives it"
+    );
+    let [c] = pod.spec.containers.as_slice() else {
+        panic!("one container");
+    };
+    // The image's entrypoint is the binary; a `command` names it.
+    let mut argv: Vec<String> = match c.command.split_first() {
+        Some((_, rest)) => rest.to_vec(),
+        None => Vec::new(),
+    };
+    argv.insert(0, env!("CARGO_BIN_EXE_cgperf").into());
+    argv.extend(c.args.iter().cloned());
+
+    // The pod's capabilities: root (runAsUser 0) with the bounding,
+    // permitted and effective sets reduced to `add`.
+    let sc = &c.security_context;
+    assert_eq!(
+        sc.run_as_user,
+        Some(0),
+        "the test runs the container as root, as the manifest says"
+    );
+    assert_eq!(sc.capabilities.drop, ["ALL"], "drop: [ALL], then add");
+    let caps = setpriv_caps(&sc.capabilities.add);
+    let mut launch = vec![
+        "setpriv".to_string(),
+        format!("--bounding-set=-all,{caps}"),
+        "--inh-caps=-all".into(),
+        "--ambient-caps=-all".into(),
+    ];
+    if sc.allow_privilege_escalation == Some(false) {
+        launch.push("--no-new-privs".into());
+    }
+    launch.push("env".into());
+    for var in &c.env {
+        assert!(
+            var.value_from.is_none(),
+            "{}: valueFrom: make this test resolve it",
+            var.name
+        );
+        launch.push(format!(
+            "{}={}",
+            var.name,
+            var.value.as_deref().unwrap_or_default()
+        ));
+    }
+
+    // The ConfigMap volume, mounted where the manifest mounts it.
+    let config_volume = pod
+        .spec
+        .volumes
+        .iter()
+        .find(|v| v.config_map.is_some())
+        .expect("a ConfigMap volume");
+    let mount = c
+        .volume_mounts
+        .iter()
+        .find(|m| m.name == config_volume.name)
+        .expect("the ConfigMap volume is mounted");
+    let cm = object("kubernetes/configmap.yaml");
+    assert_eq!(
+        Some(cm.metadata.name.as_str()),
+        config_volume.config_map.as_ref().map(|r| r.name.as_str())
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (key, text) in &cm.data {
+        std::fs::write(dir.path().join(key), text).expect("write ConfigMap key");
+    }
+    let config = Path::new(config_arg(&argv));
+    assert_eq!(
+        config.parent(),
+        Some(Path::new(&mount.mount_path)),
+        "--config.file is in the ConfigMap volume"
+    );
+
+    cgperf::tracefs::Tracefs::locate().expect("tracefs mounted");
+    // A pod cgroup of kubelet's cgroupfs driver (the systemd driver's
+    // needs the slice names, which systemd would own).
+    let uid = format!("1b4e28ba-2fa1-11d2-883f-{:012}", std::process::id());
+    let kubepods = TestCgroup::create_under("", "kubepods");
+    let qos = TestCgroup::create_under(&kubepods.rel, "besteffort");
+    let cg = TestCgroup::create_under(&qos.rel, &format!("pod{uid}"));
+
+    let exporter = Exporter::spawn_as_given(
+        deployed(dir.path(), &mount.mount_path, &launch, &argv),
+        true,
+    );
+    let pid = exporter.pid();
+    let want = sc
+        .capabilities
+        .add
+        .iter()
+        .map(|c| capability_bit(c))
+        .fold(0, |a, b| a | b);
+    // cgperf keeps what it needs of what it was given.
+    for key in ["CapBnd:", "CapPrm:", "CapEff:"] {
+        assert_eq!(
+            status_caps(pid, key) & !want,
+            0,
+            "{key} beyond the pod's capabilities"
+        );
+    }
+    assert_eq!(
+        status_caps(pid, "CapEff:"),
+        want,
+        "cgperf uses all the pod's capabilities"
+    );
+
+    let port = listen_port(&argv);
+    assert_eq!(
+        exporter.addr,
+        format!("[::]:{port}"),
+        "`:PORT` is every address"
+    );
+    let counted = |event| {
+        [
+            ("cgroup", cg.rel.as_str()),
+            ("event", event),
+            ("pod_uid", uid.as_str()),
+        ]
+    };
+    exporter.wait_for("the pod's cgroup", |b| {
+        value(
+            b,
+            "cgperf_events_total",
+            &counted("sched:sched_process_exec"),
+        )
+        .is_some()
+    });
+    exec_workload(&cg.dir, 123);
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_events_total",
+            &counted("sched:sched_process_exec")
+        ),
+        Some(123.0),
+        "{body}"
+    );
+
+    // The probes answer on the port they name.
+    for (what, probe) in [
+        ("readinessProbe", &c.readiness_probe),
+        ("livenessProbe", &c.liveness_probe),
+        ("startupProbe", &c.startup_probe),
+    ] {
+        let Some(probe) = probe else { continue };
+        assert_eq!(
+            c.port(&probe.http_get.port),
+            port,
+            "{what} probes the port cgperf serves"
+        );
+        let (head, _) = exporter.get(&probe.http_get.path, None);
+        assert!(
+            head.starts_with("HTTP/1.1 200"),
+            "{what} {}: {head}",
+            probe.http_get.path
+        );
+    }
+    assert!(c.readiness_probe.is_some() && c.liveness_probe.is_some());
+
+    // Who scrapes it: the pod's annotations (or the Service's, never both:
+    // Prometheus would scrape every pod twice) and the PodMonitor name the
+    // port cgperf serves, and the path.
+    let service: Service =
+        serde_saphyr::from_str(&read("kubernetes/service.yaml")).expect("Service");
+    let scraped =
+        |a: &BTreeMap<String, String>| a.get("prometheus.io/scrape").is_some_and(|v| v == "true");
+    assert!(
+        scraped(&pod.metadata.annotations) != scraped(&service.metadata.annotations),
+        "exactly one of the pods and the Service is annotated for scraping"
+    );
+    let annotations = if scraped(&pod.metadata.annotations) {
+        &pod.metadata.annotations
+    } else {
+        &service.metadata.annotations
+    };
+    assert_eq!(
+        annotations.get("prometheus.io/port"),
+        Some(&port.to_string())
+    );
+    let path = annotations
+        .get("prometheus.io/path")
+        .map_or("/metrics", String::as_str);
+    let (head, body) = exporter.get(path, None);
+    assert!(
+        head.starts_with("HTTP/1.1 200") && body.contains("cgperf_events_total"),
+        "{path}: {head}"
+    );
+    for p in &service.spec.ports {
+        assert_eq!(c.port(&p.target_port), port, "the Service's targetPort");
+        assert_eq!(p.port, port, "the Service's port is cgperf's");
+    }
+    let monitor: PodMonitor =
+        serde_saphyr::from_str(&read("kubernetes/podmonitor.yaml")).expect("PodMonitor");
+    for e in &monitor.spec.pod_metrics_endpoints {
+        assert_eq!(
+            c.port(&PortRef::Name(e.port.clone())),
+            port,
+            "the PodMonitor's port"
+        );
+    }
+    drop(exporter);
+    cg.remove();
+    qos.remove();
 }

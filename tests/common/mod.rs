@@ -163,6 +163,8 @@ pub struct Exporter {
     /// `127.0.0.1:PORT` it serves on.
     pub addr: String,
     _config: Option<tempfile::NamedTempFile>,
+    /// The network namespace it serves in, when not the tests' own.
+    netns: Option<std::fs::File>,
 }
 
 impl Exporter {
@@ -188,6 +190,14 @@ impl Exporter {
     pub fn spawn(mut cmd: Command) -> Self {
         cmd.arg("--web.listen-address=127.0.0.1:0")
             .arg("--log.level=info");
+        Self::spawn_as_given(cmd, false)
+    }
+
+    /// Starts `cmd` with exactly the arguments it has (its own listen
+    /// address) and waits until it serves. With `own_netns`, `cmd` puts
+    /// cgperf in a network namespace of its own (`unshare --net`, as a pod
+    /// has), and every request of the test is made from inside it.
+    pub fn spawn_as_given(mut cmd: Command, own_netns: bool) -> Self {
         let mut child = cmd
             .stderr(Stdio::piped())
             .spawn()
@@ -206,11 +216,37 @@ impl Exporter {
         let addr = rx
             .recv_timeout(Duration::from_secs(30))
             .expect("cgperf did not start serving within 30 s (see its log above)");
+        // cgperf serves: whatever wrapped it has exec'd into it, in its
+        // final namespaces.
+        let netns = own_netns.then(|| {
+            std::fs::File::open(format!("/proc/{}/ns/net", child.id()))
+                .expect("cgperf's network namespace")
+        });
         Self {
             child,
             addr,
             _config: None,
+            netns,
         }
+    }
+
+    /// `GET path` with `accept`, from cgperf's network namespace:
+    /// (head, body).
+    pub fn get(&self, path: &str, accept: Option<&str>) -> (String, String) {
+        let Some(netns) = &self.netns else {
+            return http_get(&self.addr, path, accept);
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                use std::os::fd::AsRawFd;
+                // SAFETY: moves this (scoped, short-lived) thread only.
+                let entered = unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) };
+                assert_eq!(entered, 0, "setns: {}", std::io::Error::last_os_error());
+                http_get(&self.addr, path, accept)
+            })
+            .join()
+            .expect("request thread")
+        })
     }
 
     /// Starts cgperf on `yaml` with the environment variables `env` set and
@@ -256,7 +292,7 @@ impl Exporter {
 
     /// The body of `GET /metrics` in the classic text format.
     pub fn scrape(&self) -> String {
-        http_get(&self.addr, "/metrics", None).1
+        self.get("/metrics", None).1
     }
 
     /// Waits until cgperf has finished `n` more collections than now, so that
