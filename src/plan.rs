@@ -44,7 +44,8 @@ const RESERVED_LABELS: [&str; 10] = [
 /// One event ready to open.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlannedEvent {
-    /// The `event` label: the event as written in the config, or its `as:`.
+    /// The `event` label: [`Event::label`](crate::events::Event::label)
+    /// (one name for perf's aliases), a tracepoint's name, or its `as:`.
     pub label: Arc<str>,
     /// What to pass to the kernel.
     pub attr: EventAttr,
@@ -505,7 +506,7 @@ pub fn resolve_event(event: &Event, pmu_root: &Path) -> Result<PlannedEvent, Str
         .resolve(pmu_root)
         .map_err(|e| format!("event `{}`: {e}", event.text))?;
     Ok(PlannedEvent {
-        label: event.text.as_str().into(),
+        label: event.label().into(),
         attr,
         clock: event.is_clock(),
         filter: None,

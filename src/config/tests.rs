@@ -709,6 +709,18 @@ fn duplicate_event_in_group() {
     );
     // The same event in two groups is fine.
     ok("groups:\n  a: [cycles]\n  b: [cycles]\n");
+    // Two of perf's names of one event would be one series twice.
+    check(
+        "groups:\n  sched: [context-switches, cs]\n",
+        Some((2, 29)),
+        &[
+            "event \"cs\" is \"context-switches\" again in group `sched` (line 2, column 11)",
+            "exported as event=\"context-switches\"",
+        ],
+        "remove one of them",
+    );
+    // `:u` counts something else: not a duplicate.
+    ok("groups:\n  sched: [context-switches, cs:u]\n");
 }
 
 #[test]

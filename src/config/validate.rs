@@ -265,6 +265,22 @@ impl Validator<'_> {
                 self.error(item.referenced, format!("in group `{group}`: {message}"))
                     .hint(EVENT_HINT)
             })?;
+            if let Some((first, at)) = events
+                .iter()
+                .find(|(other, _)| other.text != event.text && other.label() == event.label())
+            {
+                let message = format!(
+                    "event {} is {} again{context} (line {}, column {}): perf's aliases name one event, exported as event=\"{}\"",
+                    quote(&item.value),
+                    quote(&first.text),
+                    at.line(),
+                    at.column(),
+                    event.label()
+                );
+                return Err(self
+                    .error(item.referenced, message)
+                    .hint("remove one of them"));
+            }
             self.unique("event", &context, &mut events, event, item)?;
         }
         Ok(events.into_iter().map(|(event, _)| event).collect())

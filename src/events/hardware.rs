@@ -94,6 +94,39 @@ const SOFTWARE: &[(&str, u64)] = &[
     ("cgroup-switches", PERF_COUNT_SW_CGROUP_SWITCHES),
 ];
 
+/// perf's own name of each generalized hardware event, by perf_hw_id: the
+/// name it gives an event it did not parse (its `evsel__hw_names`). The one
+/// `event` label of an event, whichever alias the config wrote.
+const HARDWARE_NAMES: &[&str] = &[
+    "cycles",
+    "instructions",
+    "cache-references",
+    "cache-misses",
+    "branches",
+    "branch-misses",
+    "bus-cycles",
+    "stalled-cycles-frontend",
+    "stalled-cycles-backend",
+    "ref-cycles",
+];
+
+/// perf's own name of each software event, by perf_sw_ids
+/// (`evsel__sw_names`).
+const SOFTWARE_NAMES: &[&str] = &[
+    "cpu-clock",
+    "task-clock",
+    "page-faults",
+    "context-switches",
+    "cpu-migrations",
+    "minor-faults",
+    "major-faults",
+    "alignment-faults",
+    "emulation-faults",
+    "dummy",
+    "bpf-output",
+    "cgroup-switches",
+];
+
 /// Bits of [`Cache::ops`]: one per perf_hw_cache_op_id.
 const READ: u8 = 1 << PERF_COUNT_HW_CACHE_OP_READ;
 const WRITE: u8 = 1 << PERF_COUNT_HW_CACHE_OP_WRITE;
@@ -283,6 +316,34 @@ fn unsupported(name: &str, cache: &Cache, op: &Op) -> EventSyntaxError {
     }
 }
 
+/// perf's own name of a generalized event, whatever alias named it: `cs`
+/// and `context-switches` are both `context-switches`, `cpu-cycles` and
+/// `cycles` both `cycles`, `l1d-read-miss` is `L1-dcache-load-misses` (as
+/// perf names events it did not parse, and as `perf list` shows them first).
+/// `None` for raw and PMU events, whose names are what the user wrote.
+pub(crate) fn canonical_name(kind: &EventKind) -> Option<String> {
+    let name = |names: &[&str], id: &u64| {
+        usize::try_from(*id)
+            .ok()
+            .and_then(|i| names.get(i))
+            .map(|n| n.to_string())
+    };
+    match kind {
+        EventKind::Hardware(id) => name(HARDWARE_NAMES, id),
+        EventKind::Software(id) => name(SOFTWARE_NAMES, id),
+        EventKind::HardwareCache { cache, op, result } => {
+            let cache = CACHES.iter().find(|c| c.id == *cache)?;
+            let op = OPS.iter().find(|o| o.id == *op)?;
+            Some(if *result == PERF_COUNT_HW_CACHE_RESULT_MISS {
+                format!("{}-{}-misses", cache.name, op.name)
+            } else {
+                format!("{}-{}", cache.name, op.plural)
+            })
+        }
+        EventKind::Raw(_) | EventKind::Pmu { .. } => None,
+    }
+}
+
 /// The names `perf list` shows for these events, for did-you-mean suggestions.
 pub(crate) fn known_names() -> Vec<String> {
     let mut names: Vec<String> = HARDWARE
@@ -319,6 +380,48 @@ mod tests {
         }
         assert_eq!(HARDWARE.len(), 14);
         assert_eq!(SOFTWARE.len(), 15);
+    }
+
+    /// The one name of an event, from the text of any alias.
+    fn canonical(text: &str) -> String {
+        canonical_name(&kind(text)).unwrap_or_else(|| panic!("{text} has a canonical name"))
+    }
+
+    #[test]
+    fn every_alias_has_perfs_own_name_as_its_label() {
+        for (name, id) in HARDWARE {
+            let canonical = canonical(name);
+            assert_eq!(canonical, HARDWARE_NAMES[*id as usize], "{name}");
+            assert_eq!(kind(&canonical), EventKind::Hardware(*id), "{name}");
+        }
+        for (name, id) in SOFTWARE {
+            let canonical = canonical(name);
+            assert_eq!(canonical, SOFTWARE_NAMES[*id as usize], "{name}");
+            assert_eq!(kind(&canonical), EventKind::Software(*id), "{name}");
+        }
+        for (alias, name) in [
+            ("cpu-cycles", "cycles"),
+            ("branch-instructions", "branches"),
+            ("cs", "context-switches"),
+            ("faults", "page-faults"),
+            ("migrations", "cpu-migrations"),
+            ("idle-cycles-frontend", "stalled-cycles-frontend"),
+            ("idle-cycles-backend", "stalled-cycles-backend"),
+            ("l1d", "L1-dcache-loads"),
+            ("L1-data-read-miss", "L1-dcache-load-misses"),
+            ("l1-d-miss-read", "L1-dcache-load-misses"),
+            ("L2-write-refs", "LLC-stores"),
+            ("Data-TLB-speculative-load-misses", "dTLB-prefetch-misses"),
+            ("bpu-misses", "branch-load-misses"),
+            ("node-stores", "node-stores"),
+        ] {
+            assert_eq!(canonical(alias), name, "{alias}");
+        }
+        // Every cache name `perf list` shows is its own canonical name.
+        let generalized = |n: &str| HARDWARE.iter().chain(SOFTWARE).any(|(h, _)| *h == n);
+        for name in known_names().iter().filter(|n| !generalized(n)) {
+            assert_eq!(&canonical(name), name);
+        }
     }
 
     #[test]

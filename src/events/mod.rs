@@ -369,6 +369,20 @@ impl Event {
         })
     }
 
+    /// The `event` label: perf's own name of a generalized event whatever
+    /// alias was written (`cs` is `context-switches`), with the modifiers
+    /// as written; raw and PMU events as written. One event, one series
+    /// name, so that queries and dashboards find it under any config.
+    pub fn label(&self) -> String {
+        match hardware::canonical_name(&self.kind) {
+            Some(name) => match self.text.split_once(':') {
+                Some((_, modifiers)) => format!("{name}:{modifiers}"),
+                None => name,
+            },
+            None => self.text.clone(),
+        }
+    }
+
     /// True for task-clock and cpu-clock (their value is nanoseconds, exported as seconds).
     pub fn is_clock(&self) -> bool {
         matches!(
@@ -902,6 +916,26 @@ pub(crate) mod tests {
             err("frobnicate").to_string(),
             "unknown event `frobnicate` (see `cgperf list`)"
         );
+    }
+
+    #[test]
+    fn labels_name_one_event_one_way() {
+        let label = |text: &str| parse_event(text).expect(text).label();
+        assert_eq!(label("cs"), "context-switches");
+        assert_eq!(label("cs:u"), "context-switches:u");
+        assert_eq!(label("cpu-cycles:uk"), "cycles:uk");
+        assert_eq!(label("faults"), "page-faults");
+        assert_eq!(label("l1d-misses"), "L1-dcache-load-misses");
+        // Raw and PMU events: as written.
+        assert_eq!(label("r003c"), "r003c");
+        assert_eq!(label("msr/tsc/"), "msr/tsc/");
+        // What opens is what the label says.
+        let planned = crate::plan::resolve_event(
+            &parse_event("migrations").expect("parses"),
+            Path::new(PMU_ROOT),
+        )
+        .expect("resolves");
+        assert_eq!(&*planned.label, "cpu-migrations");
     }
 
     #[test]

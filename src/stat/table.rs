@@ -37,7 +37,8 @@ pub fn layout(config: &Config, support: &[Support]) -> Vec<Row> {
                 for event in def.into_iter().flat_map(|g| &g.events) {
                     rows.push(Row {
                         group: verdict.group.to_string(),
-                        event: event.text.clone(),
+                        // The label the counts are published under.
+                        event: event.label(),
                         support: verdict.status.clone(),
                     });
                 }
@@ -220,9 +221,8 @@ fn note(
         return format!("# {:8.3} CPUs utilized", ratio(value, elapsed));
     }
     if let Some(modifiers) = event.strip_prefix("instructions") {
-        let cycles = ["cycles", "cpu-cycles"]
-            .iter()
-            .find_map(|c| counts.find(cgroup, &format!("{c}{modifiers}"), cpu))
+        let cycles = counts
+            .find(cgroup, &format!("cycles{modifiers}"), cpu)
             .filter(|&c| c > 0.0);
         if let Some(cycles) = cycles {
             return format!("# {:8.2} insn per cycle", value / cycles);
