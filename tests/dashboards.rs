@@ -48,6 +48,13 @@ struct Panel {
     field_config: Option<FieldConfig>,
     #[serde(default)]
     targets: Vec<Target>,
+    #[serde(default)]
+    transformations: Vec<Transformation>,
+}
+
+#[derive(Deserialize)]
+struct Transformation {
+    id: String,
 }
 
 #[derive(Deserialize)]
@@ -63,11 +70,32 @@ struct FieldConfig {
 #[derive(Deserialize)]
 struct Defaults {
     unit: Option<String>,
+    custom: Option<Custom>,
 }
+
+#[derive(Deserialize)]
+struct Custom {
+    stacking: Option<Stacking>,
+}
+
+#[derive(Deserialize)]
+struct Stacking {
+    mode: String,
+}
+
+/// Families with one series per cgroup.
+const PER_CGROUP: [&str; 4] = [
+    "cgperf_events_total",
+    "cgperf_clock_seconds_total",
+    "cgperf_group_running_seconds_total",
+    "cgperf_group_enabled_seconds_total",
+];
 
 #[derive(Deserialize)]
 struct Target {
     expr: String,
+    format: Option<String>,
+    instant: Option<bool>,
 }
 
 fn dashboard() -> Dashboard {
@@ -105,7 +133,59 @@ fn dashboard_is_well_formed_for_grafana() {
             p.title
         );
         assert!(!p.targets.is_empty(), "{}: no query", p.title);
+        let per_cgroup = p
+            .targets
+            .iter()
+            .any(|t| PER_CGROUP.iter().any(|f| t.expr.contains(f)));
+        // A cgroup's counts include its descendants': stacking a parent on
+        // its children would count them twice.
+        if per_cgroup {
+            let stacking = p
+                .field_config
+                .as_ref()
+                .and_then(|f| f.defaults.custom.as_ref())
+                .and_then(|c| c.stacking.as_ref())
+                .map(|s| s.mode.as_str());
+            assert_eq!(stacking, Some("none"), "{}: stacks cgroups", p.title);
+        }
+        if p.kind == "table" {
+            for t in &p.targets {
+                assert!(
+                    t.format.as_deref() == Some("table") && t.instant == Some(true),
+                    "{}: a table of instant values",
+                    p.title
+                );
+            }
+            assert!(
+                p.transformations.iter().any(|t| t.id == "merge"),
+                "{}: its queries merged into one table",
+                p.title
+            );
+        }
         for t in &p.targets {
+            // On a fleet, the same cgroup on two hosts is two series: every
+            // aggregation keeps `instance`, and never sums over `cgroup`.
+            for (i, _) in t.expr.match_indices(" by (") {
+                let labels = &t.expr[i + 5..];
+                let labels = &labels[..labels.find(')').expect("closed by")];
+                assert!(
+                    labels.contains("instance"),
+                    "{}: by ({labels}) drops instance",
+                    p.title
+                );
+                if per_cgroup {
+                    assert!(
+                        labels.contains("cgroup"),
+                        "{}: by ({labels}) adds cgroups together",
+                        p.title
+                    );
+                }
+            }
+            assert!(
+                !t.expr.contains("without"),
+                "{}: say what is kept, with by",
+                p.title
+            );
             // Multi-select variables must be matched with =~.
             for v in ["$instance", "$cgroup"] {
                 assert!(
@@ -139,20 +219,30 @@ impl Drop for Prometheus {
     }
 }
 
+/// The shipped rule files.
+const RULE_FILES: [&str; 2] = ["rules.yml", "alerts.yml"];
+
 impl Prometheus {
-    fn start(target: &str) -> Self {
+    /// Prometheus scraping `targets` (each its own `instance`) as the job
+    /// `cgperf`, with the shipped recording and alerting rules.
+    fn start(targets: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let rules = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prometheus/rules.yml");
         let config = dir.path().join("prometheus.yml");
-        // The shipped rules, evaluated every second for the test.
-        let rules_text = std::fs::read_to_string(rules)
-            .expect("rules")
-            .replace("interval: 30s", "interval: 1s");
-        std::fs::write(dir.path().join("rules.yml"), rules_text).expect("write rules");
+        for file in RULE_FILES {
+            let path = format!("{}/deploy/prometheus/{file}", env!("CARGO_MANIFEST_DIR"));
+            // Evaluated every second for the test.
+            let text = std::fs::read_to_string(path)
+                .expect("rules")
+                .replace("interval: 30s", "interval: 1s");
+            std::fs::write(dir.path().join(file), text).expect("write rules");
+        }
+        let targets: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
         std::fs::write(
             &config,
             format!(
-                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [rules.yml]\nscrape_configs:\n  - job_name: cgperf\n    static_configs:\n      - targets: [\"{target}\"]\n"
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [{}]\nscrape_configs:\n  - job_name: cgperf\n    static_configs:\n      - targets: [{}]\n",
+                RULE_FILES.join(", "),
+                targets.join(", ")
             ),
         )
         .expect("write config");
@@ -215,12 +305,17 @@ fn substitute(expr: &str) -> String {
 
 #[test]
 fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts() {
+    require_root("count cgroups' events for Prometheus to scrape");
     let cg = TestCgroup::create("cgperf-dash");
-    let exporter = Exporter::start(Some(&format!(
-        "interval: 500ms\ngroups:\n  sched: [task-clock, context-switches, cpu-migrations, page-faults]\n  ipc: [cycles, instructions]\n  cache: [cache-references, cache-misses]\n  branch: [branches, branch-misses]\ntracepoints: [sched:sched_switch, syscalls:sys_enter_getppid]\ncgroups:\n  - path: /\n  - path: {}\n",
+    let config = format!(
+        "interval: 500ms\ngroups:\n  sched: [task-clock, cs, cpu-migrations, faults]\n  ipc: [cpu-cycles, instructions]\n  cache: [cache-references, cache-misses]\n  branch: [branch-instructions, branch-misses]\ntracepoints: [sched:sched_switch, syscalls:sys_enter_getppid]\ncgroups:\n  - path: /\n  - path: {}\n",
         cg.rel
-    )));
-    let prometheus = Prometheus::start(&exporter.addr);
+    );
+    // Two hosts of a fleet: the same cgroup path on each. The config
+    // writes perf's aliases: the dashboard finds the events all the same.
+    let exporter = Exporter::start(Some(&config));
+    let mut second = Exporter::start(Some(&config));
+    let prometheus = Prometheus::start(&[&exporter.addr, &second.addr]);
     // Workloads while Prometheus scrapes, so rates have two points and more.
     let until = Instant::now() + Duration::from_secs(8);
     while Instant::now() < until {
@@ -292,7 +387,65 @@ fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts()
         "cgroup:cgperf_cpu_usage:rate1m{{cgroup=\"{}\"}} > 0",
         cg.rel
     ));
-    assert_eq!(usage, 1, "{body}");
+    assert_eq!(usage, 2, "one series per host: {body}");
     let (_, ipc, _) = prometheus.query("cgroup:cgperf_ipc:rate1m");
     assert_eq!(ipc > 0, pmu);
+
+    // `/`'s task-clock includes the idle task (it is the number of CPUs on
+    // an idle machine): neither the rule nor the panel shows it as usage.
+    let (_, root, body) = prometheus.query("cgroup:cgperf_cpu_usage:rate1m{cgroup=\"/\"}");
+    assert_eq!(root, 0, "{body}");
+    let (_, root_clock, body) =
+        prometheus.query("cgperf_clock_seconds_total{cgroup=\"/\", event=\"task-clock\"}");
+    assert_eq!(
+        root_clock, 2,
+        "`/` is counted, only not shown as usage: {body}"
+    );
+    let cpu_panel = d
+        .panels
+        .iter()
+        .find(|p| p.title == "CPU usage")
+        .expect("a CPU usage panel");
+    let (_, _, body) = prometheus.query(&substitute(&cpu_panel.targets[0].expr));
+    assert!(!body.contains("\"cgroup\":\"/\""), "{body}");
+    assert_eq!(
+        body.matches(&format!("\"cgroup\":\"{}\"", cg.rel)).count(),
+        2,
+        "{body}"
+    );
+
+    // The alerting rules evaluate without error, and fire (pending, as
+    // their `for:` has not passed) exactly when their condition holds.
+    let (_, rules) = prometheus.get("/api/v1/rules");
+    assert_eq!(rules.matches("\"type\":\"alerting\"").count(), 5, "{rules}");
+    assert_eq!(
+        rules.matches("\"type\":\"recording\"").count(),
+        4,
+        "{rules}"
+    );
+    assert!(!rules.contains("\"health\":\"err\""), "{rules}");
+    let alerts = |name: &str| {
+        prometheus
+            .query(&format!("ALERTS{{alertname=\"{name}\"}}"))
+            .1
+    };
+    assert_eq!(alerts("CgperfGroupUnsupported") > 0, !pmu);
+    for quiet in [
+        "CgperfDown",
+        "CgperfConfigReloadFailed",
+        "CgperfSamplesLost",
+        "CgperfReadErrors",
+    ] {
+        assert_eq!(alerts(quiet), 0, "{quiet} is active");
+    }
+    // A host whose exporter stops.
+    assert!(second.terminate());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while alerts("CgperfDown") != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "CgperfDown did not become active"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

@@ -42,19 +42,23 @@ fn prometheus_config_and_rules_pass_promtool() {
     );
     assert!(ok, "promtool check config:\n{said}");
     assert!(
-        said.contains("1 rule files found") && said.contains("4 rules found"),
-        "the config loads the recording rules:\n{said}"
+        said.contains("2 rule files found")
+            && said.contains("4 rules found")
+            && said.contains("5 rules found"),
+        "the config loads the recording and alerting rules:\n{said}"
     );
-    let (ok, said) = tool(
-        Command::new("promtool")
-            .arg("check")
-            .arg("rules")
-            .arg(deploy("prometheus/rules.yml")),
-    );
-    assert!(
-        ok && said.contains("SUCCESS: 4 rules found"),
-        "promtool check rules:\n{said}"
-    );
+    for (file, rules) in [("prometheus/rules.yml", 4), ("prometheus/alerts.yml", 5)] {
+        let (ok, said) = tool(
+            Command::new("promtool")
+                .arg("check")
+                .arg("rules")
+                .arg(deploy(file)),
+        );
+        assert!(
+            ok && said.contains(&format!("SUCCESS: {rules} rules found")),
+            "promtool check rules {file}:\n{said}"
+        );
+    }
 }
 
 /// The value of `key=` lines in a unit file's `[Service]` section.
