@@ -153,11 +153,7 @@ fn the_units_capabilities_are_enough_to_count_exactly_as_nobody() {
         Some(2500.0),
         "{body}"
     );
-    assert_eq!(
-        value(&body, "cgperf_open_errors_total", &[]),
-        None,
-        "{body}"
-    );
+    assert_eq!(total(&body, "cgperf_open_errors_total"), 0.0, "{body}");
 }
 
 #[derive(Deserialize)]
@@ -286,6 +282,46 @@ fn kubernetes_daemonset_uses_capabilities_and_read_only_host_mounts() {
         .expect("config mounted");
     let config_arg = format!("--config.file={}/cgperf.yaml", config_mount.mount_path);
     assert!(c.args.contains(&config_arg), "{:?}", c.args);
+    // Pod Security: capabilities beyond baseline's list, or a hostPath
+    // volume, need the `privileged` level on the namespace.
+    const BASELINE_CAPS: [&str; 13] = [
+        "AUDIT_WRITE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "MKNOD",
+        "NET_BIND_SERVICE",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYS_CHROOT",
+    ];
+    let beyond_baseline = sc
+        .capabilities
+        .add
+        .iter()
+        .any(|c| !BASELINE_CAPS.contains(&c.as_str()))
+        || pod.volumes.iter().any(|v| v.host_path.is_some());
+    let ns: Namespace =
+        serde_saphyr::from_str(&read("kubernetes/namespace.yaml")).expect("Namespace");
+    let level = if beyond_baseline {
+        "privileged"
+    } else {
+        "baseline"
+    };
+    for mode in ["enforce", "warn", "audit"] {
+        assert_eq!(
+            ns.metadata
+                .labels
+                .get(&format!("pod-security.kubernetes.io/{mode}"))
+                .map(String::as_str),
+            Some(level),
+            "{mode}"
+        );
+    }
     for other in ["service.yaml", "podmonitor.yaml", "namespace.yaml"] {
         let o = object(&format!("kubernetes/{other}"));
         assert_eq!(o.metadata.name, "cgperf", "{other}");
@@ -482,11 +518,7 @@ cgroups:
         Some(250.0),
         "{body}"
     );
-    assert_eq!(
-        value(&body, "cgperf_open_errors_total", &[]),
-        None,
-        "{body}"
-    );
+    assert_eq!(total(&body, "cgperf_open_errors_total"), 0.0, "{body}");
 }
 
 // ---------------------------------------------------------------------
@@ -811,6 +843,16 @@ fn the_systemd_unit_runs_as_written_and_counts_exactly() {
     let (ok, said) = tool(Command::new(&reload[0]).args(&reload[1..]));
     assert!(ok, "{reload:?}: {said}");
     exporter.wait_for("the reload", |b| reloads(b).is_some_and(|t| t > before));
+}
+
+#[derive(Deserialize)]
+struct Namespace {
+    metadata: Labelled,
+}
+
+#[derive(Deserialize)]
+struct Labelled {
+    labels: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]

@@ -9,6 +9,15 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 fn promtool_check(body: &str) {
+    let (ok, said) = promtool_check_metrics(body);
+    assert!(
+        ok && said.trim().is_empty(),
+        "promtool check metrics:\n{said}\n---\n{body}"
+    );
+}
+
+/// What `promtool check metrics` says of `body`: (success, output).
+fn promtool_check_metrics(body: &str) -> (bool, String) {
     let mut child = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -28,9 +37,158 @@ fn promtool_check(body: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    (out.status.success(), said)
+}
+
+/// `GET /metrics` with `Accept-Encoding: gzip`: (head, raw body bytes).
+fn get_gzip(addr: &str, accept: &str) -> (String, Vec<u8>) {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read");
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response head");
+    (
+        String::from_utf8_lossy(&raw[..split]).into_owned(),
+        raw[split + 4..].to_vec(),
+    )
+}
+
+#[test]
+fn the_conventions_of_prometheus_exporters() {
+    require_root("count a cgroup");
+    let cg = TestCgroup::create("cgperf-conventions");
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms\ngroups:\n  sched: [context-switches, task-clock]\ncgroups:\n  - path: {}\n",
+        cg.rel
+    )));
+    exporter.wait_collections(1);
+
+    // gzip when the scraper accepts it, as Prometheus does.
+    let (head, packed) = get_gzip(&exporter.addr, "text/plain");
+    let lower = head.to_ascii_lowercase();
     assert!(
-        out.status.success() && said.trim().is_empty(),
-        "promtool check metrics:\n{said}\n---\n{body}"
+        lower.contains("content-encoding: gzip") && lower.contains("vary: accept, accept-encoding"),
+        "{head}"
+    );
+    let mut body = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&packed[..]), &mut body)
+        .expect("a gzip body");
+    assert!(
+        body.contains("# TYPE cgperf_events_total counter"),
+        "{body}"
+    );
+    assert!(
+        packed.len() * 3 < body.len(),
+        "{} -> {}",
+        body.len(),
+        packed.len()
+    );
+
+    // process_* self-metrics, read from /proc for cgperf's own pid.
+    let pid = exporter.pid();
+    let open_fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("fd dir")
+        .count() as f64;
+    let shown = value(&body, "process_open_fds", &[]).expect("process_open_fds");
+    // cgperf holds its descriptors steadily between collections; one
+    // accepted connection may come or go.
+    assert!((shown - open_fds).abs() <= 2.0, "{shown} vs {open_fds}");
+    assert!(value(&body, "process_max_fds", &[]).expect("max fds") >= shown);
+    assert!(value(&body, "process_resident_memory_bytes", &[]).expect("rss") > 1e6);
+    assert!(value(&body, "process_virtual_memory_bytes", &[]).expect("vsz") > 1e6);
+    assert!(value(&body, "process_cpu_seconds_total", &[]).expect("cpu") >= 0.0);
+    let start = value(&body, "process_start_time_seconds", &[]).expect("start time");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64();
+    assert!(
+        start > now - 120.0 && start <= now + 1.0,
+        "{start} vs {now}"
+    );
+
+    // Build info: the revision of this checkout and the toolchain.
+    let git = Command::new("git")
+        .args([
+            "-C",
+            env!("CARGO_MANIFEST_DIR"),
+            "rev-parse",
+            "--short=12",
+            "HEAD",
+        ])
+        .output()
+        .expect("git runs");
+    let revision = String::from_utf8_lossy(&git.stdout).trim().to_string();
+    assert!(
+        git.status.success() && revision.len() == 12,
+        "this checkout has a git revision"
+    );
+    let rustc = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
+        .arg("--version")
+        .output()
+        .expect("rustc runs");
+    let rustc = String::from_utf8_lossy(&rustc.stdout)
+        .split_whitespace()
+        .nth(1)
+        .expect("version")
+        .to_string();
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_build_info",
+            &[
+                ("version", env!("CARGO_PKG_VERSION")),
+                ("revision", &revision),
+                ("rustversion", &rustc)
+            ]
+        ),
+        Some(1.0),
+        "{body}"
+    );
+
+    // Error counters exist at 0 before the first error, for every reason.
+    for reason in [
+        "not_supported",
+        "permission",
+        "too_many_open_files",
+        "busy",
+        "gone",
+        "other",
+    ] {
+        for family in ["cgperf_open_errors_total", "cgperf_read_errors_total"] {
+            assert_eq!(
+                value(&body, family, &[("reason", reason)]),
+                Some(0.0),
+                "{family} {reason}"
+            );
+        }
+    }
+    assert_eq!(
+        value(&body, "cgperf_read_errors_total", &[("reason", "format")]),
+        Some(0.0)
+    );
+
+    // promtool accepts the classic text; Debian's promtool (2.42) reads
+    // only that format and refuses OpenMetrics' `info` type, as the README
+    // says; a newer one may accept it.
+    promtool_check(&body);
+    let (_, openmetrics) = http_get(
+        &exporter.addr,
+        "/metrics",
+        Some("application/openmetrics-text;version=1.0.0"),
+    );
+    let (ok, said) = promtool_check_metrics(&openmetrics);
+    assert!(
+        ok || said.contains("unknown metric type \"info\""),
+        "{said}"
     );
 }
 

@@ -4,6 +4,7 @@
 //! on a name, a label or a value.
 
 use crate::exporter::otlp::OtlpStats;
+use crate::exporter::process::ProcessStats;
 use crate::snapshot::{CounterSample, GroupTimeSample, Snapshot, Support};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -76,20 +77,25 @@ pub enum Labels<'a> {
         /// CPU, for per-CPU output.
         cpu: Option<u32>,
     },
-    /// Up to two fixed labels (`group`, `event`, `reason`, `version`).
-    Fixed([Option<(&'static str, &'a str)>; 2]),
+    /// Up to three fixed labels (`group`, `event`, `reason`, and
+    /// `cgperf_build_info`'s `version`, `revision`, `rustversion`).
+    Fixed([Option<(&'static str, &'a str)>; 3]),
 }
 
 impl<'a> Labels<'a> {
-    const NONE: Labels<'static> = Labels::Fixed([None, None]);
+    const NONE: Labels<'static> = Labels::Fixed([None, None, None]);
 
     fn one(name: &'static str, value: &'a str) -> Self {
-        Self::Fixed([Some((name, value)), None])
+        Self::Fixed([Some((name, value)), None, None])
+    }
+
+    fn two(a: (&'static str, &'a str), b: (&'static str, &'a str)) -> Self {
+        Self::Fixed([Some(a), Some(b), None])
     }
 
     /// True for a point without labels (a process-wide self-metric).
     pub fn is_empty(&self) -> bool {
-        matches!(self, Self::Fixed([None, None]))
+        matches!(self, Self::Fixed([None, None, None]))
     }
 
     /// Calls `f` with every label, in exposition order.
@@ -266,9 +272,48 @@ const SAMPLES_UNDECODABLE: Family = Family {
 };
 const BUILD: Family = Family {
     name: "cgperf_build",
-    help: "cgperf build information.",
+    help: "cgperf build information: version, git revision and Rust toolchain.",
     seconds: false,
     kind: Kind::Info,
+};
+
+// The process's own figures, under the names every Prometheus client
+// library gives them (see `super::process`).
+const PROCESS_CPU: Family = Family {
+    name: "process_cpu",
+    help: "Total user and system CPU time spent in seconds.",
+    seconds: true,
+    kind: Kind::Counter,
+};
+const PROCESS_RESIDENT: Family = Family {
+    name: "process_resident_memory_bytes",
+    help: "Resident memory size in bytes.",
+    seconds: false,
+    kind: Kind::Gauge,
+};
+const PROCESS_VIRTUAL: Family = Family {
+    name: "process_virtual_memory_bytes",
+    help: "Virtual memory size in bytes.",
+    seconds: false,
+    kind: Kind::Gauge,
+};
+const PROCESS_OPEN_FDS: Family = Family {
+    name: "process_open_fds",
+    help: "Number of open file descriptors.",
+    seconds: false,
+    kind: Kind::Gauge,
+};
+const PROCESS_MAX_FDS: Family = Family {
+    name: "process_max_fds",
+    help: "Maximum number of open file descriptors.",
+    seconds: false,
+    kind: Kind::Gauge,
+};
+const PROCESS_START: Family = Family {
+    name: "process_start_time",
+    help: "Start time of the process since unix epoch in seconds.",
+    seconds: true,
+    kind: Kind::Gauge,
 };
 const OTLP_EXPORTS: Family = Family {
     name: "cgperf_otlp_exports",
@@ -378,7 +423,7 @@ pub fn visit<V: Visitor>(
         &EVENT_SUPPORTED,
         snap.support.iter().filter_map(|s| {
             let event = s.event.as_deref()?;
-            let labels = Labels::Fixed([Some(("group", &s.group)), Some(("event", event))]);
+            let labels = Labels::two(("group", &s.group), ("event", event));
             Some(fixed(labels, supported(s)))
         }),
     )?;
@@ -419,10 +464,28 @@ pub fn visit<V: Visitor>(
     v.family(
         &BUILD,
         std::iter::once(fixed(
-            Labels::one("version", env!("CARGO_PKG_VERSION")),
+            Labels::Fixed([
+                Some(("version", env!("CARGO_PKG_VERSION"))),
+                Some(("revision", env!("CGPERF_REVISION"))),
+                Some(("rustversion", env!("CGPERF_RUSTC_VERSION"))),
+            ]),
             1.0,
         )),
     )?;
+    let process = ProcessStats::read();
+    for (family, value) in [
+        (&PROCESS_CPU, process.cpu_seconds),
+        (&PROCESS_RESIDENT, process.resident_bytes),
+        (&PROCESS_VIRTUAL, process.virtual_bytes),
+        (&PROCESS_OPEN_FDS, process.open_fds),
+        (&PROCESS_MAX_FDS, process.max_fds),
+        (&PROCESS_START, process.start_time_seconds),
+    ] {
+        // A figure /proc did not give is left out, never shown as 0.
+        if let Some(value) = value {
+            v.family(family, scalar(value))?;
+        }
+    }
     if let Some(stats) = otlp {
         v.family(&OTLP_EXPORTS, scalar(stats.exports() as f64))?;
         v.family(&OTLP_POINTS, scalar(stats.exported_points() as f64))?;
@@ -452,5 +515,11 @@ mod tests {
         );
         assert_eq!(BUILD.sample_name(), "cgperf_build_info");
         assert_eq!(OPEN_FDS.sample_name(), "cgperf_open_fds");
+        assert_eq!(PROCESS_CPU.sample_name(), "process_cpu_seconds_total");
+        assert_eq!(PROCESS_START.sample_name(), "process_start_time_seconds");
+        assert_eq!(
+            PROCESS_RESIDENT.sample_name(),
+            "process_resident_memory_bytes"
+        );
     }
 }

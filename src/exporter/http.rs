@@ -58,12 +58,20 @@ async fn guard(State(web): State<Shared>, request: Request, next: Next) -> Respo
 
 async fn metrics(exposition: Arc<Exposition>, headers: HeaderMap) -> Response {
     let openmetrics = wants_openmetrics(&headers);
-    // Encoding a large snapshot is CPU work: keep it off the async workers.
+    let gzip = accepts_gzip(&headers);
+    // Encoding (and compressing) a large snapshot is CPU work: keep it off
+    // the async workers.
     let body = tokio::task::spawn_blocking(move || {
-        if openmetrics {
+        let text = if openmetrics {
             exposition.openmetrics()
         } else {
             exposition.prometheus_text()
+        }
+        .map_err(|_| "encoding metrics failed")?;
+        if gzip {
+            compress(text.as_bytes()).map_err(|_| "compressing metrics failed")
+        } else {
+            Ok(text.into_bytes())
         }
     })
     .await;
@@ -74,13 +82,30 @@ async fn metrics(exposition: Arc<Exposition>, headers: HeaderMap) -> Response {
             } else {
                 PROMETHEUS_TEXT
             };
-            (
-                [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
+            let mut response = (
+                [
+                    (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
+                    // The body depends on both request headers.
+                    (
+                        header::VARY,
+                        HeaderValue::from_static("Accept, Accept-Encoding"),
+                    ),
+                ],
                 body,
             )
-                .into_response()
+                .into_response();
+            if gzip {
+                response
+                    .headers_mut()
+                    .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+            }
+            response
         }
-        Ok(Err(_)) | Err(_) => {
+        Ok(Err(what)) => {
+            tracing::error!("{what}");
+            (StatusCode::INTERNAL_SERVER_ERROR, format!("{what}\n")).into_response()
+        }
+        Err(_) => {
             tracing::error!("encoding /metrics failed");
             (
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -91,19 +116,47 @@ async fn metrics(exposition: Arc<Exposition>, headers: HeaderMap) -> Response {
     }
 }
 
+/// gzip at the fast level: scrapes are text with long repeated label sets,
+/// which even the fastest level shrinks about tenfold.
+fn compress(body: &[u8]) -> std::io::Result<Vec<u8>> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(
+        Vec::with_capacity(body.len() / 8),
+        flate2::Compression::fast(),
+    );
+    encoder.write_all(body)?;
+    encoder.finish()
+}
+
 /// True when the scraper lists OpenMetrics among the types it accepts
 /// (Prometheus does, preferring it); plain clients get the classic format.
 pub fn wants_openmetrics(headers: &HeaderMap) -> bool {
+    lists(headers, header::ACCEPT, "application/openmetrics-text")
+}
+
+/// True when the scraper accepts a gzip body (Prometheus does).
+pub fn accepts_gzip(headers: &HeaderMap) -> bool {
+    lists(headers, header::ACCEPT_ENCODING, "gzip")
+}
+
+/// True when the comma-separated values of header `name` list `wanted`
+/// (case-insensitively, parameters aside) without `q=0`.
+fn lists(headers: &HeaderMap, name: header::HeaderName, wanted: &str) -> bool {
     headers
-        .get_all(header::ACCEPT)
+        .get_all(name)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .any(|item| {
             let mut parts = item.split(';').map(str::trim);
-            let media = parts.next().unwrap_or_default();
-            let q_zero = parts.any(|p| p.replace(' ', "") == "q=0");
-            media.eq_ignore_ascii_case("application/openmetrics-text") && !q_zero
+            let value = parts.next().unwrap_or_default();
+            let q_zero = parts.any(|p| {
+                let p = p.replace(' ', "");
+                p.strip_prefix("q=")
+                    .and_then(|q| q.parse::<f32>().ok())
+                    .is_some_and(|q| q == 0.0)
+            });
+            value.eq_ignore_ascii_case(wanted) && !q_zero
         })
 }
 
@@ -144,6 +197,35 @@ mod tests {
         assert!(!wants_openmetrics(&accept(
             "application/openmetrics-text;q=0"
         )));
+    }
+
+    fn encoding(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_str(v).expect("valid header"),
+        );
+        h
+    }
+
+    #[test]
+    fn gzip_when_the_scraper_accepts_it() {
+        assert!(accepts_gzip(&encoding("gzip")));
+        assert!(accepts_gzip(&encoding("deflate, GZIP;q=0.5")));
+        assert!(!accepts_gzip(&encoding("gzip;q=0")));
+        assert!(!accepts_gzip(&encoding("gzip; q=0.0")));
+        assert!(!accepts_gzip(&encoding("identity")));
+        assert!(!accepts_gzip(&HeaderMap::new()));
+        let body = b"cgperf_events_total{cgroup=\"/\"} 1\n".repeat(100);
+        let packed = compress(&body).expect("compresses");
+        assert!(packed.len() < body.len() / 5);
+        let mut unpacked = Vec::new();
+        std::io::Read::read_to_end(
+            &mut flate2::read::GzDecoder::new(&packed[..]),
+            &mut unpacked,
+        )
+        .expect("valid gzip");
+        assert_eq!(unpacked, body);
     }
 
     #[test]

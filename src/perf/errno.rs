@@ -59,6 +59,19 @@ pub enum OpenFailure {
 }
 
 impl OpenFailure {
+    /// Every failure, so that error counters can be shown at 0 before the
+    /// first one (an alert on their rate then sees the first error).
+    pub const ALL: [Self; 8] = [
+        Self::NotSupported,
+        Self::NoCgroupMode,
+        Self::Permission,
+        Self::Invalid,
+        Self::TooManyOpenFiles,
+        Self::Busy,
+        Self::Gone,
+        Self::Other,
+    ];
+
     /// Classifies an errno from `perf_event_open`.
     pub fn from_errno(errno: Errno) -> Self {
         match errno.0 {

@@ -247,7 +247,7 @@ impl Sampler {
             opener: Opener {
                 budget,
                 tally,
-                errors: BTreeMap::new(),
+                errors: no_errors_yet(),
                 logged: HashSet::new(),
                 rings: Rings::default(),
                 ring_pages,
@@ -374,7 +374,11 @@ impl Sampler {
         let online = match crate::cpus::online() {
             Ok(online) => online,
             Err(e) => {
-                *self.opener.errors.entry(("read", "cpu_list")).or_default() += 1;
+                *self
+                    .opener
+                    .errors
+                    .entry(("read", READ_CPU_LIST))
+                    .or_default() += 1;
                 tracing::debug!("keeping the known CPUs: {e}");
                 return;
             }
@@ -664,7 +668,7 @@ impl CpuCounter {
             Err(e) => {
                 let reason = match e {
                     ReadError::Syscall(errno) => OpenFailure::from_errno(errno).label(),
-                    ReadError::Format(_) => "format",
+                    ReadError::Format(_) => READ_FORMAT,
                 };
                 *errors.entry(("read", reason)).or_default() += 1;
             }
@@ -1035,6 +1039,24 @@ impl Series<'_> {
             });
         }
     }
+}
+
+/// Read-error reason: a group read that did not parse.
+const READ_FORMAT: &str = "format";
+/// Read-error reason: the list of online CPUs could not be read.
+const READ_CPU_LIST: &str = "cpu_list";
+
+/// Every read and open error reason at 0: Prometheus' `rate()` and
+/// `increase()` only see the first error of a series that existed before it.
+fn no_errors_yet() -> BTreeMap<(&'static str, &'static str), u64> {
+    let opens = OpenFailure::ALL.map(|f| ("open", f.label()));
+    let reads = OpenFailure::ALL.map(|f| ("read", f.label()));
+    opens
+        .into_iter()
+        .chain(reads)
+        .chain([("read", READ_FORMAT), ("read", READ_CPU_LIST)])
+        .map(|key| (key, 0))
+        .collect()
 }
 
 #[cfg(test)]

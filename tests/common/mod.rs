@@ -428,6 +428,16 @@ pub fn reload_time(body: &str) -> f64 {
     .expect("reload timestamp")
 }
 
+/// The sum of every sample of `name` (0 when there is none).
+pub fn total(body: &str, name: &str) -> f64 {
+    body.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(series, _)| series.split('{').next() == Some(name))
+        .filter_map(|(_, v)| v.parse::<f64>().ok())
+        .sum()
+}
+
 /// Runs the cgperf binary with `args`; returns (exit code, stdout, stderr).
 pub fn run_cgperf(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_cgperf"))
