@@ -299,6 +299,46 @@ fn help_and_version_explain() {
 }
 
 #[test]
+fn listen_addresses_in_node_exporters_forms() {
+    require_root("count cgroups while serving");
+    // [::1]:PORT serves on IPv6 loopback (this machine has IPv6 when it can
+    // bind there at all).
+    if std::net::TcpListener::bind("[::1]:0").is_ok() {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+        cmd.arg("--web.listen-address=[::1]:0");
+        let exporter = Exporter::spawn_as_given(cmd, false);
+        assert!(exporter.addr.starts_with("[::1]:"), "{}", exporter.addr);
+        assert!(exporter.scrape().contains("cgperf_build_info"));
+    } else {
+        eprintln!("NOTE: no IPv6 on this machine: [::1] not tried");
+    }
+    // localhost:PORT resolves.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg("--web.listen-address=localhost:0");
+    let exporter = Exporter::spawn_as_given(cmd, false);
+    assert!(exporter.scrape().contains("cgperf_build_info"));
+    // Mistakes are usage errors saying what to write.
+    for (given, says) in [
+        ("9810", "no port"),
+        ("::1:9810", "must be written in brackets"),
+        (":99999", "number from 0 to 65535"),
+    ] {
+        let (code, _, err) = run_cgperf(&[&format!("--web.listen-address={given}")]);
+        assert_eq!(code, 2, "{given}: {err}");
+        assert!(
+            err.contains(says) && err.contains(":PORT"),
+            "{given}: {err}"
+        );
+    }
+    // A port in use is named.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let addr = taken.local_addr().expect("addr");
+    let (code, _, err) = run_cgperf(&[&format!("--web.listen-address={addr}")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+}
+
+#[test]
 fn check_reports_each_event() {
     let cfg = config_file(
         "groups:\n  sched: [task-clock, context-switches]\n  hw: [cycles, instructions]\n  msr: [\"msr/tsc/\"]\ntracepoints: [sched:sched_switch, nosuch:thing]\n",

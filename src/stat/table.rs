@@ -309,6 +309,23 @@ mod tests {
     }
 
     #[test]
+    fn rows_are_found_under_the_label_the_counts_have() {
+        let config = crate::config::parse(
+            "t",
+            "groups:\n  sched: [cs, cpu-cycles:u]\ncgroups:\n  - path: /\n",
+        )
+        .expect("valid");
+        let support = [Support {
+            group: "sched".into(),
+            event: None,
+            status: Ok(()),
+        }];
+        let rows = layout(&config, &support);
+        let events: Vec<&str> = rows.iter().map(|r| r.event.as_str()).collect();
+        assert_eq!(events, ["context-switches", "cycles:u"]);
+    }
+
+    #[test]
     fn thousands_separators() {
         assert_eq!(thousands(0.0, 0), "0");
         assert_eq!(thousands(4321.0, 0), "4,321");
