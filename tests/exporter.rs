@@ -40,27 +40,6 @@ fn promtool_check_metrics(body: &str) -> (bool, String) {
     (out.status.success(), said)
 }
 
-/// `GET /metrics` with `Accept-Encoding: gzip`: (head, raw body bytes).
-fn get_gzip(addr: &str, accept: &str) -> (String, Vec<u8>) {
-    use std::io::Read;
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send");
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).expect("read");
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a response head");
-    (
-        String::from_utf8_lossy(&raw[..split]).into_owned(),
-        raw[split + 4..].to_vec(),
-    )
-}
-
 #[test]
 fn the_conventions_of_prometheus_exporters() {
     require_root("count a cgroup");
@@ -72,7 +51,11 @@ fn the_conventions_of_prometheus_exporters() {
     exporter.wait_collections(1);
 
     // gzip when the scraper accepts it, as Prometheus does.
-    let (head, packed) = get_gzip(&exporter.addr, "text/plain");
+    let (head, packed) = http_request(
+        &exporter.addr,
+        "/metrics",
+        &[("Accept", "text/plain"), ("Accept-Encoding", "gzip")],
+    );
     let lower = head.to_ascii_lowercase();
     assert!(
         lower.contains("content-encoding: gzip") && lower.contains("vary: accept, accept-encoding"),

@@ -69,7 +69,7 @@ async fn metrics(exposition: Arc<Exposition>, headers: HeaderMap) -> Response {
         }
         .map_err(|_| "encoding metrics failed")?;
         if gzip {
-            compress(text.as_bytes()).map_err(|_| "compressing metrics failed")
+            super::gzip(text.as_bytes()).map_err(|_| "compressing metrics failed")
         } else {
             Ok(text.into_bytes())
         }
@@ -114,18 +114,6 @@ async fn metrics(exposition: Arc<Exposition>, headers: HeaderMap) -> Response {
                 .into_response()
         }
     }
-}
-
-/// gzip at the fast level: scrapes are text with long repeated label sets,
-/// which even the fastest level shrinks about tenfold.
-fn compress(body: &[u8]) -> std::io::Result<Vec<u8>> {
-    use std::io::Write;
-    let mut encoder = flate2::write::GzEncoder::new(
-        Vec::with_capacity(body.len() / 8),
-        flate2::Compression::fast(),
-    );
-    encoder.write_all(body)?;
-    encoder.finish()
 }
 
 /// True when the scraper lists OpenMetrics among the types it accepts
@@ -217,7 +205,7 @@ mod tests {
         assert!(!accepts_gzip(&encoding("identity")));
         assert!(!accepts_gzip(&HeaderMap::new()));
         let body = b"cgperf_events_total{cgroup=\"/\"} 1\n".repeat(100);
-        let packed = compress(&body).expect("compresses");
+        let packed = crate::exporter::gzip(&body).expect("compresses");
         assert!(packed.len() < body.len() / 5);
         let mut unpacked = Vec::new();
         std::io::Read::read_to_end(

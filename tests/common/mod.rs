@@ -358,23 +358,37 @@ fn collections(body: &str) -> u64 {
 
 /// A minimal HTTP/1.1 GET; returns (head, body).
 pub fn http_get(addr: &str, path: &str, accept: Option<&str>) -> (String, String) {
+    let accept: Vec<(&str, &str)> = accept.map(|a| ("Accept", a)).into_iter().collect();
+    let (head, body) = http_request(addr, path, &accept);
+    let body = String::from_utf8(body).expect("utf-8 response");
+    let body = dechunk(&head, &body);
+    (head, body)
+}
+
+/// A GET with `headers`; returns the head and the body's bytes as sent
+/// (neither decoded nor de-chunked).
+pub fn http_request(addr: &str, path: &str, headers: &[(&str, &str)]) -> (String, Vec<u8>) {
     let mut stream = TcpStream::connect(addr).expect("connect to cgperf");
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
-    let accept = accept
-        .map(|a| format!("Accept: {a}\r\n"))
-        .unwrap_or_default();
+    let headers: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{accept}Connection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\n\r\n"
     )
     .expect("send request");
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).expect("read response");
-    let raw = String::from_utf8(raw).expect("utf-8 response");
-    let (head, body) = raw.split_once("\r\n\r\n").expect("HTTP response");
-    (head.to_string(), dechunk(head, body))
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("HTTP response");
+    let head = String::from_utf8(raw[..split].to_vec()).expect("utf-8 head");
+    (head, raw[split + 4..].to_vec())
 }
 
 fn dechunk(head: &str, body: &str) -> String {

@@ -7,6 +7,7 @@
 use super::retry::parse_retry_after;
 use super::stats::Reason;
 use crate::config::{OtlpConfig, OtlpProtocol};
+use crate::exporter::gzip;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use http_body_util::{BodyExt, Full, Limited};
@@ -18,7 +19,7 @@ use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsServiceRequest, ExportMetricsServiceResponse,
 };
 use prost::Message;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::time::{Duration, SystemTime};
 use tonic::codec::CompressionEncoding;
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue, MetadataMap};
@@ -336,15 +337,6 @@ fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
         next = e.source();
     }
     out
-}
-
-fn gzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
-    let mut encoder = flate2::write::GzEncoder::new(
-        Vec::with_capacity(bytes.len() / 4),
-        flate2::Compression::fast(),
-    );
-    encoder.write_all(bytes)?;
-    encoder.finish()
 }
 
 fn gunzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
