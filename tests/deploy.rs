@@ -558,9 +558,17 @@ fn exec_workload(cgroup: &Path, n: u32) {
 /// in network and mount namespaces of its own (a pod has its own network;
 /// for the unit, it keeps the files' fixed port from colliding with
 /// anything else on the machine), with `config_dir` mounted at `mount_at`
-/// (the ConfigMap volume; `/etc/cgperf` of the unit's install steps), `lo`
-/// up, then `launch` (limits, user, capabilities) and `argv`.
-fn deployed(config_dir: &Path, mount_at: &str, launch: &[String], argv: &[String]) -> Command {
+/// (the ConfigMap volume; `/etc/cgperf` of the unit's install steps), the
+/// `read_only` paths made read-only (each a mount point, or bound onto
+/// itself first), `lo` up, then `launch` (limits, user, capabilities) and
+/// `argv`.
+fn deployed(
+    config_dir: &Path,
+    mount_at: &str,
+    read_only: &[String],
+    launch: &[String],
+    argv: &[String],
+) -> Command {
     // The mount point must exist on the host; what is mounted on it stays
     // in the private mount namespace.
     std::fs::create_dir_all(mount_at).unwrap_or_else(|e| panic!("mkdir {mount_at}: {e}"));
@@ -577,14 +585,63 @@ fn deployed(config_dir: &Path, mount_at: &str, launch: &[String], argv: &[String
         "--propagation=private",
         "sh",
         "-ec",
-        r#"ip link set lo up; mount --bind "$1" "$2"; shift 2; exec "$@""#,
+        r#"ip link set lo up
+mount --bind "$1" "$2"
+IFS='
+'
+for m in $3; do
+    mountpoint -q "$m" || mount --bind "$m" "$m"
+    mount -o remount,bind,ro "$m"
+done
+shift 3
+exec "$@""#,
         "sh",
     ])
     .arg(config_dir)
     .arg(mount_at)
+    .arg(read_only.join("\n"))
     .args(launch)
     .args(argv);
     cmd
+}
+
+/// Every mount point at or below one of `roots` but not below one of
+/// `except`, and the roots themselves: what a recursive read-only mount of
+/// `roots` makes read-only.
+fn mounts_under(roots: &[&str], except: &[&str]) -> Vec<String> {
+    let below = |path: &str, dir: &str| {
+        path == dir || dir == "/" || path.starts_with(&format!("{}/", dir.trim_end_matches('/')))
+    };
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let mut paths: Vec<String> = roots.iter().map(|r| r.to_string()).collect();
+    for line in mountinfo.lines() {
+        let Some(point) = line.split(' ').nth(4) else {
+            continue;
+        };
+        // mountinfo escapes spaces and the like in octal.
+        if point.contains('\\') || paths.iter().any(|p| p == point) {
+            continue;
+        }
+        if roots.iter().any(|r| below(point, r)) && !except.iter().any(|e| below(point, e)) {
+            paths.push(point.to_string());
+        }
+    }
+    paths
+}
+
+/// Asserts that every one of `paths` is a read-only mount for `pid`.
+fn assert_read_only(pid: i32, paths: &[String]) {
+    let mountinfo = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).expect("mountinfo");
+    for path in paths {
+        // The last mount on a path is the one seen there.
+        let options = mountinfo
+            .lines()
+            .rev()
+            .filter(|l| l.split(' ').nth(4) == Some(path.as_str()))
+            .find_map(|l| l.split(' ').nth(5))
+            .unwrap_or_else(|| panic!("{path} is not a mount point of cgperf"));
+        assert!(options.split(',').any(|o| o == "ro"), "{path} is {options}");
+    }
 }
 
 /// `config` written as `dir/name`, readable by anyone.
@@ -699,6 +756,7 @@ fn the_systemd_unit_runs_as_written_and_counts_exactly() {
     let mut launch: Vec<String> = Vec::new();
     let mut setpriv: Vec<String> = Vec::new();
     let mut nofile = None;
+    let mut read_only_roots: Vec<&str> = Vec::new();
     for (key, value) in unit_section(&unit, "Service") {
         match key.as_str() {
             "ExecStart" => exec_start = Some(unit_command(&value)),
@@ -728,20 +786,31 @@ fn the_systemd_unit_runs_as_written_and_counts_exactly() {
                 launch.extend(["prlimit".into(), format!("--nofile={limit}:{limit}")]);
                 nofile = Some(limit);
             }
+            // The whole file system read-only but /dev, /proc and /sys ...
+            "ProtectSystem" => {
+                assert_eq!(value, "strict");
+                read_only_roots.push("/");
+            }
+            // ... and /sys and /proc/sys read-only too.
+            "ProtectKernelTunables" => {
+                assert_eq!(value, "yes");
+                read_only_roots.extend(["/sys", "/proc/sys"]);
+            }
+            "ProtectControlGroups" => {
+                assert_eq!(value, "yes");
+                read_only_roots.push("/sys/fs/cgroup");
+            }
             // What systemd itself does around the process; checked by
             // `systemd-analyze verify` (systemd_unit_verifies_cleanly).
             "Type"
             | "Restart"
             | "RestartSec"
             | "UMask"
-            | "ProtectSystem"
             | "ProtectHome"
             | "PrivateTmp"
             | "PrivateDevices"
-            | "ProtectKernelTunables"
             | "ProtectKernelModules"
             | "ProtectKernelLogs"
-            | "ProtectControlGroups"
             | "ProtectClock"
             | "ProtectHostname"
             | "ProtectProc"
@@ -783,7 +852,15 @@ fn the_systemd_unit_runs_as_written_and_counts_exactly() {
     cgperf::tracefs::Tracefs::locate().expect("tracefs mounted");
     // A top-level cgroup: the shipped default counts every one.
     let cg = TestCgroup::create("cgperf-unit");
-    let exporter = Exporter::spawn_as_given(deployed(dir.path(), &mount_at, &launch, &argv), true);
+    // ProtectSystem=strict leaves /dev and /proc writable (but /proc/sys).
+    let mut read_only = mounts_under(&read_only_roots, &["/dev", "/proc"]);
+    read_only.extend(mounts_under(&["/proc/sys"], &[]));
+    read_only.push(mount_at.clone());
+    let exporter = Exporter::spawn_as_given(
+        deployed(dir.path(), &mount_at, &read_only, &launch, &argv),
+        true,
+    );
+    assert_read_only(exporter.pid(), &read_only);
     assert!(
         exporter.addr.starts_with("[::]:"),
         "{}: `:PORT` is every address, IPv4 and IPv6",
@@ -924,6 +1001,8 @@ struct ContainerPort {
 struct RunSecurityContext {
     run_as_user: Option<u32>,
     allow_privilege_escalation: Option<bool>,
+    #[serde(default)]
+    read_only_root_filesystem: bool,
     capabilities: Capabilities,
 }
 
@@ -1111,10 +1190,25 @@ fn the_daemonset_runs_as_written_with_the_pods_capabilities_and_counts_exactly()
     let qos = TestCgroup::create_under(&kubepods.rel, "besteffort");
     let cg = TestCgroup::create_under(&qos.rel, &format!("pod{uid}"));
 
+    // The container's root filesystem and its readOnly volumes, read-only
+    // (recursively, as cgperf would meet them at worst).
+    let mut read_only: Vec<&str> = Vec::new();
+    if sc.read_only_root_filesystem {
+        read_only.push("/");
+    }
+    read_only.extend(
+        c.volume_mounts
+            .iter()
+            .filter(|m| m.read_only)
+            .map(|m| m.mount_path.as_str()),
+    );
+    let mut read_only = mounts_under(&read_only, &["/dev", "/proc"]);
+    read_only.push(mount.mount_path.clone());
     let exporter = Exporter::spawn_as_given(
-        deployed(dir.path(), &mount.mount_path, &launch, &argv),
+        deployed(dir.path(), &mount.mount_path, &read_only, &launch, &argv),
         true,
     );
+    assert_read_only(exporter.pid(), &read_only);
     let pid = exporter.pid();
     let want = sc
         .capabilities
