@@ -206,8 +206,10 @@ fn line(row: &Row, counts: &Counts, cgroup: &str, cpu: Option<u32>, elapsed: f64
     Some(line)
 }
 
-/// perf's comment: CPUs utilized for clocks, instructions per cycle when
-/// cycles (with the same modifiers) were counted in the cgroup, else a rate.
+/// perf's comment: CPUs utilized (the clock over `elapsed` wall seconds)
+/// for clocks, instructions per cycle when cycles (with the same modifiers)
+/// were counted in the cgroup, else a rate per task-clock second when a
+/// clock was counted in the cgroup, else nothing.
 fn note(
     event: &str,
     value: f64,
@@ -228,7 +230,15 @@ fn note(
             return format!("# {:8.2} insn per cycle", value / cycles);
         }
     }
-    let rate = ratio(value, elapsed);
+    // perf's rate is per second the counted tasks ran (task-clock), not per
+    // second of wall time; without a clock counted beside it there is none.
+    let Some(ran) = ["task-clock", "cpu-clock"]
+        .iter()
+        .find_map(|c| counts.find(cgroup, c, cpu))
+    else {
+        return String::new();
+    };
+    let rate = ratio(value, ran);
     let (scaled, unit) = [(1e9, "G"), (1e6, "M"), (1e3, "K")]
         .iter()
         .find(|(scale, _)| rate >= *scale)
@@ -375,16 +385,16 @@ mod tests {
             shown,
             [
                 (Shown::Clock(0.5), "#    0.250 CPUs utilized", None),
-                (Shown::Count(2000.0), "#    1.000 K/sec", Some(25.0)),
+                (Shown::Count(2000.0), "#    4.000 K/sec", Some(25.0)),
                 (
                     Shown::Count(3000.0),
                     "#     1.50 insn per cycle",
                     Some(25.0)
                 ),
-                (Shown::Count(4321.0), "#    2.160 K/sec", None),
+                (Shown::Count(4321.0), "#    8.642 K/sec", None),
                 (Shown::NotCounted, "", None),
                 (Shown::NotSupported, "", None),
-                (Shown::Count(7.0), "#    3.500 /sec", None),
+                (Shown::Count(7.0), "#   14.000 /sec", None),
             ]
         );
         let mut out = Vec::new();
@@ -397,9 +407,26 @@ mod tests {
         );
         assert_eq!(
             text[1],
-            "             2,000      cycles              /a  #    1.000 K/sec              (25.00%)"
+            "             2,000      cycles              /a  #    4.000 K/sec              (25.00%)"
         );
         assert_eq!(text[5], "   <not supported>      ref-cycles          /a");
+    }
+
+    #[test]
+    fn no_rate_without_a_clock_as_perf_prints_it() {
+        let c = counts(
+            &[("t", "sched:sched_switch", 10.0, false)],
+            &[("t", 1.0, 1.0)],
+        );
+        let lines = lines(
+            &[row("t", "sched:sched_switch")],
+            &c,
+            &["/a".into()],
+            &[None],
+            2.0,
+        );
+        assert_eq!(lines[0].shown, Shown::Count(10.0));
+        assert_eq!(lines[0].note, "");
     }
 
     #[test]
