@@ -9,7 +9,10 @@ mod common;
 
 use common::{TestCgroup, cgroup2_root, getppid_workload, require_root};
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Output, Stdio};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// `perl -e '<N getppid syscalls>'`: perl makes no getppid of its own, so
 /// the command makes exactly `n`.
@@ -124,7 +127,11 @@ fn counts_a_given_cgroup_until_ctrl_c() {
     let mut rest = String::new();
     stdout.read_to_string(&mut rest).expect("read");
     let status = child.wait().expect("wait");
-    assert_eq!(status.code(), Some(0), "Ctrl-C ends counting with status 0");
+    assert_eq!(
+        shell_status(status),
+        128 + libc::SIGINT,
+        "Ctrl-C ends counting as it ends perf stat: {status:?}"
+    );
     assert!(
         rest.contains(&format!(
             " Performance counter stats for cgroup {}:",
@@ -268,4 +275,303 @@ fn a_config_file_gives_the_events() {
         "msec",
         "{text}"
     );
+}
+
+/// The status as a shell shows it: the exit code, or 128 + the signal.
+fn shell_status(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .expect("an exit code or a signal")
+}
+
+/// The directory of the cgroup `cgperf stat` made for its command, if its
+/// PID is `pid` and the name was free.
+fn stat_cgroup(pid: u32) -> PathBuf {
+    cgroup2_root().join(format!("cgperf-stat-{pid}"))
+}
+
+/// Waits (up to a minute, so that a broken build fails rather than hangs)
+/// until `dir/cgroup.procs` lists a process; returns its PID.
+fn first_process_in(dir: &Path, cgperf: &mut Child) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        if let Some(pid) = procs.lines().next() {
+            return pid.trim().parse().expect("a PID");
+        }
+        if let Some(status) = cgperf.try_wait().expect("try_wait") {
+            panic!("cgperf stat ended before its command ran: {status:?}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no process in {} after a minute",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether process `pid` still runs (a zombie has ended).
+fn running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next());
+            state != Some(Some('Z'))
+        }
+        Err(_) => false,
+    }
+}
+
+fn send(pid: u32, signal: libc::c_int) {
+    let pid = i32::try_from(pid).expect("PID");
+    // SAFETY: sends a signal to a process this test started.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill {pid}");
+}
+
+#[test]
+fn stop_signals_end_the_command_print_the_counts_and_remove_its_cgroup() {
+    for signal in [libc::SIGHUP, libc::SIGTERM, libc::SIGINT] {
+        let mut cgperf = cgperf()
+            .args(["-e", "task-clock,context-switches", "--", "sleep", "30"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start cgperf stat");
+        let dir = stat_cgroup(cgperf.id());
+        let sleep = first_process_in(&dir, &mut cgperf);
+        send(cgperf.id(), signal);
+        let out = cgperf.wait_with_output().expect("wait for cgperf stat");
+        let text = stdout(&out);
+        assert_eq!(
+            shell_status(out.status),
+            128 + signal,
+            "signal {signal}: {out:?}"
+        );
+        assert!(
+            text.contains(" Performance counter stats for 'sleep 30'"),
+            "signal {signal}: {text}"
+        );
+        let cgroup = format!("/cgperf-stat-{}", dir_name(&dir));
+        assert_eq!(summary_line(&text, "task-clock", &cgroup)[1], "msec");
+        summary_line(&text, "context-switches", &cgroup);
+        assert!(text.contains(" seconds time elapsed"), "{text}");
+        assert!(
+            !running(sleep),
+            "signal {signal}: the command (PID {sleep}) still runs"
+        );
+        assert!(
+            !dir.exists(),
+            "signal {signal}: {} was not removed",
+            dir.display()
+        );
+    }
+}
+
+/// The part of a cgroup directory's name after `cgperf-stat-`.
+fn dir_name(dir: &Path) -> String {
+    let name = dir.file_name().expect("a name").to_string_lossy();
+    name.trim_start_matches("cgperf-stat-").to_string()
+}
+
+#[test]
+fn a_killed_run_takes_its_command_along_and_the_next_run_removes_its_cgroup() {
+    let mut cgperf = cgperf()
+        .args(["-e", "task-clock", "--", "sleep", "30"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start cgperf stat");
+    let dir = stat_cgroup(cgperf.id());
+    let sleep = first_process_in(&dir, &mut cgperf);
+    cgperf.kill().expect("SIGKILL cgperf stat");
+    cgperf.wait().expect("wait");
+    // The kernel kills the command when cgperf stat dies; allow it a
+    // moment to get there (the wait is a bound, not a measurement).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running(sleep) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !running(sleep),
+        "the command (PID {sleep}) outlived the cgperf stat that ran it"
+    );
+    let out = stat(&["-e", "task-clock", "--", "true"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        !dir.exists(),
+        "{} (its run was killed, it is empty) is still there after the next run",
+        dir.display()
+    );
+}
+
+#[test]
+fn a_stale_cgroup_that_still_has_processes_is_left_alone() {
+    // Named as a killed run's would be, with a process in it: the PID in
+    // the name is one no process has (pid_max is far below).
+    let cg = TestCgroup::create_under("", "cgperf-stat-999999999");
+    let mut sleeper = Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .expect("start sleep");
+    std::fs::write(cg.dir.join("cgroup.procs"), sleeper.id().to_string()).expect("move sleep");
+    let out = stat(&["-e", "task-clock", "--", "true"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(cg.dir.exists(), "a cgroup with a process in it was removed");
+    sleeper.kill().expect("kill sleep");
+    sleeper.wait().expect("wait");
+    let out = stat(&["-e", "task-clock", "--", "true"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!cg.dir.exists(), "the emptied stale cgroup is still there");
+}
+
+#[test]
+fn a_name_that_is_taken_is_no_failure() {
+    require_root("create cgroups and count in them");
+    // sh stops itself, then becomes cgperf stat with the same PID: the
+    // cgroup cgperf would name after its PID can be made before it runs.
+    let cgperf = Command::new("sh")
+        .args(["-c", "kill -STOP $$; exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_cgperf"))
+        .args([
+            "--log.level",
+            "warn",
+            "stat",
+            "-e",
+            "task-clock",
+            "--",
+            "true",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start sh");
+    let pid = cgperf.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("its stat");
+        if stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('T'))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "sh did not stop");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let taken = TestCgroup::create_under("", &format!("cgperf-stat-{pid}"));
+    send(pid, libc::SIGCONT);
+    let out = cgperf.wait_with_output().expect("wait");
+    let text = stdout(&out);
+    assert!(out.status.success(), "{out:?}");
+    let cgroup = format!("/cgperf-stat-{pid}-2");
+    assert!(text.contains(&format!("(cgroup {cgroup}):")), "{text}");
+    assert_eq!(summary_line(&text, "task-clock", &cgroup)[1], "msec");
+    assert!(
+        taken.dir.exists(),
+        "the directory that was there (its PID runs) was removed"
+    );
+    let ours = cgroup2_root().join(cgroup.trim_start_matches('/'));
+    assert!(!ours.exists(), "{} was not removed", ours.display());
+}
+
+#[test]
+fn the_command_starts_with_no_signal_blocked() {
+    let out = stat(&[
+        "-e",
+        "task-clock",
+        "--",
+        "grep",
+        "SigBlk",
+        "/proc/self/status",
+    ]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{out:?}");
+    assert!(text.contains("SigBlk:\t0000000000000000\n"), "{text}");
+}
+
+#[test]
+fn system_wide_counts_the_root_cgroup_while_the_command_runs() {
+    let mut args = vec!["-a", "-e", "syscalls:sys_enter_getppid", "--"];
+    let command = getppid_command(4321);
+    args.extend(command.iter().map(String::as_str));
+    let out = stat(&args);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        text.contains(" Performance counter stats for 'system wide' (cgroup /):"),
+        "{text}"
+    );
+    let line = summary_line(&text, "syscalls:sys_enter_getppid", "/");
+    let counted: u64 = line[0].replace(',', "").parse().expect("a count");
+    // Other processes of the machine may call getppid too.
+    assert!(counted >= 4321, "{text}");
+}
+
+/// The number before `K/sec`, `M/sec`, ... in a line's words, in hits per
+/// second.
+fn rate(words: &[String]) -> Option<f64> {
+    let at = words.iter().position(|w| w.ends_with("/sec"))?;
+    let scale = match words[at].as_str() {
+        "/sec" => 1.0,
+        "K/sec" => 1e3,
+        "M/sec" => 1e6,
+        "G/sec" => 1e9,
+        other => panic!("unknown unit {other}"),
+    };
+    Some(words[at - 1].parse::<f64>().expect("a rate") * scale)
+}
+
+#[test]
+fn rates_are_per_task_clock_second_and_the_times_follow_as_perf_prints_them() {
+    let mut args = vec![
+        "-e",
+        "task-clock,page-faults,syscalls:sys_enter_getppid",
+        "--",
+    ];
+    let command = getppid_command(20_000);
+    args.extend(command.iter().map(String::as_str));
+    let child = cgperf()
+        .args(&args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start");
+    let cgroup = format!("/cgperf-stat-{}", child.id());
+    let out = child.wait_with_output().expect("wait");
+    let text = stdout(&out);
+    assert!(out.status.success(), "{out:?}");
+    let msec: f64 = summary_line(&text, "task-clock", &cgroup)[0]
+        .replace(',', "")
+        .parse()
+        .expect("msec");
+    for event in ["page-faults", "syscalls:sys_enter_getppid"] {
+        let line = summary_line(&text, event, &cgroup);
+        let count: f64 = line[0].replace(',', "").parse().expect("a count");
+        let expected = count / (msec / 1e3);
+        let shown = rate(&line).unwrap_or_else(|| panic!("no rate for {event}: {text}"));
+        // Both are rounded for printing (msec to 2 decimals, the rate to 4
+        // digits); per second of wall time would differ by the share of
+        // the time the command was on a CPU.
+        assert!(
+            (shown - expected).abs() <= expected * 0.02,
+            "{event}: {shown}/sec shown, {count} per {msec} msec is {expected}/sec: {text}"
+        );
+    }
+    // The trailer, line by line as `perf stat` prints it for a command.
+    let perf = Command::new("perf")
+        .args(["stat", "-e", "task-clock", "--", "true"])
+        .output()
+        .expect("run perf stat (Debian's linux-perf)");
+    let trailer = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.trim().split_once(" seconds "))
+            .map(|(_, what)| what.to_string())
+            .collect()
+    };
+    let perfs = trailer(&String::from_utf8_lossy(&perf.stderr));
+    assert_eq!(
+        perfs,
+        ["time elapsed", "user", "sys"],
+        "perf stat's trailer"
+    );
+    assert_eq!(trailer(&text), perfs, "{text}");
 }

@@ -18,28 +18,37 @@ const DEFAULT_EVENTS: [&str; 2] = [
 #[derive(Debug, Clone, clap::Args)]
 #[command(
     long_about = "Count events for a command or for cgroups and print them, like `perf stat -G`.\n\n\
-With `-- COMMAND`, cgperf creates the cgroup /cgperf-stat-<pid> under the cgroup2 root, \
-starts COMMAND in it (before it runs a single instruction), counts that cgroup until \
-COMMAND exits, then removes the cgroup. With -G, the given cgroups are counted instead \
-(while COMMAND runs, if there is one). With neither, the root cgroup `/` (the whole \
-machine) is counted until Ctrl-C; with --config.file, the config's cgroups are.\n\n\
+With `-- COMMAND`, cgperf creates the cgroup /cgperf-stat-<pid> under the cgroup2 root \
+(/cgperf-stat-<pid>-2, ... if that name is taken), starts COMMAND in it (before it runs a \
+single instruction), counts that cgroup until COMMAND exits, then removes the cgroup; it \
+also removes empty cgroups left behind by runs that were killed. With -G, the given \
+cgroups are counted instead (while COMMAND runs, if there is one); with -a, the root \
+cgroup `/` (the whole machine). With none of these, `/` is counted until Ctrl-C; with \
+--config.file, the config's cgroups are.\n\n\
 EVENTS are perf's names (see `cgperf list`), separated by commas. The events of one -e \
 that are not tracepoints form one group, scheduled together; a `subsystem:name` that \
 exists in tracefs is counted as a tracepoint. Without -e (and without --config.file): \
 task-clock, context-switches, cpu-migrations, page-faults, and, as a second group, \
 cycles and instructions. --config.file counts that config's groups and tracepoints.\n\n\
 The counts go to stdout: value (msec for task-clock and cpu-clock), event, cgroup, a \
-rate after `#`, and, when the kernel had to multiplex the group, the share of the time \
+rate after `#` (CPUs utilized for clocks, insn per cycle, else per second of task-clock, \
+as perf prints them), and, when the kernel had to multiplex the group, the share of the time \
 it was counting, e.g. (50.00%); the values are scaled up for that time. \
 <not supported>: this machine cannot count the event (the reason is logged on stderr). \
 <not counted>: the event never ran in the cgroup. With -I, each interval's counts are \
-printed as they come, after a timestamp, and the totals at the end.\n\n\
-While COMMAND runs, Ctrl-C goes to COMMAND, and cgperf prints when it exits.",
-    after_help = "Exit status: COMMAND's exit status (128+N if a signal N killed it); 0 when \
-ended by Ctrl-C or SIGTERM without a command; 1 for invalid flags, events or config; 2 \
-when counting cannot be set up (cgroup not created, command not started, no cgroup2).\n\n\
+printed as they come, after a timestamp, and the totals at the end. Then the time \
+elapsed and, with COMMAND, its user and system CPU time.\n\n\
+While COMMAND runs, Ctrl-C goes to COMMAND from the terminal, and cgperf prints when it \
+exits. SIGINT, SIGTERM or SIGHUP sent to cgperf (kill, a dropped ssh session) is passed \
+on to every process in COMMAND's cgroup (to COMMAND alone with -G or -a); a second one \
+kills them with SIGKILL. If cgperf itself is killed, COMMAND gets SIGKILL.",
+    after_help = "Exit status: COMMAND's exit status (128+N if a signal N killed it); when \
+cgperf is stopped by signal N (SIGINT, SIGTERM, SIGHUP sent to it, or Ctrl-C without \
+COMMAND), it prints, cleans up and dies of N (a shell shows 128+N), as perf stat does; 1 \
+for invalid flags, events or config; 2 when counting cannot be set up (cgroup not \
+created, command not started, no cgroup2).\n\n\
 Examples:\n  cgperf stat -- make -j2\n  cgperf stat -e cycles,instructions -e sched:sched_switch -G \
-/system.slice -I 1000\n  cgperf stat -A -e syscalls:sys_enter_openat -- ls"
+/system.slice -I 1000\n  cgperf stat -A -e syscalls:sys_enter_openat -- ls\n  cgperf stat -a -- sleep 5"
 )]
 pub struct StatArgs {
     /// Events to count, comma-separated; repeatable (each -e is one group).
@@ -59,6 +68,11 @@ pub struct StatArgs {
         value_parser = clap::value_parser!(u64).range(10..=3_600_000)
     )]
     pub interval_ms: Option<u64>,
+
+    /// System-wide: count the root cgroup `/` (the whole machine), while
+    /// COMMAND runs if there is one (it gets no cgroup of its own).
+    #[arg(short = 'a', long = "all-cpus")]
+    pub all_cpus: bool,
 
     /// One line per CPU instead of the sum over CPUs.
     #[arg(short = 'A', long = "per-cpu", alias = "no-aggr")]

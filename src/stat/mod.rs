@@ -70,11 +70,7 @@ pub enum StatError {
     #[error("{0:#}")]
     Machine(anyhow::Error),
     /// The command's cgroup could not be made.
-    #[error(
-        "cannot create cgroup {}: {source}; counting a command in its own cgroup needs root \
-         (or write access to the cgroup2 root); or count existing cgroups with -G",
-        .dir.display()
-    )]
+    #[error("cannot create cgroup {}: {source}; {}", .dir.display(), create_hint(.source))]
     CreateCgroup {
         /// The directory.
         dir: PathBuf,
@@ -97,6 +93,18 @@ pub enum StatError {
     Output(#[from] io::Error),
 }
 
+/// What to do when the command's cgroup cannot be made: only a refusal
+/// is about permissions.
+fn create_hint(source: &io::Error) -> &'static str {
+    match source.kind() {
+        io::ErrorKind::PermissionDenied => {
+            "counting a command in its own cgroup needs root (or write access to the cgroup2 \
+             root); or count existing cgroups with -G"
+        }
+        _ => "count existing cgroups with -G, or the whole machine with -a",
+    }
+}
+
 impl StatError {
     /// 1 for what the user wrote (flags, events, config), 2 for what
     /// failed while setting up or running.
@@ -117,10 +125,15 @@ impl StatError {
 }
 
 /// Runs `cgperf stat`; `config_file` is the global `--config.file`. The exit
-/// status is the command's (see [`StatArgs`]).
+/// status is the command's (see [`StatArgs`]); when a signal ended the run,
+/// cgperf stat dies of that signal once it has printed and cleaned up.
 pub fn run(args: &StatArgs, config_file: Option<&Path>) -> ExitCode {
     match stat(args, config_file) {
-        Ok(code) => ExitCode::from(code),
+        Ok(Outcome::Exit(code)) => ExitCode::from(code),
+        Ok(Outcome::Signal(signal)) => {
+            child::die_of(signal);
+            ExitCode::from(child::signal_status(signal))
+        }
         Err(e) => {
             eprintln!("cgperf stat: {e}");
             ExitCode::from(e.exit_code())
@@ -128,10 +141,19 @@ pub fn run(args: &StatArgs, config_file: Option<&Path>) -> ExitCode {
     }
 }
 
-/// Sets up, counts until the command exits (or Ctrl-C), prints; returns the
-/// exit status.
-fn stat(args: &StatArgs, config_file: Option<&Path>) -> Result<u8, StatError> {
-    // Before anything needs cleaning up: Ctrl-C now waits for the counts.
+/// How a run ends.
+enum Outcome {
+    /// With this status.
+    Exit(u8),
+    /// By this signal (SIGINT, SIGTERM or SIGHUP), as perf stat does.
+    Signal(libc::c_int),
+}
+
+/// Sets up, counts until the command exits (or a signal stops it), prints;
+/// returns how to end.
+fn stat(args: &StatArgs, config_file: Option<&Path>) -> Result<Outcome, StatError> {
+    // Before anything needs cleaning up: a stop signal now waits for the
+    // counts and the clean-up.
     let signals = Signals::block().map_err(StatError::Signals)?;
     let Setup {
         config,
@@ -146,34 +168,122 @@ fn stat(args: &StatArgs, config_file: Option<&Path>) -> Result<u8, StatError> {
     let mut sampler = Sampler::new(&config, machine, discovery, budget, latest.clone())?;
     sampler.collect(); // Opens every group: counting starts here.
     let mut counting = Counting::new(&config, cpus, latest);
-    let mut child = start_command(&args.command, fresh.as_ref())?;
+    let child = match start_command(&args.command, fresh.as_ref())? {
+        Some((child, started)) => {
+            // The time elapsed is the command's own, without the fork and
+            // the move into its cgroup.
+            counting.start_clock(started);
+            Some(child)
+        }
+        None => None,
+    };
     let mut out = io::stdout().lock();
-    let interval = args.interval_ms.map(Duration::from_millis);
-    let mut next = interval.map(|i| counting.started + i);
-    let code = loop {
-        match signals
-            .wait(next, child.as_mut())
-            .map_err(StatError::Signals)?
-        {
-            Wake::Deadline => {
-                sampler.collect();
-                counting.interval(&mut out)?;
-                next = next.zip(interval).map(|(n, i)| n + i);
+    let running = Running {
+        child: child.as_ref(),
+        fresh: fresh.as_ref(),
+    };
+    let ending = count(
+        &signals,
+        &mut sampler,
+        &mut counting,
+        &mut out,
+        args,
+        &running,
+    );
+    let (outcome, ended) = match ending {
+        Ok(ending) => ending,
+        Err(e) => {
+            // Nothing is printed any more: end the command rather than leave
+            // it running in a cgroup that cannot be removed.
+            if let Some(child) = &child {
+                end_command(child, fresh.as_ref(), libc::SIGKILL);
+                // Reaped, so that its cgroup can go.
+                let _ = signals.wait(None, Some(child));
             }
-            Wake::Exited(status) => break child::exit_code(status),
-            Wake::Interrupted => break 0,
+            return Err(e);
         }
     };
     sampler.collect();
-    if interval.is_some() {
+    if args.interval_ms.is_some() {
         counting.interval(&mut out)?;
     }
-    let command = (!args.command.is_empty()).then(|| command_line(&args.command));
-    counting.summary(&mut out, command.as_deref())?;
+    let title = if args.all_cpus && args.cgroups.is_empty() {
+        Some("'system wide'".to_string())
+    } else {
+        (!args.command.is_empty()).then(|| format!("'{}'", command_line(&args.command)))
+    };
+    let end = ended.as_ref().map_or_else(Instant::now, |e| e.at);
+    counting.summary(&mut out, title.as_deref(), end, ended.as_ref())?;
     // Close the counters before the cgroup they count goes.
     drop(sampler);
     drop(fresh);
-    Ok(code)
+    Ok(outcome)
+}
+
+/// Counts (printing every `-I` interval) until the command exits, or until
+/// a stop signal ends a run without a command. With a command, a stop
+/// signal that a process sent (kill, systemd, a shell whose session was
+/// dropped) is passed on to the command's cgroup (to the command alone with
+/// `-G` or `-a`), and a second one kills what is left with SIGKILL; one from
+/// the terminal (Ctrl-C) has reached the command already. Returns how to end
+/// and, with a command, how it ended.
+fn count(
+    signals: &Signals,
+    sampler: &mut Sampler,
+    counting: &mut Counting,
+    out: &mut dyn Write,
+    args: &StatArgs,
+    running: &Running,
+) -> Result<(Outcome, Option<child::Ended>), StatError> {
+    let child = running.child;
+    let interval = args.interval_ms.map(Duration::from_millis);
+    let mut next = interval.map(|i| counting.started + i);
+    let mut stopped_by = None;
+    loop {
+        match signals.wait(next, child).map_err(StatError::Signals)? {
+            Wake::Deadline => {
+                sampler.collect();
+                counting.interval(out)?;
+                next = next.zip(interval).map(|(n, i)| n + i);
+            }
+            Wake::Exited(ended) => {
+                let outcome = match stopped_by {
+                    Some(signal) => Outcome::Signal(signal),
+                    None => Outcome::Exit(child::exit_code(ended.status)),
+                };
+                return Ok((outcome, Some(ended)));
+            }
+            Wake::Stop { signal, .. } if child.is_none() => {
+                return Ok((Outcome::Signal(signal), None));
+            }
+            Wake::Stop {
+                from_terminal: true,
+                ..
+            } => {}
+            Wake::Stop { signal, .. } => {
+                let again = stopped_by.replace(signal).is_some();
+                if let Some(child) = child {
+                    let signal = if again { libc::SIGKILL } else { signal };
+                    end_command(child, running.fresh, signal);
+                }
+            }
+        }
+    }
+}
+
+/// The command being counted, if any, and its own cgroup, if it has one.
+struct Running<'a> {
+    child: Option<&'a Child>,
+    fresh: Option<&'a FreshCgroup>,
+}
+
+/// Sends `signal` to everything in the command's own cgroup `fresh`, or to
+/// the command alone when it has none.
+fn end_command(child: &Child, fresh: Option<&FreshCgroup>, signal: libc::c_int) {
+    let sent = fresh.map(|f| f.signal_all(signal));
+    if !matches!(sent, Some(Ok(()))) {
+        child::signal_command(child, signal);
+    }
 }
 
 /// What counting needs, found and checked before anything starts.
@@ -209,14 +319,16 @@ fn setup(args: &StatArgs, config_file: Option<&Path>) -> Result<Setup, StatError
         }
     }
     let selection = args::select(&args.events, machine.tracefs.as_ref())?;
-    let fresh = if !args.command.is_empty() && patterns.is_empty() {
+    let fresh = if !args.command.is_empty() && patterns.is_empty() && !args.all_cpus {
         Some(FreshCgroup::create(cgroupfs.root())?)
     } else {
         None
     };
     let targets = match &fresh {
         Some(fresh) => vec![CgroupPattern::Path(fresh.rel.clone())],
-        None if patterns.is_empty() && file.is_none() => vec![CgroupPattern::Path("/".into())],
+        None if patterns.is_empty() && (file.is_none() || args.all_cpus) => {
+            vec![CgroupPattern::Path("/".into())]
+        }
         None => patterns,
     };
     Ok(Setup {
@@ -228,20 +340,21 @@ fn setup(args: &StatArgs, config_file: Option<&Path>) -> Result<Setup, StatError
     })
 }
 
-/// Starts the command, if there is one, in its fresh cgroup if it has one.
+/// Starts the command, if there is one, in its fresh cgroup if it has one;
+/// returns it and when it started (see [`child::spawn`]).
 fn start_command(
     command: &[OsString],
     fresh: Option<&FreshCgroup>,
-) -> Result<Option<Child>, StatError> {
+) -> Result<Option<(Child, Instant)>, StatError> {
     if command.is_empty() {
         return Ok(None);
     }
-    let child =
+    let started =
         child::spawn(command, fresh.map(FreshCgroup::dir)).map_err(|source| StatError::Spawn {
             command: command_line(command),
             source,
         })?;
-    Ok(Some(child))
+    Ok(Some(started))
 }
 
 /// A `-G` value as a cgroup path; perf's relative form (`system.slice`) is
@@ -300,6 +413,13 @@ impl Counting {
         }
     }
 
+    /// Starts the clock of the time elapsed (and of the first interval) at
+    /// `started`.
+    fn start_clock(&mut self, started: Instant) {
+        self.started = started;
+        self.last.1 = started;
+    }
+
     /// The cgroups to show: those selected by path (even when nothing could
     /// be counted there), then any other that was counted (globs).
     fn cgroups(&self, counts: &Counts) -> Vec<String> {
@@ -338,16 +458,24 @@ impl Counting {
         Ok(())
     }
 
-    /// The totals, perf style: what was counted (the command, the
-    /// cgroups), the lines, the time elapsed.
-    fn summary(&self, out: &mut dyn Write, command: Option<&str>) -> Result<(), StatError> {
-        let elapsed = self.started.elapsed().as_secs_f64();
+    /// The totals, perf style: what was counted (`title`: the command or
+    /// 'system wide'; the cgroups), the lines, the time from the start to
+    /// `end` (the command's exit) and, with a command, its user and system
+    /// CPU time as `wait4` gives them.
+    fn summary(
+        &self,
+        out: &mut dyn Write,
+        title: Option<&str>,
+        end: Instant,
+        ended: Option<&child::Ended>,
+    ) -> Result<(), StatError> {
+        let elapsed = end.duration_since(self.started).as_secs_f64();
         let counts = Counts::of(&self.latest.get());
         let targets: Vec<&str> = self.selected.iter().map(CgroupPattern::as_str).collect();
         let plural = if targets.len() == 1 { "" } else { "s" };
         let cgroups = format!("cgroup{plural} {}", targets.join(", "));
-        let title = match command {
-            Some(command) => format!("'{command}' ({cgroups})"),
+        let title = match title {
+            Some(title) => format!("{title} ({cgroups})"),
             None => cgroups,
         };
         writeln!(out)?;
@@ -364,6 +492,11 @@ impl Counting {
         writeln!(out)?;
         writeln!(out, "{elapsed:18.9} seconds time elapsed")?;
         writeln!(out)?;
+        if let Some(ended) = ended {
+            writeln!(out, "{:18.9} seconds user", ended.user.as_secs_f64())?;
+            writeln!(out, "{:18.9} seconds sys", ended.sys.as_secs_f64())?;
+            writeln!(out)?;
+        }
         out.flush()?;
         Ok(())
     }
