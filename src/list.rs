@@ -2,12 +2,12 @@
 //! (and `perf`) writes them: generalized hardware, software and cache events,
 //! the dynamic PMU events of sysfs, and the tracepoints of tracefs.
 //!
-//! Every name listed is one that [`parse_event`] or [`parse_tracepoint`]
+//! Every name listed is one that [`parse_event`] or [`crate::events::parse_tracepoint`]
 //! accepts, so any line can be copied into a config or `cgperf stat -e`.
 //! Listing only reads sysfs and tracefs; tracefs usually needs root, and
 //! without it the tracepoints are left out with a note on stderr.
 
-use crate::events::{self, EventKind, ResolveError, parse_event, parse_tracepoint};
+use crate::events::{self, EventKind, ResolveError, parse_event};
 use crate::tracefs::Tracefs;
 use perf_event_open_sys::bindings as sys;
 use std::io::{self, Write};
@@ -343,34 +343,15 @@ fn probe_support(root: &Path, pmus: &[(String, PathBuf)]) -> Vec<String> {
 
 /// `subsystem:name` for every tracepoint under `<tracefs>/events`.
 fn tracepoint_entries(tracefs: &Tracefs) -> Result<Vec<Entry>, String> {
-    let events = tracefs.root().join("events");
-    let subsystems = std::fs::read_dir(&events).map_err(|e| {
-        let hint = if e.kind() == io::ErrorKind::PermissionDenied {
-            "; tracefs needs root or CAP_DAC_READ_SEARCH"
-        } else {
-            ""
-        };
-        format!("reading {}: {e}{hint}", events.display())
-    })?;
-    let mut entries = Vec::new();
-    for subsystem in subsystems.filter_map(Result::ok) {
-        let Ok(sys_name) = subsystem.file_name().into_string() else {
-            continue;
-        };
-        // Files such as `enable` and `header_page` sit beside the
-        // directories; read_dir of a file fails and lists nothing.
-        for name in file_names(&subsystem.path()) {
-            let text = format!("{sys_name}:{name}");
-            if subsystem.path().join(&name).is_dir() && parse_tracepoint(&text).is_ok() {
-                entries.push(Entry {
-                    name: text,
-                    kind: Kind::Tracepoint,
-                    description: String::new(),
-                });
-            }
-        }
-    }
-    Ok(entries)
+    Ok(tracefs
+        .tracepoints()?
+        .into_iter()
+        .map(|tp| Entry {
+            name: tp.to_string(),
+            kind: Kind::Tracepoint,
+            description: String::new(),
+        })
+        .collect())
 }
 
 /// Longest name aligned in the tables of `cgperf check` and `cgperf stat`:

@@ -299,6 +299,11 @@ fn plan_tracepoint(
         .and_then(|id| Ok((id, tracefs.format(&def.name)?)))
     {
         Ok(found) => found,
+        // Perhaps a typo, perhaps a tracepoint of another kernel: not an
+        // error, but located, with the closest name, in check and the log.
+        Err(reason) if !tracefs.has(&def.name) => {
+            return Ok(Err(def.origin.error(reason).to_string()));
+        }
         Err(reason) => return Ok(Err(reason)),
     };
     let filter = match &def.filter {

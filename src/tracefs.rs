@@ -1,7 +1,7 @@
 //! Finding tracefs (mounting it when absent and permitted) and looking up
 //! tracepoint ids, which is all cgperf needs from it to count tracepoints.
 
-use crate::events::{TracepointFormat, TracepointName};
+use crate::events::{TracepointFormat, TracepointName, parse_tracepoint};
 use crate::mountinfo::{self, Mount};
 use std::path::{Path, PathBuf};
 
@@ -57,10 +57,17 @@ impl Tracefs {
                 .trim()
                 .parse()
                 .map_err(|_| format!("{}: not a tracepoint id: {:?}", path.display(), text.trim())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
-                "unknown tracepoint `{tp}`: {} does not exist (list them with `cgperf list`)",
-                path.display()
-            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let close = match self.closest(tp) {
+                    Some(close) => format!("; did you mean `{close}`?"),
+                    None => String::new(),
+                };
+                Err(format!(
+                    "unknown tracepoint `{tp}`: {} does not exist{close} (list them with \
+                     `cgperf list`)",
+                    path.display()
+                ))
+            }
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(format!(
                 "reading {}: permission denied; tracefs needs root or CAP_DAC_READ_SEARCH",
                 path.display()
@@ -75,6 +82,67 @@ impl Tracefs {
         let text = std::fs::read_to_string(&path)
             .map_err(|e| format!("reading {}: {e}", path.display()))?;
         TracepointFormat::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Whether this tracefs has the tracepoint `tp` (this kernel may lack
+    /// one that another has).
+    pub fn has(&self, tp: &TracepointName) -> bool {
+        self.event_file(tp, "").is_dir()
+    }
+
+    /// Every tracepoint under `events/`, in no particular order: the
+    /// directories `events/SUBSYSTEM/NAME` whose `SUBSYSTEM:NAME` cgperf
+    /// accepts.
+    pub fn tracepoints(&self) -> Result<Vec<TracepointName>, String> {
+        let events = self.root.join("events");
+        let subsystems = std::fs::read_dir(&events).map_err(|e| {
+            let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
+                "; tracefs needs root or CAP_DAC_READ_SEARCH"
+            } else {
+                ""
+            };
+            format!("reading {}: {e}{hint}", events.display())
+        })?;
+        let mut found = Vec::new();
+        for subsystem in subsystems.filter_map(Result::ok) {
+            let Ok(sys_name) = subsystem.file_name().into_string() else {
+                continue;
+            };
+            // Files such as `enable` and `header_page` sit beside the
+            // directories; read_dir of a file fails and lists nothing.
+            let Ok(names) = std::fs::read_dir(subsystem.path()) else {
+                continue;
+            };
+            for entry in names.filter_map(Result::ok) {
+                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                let Ok(name) = entry.file_name().into_string() else {
+                    continue;
+                };
+                if let (true, Ok(tp)) = (is_dir, parse_tracepoint(&format!("{sys_name}:{name}"))) {
+                    found.push(tp);
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// The existing tracepoint closest to `tp`, if one is close enough to
+    /// be what was meant (`sched:sched_swtich` → `sched:sched_switch`).
+    pub fn closest(&self, tp: &TracepointName) -> Option<String> {
+        // No directory name is longer, so nothing can be close to a longer
+        // one, and comparing it with every tracepoint would take long.
+        const NAME_MAX: usize = 255;
+        if tp.subsystem.len() > NAME_MAX || tp.name.len() > NAME_MAX {
+            return None;
+        }
+        let names: Vec<String> = self
+            .tracepoints()
+            .ok()?
+            .iter()
+            .map(|t| t.to_string())
+            .collect();
+        crate::config::did_you_mean(&tp.to_string(), names.iter().map(String::as_str))
+            .map(String::from)
     }
 
     /// `events/SUBSYSTEM/NAME/file` under the mount point.
@@ -138,6 +206,18 @@ mod tests {
             .tracepoint_id(&tp("sched", "nope"))
             .expect_err("unknown");
         assert!(err.contains("unknown tracepoint `sched:nope`"), "{err}");
+        assert!(!err.contains("did you mean"), "{err}");
+        let typo = tfs
+            .tracepoint_id(&tp("sched", "sched_swtich"))
+            .expect_err("a typo");
+        assert!(
+            typo.contains("does not exist; did you mean `sched:sched_switch`?"),
+            "{typo}"
+        );
+        assert!(tfs.has(&tp("sched", "sched_switch")));
+        assert!(!tfs.has(&tp("sched", "sched_swtich")));
+        let long = tp("sched", &"x".repeat(100_000));
+        assert_eq!(tfs.closest(&long), None);
     }
 
     #[test]

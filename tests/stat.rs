@@ -225,6 +225,11 @@ fn bad_flags_exit_1_with_what_to_fix() {
         "{err}"
     );
 
+    let out = stat(&["-e", "sched:sched_swtich", "--", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did you mean `sched:sched_switch`?"), "{err}");
+
     let out = stat(&["-G", "/cgperf-no-such-cgroup", "--", "true"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);

@@ -406,3 +406,64 @@ fn a_reload_that_changes_a_by_filter_keeps_the_counts() {
         Some(1.0)
     );
 }
+
+#[test]
+fn a_misspelt_tracepoint_is_located_with_the_closest_name_in_check_and_the_log() {
+    require_root("read tracefs and count tracepoints");
+    let yaml = "groups:\n  sw: [task-clock]\ntracepoints:\n  - sched:sched_switch\n  - sched:sched_swtich\ncgroups:\n  - path: /\n";
+    let config = config_file(yaml);
+    let path = config.path().display().to_string();
+    let expected = format!("{path}:5:5: unknown tracepoint `sched:sched_swtich`: ");
+    let (code, out, err) = run_cgperf(&["check", &format!("--config.file={path}")]);
+    assert_eq!(
+        code, 0,
+        "a tracepoint this kernel lacks is no config error:\n{out}{err}"
+    );
+    let row = out
+        .lines()
+        .find(|l| {
+            l.split_whitespace()
+                .take(2)
+                .eq(["tracepoints", "sched:sched_swtich"])
+        })
+        .unwrap_or_else(|| panic!("no row for the typo:\n{out}"));
+    assert!(row.contains("NOT COUNTED"), "{out}");
+    let footnote = out
+        .lines()
+        .find(|l| l.contains(&expected))
+        .unwrap_or_else(|| panic!("no located footnote `{expected}`:\n{out}"));
+    assert!(
+        footnote.contains("did you mean `sched:sched_switch`?"),
+        "{footnote}"
+    );
+
+    // The daemon says the same in its log when it starts.
+    let mut daemon = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"))
+        .args([
+            &format!("--config.file={path}"),
+            "--web.listen-address=127.0.0.1:0",
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start cgperf");
+    let stderr = daemon.stderr.take().expect("stderr");
+    let mut logged = None;
+    for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+        let line = line.expect("a log line");
+        if line.contains("sched:sched_swtich") {
+            logged = Some(line);
+            break;
+        }
+        if line.contains("serving http") {
+            break;
+        }
+    }
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    let logged = logged.expect("the daemon logs the misspelt tracepoint before it serves");
+    assert!(logged.contains(&expected), "{logged}");
+    assert!(
+        logged.contains("did you mean `sched:sched_switch`?"),
+        "{logged}"
+    );
+}
