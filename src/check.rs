@@ -4,7 +4,7 @@
 use crate::cli::discover_machine;
 use crate::config::{CgroupPattern, Config};
 use crate::list::{NAME_MAX, column_width};
-use crate::plan::{self, GroupSpec, Machine, PROBE_GROUP, Plan, TRACEPOINT_GROUP};
+use crate::plan::{self, Machine, PROBE_GROUP, Plan, TRACEPOINT_GROUP};
 use std::io::Write;
 
 /// One line of the table.
@@ -103,13 +103,7 @@ fn rows(config: &Config, machine: &Machine, plan: &Plan) -> Vec<Row> {
     let mut rows = Vec::new();
     for def in &config.groups {
         for event in &def.events {
-            let status = plan::resolve_event(event, &machine.pmu_root).and_then(|e| {
-                let single = GroupSpec {
-                    name: def.name.as_str().into(),
-                    events: vec![e],
-                };
-                plan::probe(&single, &machine.probe_cgroup, machine.probe_cpu)
-            });
+            let status = plan::probe_event(event, machine).map_err(|r| r.reason);
             rows.push(Row {
                 group: def.name.clone(),
                 event: event.text.clone(),

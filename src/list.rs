@@ -20,10 +20,16 @@ pub struct ListArgs {
     #[arg(value_name = "FILTER")]
     pub filter: Option<String>,
 
-    /// Print one JSON array of `{"name", "kind", "description"}` objects
-    /// instead of the table (PMU format terms and probe support are left out).
+    /// Print one JSON array of `{"name", "kind", "description",
+    /// "countable"}` objects instead of the table (PMU format terms and
+    /// probe support are left out).
     #[arg(long)]
     pub json: bool,
+
+    /// Also list the events this machine cannot count (left out by default,
+    /// as `perf list` does), marked `[not countable here]`.
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// What sort of event an [`Entry`] is, in `perf list`'s order.
@@ -63,6 +69,20 @@ pub struct Entry {
     pub kind: Kind,
     /// A short description; empty where there is none (tracepoints).
     pub description: String,
+    /// Whether this machine can count it.
+    pub countable: Countable,
+}
+
+/// Whether this machine can count an [`Entry`], as the kernel answers when
+/// the event is opened alone in cgroup mode (how cgperf counts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Countable {
+    /// It can (tracepoints that tracefs has are, without asking).
+    Yes,
+    /// The kernel refused it: no such counter here, not in cgroup mode, ...
+    No,
+    /// Not asked, or the kernel would not say (no permission).
+    Unknown,
 }
 
 /// The `format/` terms of one PMU: what `pmu/term=value,.../` may set.
@@ -88,13 +108,51 @@ pub struct Listing {
 }
 
 /// Runs `cgperf list`: writes the listing to `out`, notes to stderr.
+///
+/// What this machine cannot count is left out unless `--all` asks for it
+/// (marked then), as `perf list` leaves it out: a name that is listed is one
+/// that counts here. The kernel is asked by opening each event once in
+/// cgroup mode on the cgroup2 root; tracepoints that tracefs has are taken
+/// as countable without asking (there are thousands).
 pub fn run(args: &ListArgs, out: &mut dyn Write) -> io::Result<()> {
     let tracefs = Tracefs::locate();
     let listing = gather(Path::new(events::PMU_ROOT), tracefs.as_ref());
     for problem in &listing.problems {
         eprintln!("cgperf list: {problem}");
     }
-    let listing = listing.filtered(args.filter.as_deref().unwrap_or(""));
+    let mut listing = listing.filtered(args.filter.as_deref().unwrap_or(""));
+    match crate::cli::discover_machine() {
+        Ok((_, _, machine)) => listing.judge(|name| match parse_event(name) {
+            Ok(event) => match crate::plan::probe_event(&event, &machine) {
+                Ok(()) => Countable::Yes,
+                Err(refusal) if refusal.permission => Countable::Unknown,
+                Err(_) => Countable::No,
+            },
+            Err(_) => Countable::Unknown,
+        }),
+        Err(e) => eprintln!("cgperf list: cannot ask the kernel what this machine counts: {e:#}"),
+    }
+    if listing
+        .entries
+        .iter()
+        .any(|e| e.countable == Countable::Unknown)
+    {
+        eprintln!(
+            "cgperf list: the kernel did not say whether some events can be counted here (they \
+             are listed); run as root (or with CAP_PERFMON) to leave out what cannot"
+        );
+    }
+    if !args.all {
+        let before = listing.entries.len();
+        listing.entries.retain(|e| e.countable != Countable::No);
+        let left_out = before - listing.entries.len();
+        if left_out > 0 {
+            eprintln!(
+                "cgperf list: {left_out} events this machine cannot count are left out; \
+                 `cgperf list --all` lists them too (`cgperf check` says why)"
+            );
+        }
+    }
     if args.json {
         write_json(&listing.entries, out)
     } else {
@@ -135,6 +193,16 @@ pub fn gather(pmu_root: &Path, tracefs: Result<&Tracefs, &String>) -> Listing {
 }
 
 impl Listing {
+    /// Sets `countable` of every entry not yet judged to what `ask` says
+    /// about its name.
+    pub fn judge(&mut self, ask: impl Fn(&str) -> Countable) {
+        for entry in &mut self.entries {
+            if entry.countable == Countable::Unknown {
+                entry.countable = ask(&entry.name);
+            }
+        }
+    }
+
     /// Keeps the entries, PMU formats and probe lines whose name contains
     /// `filter`, ignoring case; an empty filter keeps everything.
     pub fn filtered(mut self, filter: &str) -> Self {
@@ -172,6 +240,7 @@ fn symbolic_entries() -> Vec<Entry> {
                 name: name.clone(),
                 kind: kind_of,
                 description,
+                countable: Countable::Unknown,
             })
         })
         .collect()
@@ -302,6 +371,7 @@ fn pmu_entries(root: &Path, pmu: &str, dir: &Path) -> Vec<Entry> {
                 name,
                 kind: Kind::Pmu,
                 description,
+                countable: Countable::Unknown,
             })
         })
         .collect()
@@ -350,6 +420,7 @@ fn tracepoint_entries(tracefs: &Tracefs) -> Result<Vec<Entry>, String> {
             name: tp.to_string(),
             kind: Kind::Tracepoint,
             description: String::new(),
+            countable: Countable::Yes,
         })
         .collect())
 }
@@ -382,8 +453,12 @@ fn write_table(listing: &Listing, out: &mut dyn Write) -> io::Result<()> {
     // Long tracepoint names would push every description far right.
     let width = column_width(listing.entries.iter().map(|e| e.name.len()), 0, 40);
     for e in &listing.entries {
+        let mark = match e.countable {
+            Countable::No => "[not countable here] ",
+            Countable::Yes | Countable::Unknown => "",
+        };
         let line = format!(
-            "  {:width$}  {:10}  {}",
+            "  {:width$}  {:10}  {mark}{}",
             e.name,
             e.kind.as_str(),
             e.description
@@ -427,9 +502,14 @@ fn write_json(entries: &[Entry], out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "[")?;
     for (i, e) in entries.iter().enumerate() {
         let comma = if i + 1 < entries.len() { "," } else { "" };
+        let countable = match e.countable {
+            Countable::Yes => "true",
+            Countable::No => "false",
+            Countable::Unknown => "null",
+        };
         writeln!(
             out,
-            "  {{\"name\":{},\"kind\":{},\"description\":{}}}{comma}",
+            "  {{\"name\":{},\"kind\":{},\"description\":{},\"countable\":{countable}}}{comma}",
             json_string(&e.name),
             json_string(e.kind.as_str()),
             json_string(&e.description)

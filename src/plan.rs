@@ -565,6 +565,34 @@ fn open_once(spec: &GroupSpec, cgroup_dir: &Path, cpu: u32) -> Result<(), ProbeF
     .map_err(|e| ProbeFailure::Open(e.errno, e.index))
 }
 
+/// Why the kernel would not count one event here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Why, for people.
+    pub reason: String,
+    /// The kernel refused for want of privileges (EACCES, EPERM): it did
+    /// not say whether the machine could count the event.
+    pub permission: bool,
+}
+
+/// Resolves `event` and opens it alone, once, in cgroup mode on the probe
+/// cgroup and CPU of `machine`: whether this machine can count it (what
+/// `cgperf check` shows per event and `cgperf list` leaves out).
+pub fn probe_event(event: &Event, machine: &Machine) -> Result<(), Refusal> {
+    let resolved = resolve_event(event, &machine.pmu_root).map_err(|reason| Refusal {
+        reason,
+        permission: false,
+    })?;
+    let single = GroupSpec {
+        name: event.text.as_str().into(),
+        events: vec![resolved],
+    };
+    open_once(&single, &machine.probe_cgroup, machine.probe_cpu).map_err(|e| Refusal {
+        reason: e.reason(&single),
+        permission: matches!(e, ProbeFailure::Open(Errno(libc::EACCES | libc::EPERM), _)),
+    })
+}
+
 /// Opens the group once in cgroup mode and closes it again: the kernel is the
 /// only reliable judge of whether this machine can count it.
 pub fn probe(spec: &GroupSpec, cgroup_dir: &Path, cpu: u32) -> Result<(), String> {

@@ -131,7 +131,7 @@ impl Tracefs {
     pub fn closest(&self, tp: &TracepointName) -> Option<String> {
         // No directory name is longer, so nothing can be close to a longer
         // one, and comparing it with every tracepoint would take long.
-        const NAME_MAX: usize = 255;
+        use crate::list::NAME_MAX;
         if tp.subsystem.len() > NAME_MAX || tp.name.len() > NAME_MAX {
             return None;
         }

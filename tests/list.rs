@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::require_root;
+use common::{has_hardware_pmu, require_root};
 use std::path::Path;
 use std::process::Command;
 
@@ -23,8 +23,10 @@ fn list(args: &[&str]) -> String {
         out.status.success(),
         "cgperf list {args:?} failed: {stderr}"
     );
+    // The one note that may come: what this machine cannot count was left out.
     assert!(
-        stderr.is_empty(),
+        stderr.lines().all(|l| l.starts_with("cgperf list: ")
+            && l.contains("this machine cannot count are left out")),
         "cgperf list {args:?} complained: {stderr}"
     );
     String::from_utf8(out.stdout).expect("UTF-8 listing")
@@ -55,12 +57,22 @@ fn lists_every_kind_of_event() {
             "`{name}` ({kind}) is not listed"
         );
     };
-    has("cycles", "hardware");
-    has("instructions", "hardware");
     has("task-clock", "software");
-    has("L1-dcache-load-misses", "cache");
-    has("LLC-loads", "cache");
     has("sched:sched_switch", "tracepoint");
+    // Hardware and cache events are listed when this machine counts them;
+    // `--all` lists every one (see the next test).
+    let all = self::entries(&list(&["--all"]));
+    for (name, kind) in [
+        ("cycles", "hardware"),
+        ("instructions", "hardware"),
+        ("L1-dcache-load-misses", "cache"),
+        ("LLC-loads", "cache"),
+    ] {
+        assert!(
+            all.iter().any(|(n, k)| n == name && k == kind),
+            "`{name}` ({kind}) is not listed with --all"
+        );
+    }
     assert!(
         Path::new("/sys/bus/event_source/devices/msr/events/tsc").exists(),
         "this machine has the msr PMU's tsc event, which the next check needs"
@@ -102,7 +114,7 @@ fn json_is_the_table_as_objects() {
     let objects = parse_json_array(&json);
     let from_json: Vec<(String, String)> = objects
         .iter()
-        .map(|[name, kind, _]| (name.clone(), kind.clone()))
+        .map(|[name, kind, ..]| (name.clone(), kind.clone()))
         .collect();
     assert_eq!(from_json.len(), table.len());
     assert_eq!(from_json, table);
@@ -130,9 +142,9 @@ fn every_listed_event_is_accepted_by_cgperf() {
 }
 
 /// Parses the JSON that `cgperf list --json` writes (an array of objects with
-/// exactly the string members name, kind and description, in that order),
-/// failing on anything else.
-fn parse_json_array(json: &str) -> Vec<[String; 3]> {
+/// exactly the string members name, kind and description and the member
+/// countable, true, false or null, in that order), failing on anything else.
+fn parse_json_array(json: &str) -> Vec<[String; 4]> {
     let mut p = Parser { rest: json.trim() };
     p.expect('[');
     let mut objects = Vec::new();
@@ -141,7 +153,7 @@ fn parse_json_array(json: &str) -> Vec<[String; 3]> {
     }
     loop {
         p.expect('{');
-        let mut object: [String; 3] = Default::default();
+        let mut object: [String; 4] = Default::default();
         for (i, key) in ["name", "kind", "description"].iter().enumerate() {
             if i > 0 {
                 p.expect(',');
@@ -150,6 +162,10 @@ fn parse_json_array(json: &str) -> Vec<[String; 3]> {
             p.expect(':');
             object[i] = p.string();
         }
+        p.expect(',');
+        assert_eq!(p.string(), "countable", "member 3");
+        p.expect(':');
+        object[3] = p.literal(&["true", "false", "null"]);
         p.expect('}');
         objects.push(object);
         if p.eat(']') {
@@ -180,6 +196,17 @@ impl Parser<'_> {
     fn expect(&mut self, c: char) {
         let at: String = self.rest.chars().take(40).collect();
         assert!(self.eat(c), "expected `{c}` at: {at}");
+    }
+
+    /// One of `words`, as it stands.
+    fn literal(&mut self, words: &[&str]) -> String {
+        self.rest = self.rest.trim_start();
+        let word = words
+            .iter()
+            .find(|w| self.rest.starts_with(**w))
+            .unwrap_or_else(|| panic!("expected one of {words:?} at: {}", self.rest));
+        self.rest = &self.rest[word.len()..];
+        word.to_string()
     }
 
     fn string(&mut self) -> String {
@@ -214,4 +241,52 @@ impl Parser<'_> {
         }
         panic!("unterminated string");
     }
+}
+
+#[test]
+fn leaves_out_what_this_machine_cannot_count_unless_asked() {
+    let default = entries(&list(&[]));
+    let all = list(&["--all"]);
+    let listed = |entries: &[(String, String)], name: &str| entries.iter().any(|(n, _)| n == name);
+    let cycles_line = all
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("cycles"))
+        .unwrap_or_else(|| panic!("--all lists cycles:\n{all}"))
+        .to_string();
+    // Software events count everywhere.
+    assert!(listed(&default, "task-clock"));
+    let json = parse_json_array(&list(&["--json", "--all", "cycles"]));
+    let cycles_json = json
+        .iter()
+        .find(|[name, ..]| name == "cycles")
+        .expect("cycles in the JSON");
+    if has_hardware_pmu() {
+        assert!(listed(&default, "cycles"), "this machine counts cycles");
+        assert!(
+            !cycles_line.contains("[not countable here]"),
+            "{cycles_line}"
+        );
+        assert_eq!(cycles_json[3], "true");
+    } else {
+        assert!(
+            !listed(&default, "cycles"),
+            "this machine cannot count cycles (perf stat says so), yet it is listed"
+        );
+        assert!(
+            cycles_line.contains("[not countable here]"),
+            "{cycles_line}"
+        );
+        assert_eq!(cycles_json[3], "false");
+        let out = Command::new(env!("CARGO_BIN_EXE_cgperf"))
+            .args(["list", "cycles"])
+            .output()
+            .expect("run cgperf list");
+        let note = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            note.contains("this machine cannot count are left out; `cgperf list --all`"),
+            "{note}"
+        );
+    }
+    let default_json = parse_json_array(&list(&["--json", "task-clock"]));
+    assert_eq!(default_json[0][3], "true", "{default_json:?}");
 }
