@@ -226,6 +226,11 @@ impl Prometheus {
     /// Prometheus scraping `targets` (each its own `instance`) as the job
     /// `cgperf`, with the shipped recording and alerting rules.
     fn start(targets: &[&str]) -> Self {
+        Self::start_with(targets, &[])
+    }
+
+    /// The same, with the extra flags `flags`.
+    fn start_with(targets: &[&str], flags: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("prometheus.yml");
         for file in RULE_FILES {
@@ -251,6 +256,7 @@ impl Prometheus {
             .arg(format!("--config.file={}", config.display()))
             .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
             .arg(format!("--web.listen-address={addr}"))
+            .args(flags)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -448,4 +454,49 @@ fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts()
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// The HTTP status of `POST path` with an empty body.
+fn post_status(addr: &str, path: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to prometheus");
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in: {response}"))
+}
+
+#[test]
+fn the_collector_path_names_the_flag_prometheus_needs_to_receive_it() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let section = readme
+        .split_once("## Sending to an OpenTelemetry Collector")
+        .and_then(|(_, rest)| rest.split("\n## ").next())
+        .expect("the README's Collector section");
+    let flag = "--web.enable-remote-write-receiver";
+    assert!(section.contains(flag), "the Collector section names {flag}");
+    let collector = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/otel-collector/config.yaml"
+    ))
+    .expect("the shipped Collector config");
+    assert!(
+        collector.contains(":9090/api/v1/write"),
+        "the Collector writes to Prometheus' remote-write endpoint"
+    );
+    // Debian's Prometheus has the flag, and the endpoint answers only with
+    // it: 404 without, 400 (an empty write is no valid request) with it.
+    let without = Prometheus::start(&["127.0.0.1:1"]);
+    assert_eq!(post_status(&without.addr, "/api/v1/write"), 404);
+    let with = Prometheus::start_with(&["127.0.0.1:1"], &[flag]);
+    assert_eq!(post_status(&with.addr, "/api/v1/write"), 400);
 }
