@@ -469,9 +469,9 @@ pub enum Wake {
     Stop {
         /// Which.
         signal: libc::c_int,
-        /// Sent by the kernel, not by a process: Ctrl-C or a hangup of the
-        /// terminal, which the kernel sends to the whole foreground process
-        /// group, the command included.
+        /// A SIGINT the kernel sent, not a process: Ctrl-C, which the
+        /// terminal sends to the whole foreground process group, the
+        /// command included.
         from_terminal: bool,
     },
 }
@@ -555,9 +555,13 @@ impl Signals {
                 }
             }
             if STOP.contains(&signal) {
+                // Only Ctrl-C: on a hangup the kernel signals the session
+                // leader alone, which may be cgperf, so SIGHUP is passed on
+                // whoever sent it (a second one does no harm).
+                let from_terminal = signal == libc::SIGINT && info.si_code == libc::SI_KERNEL;
                 return Ok(Wake::Stop {
                     signal,
-                    from_terminal: info.si_code == libc::SI_KERNEL,
+                    from_terminal,
                 });
             }
             // SIGCHLD: check the child again.

@@ -222,10 +222,10 @@ fn stat(args: &StatArgs, config_file: Option<&Path>) -> Result<Outcome, StatErro
 
 /// Counts (printing every `-I` interval) until the command exits, or until
 /// a stop signal ends a run without a command. With a command, a stop
-/// signal that a process sent (kill, systemd, a shell whose session was
-/// dropped) is passed on to the command's cgroup (to the command alone with
-/// `-G` or `-a`), and a second one kills what is left with SIGKILL; one from
-/// the terminal (Ctrl-C) has reached the command already. Returns how to end
+/// signal (kill, systemd, a shell whose session was dropped) is passed on
+/// to the command's cgroup (to the command alone with `-G` or `-a`), and a
+/// second one kills what is left with SIGKILL; a Ctrl-C from the terminal
+/// has reached the command already. Returns how to end
 /// and, with a command, how it ended.
 fn count(
     signals: &Signals,
