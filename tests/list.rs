@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{has_hardware_pmu, require_root};
+use common::{has_hardware_pmu, require_root, run_cgperf};
 use std::path::Path;
 use std::process::Command;
 
@@ -277,11 +277,7 @@ fn leaves_out_what_this_machine_cannot_count_unless_asked() {
             "{cycles_line}"
         );
         assert_eq!(cycles_json[3], "false");
-        let out = Command::new(env!("CARGO_BIN_EXE_cgperf"))
-            .args(["list", "cycles"])
-            .output()
-            .expect("run cgperf list");
-        let note = String::from_utf8_lossy(&out.stderr);
+        let (_, _, note) = run_cgperf(&["list", "cycles"]);
         assert!(
             note.contains("this machine cannot count are left out; `cgperf list --all`"),
             "{note}"

@@ -37,6 +37,22 @@ fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).expect("UTF-8 output")
 }
 
+/// Runs `cgperf stat ARGS -- COMMAND` to success; returns its stdout and
+/// the cgroup it made for the command (named after its PID).
+fn stat_command(args: &[&str], command: &[String]) -> (String, String) {
+    let child = cgperf()
+        .args(args)
+        .arg("--")
+        .args(command)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start cgperf stat");
+    let cgroup = format!("/cgperf-stat-{}", child.id());
+    let out = child.wait_with_output().expect("wait for cgperf stat");
+    assert!(out.status.success(), "{out:?}");
+    (stdout(&out), cgroup)
+}
+
 /// The summary line of `event` in `cgroup` (after the
 /// "Performance counter stats" header), split into words.
 fn summary_line(text: &str, event: &str, cgroup: &str) -> Vec<String> {
@@ -59,19 +75,10 @@ fn summary_line(text: &str, event: &str, cgroup: &str) -> Vec<String> {
 
 #[test]
 fn counts_a_commands_getppid_exactly_in_its_own_cgroup() {
-    let mut args = vec!["-e", "syscalls:sys_enter_getppid", "--"];
-    let command = getppid_command(4321);
-    args.extend(command.iter().map(String::as_str));
-    let child = cgperf()
-        .args(&args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start cgperf stat");
-    let pid = child.id();
-    let out = child.wait_with_output().expect("wait for cgperf stat");
-    let text = stdout(&out);
-    assert!(out.status.success(), "{out:?}");
-    let cgroup = format!("/cgperf-stat-{pid}");
+    let (text, cgroup) = stat_command(
+        &["-e", "syscalls:sys_enter_getppid"],
+        &getppid_command(4321),
+    );
     assert!(
         text.contains(" Performance counter stats for 'perl -e syscall("),
         "{text}"
@@ -258,18 +265,7 @@ fn a_config_file_gives_the_events() {
     )
     .expect("write config");
     let path = config.path().to_str().expect("UTF-8 path");
-    let mut args = vec!["--config.file", path, "--"];
-    let command = getppid_command(321);
-    args.extend(command.iter().map(String::as_str));
-    let child = cgperf()
-        .args(&args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start");
-    let cgroup = format!("/cgperf-stat-{}", child.id());
-    let out = child.wait_with_output().expect("wait");
-    let text = stdout(&out);
-    assert!(out.status.success(), "{out:?}");
+    let (text, cgroup) = stat_command(&["--config.file", path], &getppid_command(321));
     assert_eq!(
         summary_line(&text, "syscalls:sys_enter_getppid", &cgroup)[0],
         "321",
@@ -334,17 +330,25 @@ fn send(pid: u32, signal: libc::c_int) {
     assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill {pid}");
 }
 
+/// Starts `cgperf stat -e EVENTS -- sleep 30` (output piped) and waits
+/// until sleep runs in its cgroup; returns cgperf, that cgroup's directory
+/// and sleep's PID.
+fn stat_sleep_30(events: &str) -> (Child, PathBuf, i32) {
+    let mut cgperf = cgperf()
+        .args(["-e", events, "--", "sleep", "30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start cgperf stat");
+    let dir = stat_cgroup(cgperf.id());
+    let sleep = first_process_in(&dir, &mut cgperf);
+    (cgperf, dir, sleep)
+}
+
 #[test]
 fn stop_signals_end_the_command_print_the_counts_and_remove_its_cgroup() {
     for signal in [libc::SIGHUP, libc::SIGTERM, libc::SIGINT] {
-        let mut cgperf = cgperf()
-            .args(["-e", "task-clock,context-switches", "--", "sleep", "30"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start cgperf stat");
-        let dir = stat_cgroup(cgperf.id());
-        let sleep = first_process_in(&dir, &mut cgperf);
+        let (cgperf, dir, sleep) = stat_sleep_30("task-clock,context-switches");
         send(cgperf.id(), signal);
         let out = cgperf.wait_with_output().expect("wait for cgperf stat");
         let text = stdout(&out);
@@ -381,14 +385,7 @@ fn dir_name(dir: &Path) -> String {
 
 #[test]
 fn a_killed_run_takes_its_command_along_and_the_next_run_removes_its_cgroup() {
-    let mut cgperf = cgperf()
-        .args(["-e", "task-clock", "--", "sleep", "30"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start cgperf stat");
-    let dir = stat_cgroup(cgperf.id());
-    let sleep = first_process_in(&dir, &mut cgperf);
+    let (mut cgperf, dir, sleep) = stat_sleep_30("task-clock");
     cgperf.kill().expect("SIGKILL cgperf stat");
     cgperf.wait().expect("wait");
     // The kernel kills the command when cgperf stat dies; allow it a
@@ -481,27 +478,17 @@ fn a_name_that_is_taken_is_no_failure() {
 
 #[test]
 fn the_command_starts_with_no_signal_blocked() {
-    let out = stat(&[
-        "-e",
-        "task-clock",
-        "--",
-        "grep",
-        "SigBlk",
-        "/proc/self/status",
-    ]);
-    let text = stdout(&out);
-    assert!(out.status.success(), "{out:?}");
+    let grep = ["grep", "SigBlk", "/proc/self/status"].map(String::from);
+    let (text, _) = stat_command(&["-e", "task-clock"], &grep);
     assert!(text.contains("SigBlk:\t0000000000000000\n"), "{text}");
 }
 
 #[test]
 fn system_wide_counts_the_root_cgroup_while_the_command_runs() {
-    let mut args = vec!["-a", "-e", "syscalls:sys_enter_getppid", "--"];
-    let command = getppid_command(4321);
-    args.extend(command.iter().map(String::as_str));
-    let out = stat(&args);
-    let text = stdout(&out);
-    assert!(out.status.success(), "{out:?}");
+    let (text, _) = stat_command(
+        &["-a", "-e", "syscalls:sys_enter_getppid"],
+        &getppid_command(4321),
+    );
     assert!(
         text.contains(" Performance counter stats for 'system wide' (cgroup /):"),
         "{text}"
@@ -528,22 +515,10 @@ fn rate(words: &[String]) -> Option<f64> {
 
 #[test]
 fn rates_are_per_task_clock_second_and_the_times_follow_as_perf_prints_them() {
-    let mut args = vec![
-        "-e",
-        "task-clock,page-faults,syscalls:sys_enter_getppid",
-        "--",
-    ];
-    let command = getppid_command(20_000);
-    args.extend(command.iter().map(String::as_str));
-    let child = cgperf()
-        .args(&args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start");
-    let cgroup = format!("/cgperf-stat-{}", child.id());
-    let out = child.wait_with_output().expect("wait");
-    let text = stdout(&out);
-    assert!(out.status.success(), "{out:?}");
+    let (text, cgroup) = stat_command(
+        &["-e", "task-clock,page-faults,syscalls:sys_enter_getppid"],
+        &getppid_command(20_000),
+    );
     let msec: f64 = summary_line(&text, "task-clock", &cgroup)[0]
         .replace(',', "")
         .parse()
