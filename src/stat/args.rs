@@ -198,12 +198,7 @@ fn classify(
 ) -> Result<Item, EventListError> {
     let tracepoint = parse_tracepoint(item).ok();
     if let (Some(tp), Ok(tracefs)) = (&tracepoint, tracefs)
-        && tracefs
-            .root()
-            .join("events")
-            .join(&tp.subsystem)
-            .join(&tp.name)
-            .is_dir()
+        && tracefs.has(tp)
     {
         return Ok(Item::Tracepoint(tp.clone()));
     }
