@@ -23,3 +23,4 @@ pub mod sampler;
 pub mod snapshot;
 pub mod stat;
 pub mod tracefs;
+pub mod userfile;

@@ -42,7 +42,6 @@ mod yaml;
 #[cfg(test)]
 mod tests;
 
-use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
@@ -58,9 +57,9 @@ pub use otlp::{
     resolve as resolve_otlp,
 };
 
-/// Largest config file we read: real configs are a few KiB, and the cap
-/// bounds the memory and parse time an accidental or hostile file can cost.
-pub const MAX_CONFIG_BYTES: usize = 1024 * 1024;
+/// Largest config file we read: the cap of every text file a user names
+/// ([`crate::userfile::MAX_TEXT_BYTES`]).
+pub const MAX_CONFIG_BYTES: usize = crate::userfile::MAX_TEXT_BYTES as usize;
 
 /// The `source` name used in errors about the embedded default config.
 pub const DEFAULT_SOURCE: &str = "<embedded default config>";
@@ -215,25 +214,32 @@ pub struct CgroupSelector {
 
 /// Reads and validates the config file at `path`.
 ///
-/// Errors name the file: it cannot be read, is larger than
-/// [`MAX_CONFIG_BYTES`], is not UTF-8, or does not validate.
+/// Errors name the file: it cannot be read, is not a regular file, is
+/// larger than [`MAX_CONFIG_BYTES`], is not UTF-8, or does not validate.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let source = path.display().to_string();
-    let read_error =
-        |e: std::io::Error| ConfigError::new(&source, format!("cannot read the config file: {e}"));
-    let file = std::fs::File::open(path).map_err(read_error)?;
-    // Read one byte past the cap so that "too large" is detected without
-    // trusting metadata (which lies for pipes and procfs-like files).
-    let mut bytes = Vec::new();
-    file.take(MAX_CONFIG_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_error)?;
-    if bytes.len() > MAX_CONFIG_BYTES {
-        return Err(too_large(&source));
-    }
+    from_bytes(&source, read(path)?)
+}
+
+/// The bytes of the config file at `path`, read as every file a user names
+/// is (see [`crate::userfile`]): never blocking on a FIFO or a device, at
+/// most [`MAX_CONFIG_BYTES`].
+pub fn read(path: &Path) -> Result<Vec<u8>, ConfigError> {
+    let source = path.display().to_string();
+    crate::userfile::read(path, MAX_CONFIG_BYTES as u64).map_err(|e| {
+        if crate::userfile::is_too_large(&e) {
+            too_large(&source)
+        } else {
+            ConfigError::new(&source, format!("cannot read the config file: {e}"))
+        }
+    })
+}
+
+/// Validates the config file `bytes`; `source` names it in errors.
+pub fn from_bytes(source: &str, bytes: Vec<u8>) -> Result<Config, ConfigError> {
     let text = String::from_utf8(bytes).map_err(|e| {
         ConfigError::new(
-            &source,
+            source,
             format!(
                 "the config file is not valid UTF-8 (at byte {})",
                 e.utf8_error().valid_up_to()
@@ -241,7 +247,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
         )
         .hint("save the file as UTF-8")
     })?;
-    parse(&source, &text)
+    parse(source, &text)
 }
 
 /// Parses and validates config `text`; `source` names it in errors.

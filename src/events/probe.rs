@@ -451,11 +451,15 @@ impl ProbeSpec {
     /// The file offset of `symbol` + `offset` in the ELF file `binary`.
     fn file_offset(&self, binary: &Path, symbol: &str, offset: u64) -> Result<u64, ProbeError> {
         let text = || self.text.clone();
-        let file = File::open(binary).map_err(|source| ProbeError::Unreadable {
-            text: text(),
-            binary: binary.to_path_buf(),
-            source,
-        })?;
+        // Never blocks on a FIFO or device named as the binary.
+        let file =
+            crate::userfile::open(binary, crate::userfile::MAX_BINARY_BYTES).map_err(|source| {
+                ProbeError::Unreadable {
+                    text: text(),
+                    binary: binary.to_path_buf(),
+                    source,
+                }
+            })?;
         // Reads only the headers and symbol tables, not the whole binary.
         let cache = object::ReadCache::new(file);
         let elf = object::File::parse(&cache).map_err(|reason| ProbeError::NotElf {

@@ -28,7 +28,6 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use serde::Deserialize;
 use serde_saphyr::{DefaultMessageFormatter, DuplicateKeyPolicy, MessageFormatter, Spanned};
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 use tokio_rustls::rustls::ServerConfig;
@@ -37,9 +36,6 @@ use tokio_rustls::rustls::ServerConfig;
 const UNSUPPORTED_HINT: &str = "cgperf reads exporter-toolkit's web config format, except inline \
      cert/key/client_ca, client_allowed_sans, cipher_suites, curve_preferences, \
      prefer_server_cipher_suites, rate_limit and TLS 1.0/1.1";
-
-/// Largest web config read: real ones are a few hundred bytes.
-const MAX_BYTES: usize = 64 * 1024;
 
 /// The headers exporter-toolkit lets a web config set, with the values it
 /// accepts when they form a closed set. Others are refused, as there.
@@ -176,19 +172,8 @@ pub fn load(path: &Path) -> Result<WebConfig, ConfigError> {
 }
 
 fn read(source: &str, path: &Path) -> Result<String, ConfigError> {
-    let read_error =
-        |e: std::io::Error| ConfigError::new(source, format!("cannot read the web config: {e}"));
-    let file = std::fs::File::open(path).map_err(read_error)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_error)?;
-    if bytes.len() > MAX_BYTES {
-        return Err(ConfigError::new(
-            source,
-            format!("the web config is larger than {MAX_BYTES} bytes"),
-        ));
-    }
+    let bytes = crate::userfile::read(path, crate::userfile::MAX_TEXT_BYTES)
+        .map_err(|e| ConfigError::new(source, format!("cannot read the web config: {e}")))?;
     String::from_utf8(bytes)
         .map_err(|_| ConfigError::new(source, "the web config is not valid UTF-8"))
 }

@@ -35,8 +35,9 @@ pub(super) enum ClientCerts {
 
 /// The certificate chain in the PEM file at `path`, leaf first.
 pub(super) fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs = CertificateDer::pem_file_iter(path)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+    let pem = read(path)?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("cannot read certificates from {}: {e}", path.display()))?;
     if certs.is_empty() {
         return Err(format!("no PEM certificate in {}", path.display()));
@@ -46,8 +47,16 @@ pub(super) fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, St
 
 /// The private key (PKCS#8, PKCS#1 or SEC1 PEM) at `path`.
 pub(super) fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    PrivateKeyDer::from_pem_file(path)
+    let pem = read(path)?;
+    PrivateKeyDer::from_pem_slice(&pem)
         .map_err(|e| format!("cannot read a PEM private key from {}: {e}", path.display()))
+}
+
+/// The PEM file at `path`, read as every file a user names is (never
+/// blocking on a FIFO, at most [`crate::userfile::MAX_TEXT_BYTES`]).
+fn read(path: &Path) -> Result<Vec<u8>, String> {
+    crate::userfile::read(path, crate::userfile::MAX_TEXT_BYTES)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
 /// The CA certificates at `path`, trusted to sign client certificates.
