@@ -119,8 +119,8 @@ pub fn main() -> ExitCode {
         Some(Command::Check) => true,
         None => false,
     };
-    let config = match reload::load(cli.config_file.as_deref()) {
-        Ok(config) => config,
+    let (config, loaded) = match reload::load(cli.config_file.as_deref()) {
+        Ok(loaded) => loaded,
         Err(e) => {
             eprintln!("cgperf: invalid config: {e}");
             return ExitCode::from(1);
@@ -151,7 +151,7 @@ pub fn main() -> ExitCode {
             web_config,
             max_connections: cli.max_connections,
         };
-        serve(config, otlp, cli.config_file, endpoint)
+        serve(config, otlp, (cli.config_file, loaded), endpoint)
     };
     exit_status(result)
 }
@@ -244,12 +244,19 @@ struct Endpoint {
     max_connections: usize,
 }
 
+/// How long shutdown waits for the sampler to finish its collection and
+/// stop; a sampler stuck longer (in the kernel) is left behind.
+const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Runs the exporter on `config`, read from `source`: the config file (if
+/// any) and the bytes the config was read from.
 fn serve(
     config: Config,
     otlp: Option<OtlpConfig>,
-    config_file: Option<PathBuf>,
+    source: (Option<PathBuf>, Option<Vec<u8>>),
     endpoint: Endpoint,
 ) -> anyhow::Result<()> {
+    let (config_file, loaded) = source;
     let Endpoint {
         listen,
         telemetry_path,
@@ -276,7 +283,7 @@ fn serve(
     let latest = Latest::new();
     let sampler = Sampler::new(
         &config,
-        machine,
+        machine.clone(),
         Discovery::new(cgroupfs, FULL_RESCAN),
         FdBudget::from_limit(nofile),
         latest.clone(),
@@ -319,8 +326,18 @@ fn serve(
         .name("cgperf-sampler".into())
         .spawn(move || sampler.run(control_rx))
         .context("starting the sampler thread")?;
+    let (web_sender, web_shared) = tokio::sync::watch::channel(Arc::new(web_config));
+    let reloads = reload::Reloader {
+        config_file: config_file.clone(),
+        last_read: loaded,
+        machine,
+        sampler: control.clone(),
+        web: web_config_file.clone().map(|path| (path, web_sender)),
+    }
+    .start()
+    .context("starting the reload thread")?;
     if let Some(path) = &config_file
-        && let Err(e) = reload::watch(path.clone(), control.clone())
+        && let Err(e) = reload::watch(path, reloads.clone())
     {
         tracing::warn!(
             "cannot watch {} for changes ({e}); reload with SIGHUP",
@@ -333,11 +350,11 @@ fn serve(
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let exposition = Arc::new(Exposition::with_otlp(latest, otlp_stats));
-    let hup_control = control.clone();
+    let exposition = Arc::new(Exposition::with_otlp(latest.clone(), otlp_stats));
     let served = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)
             .with_context(|| format!("listening on {listen}"))?;
+        let web_config = web_shared.borrow().clone();
         if let Some(path) = &web_config_file {
             tracing::info!("web config {}: {}", path.display(), web_config.summary());
         }
@@ -351,10 +368,8 @@ fn serve(
             "serving {scheme}://{}{telemetry_path}",
             listener.local_addr()?
         );
-        let (web_sender, web_shared) = tokio::sync::watch::channel(Arc::new(web_config));
-        let web_reload = web_config_file.map(|path| (path, web_sender));
-        tokio::spawn(reload_on_sighup(config_file, hup_control, web_reload));
-        let router = http::router(exposition, &telemetry_path, web_shared.clone());
+        tokio::spawn(reload_on_sighup(reloads));
+        let router = http::router(exposition, latest, &telemetry_path, web_shared.clone());
         web::server::serve(
             listener,
             router,
@@ -365,26 +380,39 @@ fn serve(
         .await;
         Ok(())
     });
+    // Requests still being encoded are not waited for long.
+    runtime.shutdown_timeout(Duration::from_secs(1));
     if let Some(pusher) = pusher {
         pusher.stop();
     }
+    if reload::abandoned() > 0 {
+        tracing::warn!(
+            "{} reloads are still waiting for a file system that does not answer; \
+             exiting without them",
+            reload::abandoned()
+        );
+    }
     let _ = control.send(Control::Stop);
+    let deadline = std::time::Instant::now() + SHUTDOWN_DEADLINE;
+    while !sampler_thread.is_finished() {
+        if std::time::Instant::now() >= deadline {
+            // Returning ends the process, and the stuck thread with it.
+            anyhow::bail!(
+                "the sampler did not stop within {SHUTDOWN_DEADLINE:?} of shutdown \
+                 (stuck in the kernel?); exiting without its last collection"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     // A panic of the sampler thread has aborted the process already.
     let _ = sampler_thread.join();
     served
 }
 
-/// The web config file and where a reload of it goes.
-type WebReload = (PathBuf, tokio::sync::watch::Sender<Arc<WebConfig>>);
-
-/// Reloads the config, and the web config if there is one, on every
-/// SIGHUP. A web config that does not load is logged and the running one
-/// kept, as for the config.
-async fn reload_on_sighup(
-    config_file: Option<PathBuf>,
-    control: std::sync::mpsc::Sender<Control>,
-    web: Option<WebReload>,
-) {
+/// Asks for a reload of the config, and of the web config if there is
+/// one, on every SIGHUP. The reload thread does the work (see
+/// [`reload`]): nothing here waits for a file.
+async fn reload_on_sighup(reloads: std::sync::mpsc::Sender<reload::Trigger>) {
     use tokio::signal::unix::{SignalKind, signal};
     let mut hup = match signal(SignalKind::hangup()) {
         Ok(s) => s,
@@ -395,29 +423,8 @@ async fn reload_on_sighup(
     };
     while hup.recv().await.is_some() {
         tracing::info!("SIGHUP: reloading the config");
-        let path = config_file.clone();
-        let control = control.clone();
-        let web_path = web.as_ref().map(|(path, _)| path.clone());
-        // Reading and parsing the files is blocking work.
-        let loaded = tokio::task::spawn_blocking(move || {
-            reload::reload(path.as_deref(), &control);
-            web_path.map(|path| web::load(&path))
-        })
-        .await;
-        if let (Some((path, sender)), Ok(Some(loaded))) = (&web, loaded) {
-            match loaded {
-                Ok(new) => {
-                    tracing::info!("web config {} reloaded: {}", path.display(), new.summary());
-                    if new.tls.is_some() != sender.borrow().tls.is_some() {
-                        tracing::warn!(
-                            "TLS is now {} for new connections",
-                            if new.tls.is_some() { "on" } else { "off" }
-                        );
-                    }
-                    sender.send_replace(Arc::new(new));
-                }
-                Err(e) => tracing::error!("keeping the running web config: {e}"),
-            }
+        if reloads.send(reload::Trigger::Signal).is_err() {
+            tracing::error!("the reload thread stopped; SIGHUP is ignored");
         }
     }
 }

@@ -4,34 +4,280 @@
 //! and Kubernetes ConfigMap updates replace files by rename, which a watch
 //! on the old inode would never report. Any change in the directory leads to
 //! a re-read; only a change of content leads to a reload.
+//!
+//! Reloads never run on the sampling thread, nor on the watcher or the
+//! signal handler: one reload thread reads the files and builds the plan
+//! (which reads tracefs, resolves uprobe binaries and probes every group),
+//! on a worker thread it waits for at most [`RELOAD_DEADLINE`], and hands the
+//! sampler a finished plan. A path that hangs (a hung network file system)
+//! therefore fails the reload after the deadline, with a message, while
+//! collections go on; the worker stays blocked in the kernel until the file
+//! system answers and its result is then dropped.
 
 use crate::config::{self, Config, ConfigError};
-use crate::sampler::Control;
+use crate::exporter::web::{self, WebConfig};
+use crate::plan::{Machine, Plan};
+use crate::sampler::{Control, NewConfig};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
 /// Lets editors finish writing (write, then rename) before cgperf reads.
 const SETTLE: Duration = Duration::from_millis(200);
 
-/// Loads the config at `path`, or the embedded default.
-pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+/// How long a reload may take to read its files and build its plan. Real
+/// reloads take milliseconds to a few seconds (probing thousands of
+/// tracepoints); longer means a path that does not answer.
+pub const RELOAD_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Workers given up on (still blocked) beyond which no new one is started:
+/// each is a thread stuck in the kernel, and a file system that hangs one
+/// reload would hang the next too.
+const MAX_ABANDONED: usize = 4;
+
+/// Workers given up on that have not returned yet.
+static ABANDONED: AtomicUsize = AtomicUsize::new(0);
+
+/// Loads the config at `path`, or the embedded default; with it, the bytes
+/// it was read from (`None` for the default), against which the watcher
+/// compares the file later.
+pub fn load(path: Option<&Path>) -> Result<(Config, Option<Vec<u8>>), ConfigError> {
     match path {
-        Some(path) => config::load(path),
-        None => config::default_config(),
+        Some(path) => {
+            let bytes = config::read(path)?;
+            let config = config::from_bytes(&path.display().to_string(), bytes.clone())?;
+            Ok((config, Some(bytes)))
+        }
+        None => Ok((config::default_config()?, None)),
     }
 }
 
-/// Loads the config again and hands the result to the sampler.
-pub fn reload(path: Option<&Path>, sampler: &Sender<Control>) {
-    let result = load(path).map(Box::new).map_err(|e| e.to_string());
-    if sampler.send(Control::Reload(result)).is_err() {
-        tracing::debug!("reload after the sampler stopped");
+/// Why a reload was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// SIGHUP: reload the config and the web config, whatever they hold.
+    Signal,
+    /// The config file's directory changed: reload only if the config's
+    /// bytes did.
+    FileChanged,
+}
+
+/// The web config file and where a reload of it goes.
+pub type WebReload = (PathBuf, tokio::sync::watch::Sender<Arc<WebConfig>>);
+
+/// Everything reloads need; [`Reloader::start`] runs them.
+pub struct Reloader {
+    /// The config file, `None` for the embedded default.
+    pub config_file: Option<PathBuf>,
+    /// The bytes last read from the config file (at first, those the
+    /// running config was read from); `None` after a failed read.
+    pub last_read: Option<Vec<u8>>,
+    /// Where plans are built (its `probe_cpu` is refreshed per reload).
+    pub machine: Machine,
+    /// Where new configs go.
+    pub sampler: Sender<Control>,
+    /// The web config, reloaded on SIGHUP.
+    pub web: Option<WebReload>,
+}
+
+impl Reloader {
+    /// Starts the reload thread; reloads happen when a [`Trigger`] is sent.
+    /// Triggers that arrive while a reload runs are merged into one.
+    pub fn start(self) -> std::io::Result<Sender<Trigger>> {
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("cgperf-reload".into())
+            .spawn(move || self.run(&rx))?;
+        Ok(tx)
+    }
+
+    fn run(mut self, triggers: &Receiver<Trigger>) {
+        // Why the config file last could not be read, if it could not.
+        let mut last_failure = None;
+        while let Ok(first) = triggers.recv() {
+            let signal = std::iter::once(first)
+                .chain(triggers.try_iter())
+                .any(|t| t == Trigger::Signal);
+            self.reload_config(signal, &mut last_failure);
+            if signal {
+                self.reload_web();
+            }
+        }
+    }
+
+    /// Reads the config and builds its plan on a worker, then hands the
+    /// result to the sampler; on a file change, only if the bytes differ
+    /// from those last read.
+    fn reload_config(&mut self, signal: bool, last_failure: &mut Option<String>) {
+        let path = self.config_file.clone();
+        let last = self.last_read.clone();
+        let mut machine = self.machine.clone();
+        if let Some(&cpu) = crate::cpus::online().ok().as_ref().and_then(|c| c.first()) {
+            machine.probe_cpu = cpu;
+        }
+        let attempt = with_deadline(RELOAD_DEADLINE, move || {
+            let Some(path) = path else {
+                let result = config::default_config().map_err(|e| e.to_string());
+                return Some((None, result.and_then(|c| plan(c, &machine))));
+            };
+            // Replaced by rename: the file comes back in a moment.
+            if !signal && std::fs::symlink_metadata(&path).is_err() {
+                return None;
+            }
+            let bytes = match config::read(&path) {
+                Ok(bytes) => bytes,
+                Err(e) => return Some((None, Err(e.to_string()))),
+            };
+            if !signal && last.as_ref() == Some(&bytes) {
+                return None;
+            }
+            let result = config::from_bytes(&path.display().to_string(), bytes.clone())
+                .map_err(|e| e.to_string())
+                .and_then(|c| plan(c, &machine));
+            Some((Some(bytes), result))
+        });
+        let result = match attempt {
+            Ok(None) => return,
+            Ok(Some((read, result))) => {
+                self.last_read = read;
+                result
+            }
+            Err(stuck) => {
+                self.last_read = None;
+                Err(format!("reading the config and building its plan: {stuck}"))
+            }
+        };
+        // A file that still cannot be read is reported once, not at every
+        // change in its directory.
+        let failure = result.as_ref().err().filter(|_| self.last_read.is_none());
+        if !signal && failure.is_some() && failure == last_failure.as_ref() {
+            return;
+        }
+        *last_failure = failure.cloned();
+        if let Some(path) = self.config_file.as_ref().filter(|_| !signal) {
+            tracing::info!("{} changed, reloading", path.display());
+        }
+        if self.sampler.send(Control::Reload(result)).is_err() {
+            tracing::debug!("reload after the sampler stopped");
+        }
+    }
+
+    /// Loads the web config on a worker and switches new connections to it;
+    /// one that does not load is logged and the running one kept.
+    fn reload_web(&self) {
+        let Some((path, sender)) = &self.web else {
+            return;
+        };
+        let worker_path = path.clone();
+        let loaded = with_deadline(RELOAD_DEADLINE, move || web::load(&worker_path))
+            .unwrap_or_else(|stuck| {
+                Err(ConfigError::new(
+                    &path.display().to_string(),
+                    stuck.to_string(),
+                ))
+            });
+        match loaded {
+            Ok(new) => {
+                tracing::info!("web config {} reloaded: {}", path.display(), new.summary());
+                if new.tls.is_some() != sender.borrow().tls.is_some() {
+                    tracing::warn!(
+                        "TLS is now {} for new connections",
+                        if new.tls.is_some() { "on" } else { "off" }
+                    );
+                }
+                sender.send_replace(Arc::new(new));
+            }
+            Err(e) => tracing::error!("keeping the running web config: {e}"),
+        }
     }
 }
 
-/// Starts a thread that reloads when the content of `path` changes.
-pub fn watch(path: PathBuf, sampler: Sender<Control>) -> std::io::Result<()> {
+/// `config` with its plan on `machine`.
+fn plan(config: Config, machine: &Machine) -> Result<Box<NewConfig>, String> {
+    let plan = Plan::build(&config, machine).map_err(|e| e.to_string())?;
+    Ok(Box::new(NewConfig { config, plan }))
+}
+
+/// Why work run with [`with_deadline`] has no result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Stuck {
+    /// It did not finish in time.
+    #[error("did not finish within {0:?} (a file on a file system that does not answer?)")]
+    TimedOut(Duration),
+    /// Earlier work is still stuck: none is started.
+    #[error(
+        "{0} earlier reloads are still waiting for a file system that does not answer; \
+         not starting another"
+    )]
+    TooMany(usize),
+    /// No thread could be started for it.
+    #[error("cannot start a thread: {0}")]
+    NoThread(String),
+}
+
+/// How many workers [`with_deadline`] gave up on are still running.
+pub fn abandoned() -> usize {
+    ABANDONED.load(Ordering::Relaxed)
+}
+
+/// Runs `work` on a new thread and waits at most `limit` for its result.
+///
+/// A thread cannot be cancelled: one that does not finish in time is left
+/// to finish on its own (counted in [`abandoned`] until it does) and its
+/// result is dropped. While [`MAX_ABANDONED`] are left, no new one starts.
+pub fn with_deadline<T: Send + 'static>(
+    limit: Duration,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Stuck> {
+    const RUNNING: u8 = 0;
+    const DONE: u8 = 1;
+    const GIVEN_UP: u8 = 2;
+    let left = ABANDONED.load(Ordering::Acquire);
+    if left >= MAX_ABANDONED {
+        return Err(Stuck::TooMany(left));
+    }
+    let state = Arc::new(AtomicU8::new(RUNNING));
+    let (tx, rx) = mpsc::sync_channel(1);
+    let worker_state = state.clone();
+    let spawned = std::thread::Builder::new()
+        .name("cgperf-reload-worker".into())
+        .spawn(move || {
+            let result = work();
+            let _ = tx.send(result);
+            // Whoever moves the state first decides: the waiter giving up,
+            // or this thread finishing; a thread finishing after it was
+            // given up on is no longer left.
+            if worker_state
+                .compare_exchange(RUNNING, DONE, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                ABANDONED.fetch_sub(1, Ordering::AcqRel);
+            }
+        });
+    if let Err(e) = spawned {
+        return Err(Stuck::NoThread(e.to_string()));
+    }
+    match rx.recv_timeout(limit) {
+        Ok(result) => Ok(result),
+        Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
+            if state
+                .compare_exchange(RUNNING, GIVEN_UP, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                ABANDONED.fetch_add(1, Ordering::AcqRel);
+                return Err(Stuck::TimedOut(limit));
+            }
+            // It finished just now: its result is in the channel.
+            rx.try_recv().map_err(|_| Stuck::TimedOut(limit))
+        }
+    }
+}
+
+/// Starts a thread that asks `reloader` for a reload whenever the
+/// directory of `path` changes; the reload thread compares the content.
+pub fn watch(path: &Path, reloader: Sender<Trigger>) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -45,7 +291,6 @@ pub fn watch(path: PathBuf, sampler: Sender<Control>) -> std::io::Result<()> {
             | inotify::WatchMask::DELETE
             | inotify::WatchMask::ATTRIB,
     )?;
-    let mut last = std::fs::read(&path).ok();
     std::thread::Builder::new()
         .name("cgperf-config-watch".into())
         .spawn(move || {
@@ -64,13 +309,42 @@ pub fn watch(path: PathBuf, sampler: Sender<Control>) -> std::io::Result<()> {
                     .read_events(&mut buffer)
                     .is_ok_and(|mut e| e.next().is_some())
                 {}
-                let now = std::fs::read(&path).ok();
-                if now.is_some() && now != last {
-                    tracing::info!("{} changed, reloading", path.display());
-                    last = now;
-                    reload(Some(&path), &sampler);
+                if reloader.send(Trigger::FileChanged).is_err() {
+                    return;
                 }
             }
         })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+
+    #[test]
+    fn work_that_blocks_is_given_up_on_and_counted_until_it_returns() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fifo = dir.path().join("fifo");
+        let c = CString::new(fifo.as_os_str().as_bytes()).expect("no NUL");
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let before = abandoned();
+        // A blocking open of a FIFO waits for a writer: a real hang.
+        let reader = fifo.clone();
+        let stuck = with_deadline(Duration::from_millis(200), move || {
+            std::fs::read(&reader).map(|b| b.len()).ok()
+        });
+        assert_eq!(stuck, Err(Stuck::TimedOut(Duration::from_millis(200))));
+        assert_eq!(abandoned(), before + 1);
+        // A writer comes: the worker finishes and is no longer counted.
+        std::fs::write(&fifo, b"late").expect("write to the FIFO");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while abandoned() != before {
+            assert!(std::time::Instant::now() < deadline, "worker never ended");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(with_deadline(Duration::from_secs(10), || 7), Ok(7));
+    }
 }

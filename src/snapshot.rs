@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 /// Extra labels of a cgroup (`pod_uid`, `unit`, ...), shared by all its series.
 pub type Labels = Arc<[(&'static str, Box<str>)]>;
@@ -76,6 +76,12 @@ pub struct Support {
 pub struct Snapshot {
     /// When the interval ended.
     pub taken_at: SystemTime,
+    /// When the collection that made it finished, on the monotonic clock
+    /// (for telling a stalled sampler, whatever the wall clock does);
+    /// `None` before the first.
+    pub finished: Option<Instant>,
+    /// The collection interval in force.
+    pub interval: Duration,
     /// Event counters.
     pub counters: Vec<CounterSample>,
     /// Group times.
@@ -110,6 +116,8 @@ impl Snapshot {
     pub fn empty() -> Self {
         Self {
             taken_at: SystemTime::now(),
+            finished: None,
+            interval: crate::config::DEFAULT_INTERVAL,
             counters: Vec::new(),
             group_times: Vec::new(),
             support: Vec::new(),

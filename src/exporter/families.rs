@@ -228,6 +228,12 @@ const COLLECTIONS: Family = Family {
     seconds: false,
     kind: Kind::Counter,
 };
+const LAST_COLLECTION: Family = Family {
+    name: "cgperf_last_collection_timestamp",
+    help: "When the last collection finished, in seconds since the epoch (0 before the first); a value that stops advancing is a stalled sampler.",
+    seconds: true,
+    kind: Kind::Gauge,
+};
 const CGROUPS_SKIPPED: Family = Family {
     name: "cgperf_cgroups_skipped",
     help: "cgroups a selector chose but cgperf does not count: more than max_cgroups, or their perf descriptors would exceed the open-files limit.",
@@ -389,6 +395,11 @@ fn supported(s: &Support) -> f64 {
     f64::from(u8::from(s.status.is_ok()))
 }
 
+fn epoch_seconds(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// Walks every family of `snap` in a stable order, and the OTLP exporter's
 /// own counters when it runs.
 pub fn visit<V: Visitor>(
@@ -439,6 +450,11 @@ pub fn visit<V: Visitor>(
     let scalar = |value: f64| std::iter::once(fixed(Labels::NONE, value));
     v.family(&COLLECTION_DURATION, scalar(snap.collection_seconds))?;
     v.family(&COLLECTIONS, scalar(snap.collections as f64))?;
+    let last_collection = match snap.finished {
+        Some(_) => epoch_seconds(snap.taken_at),
+        None => 0.0,
+    };
+    v.family(&LAST_COLLECTION, scalar(last_collection))?;
     v.family(
         &CGROUPS_SKIPPED,
         snap.skipped
@@ -448,11 +464,7 @@ pub fn visit<V: Visitor>(
     v.family(&RELOAD_OK, scalar(f64::from(u8::from(snap.reload_ok))))?;
     v.family(
         &RELOAD_TIME,
-        scalar(
-            snap.reload_success_time
-                .duration_since(UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64()),
-        ),
+        scalar(epoch_seconds(snap.reload_success_time)),
     )?;
     v.family(&OPEN_FDS, scalar(snap.open_fds as f64))?;
     v.family(&MONITORED, scalar(snap.monitored_cgroups as f64))?;

@@ -1,9 +1,11 @@
-//! The HTTP routes: a landing page and the telemetry path, with content
-//! negotiation between OpenMetrics and the classic Prometheus text format,
-//! behind the web config's basic auth and response headers.
+//! The HTTP routes: a landing page, the telemetry path (with content
+//! negotiation between OpenMetrics and the classic Prometheus text format),
+//! and the `/-/healthy` and `/-/ready` probes, all behind the web config's
+//! basic auth and response headers.
 
 use super::prometheus::Exposition;
 use super::web::Shared;
+use crate::snapshot::{Latest, Snapshot};
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -11,18 +13,47 @@ use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Content type of OpenMetrics text.
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// Content type of Prometheus text format 0.0.4.
 pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// The router serving `/` and `telemetry_path`, both (and every other
-/// path) behind the running web config.
-pub fn router(exposition: Arc<Exposition>, telemetry_path: &str, web: Shared) -> Router {
+/// Path of the liveness probe: 200 while the process serves.
+pub const HEALTHY_PATH: &str = "/-/healthy";
+/// Path of the readiness probe: 200 while collections keep finishing.
+pub const READY_PATH: &str = "/-/ready";
+
+/// The least time without a finished collection that `/-/ready` calls a
+/// stall, so that a short interval on a loaded machine does not flap.
+pub const MIN_STALL: Duration = Duration::from_secs(5);
+
+/// The router serving `/`, `telemetry_path`, `/-/healthy` and `/-/ready`
+/// from what `latest` holds, all (and every other path) behind the running
+/// web config.
+pub fn router(
+    exposition: Arc<Exposition>,
+    latest: Latest,
+    telemetry_path: &str,
+    web: Shared,
+) -> Router {
     let landing = landing_page(telemetry_path);
     Router::new()
         .route("/", get(move || async move { Html(landing) }))
+        .route(HEALTHY_PATH, get(|| async { "Healthy\n" }))
+        .route(
+            READY_PATH,
+            get(move || async move {
+                match readiness(&latest.get(), Instant::now()) {
+                    Ok(()) => (StatusCode::OK, "Ready\n".to_string()),
+                    Err(reason) => (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("Not ready: {reason}\n"),
+                    ),
+                }
+            }),
+        )
         .route(
             telemetry_path,
             get(move |headers: HeaderMap| metrics(exposition.clone(), headers)),
@@ -114,6 +145,28 @@ async fn metrics(exposition: Arc<Exposition>, headers: HeaderMap) -> Response {
                 .into_response()
         }
     }
+}
+
+/// Whether collections keep finishing as of `now`: the last one finished
+/// within three intervals (at least [`MIN_STALL`]); otherwise why not.
+/// A sampler that is stuck, dead or not yet started is not ready, even
+/// though `/metrics` still answers with what it last published.
+pub fn readiness(snap: &Snapshot, now: Instant) -> Result<(), String> {
+    let Some(finished) = snap.finished else {
+        return Err("no collection has finished yet".into());
+    };
+    let limit = snap.interval.saturating_mul(3).max(MIN_STALL);
+    let age = now.saturating_duration_since(finished);
+    if age > limit {
+        return Err(format!(
+            "the last collection finished {:.1}s ago; collections are due every {:?}, \
+             and none for {:?} is a stall",
+            age.as_secs_f64(),
+            snap.interval,
+            limit
+        ));
+    }
+    Ok(())
 }
 
 /// True when the scraper lists OpenMetrics among the types it accepts
@@ -214,6 +267,80 @@ mod tests {
         )
         .expect("valid gzip");
         assert_eq!(unpacked, body);
+    }
+
+    /// `GET path` on the real server serving `latest`: (status, body).
+    fn serve_and_get(latest: Latest, path: &str) -> (u16, String) {
+        use std::io::{Read, Write};
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let (web_sender, web) =
+            tokio::sync::watch::channel(Arc::new(crate::exporter::web::WebConfig::default()));
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        std_listener.set_nonblocking(true).expect("non-blocking");
+        let addr = std_listener.local_addr().expect("address");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let exposition = Arc::new(Exposition::new(latest.clone()));
+        let server = runtime.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
+            let router = router(exposition, latest, "/metrics", web.clone());
+            crate::exporter::web::server::serve(listener, router, web, 4, async {
+                let _ = stopped.await;
+            })
+            .await;
+        });
+        let mut tcp = std::net::TcpStream::connect(addr).expect("connect");
+        tcp.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        write!(
+            tcp,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .expect("request");
+        let mut raw = String::new();
+        tcp.read_to_string(&mut raw).expect("response");
+        let _ = stop.send(());
+        runtime.block_on(server).expect("server ends");
+        drop(web_sender);
+        let status = raw.split(' ').nth(1).and_then(|s| s.parse().ok());
+        let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string());
+        (status.expect("status"), body.expect("body"))
+    }
+
+    /// A snapshot whose collection finished `ago`, every `interval`.
+    fn finished(ago: Duration, interval: Duration) -> Latest {
+        let latest = Latest::new();
+        let mut snap = Snapshot::empty();
+        snap.finished = Instant::now().checked_sub(ago);
+        assert!(snap.finished.is_some(), "monotonic clock too young");
+        snap.interval = interval;
+        snap.collections = 1;
+        latest.publish(snap);
+        latest
+    }
+
+    #[test]
+    fn ready_only_while_collections_keep_finishing() {
+        let (status, body) = serve_and_get(Latest::new(), READY_PATH);
+        assert_eq!(status, 503);
+        assert!(body.contains("no collection has finished yet"), "{body}");
+        let fresh = finished(Duration::from_millis(100), Duration::from_secs(1));
+        assert_eq!(serve_and_get(fresh.clone(), READY_PATH).0, 200);
+        assert_eq!(serve_and_get(fresh, HEALTHY_PATH).0, 200);
+        // Three 1 s intervals would be 3 s: the floor is MIN_STALL.
+        let late = finished(Duration::from_secs(4), Duration::from_secs(1));
+        assert_eq!(serve_and_get(late, READY_PATH).0, 200);
+        let stalled = finished(Duration::from_secs(7), Duration::from_secs(1));
+        let (status, body) = serve_and_get(stalled.clone(), READY_PATH);
+        assert_eq!(status, 503);
+        assert!(body.contains("the last collection finished 7."), "{body}");
+        // Still healthy: the process serves.
+        assert_eq!(serve_and_get(stalled, HEALTHY_PATH).0, 200);
+        let slow = finished(Duration::from_secs(25), Duration::from_secs(10));
+        assert_eq!(serve_and_get(slow, READY_PATH).0, 200);
     }
 
     #[test]

@@ -36,9 +36,20 @@ use std::time::{Duration, Instant, SystemTime};
 pub enum Control {
     /// Apply a new config, or record that loading one failed (the running
     /// config stays).
-    Reload(Result<Box<Config>, String>),
+    Reload(Result<Box<NewConfig>, String>),
     /// Stop after the current interval.
     Stop,
+}
+
+/// A config and its plan, built off the sampling thread (see
+/// [`crate::reload`]): building resolves uprobe binaries and probes every
+/// group, which must never stall collections.
+#[derive(Debug)]
+pub struct NewConfig {
+    /// The config.
+    pub config: Config,
+    /// Its plan on this machine.
+    pub plan: Plan,
 }
 
 /// How often the rings of `by:` tracepoints are drained between
@@ -204,7 +215,6 @@ impl Opener {
 /// Owns every open counter and every running total.
 #[derive(Debug)]
 pub struct Sampler {
-    machine: Machine,
     plan: Plan,
     generation: u64,
     extractors: Vec<Extractor>,
@@ -237,7 +247,6 @@ impl Sampler {
         let ring_pages = plan.ring_pages;
         log_support(&plan);
         Ok(Self {
-            machine,
             plan,
             generation: 0,
             extractors: config.labels.clone(),
@@ -300,7 +309,7 @@ impl Sampler {
                 match control.recv_timeout(wake.saturating_duration_since(Instant::now())) {
                     Err(RecvTimeoutError::Timeout) if Instant::now() < next => self.drain(None),
                     Err(RecvTimeoutError::Timeout) => break,
-                    Ok(Control::Reload(Ok(config))) => self.reload(&config),
+                    Ok(Control::Reload(Ok(new))) => self.reload(&new.config, new.plan),
                     Ok(Control::Reload(Err(reason))) => {
                         self.reload_ok = false;
                         tracing::error!(
@@ -315,19 +324,10 @@ impl Sampler {
 
     /// Applies a new config: what did not change keeps its descriptors and
     /// totals, changed groups are reopened keeping the totals of the events
-    /// they still have, what is gone vanishes.
-    pub fn reload(&mut self, config: &Config) {
-        if let Some(&cpu) = self.cpus.online().first() {
-            self.machine.probe_cpu = cpu;
-        }
-        self.plan = match Plan::build(config, &self.machine) {
-            Ok(plan) => plan,
-            Err(e) => {
-                self.reload_ok = false;
-                tracing::error!("config reload failed, keeping the running config: {e}");
-                return;
-            }
-        };
+    /// they still have, what is gone vanishes. `plan` is `config`'s, built
+    /// by the caller off this thread.
+    pub fn reload(&mut self, config: &Config, plan: Plan) {
+        self.plan = plan;
         log_support(&self.plan);
         self.opener.ring_pages = self.plan.ring_pages;
         self.generation += 1;
@@ -619,6 +619,8 @@ impl Sampler {
         }
         Snapshot {
             taken_at: SystemTime::now(),
+            finished: Some(Instant::now()),
+            interval: self.plan.interval,
             counters,
             group_times,
             support: self.plan.support.clone(),

@@ -1,0 +1,379 @@
+//! Nothing a user names may block cgperf: a config, web config or probe
+//! binary that is a FIFO (or a directory, or too large) is refused promptly
+//! with its path and what it is; a reload that cannot finish never stops
+//! collections; a sampler that stops collecting is visible on `/-/ready`
+//! and in `cgperf_last_collection_timestamp_seconds`; SIGTERM ends the
+//! daemon in bounded time whatever it is waiting for.
+//!
+//! Every wait here has a deadline, so that a hang fails the test instead of
+//! hanging the suite.
+
+mod common;
+
+use common::*;
+use std::ffi::CString;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a command that must not block may take.
+const PROMPT: Duration = Duration::from_secs(15);
+
+fn mkfifo(path: &Path) {
+    let c = CString::new(path.as_os_str().as_bytes()).expect("no NUL");
+    // SAFETY: a valid C string.
+    let r = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    assert_eq!(r, 0, "mkfifo: {}", std::io::Error::last_os_error());
+}
+
+/// Waits at most `limit` for `child` to exit; kills it and fails if it
+/// does not. Returns (exit code, stdout, stderr).
+fn finish(mut child: Child, limit: Duration, what: &str) -> (i32, String, String) {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let mut out = String::new();
+            let mut err = String::new();
+            if let Some(mut s) = child.stdout.take() {
+                s.read_to_string(&mut out).expect("stdout");
+            }
+            if let Some(mut s) = child.stderr.take() {
+                s.read_to_string(&mut err).expect("stderr");
+            }
+            return (status.code().unwrap_or(-1), out, err);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} hung: still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs cgperf with `args`, which must exit within [`PROMPT`].
+fn run_promptly(args: &[&str]) -> (i32, String, String) {
+    let child = Command::new(env!("CARGO_BIN_EXE_cgperf"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cgperf starts");
+    finish(child, PROMPT, &format!("cgperf {}", args.join(" ")))
+}
+
+fn getppid_of(body: &str, cgroup: &str) -> Option<f64> {
+    value(
+        body,
+        "cgperf_events_total",
+        &[("cgroup", cgroup), ("event", "syscalls:sys_enter_getppid")],
+    )
+}
+
+fn last_collection(body: &str) -> f64 {
+    value(body, "cgperf_last_collection_timestamp_seconds", &[])
+        .unwrap_or_else(|| panic!("no cgperf_last_collection_timestamp_seconds in\n{body}"))
+}
+
+fn getppid_config(cgroup: &str) -> String {
+    format!(
+        "interval: 200ms\ntracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - path: {cgroup}\n"
+    )
+}
+
+/// Status line and body of `GET path`.
+fn get_status(addr: &str, path: &str) -> (u16, String) {
+    let (head, body) = http_get(addr, path, None);
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head}"));
+    (status, body)
+}
+
+/// A directory holding a config file that can be swapped for a FIFO.
+struct ConfigDir {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl ConfigDir {
+    fn new(yaml: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("cgperf.yaml");
+        std::fs::write(&path, yaml).expect("write config");
+        Self { _dir: dir, path }
+    }
+
+    fn exporter(&self) -> Exporter {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+        cmd.arg(format!("--config.file={}", self.path.display()));
+        Exporter::spawn(cmd)
+    }
+
+    /// Replaces the config by `yaml`, by rename as editors do.
+    fn replace(&self, yaml: &str) {
+        let tmp = self.path.with_extension("tmp");
+        std::fs::write(&tmp, yaml).expect("write");
+        std::fs::rename(&tmp, &self.path).expect("rename");
+    }
+}
+
+fn sighup(exporter: &Exporter) {
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
+}
+
+#[test]
+fn check_refuses_a_fifo_or_a_directory_as_config_promptly() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let fifo = dir.path().join("config.yaml");
+    mkfifo(&fifo);
+    let arg = format!("--config.file={}", fifo.display());
+    let (code, _, err) = run_promptly(&["check", &arg]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&fifo.display().to_string()) && err.contains("FIFO"),
+        "the error names the path and what it is: {err}"
+    );
+
+    let arg = format!("--config.file={}", dir.path().display());
+    let (code, _, err) = run_promptly(&["check", &arg]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&dir.path().display().to_string()) && err.contains("directory"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_exporter_refuses_a_fifo_config_and_web_config_promptly() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let fifo = dir.path().join("config.yaml");
+    mkfifo(&fifo);
+    let arg = format!("--config.file={}", fifo.display());
+    let (code, _, err) = run_promptly(&[&arg, "--web.listen-address=127.0.0.1:0"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&fifo.display().to_string()) && err.contains("FIFO"),
+        "{err}"
+    );
+
+    let web = format!("--web.config.file={}", fifo.display());
+    let (code, _, err) = run_promptly(&[&web, "--web.listen-address=127.0.0.1:0"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&fifo.display().to_string()) && err.contains("FIFO"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_config_replaced_by_a_fifo_keeps_collecting_and_stops_on_sigterm() {
+    require_root("count a workload in a cgroup");
+    let cg = TestCgroup::create("cgperf-block-fifo-config");
+    let config = ConfigDir::new(&getppid_config(&cg.rel));
+    let mut exporter = config.exporter();
+    exporter.wait_for("the cgroup", |b| getppid_of(b, &cg.rel).is_some());
+    getppid_workload(Some(&cg.dir), 1000);
+    assert_eq!(
+        getppid_of(&exporter.wait_collections(2), &cg.rel),
+        Some(1000.0)
+    );
+
+    // The watcher sees the FIFO appear; SIGHUP asks again.
+    std::fs::remove_file(&config.path).expect("remove config");
+    mkfifo(&config.path);
+    sighup(&exporter);
+    let body = exporter.wait_for("the refused reload", |b| {
+        value(b, "cgperf_config_last_reload_successful", &[]) == Some(0.0)
+    });
+    let before = last_collection(&body);
+    getppid_workload(Some(&cg.dir), 500);
+    let body = exporter.wait_collections(3);
+    assert_eq!(getppid_of(&body, &cg.rel), Some(1500.0));
+    assert!(last_collection(&body) > before);
+    assert!(exporter.terminate(), "cgperf exits cleanly on SIGTERM");
+}
+
+#[test]
+fn a_reload_naming_a_uprobe_on_a_fifo_keeps_collecting() {
+    require_root("count a workload in a cgroup and open uprobes");
+    let cg = TestCgroup::create("cgperf-block-fifo-uprobe");
+    let config = ConfigDir::new(&getppid_config(&cg.rel));
+    let fifo = config.path.with_file_name("binary");
+    mkfifo(&fifo);
+    let exporter = config.exporter();
+    exporter.wait_for("the cgroup", |b| getppid_of(b, &cg.rel).is_some());
+    getppid_workload(Some(&cg.dir), 1000);
+    exporter.wait_collections(2);
+
+    let with_probe = format!(
+        "{}probes:\n  - uprobe: {}:main\n    as: fifo_main\n",
+        getppid_config(&cg.rel),
+        fifo.display()
+    );
+    config.replace(&with_probe);
+    sighup(&exporter);
+    let probe = [("group", "probes"), ("event", "fifo_main")];
+    let body = exporter.wait_for("the reload with the probe", |b| {
+        value(b, "cgperf_event_supported", &probe).is_some()
+    });
+    assert_eq!(value(&body, "cgperf_event_supported", &probe), Some(0.0));
+    let before = last_collection(&body);
+    getppid_workload(Some(&cg.dir), 500);
+    let body = exporter.wait_collections(3);
+    assert_eq!(getppid_of(&body, &cg.rel), Some(1500.0));
+    assert!(last_collection(&body) > before);
+
+    // `cgperf check` on the same config answers, naming the FIFO.
+    let arg = format!("--config.file={}", config.path.display());
+    let (code, out, err) = run_promptly(&["check", &arg]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(&fifo.display().to_string()) && out.contains("FIFO"),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_oversized_config_via_the_watcher_is_refused() {
+    require_root("count a workload in a cgroup");
+    let cg = TestCgroup::create("cgperf-block-oversized");
+    let config = ConfigDir::new(&getppid_config(&cg.rel));
+    let exporter = config.exporter();
+    exporter.wait_for("the cgroup", |b| getppid_of(b, &cg.rel).is_some());
+    exporter.wait_collections(1);
+
+    // A sparse terabyte: reading it whole would exhaust memory.
+    let tmp = config.path.with_extension("tmp");
+    std::fs::File::create(&tmp)
+        .and_then(|f| f.set_len(1 << 40))
+        .expect("sparse file");
+    std::fs::rename(&tmp, &config.path).expect("rename");
+    exporter.wait_for("the refused reload", |b| {
+        value(b, "cgperf_config_last_reload_successful", &[]) == Some(0.0)
+    });
+    getppid_workload(Some(&cg.dir), 300);
+    let body = exporter.wait_collections(2);
+    assert_eq!(getppid_of(&body, &cg.rel), Some(300.0));
+}
+
+#[test]
+fn health_and_readiness_endpoints_answer() {
+    require_root("count in a cgroup");
+    let cg = TestCgroup::create("cgperf-block-ready");
+    let exporter = Exporter::start(Some(&getppid_config(&cg.rel)));
+    let body = exporter.wait_collections(1);
+    let first = last_collection(&body);
+    assert!(first > 0.0, "{body}");
+    assert_eq!(get_status(&exporter.addr, "/-/healthy").0, 200);
+    let (status, text) = get_status(&exporter.addr, "/-/ready");
+    assert_eq!(status, 200, "{text}");
+    assert!(last_collection(&exporter.wait_collections(2)) > first);
+}
+
+/// The thread id of cgperf's sampler thread.
+fn sampler_tid(pid: i32) -> i32 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("task list");
+    tasks
+        .filter_map(|t| {
+            let t = t.ok()?;
+            let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+            (comm.trim() == "cgperf-sampler")
+                .then(|| t.file_name().to_string_lossy().parse().ok())
+                .flatten()
+        })
+        .next()
+        .expect("cgperf has a sampler thread")
+}
+
+/// Stops the thread `tid` (only it: ptrace stops one thread), as a sampler
+/// stuck in the kernel would be.
+fn freeze_thread(tid: i32) {
+    // SAFETY: ptrace on a thread of our own child.
+    let r = unsafe { libc::ptrace(libc::PTRACE_SEIZE, tid, 0, 0) };
+    assert_eq!(r, 0, "PTRACE_SEIZE: {}", std::io::Error::last_os_error());
+    let r = unsafe { libc::ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0) };
+    assert_eq!(
+        r,
+        0,
+        "PTRACE_INTERRUPT: {}",
+        std::io::Error::last_os_error()
+    );
+    let mut status = 0;
+    // SAFETY: waiting for the stop of the thread we trace.
+    let w = unsafe { libc::waitpid(tid, &mut status, libc::__WALL) };
+    assert_eq!(w, tid, "waitpid: {}", std::io::Error::last_os_error());
+}
+
+fn thaw_thread(tid: i32) {
+    // SAFETY: detaching from the thread we trace, which is stopped.
+    let r = unsafe { libc::ptrace(libc::PTRACE_DETACH, tid, 0, 0) };
+    assert_eq!(r, 0, "PTRACE_DETACH: {}", std::io::Error::last_os_error());
+}
+
+#[test]
+fn a_stalled_sampler_is_not_ready_and_sigterm_still_ends_cgperf() {
+    require_root("count in a cgroup and trace cgperf's sampler thread");
+    let cg = TestCgroup::create("cgperf-block-stall");
+    let exporter = Exporter::start(Some(&getppid_config(&cg.rel)));
+    exporter.wait_collections(1);
+    assert_eq!(get_status(&exporter.addr, "/-/ready").0, 200);
+
+    let tid = sampler_tid(exporter.pid());
+    freeze_thread(tid);
+    let stalled = last_collection(&exporter.scrape());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let reason = loop {
+        let (status, body) = get_status(&exporter.addr, "/-/ready");
+        if status == 503 {
+            break body;
+        }
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            Instant::now() < deadline,
+            "/-/ready still answers 200 with the sampler stopped"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(reason.contains("last collection"), "{reason}");
+    // /metrics still answers, with the frozen timestamp that shows the stall.
+    assert_eq!(last_collection(&exporter.scrape()), stalled);
+
+    thaw_thread(tid);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while get_status(&exporter.addr, "/-/ready").0 != 200 {
+        assert!(Instant::now() < deadline, "not ready again after the stall");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(last_collection(&exporter.scrape()) > stalled);
+
+    // Stuck again, then SIGTERM: cgperf gives up on the sampler and exits.
+    freeze_thread(tid);
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGTERM) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut status = 0;
+        // SAFETY: reaping the traced thread once it is killed with the process.
+        let w = unsafe { libc::waitpid(tid, &mut status, libc::__WALL | libc::WNOHANG) };
+        if w == tid && (libc::WIFEXITED(status) || libc::WIFSIGNALED(status)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "cgperf did not exit within 20 s of SIGTERM with its sampler stuck"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut exporter = exporter;
+    assert!(
+        !exporter.terminate(),
+        "giving up on the sampler is a failure"
+    );
+}
