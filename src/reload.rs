@@ -320,16 +320,11 @@ pub fn watch(path: &Path, reloader: Sender<Trigger>) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
 
     #[test]
     fn work_that_blocks_is_given_up_on_and_counted_until_it_returns() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let fifo = dir.path().join("fifo");
-        let c = CString::new(fifo.as_os_str().as_bytes()).expect("no NUL");
-        // SAFETY: a valid C string.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let fifo = crate::userfile::test_fifo(dir.path());
         let before = abandoned();
         // A blocking open of a FIFO waits for a writer: a real hang.
         let reader = fifo.clone();

@@ -117,19 +117,25 @@ fn too_large(cap: u64) -> io::Error {
     )
 }
 
+/// Makes a FIFO named `fifo` in `dir` for tests, and returns its path.
+#[cfg(test)]
+pub(crate) fn test_fifo(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    let fifo = dir.join("fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).expect("no NUL");
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    fifo
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
 
     #[test]
     fn refuses_what_is_not_a_regular_file_without_blocking() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let fifo = dir.path().join("fifo");
-        let c = CString::new(fifo.as_os_str().as_bytes()).expect("no NUL");
-        // SAFETY: a valid C string.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let fifo = test_fifo(dir.path());
         let e = read(&fifo, MAX_TEXT_BYTES).expect_err("a FIFO is refused");
         assert_eq!(
             e.to_string(),

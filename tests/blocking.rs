@@ -65,14 +65,6 @@ fn run_promptly(args: &[&str]) -> (i32, String, String) {
     finish(child, PROMPT, &format!("cgperf {}", args.join(" ")))
 }
 
-fn getppid_of(body: &str, cgroup: &str) -> Option<f64> {
-    value(
-        body,
-        "cgperf_events_total",
-        &[("cgroup", cgroup), ("event", "syscalls:sys_enter_getppid")],
-    )
-}
-
 fn last_collection(body: &str) -> f64 {
     value(body, "cgperf_last_collection_timestamp_seconds", &[])
         .unwrap_or_else(|| panic!("no cgperf_last_collection_timestamp_seconds in\n{body}"))
@@ -82,6 +74,15 @@ fn getppid_config(cgroup: &str) -> String {
     format!(
         "interval: 200ms\ntracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - path: {cgroup}\n"
     )
+}
+
+/// Asserts that `said` names `path` and says it is `what`.
+fn names(said: &str, path: &Path, what: &str) {
+    assert!(
+        said.contains(&path.display().to_string()) && said.contains(what),
+        "the message names {} and says it is {what}: {said}",
+        path.display()
+    );
 }
 
 /// Status line and body of `GET path`.
@@ -123,6 +124,17 @@ impl ConfigDir {
     }
 }
 
+/// cgperf counting getppid in a new cgroup `name`, from a config in a
+/// directory of its own, with the cgroup's series present.
+fn start_counting(name: &str) -> (TestCgroup, ConfigDir, Exporter) {
+    require_root("count a workload in a cgroup");
+    let cg = TestCgroup::create(name);
+    let config = ConfigDir::new(&getppid_config(&cg.rel));
+    let exporter = config.exporter();
+    exporter.wait_for("the cgroup", |b| getppid_of(b, &cg.rel).is_some());
+    (cg, config, exporter)
+}
+
 fn sighup(exporter: &Exporter) {
     // SAFETY: signalling our own child.
     assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
@@ -136,18 +148,12 @@ fn check_refuses_a_fifo_or_a_directory_as_config_promptly() {
     let arg = format!("--config.file={}", fifo.display());
     let (code, _, err) = run_promptly(&["check", &arg]);
     assert_eq!(code, 1, "{err}");
-    assert!(
-        err.contains(&fifo.display().to_string()) && err.contains("FIFO"),
-        "the error names the path and what it is: {err}"
-    );
+    names(&err, &fifo, "FIFO");
 
     let arg = format!("--config.file={}", dir.path().display());
     let (code, _, err) = run_promptly(&["check", &arg]);
     assert_eq!(code, 1, "{err}");
-    assert!(
-        err.contains(&dir.path().display().to_string()) && err.contains("directory"),
-        "{err}"
-    );
+    names(&err, dir.path(), "directory");
 }
 
 #[test]
@@ -158,27 +164,17 @@ fn the_exporter_refuses_a_fifo_config_and_web_config_promptly() {
     let arg = format!("--config.file={}", fifo.display());
     let (code, _, err) = run_promptly(&[&arg, "--web.listen-address=127.0.0.1:0"]);
     assert_eq!(code, 1, "{err}");
-    assert!(
-        err.contains(&fifo.display().to_string()) && err.contains("FIFO"),
-        "{err}"
-    );
+    names(&err, &fifo, "FIFO");
 
     let web = format!("--web.config.file={}", fifo.display());
     let (code, _, err) = run_promptly(&[&web, "--web.listen-address=127.0.0.1:0"]);
     assert_eq!(code, 1, "{err}");
-    assert!(
-        err.contains(&fifo.display().to_string()) && err.contains("FIFO"),
-        "{err}"
-    );
+    names(&err, &fifo, "FIFO");
 }
 
 #[test]
 fn a_config_replaced_by_a_fifo_keeps_collecting_and_stops_on_sigterm() {
-    require_root("count a workload in a cgroup");
-    let cg = TestCgroup::create("cgperf-block-fifo-config");
-    let config = ConfigDir::new(&getppid_config(&cg.rel));
-    let mut exporter = config.exporter();
-    exporter.wait_for("the cgroup", |b| getppid_of(b, &cg.rel).is_some());
+    let (cg, config, mut exporter) = start_counting("cgperf-block-fifo-config");
     getppid_workload(Some(&cg.dir), 1000);
     assert_eq!(
         getppid_of(&exporter.wait_collections(2), &cg.rel),
@@ -202,13 +198,9 @@ fn a_config_replaced_by_a_fifo_keeps_collecting_and_stops_on_sigterm() {
 
 #[test]
 fn a_reload_naming_a_uprobe_on_a_fifo_keeps_collecting() {
-    require_root("count a workload in a cgroup and open uprobes");
-    let cg = TestCgroup::create("cgperf-block-fifo-uprobe");
-    let config = ConfigDir::new(&getppid_config(&cg.rel));
+    let (cg, config, exporter) = start_counting("cgperf-block-fifo-uprobe");
     let fifo = config.path.with_file_name("binary");
     mkfifo(&fifo);
-    let exporter = config.exporter();
-    exporter.wait_for("the cgroup", |b| getppid_of(b, &cg.rel).is_some());
     getppid_workload(Some(&cg.dir), 1000);
     exporter.wait_collections(2);
 
@@ -234,19 +226,12 @@ fn a_reload_naming_a_uprobe_on_a_fifo_keeps_collecting() {
     let arg = format!("--config.file={}", config.path.display());
     let (code, out, err) = run_promptly(&["check", &arg]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(
-        out.contains(&fifo.display().to_string()) && out.contains("FIFO"),
-        "{out}"
-    );
+    names(&out, &fifo, "FIFO");
 }
 
 #[test]
 fn an_oversized_config_via_the_watcher_is_refused() {
-    require_root("count a workload in a cgroup");
-    let cg = TestCgroup::create("cgperf-block-oversized");
-    let config = ConfigDir::new(&getppid_config(&cg.rel));
-    let exporter = config.exporter();
-    exporter.wait_for("the cgroup", |b| getppid_of(b, &cg.rel).is_some());
+    let (cg, config, exporter) = start_counting("cgperf-block-oversized");
     exporter.wait_collections(1);
 
     // A sparse terabyte: reading it whole would exhaust memory.

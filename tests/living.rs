@@ -8,14 +8,6 @@ use common::*;
 use std::path::Path;
 use std::process::Command;
 
-fn getppid_of(body: &str, cgroup: &str) -> Option<f64> {
-    value(
-        body,
-        "cgperf_events_total",
-        &[("cgroup", cgroup), ("event", "syscalls:sys_enter_getppid")],
-    )
-}
-
 /// Replaces `path` by rename, as editors and ConfigMap updates do.
 fn replace_file(path: &Path, text: &str) {
     let tmp = path.with_extension("tmp");

@@ -452,6 +452,15 @@ pub fn total(body: &str, name: &str) -> f64 {
         .sum()
 }
 
+/// The `syscalls:sys_enter_getppid` count of `cgroup` in a scrape.
+pub fn getppid_of(body: &str, cgroup: &str) -> Option<f64> {
+    value(
+        body,
+        "cgperf_events_total",
+        &[("cgroup", cgroup), ("event", "syscalls:sys_enter_getppid")],
+    )
+}
+
 /// Runs the cgperf binary with `args`; returns (exit code, stdout, stderr).
 pub fn run_cgperf(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_cgperf"))
