@@ -229,6 +229,94 @@ fn a_reload_naming_a_uprobe_on_a_fifo_keeps_collecting() {
     names(&out, &fifo, "FIFO");
 }
 
+/// A FUSE mount whose server never answers: every lookup under it blocks
+/// (killably) in the kernel, as on a hung network file system. Unmounted,
+/// and the blocked callers released, when dropped.
+struct HungFuse {
+    _dir: tempfile::TempDir,
+    mnt: PathBuf,
+    fd: std::os::fd::OwnedFd,
+}
+
+impl HungFuse {
+    fn mount() -> Self {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let dir = tempfile::tempdir().expect("temp dir");
+        // Inside a directory of its own, so that listing /tmp stays harmless.
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).expect("mount point");
+        // SAFETY: opening a device with a valid C string.
+        let raw = unsafe { libc::open(c"/dev/fuse".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        assert!(raw >= 0, "/dev/fuse: {}", std::io::Error::last_os_error());
+        // SAFETY: a descriptor we just opened and own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let target = CString::new(mnt.as_os_str().as_bytes()).expect("no NUL");
+        let options = CString::new(format!(
+            "fd={},rootmode=40000,user_id=0,group_id=0",
+            fd.as_raw_fd()
+        ))
+        .expect("no NUL");
+        // SAFETY: valid C strings; the server side is `fd`, never read.
+        let r = unsafe {
+            libc::mount(
+                c"cgperf-hung".as_ptr(),
+                target.as_ptr(),
+                c"fuse".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                options.as_ptr().cast(),
+            )
+        };
+        assert_eq!(r, 0, "mount fuse: {}", std::io::Error::last_os_error());
+        Self { _dir: dir, mnt, fd }
+    }
+}
+
+impl Drop for HungFuse {
+    fn drop(&mut self) {
+        let target = CString::new(self.mnt.as_os_str().as_bytes()).expect("no NUL");
+        // SAFETY: a valid C string; detaching needs no answer from the server.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+        // Closing the server's descriptor (when `fd` drops) aborts the
+        // connection: whatever still waits on it gets an error.
+        let _ = &self.fd;
+    }
+}
+
+#[test]
+fn a_reload_blocked_on_a_hung_file_system_keeps_collecting_and_sigterm_ends_it() {
+    let (cg, config, mut exporter) = start_counting("cgperf-block-hung-fuse");
+    let fuse = HungFuse::mount();
+    getppid_workload(Some(&cg.dir), 1000);
+    exporter.wait_collections(2);
+
+    let binary = fuse.mnt.join("binary");
+    config.replace(&format!(
+        "{}probes:\n  - uprobe: {}:main\n    as: hung_main\n",
+        getppid_config(&cg.rel),
+        binary.display()
+    ));
+    let loaded = reload_time(&exporter.scrape());
+    sighup(&exporter);
+    let before = last_collection(&exporter.wait_collections(1));
+    getppid_workload(Some(&cg.dir), 500);
+    let body = exporter.wait_collections(3);
+    assert_eq!(getppid_of(&body, &cg.rel), Some(1500.0));
+    assert!(last_collection(&body) > before);
+    assert_eq!(get_status(&exporter.addr, "/-/ready").0, 200);
+    // The reload is still waiting: neither applied nor failed.
+    assert_eq!(reload_time(&body), loaded);
+    assert_eq!(
+        value(&body, "cgperf_config_last_reload_successful", &[]),
+        Some(1.0)
+    );
+    let probe = [("group", "probes"), ("event", "hung_main")];
+    assert_eq!(value(&body, "cgperf_event_supported", &probe), None);
+    // The reload is still blocked (its deadline is 30 s): SIGTERM ends
+    // cgperf anyway, cleanly.
+    assert!(exporter.terminate(), "cgperf exits cleanly on SIGTERM");
+    drop(fuse);
+}
+
 #[test]
 fn an_oversized_config_via_the_watcher_is_refused() {
     let (cg, config, exporter) = start_counting("cgperf-block-oversized");
