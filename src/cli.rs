@@ -380,7 +380,8 @@ fn serve(
         .await;
         Ok(())
     });
-    // Requests still being encoded are not waited for long.
+    // The server gave requests their grace; encodings still running on
+    // blocking threads are not waited for long.
     runtime.shutdown_timeout(Duration::from_secs(1));
     if let Some(pusher) = pusher {
         pusher.stop();
