@@ -247,7 +247,11 @@ impl HungFuse {
         std::fs::create_dir(&mnt).expect("mount point");
         // SAFETY: opening a device with a valid C string.
         let raw = unsafe { libc::open(c"/dev/fuse".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-        assert!(raw >= 0, "/dev/fuse: {}", std::io::Error::last_os_error());
+        assert!(
+            raw >= 0,
+            "/dev/fuse: {}; this test needs FUSE (modprobe fuse)",
+            std::io::Error::last_os_error()
+        );
         // SAFETY: a descriptor we just opened and own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let target = CString::new(mnt.as_os_str().as_bytes()).expect("no NUL");
