@@ -7,8 +7,8 @@ mod common;
 
 use cgperf::events::{EventAttr, PERF_TYPE_TRACEPOINT, parse_tracepoint};
 use cgperf::perf::{
-    CounterGroup, DrainStats, Errno, OpenError, Record, RingOwner, SAMPLE_TYPE, SampledEvent,
-    Target, parse_record,
+    CounterGroup, DrainStats, Errno, OpenError, Readiness, Record, RingOwner, SAMPLE_TYPE,
+    SampledEvent, Target, parse_record, wait_readable,
 };
 use cgperf::tracefs::Tracefs;
 use common::{TestCgroup, in_child};
@@ -100,7 +100,7 @@ impl Sampler {
         let rings = cpus()
             .into_iter()
             .map(|cpu| {
-                let owner = RingOwner::open(cpu, data_pages).unwrap_or_else(|e| {
+                let owner = RingOwner::open(cpu, data_pages, 0).unwrap_or_else(|e| {
                     panic!("a system-wide dummy opens on cpu {cpu} (needs root): {e}")
                 });
                 let event =
@@ -173,7 +173,7 @@ fn a_filter_keeps_only_matching_samples() {
 fn a_bad_filter_fails_the_open_with_einval() {
     let cg = TestCgroup::create("cgperf-sampling-badfilter");
     let dir = open_dir(&cg.dir);
-    let owner = RingOwner::open(0, 1).unwrap();
+    let owner = RingOwner::open(0, 1, 0).unwrap();
     for filter in [c"which === 1", c"nosuchfield == 3"] {
         let got = SampledEvent::open(
             &getpriority_attr(),
@@ -315,7 +315,7 @@ fn a_small_ring_wraps_and_accounts_for_every_call() {
     let cg = TestCgroup::create("cgperf-sampling-ring");
     let dir = open_dir(&cg.dir);
     let cpu = cpus()[0];
-    let mut owner = RingOwner::open(cpu, 1).unwrap();
+    let mut owner = RingOwner::open(cpu, 1, 0).unwrap();
     let ring_size = owner.ring_mut().data_size() as u64;
     let event = SampledEvent::open(
         &getpriority_attr(),
@@ -351,6 +351,57 @@ fn a_small_ring_wraps_and_accounts_for_every_call() {
     let calls: u64 = rounds.iter().map(|&n| u64::from(n)).sum();
     assert_eq!(samples + lost, calls);
     assert!(lost > 0, "the 400-call round overflowed the ring");
+    // The event counts every call, the dropped samples' included.
+    assert_eq!(event.read_count(), Ok(calls));
+    event.disable().unwrap();
+    rounds_in_child(&cg.dir, cpu, &[10], || {});
+    assert_eq!(
+        event.read_count(),
+        Ok(calls),
+        "a disabled event counts nothing"
+    );
     assert!(position > 3 * ring_size, "the ring wrapped several times");
     assert!(split > 0, "some records were split by the end of the ring");
+}
+
+/// The ring owner's descriptor becomes readable once the samples written
+/// cross its wakeup watermark, and only then; the kernel reports each
+/// crossing once.
+#[test]
+fn a_ring_wakes_its_poller_at_the_watermark() {
+    let cg = TestCgroup::create("cgperf-sampling-wakeup");
+    let dir = open_dir(&cg.dir);
+    let cpu = cpus()[0];
+    let mut owner = RingOwner::open(cpu, 1, 1024).unwrap();
+    let _event = SampledEvent::open(
+        &getpriority_attr(),
+        None,
+        Target::Cgroup(dir.as_fd()),
+        cpu,
+        &owner,
+    )
+    .unwrap();
+    let mut ready = Vec::new();
+    let now = std::time::Duration::ZERO;
+    // A sample is some 50 bytes: 3 stay under 1 KiB, 40 more cross it
+    // and still fit the 4 KiB ring.
+    let mut seen = Vec::new();
+    rounds_in_child(&cg.dir, cpu, &[3, 40], || {
+        wait_readable(&[&owner], now, &mut ready).unwrap();
+        seen.push(ready[0]);
+        wait_readable(&[&owner], now, &mut ready).unwrap();
+        seen.push(ready[0]);
+    });
+    assert_eq!(
+        seen,
+        [
+            Readiness::Idle,
+            Readiness::Idle,
+            Readiness::Data,
+            Readiness::Idle
+        ]
+    );
+    let mut samples = 0;
+    owner.ring_mut().drain(|_| samples += 1);
+    assert_eq!(samples, 43);
 }

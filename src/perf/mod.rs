@@ -20,5 +20,7 @@ pub use group_read::{GroupRead, GroupReadError, read_buffer_words};
 pub use record::{
     PERF_RECORD_LOST, PERF_RECORD_SAMPLE, Record, RecordError, Sample, parse_record, record_len,
 };
-pub use ring::{DrainStats, Ring, walk_records};
-pub use sampling::{RingOwner, SAMPLE_TYPE, SampledEvent};
+pub use ring::{DrainStats, Ring, page_size, walk_records};
+pub use sampling::{
+    Readiness, RingOwner, SAMPLE_TYPE, SampledEvent, wait_for_samples_in_flight, wait_readable,
+};

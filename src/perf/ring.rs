@@ -197,7 +197,7 @@ fn data_area(map: &MmapRaw, page: usize) -> Result<(usize, usize), Errno> {
 }
 
 /// The system page size.
-fn page_size() -> Result<usize, Errno> {
+pub fn page_size() -> Result<usize, Errno> {
     // SAFETY: sysconf only reads a system constant.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     usize::try_from(page).map_err(|_| Errno::last())

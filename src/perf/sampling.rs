@@ -18,6 +18,7 @@ use perf_event_open_sys::bindings::{PERF_COUNT_SW_DUMMY, PERF_SAMPLE_IDENTIFIER,
 use perf_event_open_sys::ioctls;
 use std::ffi::CStr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::time::Duration;
 
 /// The `sample_type` of every sampled event and of the ring owner: the
 /// event's kernel id, then the raw tracepoint entry. Decode the ring's
@@ -39,10 +40,13 @@ pub struct RingOwner {
 impl RingOwner {
     /// Opens the dummy event system-wide on `cpu` (needs CAP_PERFMON or
     /// root) and maps its ring of `data_pages` pages (a power of two).
+    /// The kernel wakes whoever polls it (see [`wait_readable`]) each time
+    /// another `wakeup_bytes` of records were written (at most the ring's
+    /// size; 0 leaves the kernel's default, half the ring).
     ///
     /// The dummy stays disabled: it exists only to own the ring, and a
     /// disabled owner still receives what other events redirect to it.
-    pub fn open(cpu: u32, data_pages: usize) -> Result<Self, Errno> {
+    pub fn open(cpu: u32, data_pages: usize, wakeup_bytes: u32) -> Result<Self, Errno> {
         let dummy = EventAttr {
             type_: PERF_TYPE_SOFTWARE,
             config: u64::from(PERF_COUNT_SW_DUMMY),
@@ -52,12 +56,12 @@ impl RingOwner {
             exclude_kernel: false,
             exclude_hv: false,
         };
-        let fd = open_event(
-            &mut sampling_attr(&dummy, SAMPLE_TYPE),
-            Target::AllTasks,
-            cpu,
-            None,
-        )?;
+        let mut attr = sampling_attr(&dummy, SAMPLE_TYPE);
+        // The watermark is the ring's: the kernel takes it from the event
+        // that maps the ring, whoever writes into it.
+        attr.set_watermark(1);
+        attr.__bindgen_anon_2.wakeup_watermark = wakeup_bytes;
+        let fd = open_event(&mut attr, Target::AllTasks, cpu, None)?;
         let ring = Ring::map(fd.as_fd(), data_pages)?;
         Ok(Self { fd, ring, cpu })
     }
@@ -73,12 +77,90 @@ impl RingOwner {
     }
 }
 
+/// What [`wait_readable`] found for one ring owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    /// Nothing since the last wait.
+    Idle,
+    /// The kernel crossed the ring's wakeup watermark since the last wait.
+    Data,
+    /// The event reports hang-up or error: waiting on it would return at
+    /// once, forever.
+    Broken,
+}
+
+/// Waits until the kernel wakes one of `owners` (its ring crossed its
+/// wakeup watermark) or `timeout` passes; fills `ready` with what each
+/// reported, in the order of `owners`. `EINTR` is a wake-up like a timeout.
+///
+/// The kernel reports a crossing once: the next wait blocks until the next
+/// one, however much is still unread.
+pub fn wait_readable(
+    owners: &[&RingOwner],
+    timeout: Duration,
+    ready: &mut Vec<Readiness>,
+) -> Result<(), Errno> {
+    let mut fds: Vec<libc::pollfd> = owners
+        .iter()
+        .map(|o| libc::pollfd {
+            fd: o.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let millis = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    let nfds = libc::nfds_t::try_from(fds.len()).map_err(|_| Errno(libc::EINVAL))?;
+    // SAFETY: `fds` is a valid array of `nfds` pollfd structs that outlives
+    // the call; the kernel writes only their `revents`.
+    if unsafe { libc::poll(fds.as_mut_ptr(), nfds, millis) } < 0 {
+        let errno = Errno::last();
+        if errno != Errno(libc::EINTR) {
+            return Err(errno);
+        }
+    }
+    ready.clear();
+    ready.extend(fds.iter().map(|fd| {
+        if fd.revents & libc::POLLIN != 0 {
+            Readiness::Data
+        } else if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            Readiness::Broken
+        } else {
+            Readiness::Idle
+        }
+    }));
+    Ok(())
+}
+
+/// `membarrier(MEMBARRIER_CMD_GLOBAL)` (linux/membarrier.h).
+const MEMBARRIER_CMD_GLOBAL: libc::c_long = 1;
+
+/// Returns once every sample the kernel had begun to write on any CPU when
+/// called is written (published in its ring's `data_head`) or dropped.
+///
+/// A hit is counted (the event's count, [`SampledEvent::read_count`]) an
+/// instant before its sample is written; both happen in one section with
+/// preemption disabled (tracepoint, uprobe and syscall probes all disable
+/// it around the perf output), which is a read-side critical section of
+/// RCU. `MEMBARRIER_CMD_GLOBAL` waits for an RCU grace period, hence for
+/// every such section that was running. It blocks for that grace period
+/// (milliseconds); the kernel refuses it with `EINVAL` under `nohz_full`.
+pub fn wait_for_samples_in_flight() -> Result<(), Errno> {
+    // SAFETY: a raw syscall with integer arguments (cmd, flags, cpu_id).
+    if unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) } < 0 {
+        return Err(Errno::last());
+    }
+    Ok(())
+}
+
 /// An event sampled on every occurrence into the ring of a [`RingOwner`] of
 /// the same CPU. Dropping it closes the event.
+///
+/// It is a counter too: its count is every occurrence it saw, whether the
+/// sample was written or dropped because the ring was full.
 #[derive(Debug)]
 pub struct SampledEvent {
-    /// Held only to keep the event open: closing it stops the sampling.
-    _event: OwnedFd,
+    /// Closing it stops the sampling.
+    fd: OwnedFd,
     id: u64,
 }
 
@@ -112,13 +194,42 @@ impl SampledEvent {
         if unsafe { ioctls::ENABLE(fd.as_raw_fd(), 0) } < 0 {
             return Err(Errno::last());
         }
-        Ok(Self { _event: fd, id })
+        Ok(Self { fd, id })
     }
 
     /// The kernel id of the event: the `identifier` of its samples and the
     /// `id` of its lost records.
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// The event's count: occurrences since it was opened, one `read()`
+    /// (the event has no read format flags, so the kernel answers one u64).
+    pub fn read_count(&self) -> Result<u64, Errno> {
+        let mut count = 0u64;
+        // SAFETY: `fd` is a perf event fd owned by us; the buffer is a
+        // valid, writable u64.
+        let n = unsafe {
+            libc::read(
+                self.fd.as_raw_fd(),
+                (&raw mut count).cast(),
+                std::mem::size_of::<u64>(),
+            )
+        };
+        match usize::try_from(n) {
+            Ok(8) => Ok(count),
+            Ok(_) => Err(Errno(libc::EIO)),
+            Err(_) => Err(Errno::last()),
+        }
+    }
+
+    /// Stops the event: it counts and samples nothing more.
+    pub fn disable(&self) -> Result<(), Errno> {
+        // SAFETY: `fd` is a perf event fd owned by us; 0 means this event only.
+        if unsafe { ioctls::DISABLE(self.fd.as_raw_fd(), 0) } < 0 {
+            return Err(Errno::last());
+        }
+        Ok(())
     }
 }
 
@@ -133,7 +244,7 @@ mod tests {
 
     #[test]
     fn a_ring_owner_maps_an_empty_ring() {
-        let mut owner = RingOwner::open(0, 2)
+        let mut owner = RingOwner::open(0, 2, 0)
             .expect("a system-wide dummy event opens (needs root or CAP_PERFMON)");
         assert_eq!(owner.cpu(), 0);
         assert_eq!(owner.ring_mut().data_size(), 2 * page_size());
@@ -147,7 +258,7 @@ mod tests {
     fn ring_pages_must_be_a_power_of_two() {
         for pages in [0, 3, 6] {
             assert_eq!(
-                RingOwner::open(0, pages).map(drop),
+                RingOwner::open(0, pages, 0).map(drop),
                 Err(Errno(libc::EINVAL)),
                 "{pages} pages"
             );

@@ -99,7 +99,7 @@ impl Rings {
         let ring = match self.rings.entry(cpu) {
             std::collections::btree_map::Entry::Occupied(ring) => ring.into_mut(),
             std::collections::btree_map::Entry::Vacant(slot) => slot.insert(CpuRing {
-                owner: RingOwner::open(cpu, pages)?,
+                owner: RingOwner::open(cpu, pages, 0)?,
                 _fd: Tally::new(tally, 1),
             }),
         };
