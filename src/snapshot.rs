@@ -86,6 +86,10 @@ pub struct Snapshot {
     pub counters: Vec<CounterSample>,
     /// Group times.
     pub group_times: Vec<GroupTimeSample>,
+    /// Per cgroup and `by:` tracepoint, hits not counted under any value
+    /// (their samples were dropped by a full ring): the labels of the
+    /// entry's counters without the field labels.
+    pub events_lost: Vec<CounterSample>,
     /// Support of every configured group.
     pub support: Vec<Support>,
     /// Read and open errors so far, by reason label.
@@ -120,6 +124,7 @@ impl Snapshot {
             interval: crate::config::DEFAULT_INTERVAL,
             counters: Vec::new(),
             group_times: Vec::new(),
+            events_lost: Vec::new(),
             support: Vec::new(),
             errors: BTreeMap::new(),
             skipped: BTreeMap::new(),

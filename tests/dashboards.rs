@@ -314,7 +314,7 @@ fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts()
     require_root("count cgroups' events for Prometheus to scrape");
     let cg = TestCgroup::create("cgperf-dash");
     let config = format!(
-        "interval: 500ms\ngroups:\n  sched: [task-clock, cs, cpu-migrations, faults]\n  ipc: [cpu-cycles, instructions]\n  cache: [cache-references, cache-misses]\n  branch: [branch-instructions, branch-misses]\ntracepoints: [sched:sched_switch, syscalls:sys_enter_getppid]\ncgroups:\n  - path: /\n  - path: {}\n",
+        "interval: 500ms\ngroups:\n  sched: [task-clock, cs, cpu-migrations, faults]\n  ipc: [cpu-cycles, instructions]\n  cache: [cache-references, cache-misses]\n  branch: [branch-instructions, branch-misses]\ntracepoints: [sched:sched_switch, syscalls:sys_enter_getppid, {{name: syscalls:sys_enter_getppid, by: [__syscall_nr], as: getppid_by_nr}}]\ncgroups:\n  - path: /\n  - path: {}\n",
         cg.rel
     );
     // Two hosts of a fleet: the same cgroup path on each. The config

@@ -407,6 +407,148 @@ fn a_reload_that_changes_a_by_filter_keeps_the_counts() {
     );
 }
 
+/// The `cgperf_events_lost_total` of `event` in `cgroup` (0 when absent, as
+/// before the metric existed, so that a test fails on its sum, not on a
+/// missing line).
+fn events_lost(body: &str, cgroup: &str, event: &str) -> f64 {
+    value(
+        body,
+        "cgperf_events_lost_total",
+        &[
+            ("cgroup", cgroup),
+            ("group", "tracepoints"),
+            ("event", event),
+        ],
+    )
+    .unwrap_or(0.0)
+}
+
+/// The sum of every `cgperf_events_total` series of a `by:` entry (its
+/// values and `other`) plus its `cgperf_events_lost_total`.
+fn accounted(body: &str, cgroup: &str, event: &str) -> f64 {
+    let counted: f64 = series(body, cgroup, event).iter().map(|(_, v)| v).sum();
+    counted + events_lost(body, cgroup, event)
+}
+
+#[test]
+fn a_burst_into_the_default_ring_is_accounted_for_without_another_hit() {
+    const N: u64 = 4_000;
+    const M: u64 = 1_234;
+    let cg = TestCgroup::create("cgperf-tracing-burst");
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms
+tracepoints:
+  - {TP}
+  - name: {TP}
+    by: [which]
+    as: by_which
+cgroups:
+  - path: {}
+",
+        cg.rel
+    )));
+    let plain = [("cgroup", cg.rel.as_str()), ("event", TP)];
+    exporter.wait_for("the test cgroup's series", |b| {
+        value(b, "cgperf_events_total", &plain).is_some()
+    });
+    // One CPU, one ring: the burst is more than the default ring holds.
+    getpriority_on_cpu0(&cg.dir, N, M);
+    // No hit after the burst: what is owed must show without one.
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        value(&body, "cgperf_events_total", &plain),
+        Some((N + M) as f64),
+        "{body}"
+    );
+    let which = |v: &str| {
+        value(
+            &body,
+            "cgperf_events_total",
+            &[
+                ("cgroup", cg.rel.as_str()),
+                ("event", "by_which"),
+                ("which", v),
+            ],
+        )
+        .unwrap_or(0.0)
+    };
+    eprintln!(
+        "which=0 {} which=1 {} lost {} samples_lost {:?}",
+        which("0"),
+        which("1"),
+        events_lost(&body, &cg.rel, "by_which"),
+        value(&body, "cgperf_samples_lost_total", &[])
+    );
+    assert!(which("0") <= N as f64 && which("1") <= M as f64, "{body}");
+    assert_eq!(
+        accounted(&body, &cg.rel, "by_which"),
+        (N + M) as f64,
+        "values + other + lost:\n{body}"
+    );
+    // And it stays so.
+    let later = exporter.wait_collections(2);
+    assert_eq!(accounted(&later, &cg.rel, "by_which"), (N + M) as f64);
+}
+
+#[test]
+fn a_burst_into_a_one_page_ring_is_accounted_for_exactly() {
+    const HALF: u64 = 25_000;
+    let cg = TestCgroup::create("cgperf-tracing-one-page");
+    let exporter = Exporter::start(Some(&by_which_config(&cg.rel, "ring_pages: 1\n")));
+    exporter.wait_collections(1);
+    getpriority_on_cpu0(&cg.dir, HALF, HALF);
+    let body = exporter.wait_collections(2);
+    let lost = events_lost(&body, &cg.rel, "by_which");
+    eprintln!("lost {lost} of {}", 2 * HALF);
+    assert_eq!(
+        accounted(&body, &cg.rel, "by_which"),
+        (2 * HALF) as f64,
+        "values + other + lost:\n{body}"
+    );
+    for (labels, v) in series(&body, &cg.rel, "by_which") {
+        assert!(v <= HALF as f64, "never more than the truth: {labels} {v}");
+    }
+    let later = exporter.wait_collections(2);
+    assert_eq!(events_lost(&later, &cg.rel, "by_which"), lost, "{later}");
+}
+
+#[test]
+fn a_ring_big_enough_for_the_burst_counts_every_value_exactly() {
+    const HALF: u64 = 25_000;
+    let cg = TestCgroup::create("cgperf-tracing-big-ring");
+    // 4 MiB per CPU: room for the whole burst even if no drain ran during it.
+    let exporter = Exporter::start(Some(&by_which_config(&cg.rel, "ring_pages: 1024\n")));
+    exporter.wait_collections(1);
+    getpriority_on_cpu0(&cg.dir, HALF, HALF);
+    let body = exporter.wait_collections(2);
+    let which = |v: &str| {
+        value(
+            &body,
+            "cgperf_events_total",
+            &[
+                ("cgroup", cg.rel.as_str()),
+                ("event", "by_which"),
+                ("which", v),
+            ],
+        )
+    };
+    assert_eq!(
+        (which("0"), which("1")),
+        (Some(HALF as f64), Some(HALF as f64)),
+        "{body}"
+    );
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_events_lost_total",
+            &[("cgroup", cg.rel.as_str()), ("event", "by_which")]
+        ),
+        Some(0.0),
+        "{body}"
+    );
+    assert_eq!(value(&body, "cgperf_samples_lost_total", &[]), Some(0.0));
+}
+
 #[test]
 fn a_misspelt_tracepoint_is_located_with_the_closest_name_in_check_and_the_log() {
     require_root("read tracefs and count tracepoints");

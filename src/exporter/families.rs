@@ -174,6 +174,12 @@ const CLOCK: Family = Family {
     seconds: true,
     kind: Kind::Counter,
 };
+const EVENTS_LOST: Family = Family {
+    name: "cgperf_events_lost",
+    help: "Hits of a tracepoint counted by field value that are in no value series of cgperf_events_total (nor `other`): the ring buffer was full when they happened. Values + other + lost = every hit.",
+    seconds: false,
+    kind: Kind::Counter,
+};
 const GROUP_ENABLED: Family = Family {
     name: "cgperf_group_enabled",
     help: "Time the group was enabled (its cgroup was scheduled), summed over CPUs.",
@@ -266,7 +272,7 @@ const MONITORED: Family = Family {
 };
 const SAMPLES_LOST: Family = Family {
     name: "cgperf_samples_lost",
-    help: "Samples of tracepoints counted by field value that the kernel dropped because a CPU's ring buffer was full; those hits are missing from cgperf_events_total.",
+    help: "Samples of tracepoints counted by field value that the kernel dropped because a CPU's ring buffer was full, as its lost records report them (late: with the next sample that fits), over all cgroups; cgperf_events_lost_total says which entries they were missing from.",
     seconds: false,
     kind: Kind::Counter,
 };
@@ -411,6 +417,7 @@ pub fn visit<V: Visitor>(
     let times = || snap.group_times.iter();
     v.family(&EVENTS, counters().filter(|c| !c.clock).map(counter_point))?;
     v.family(&CLOCK, counters().filter(|c| c.clock).map(counter_point))?;
+    v.family(&EVENTS_LOST, snap.events_lost.iter().map(counter_point))?;
     v.family(
         &GROUP_ENABLED,
         times().map(|t| time_point(t, t.enabled_seconds)),
@@ -521,6 +528,7 @@ mod tests {
     fn sample_names_are_what_prometheus_shows() {
         assert_eq!(EVENTS.sample_name(), "cgperf_events_total");
         assert_eq!(CLOCK.sample_name(), "cgperf_clock_seconds_total");
+        assert_eq!(EVENTS_LOST.sample_name(), "cgperf_events_lost_total");
         assert_eq!(
             COLLECTION_DURATION.sample_name(),
             "cgperf_collection_duration_seconds"

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Messages to a running sampler.
@@ -53,9 +53,10 @@ pub struct NewConfig {
 }
 
 /// How often the rings of `by:` tracepoints are drained between
-/// collections. A sample takes about 40 bytes, so a default ring (256 KiB)
-/// holds about 6,500 between two drains: some 650,000 hits a second per CPU.
-/// A drain of an empty ring is one atomic load per CPU.
+/// collections, besides whenever a ring is half full. A sample takes about
+/// 40 bytes, so a default ring (256 KiB) holds about 6,500 between two
+/// drains: some 650,000 hits a second per CPU. A drain of an empty ring is
+/// one atomic load per CPU.
 const DRAIN_EVERY: Duration = Duration::from_millis(10);
 
 /// Why a cgroup that a selector chose is not counted.
@@ -275,7 +276,7 @@ impl Sampler {
     /// online, picks up new and removed cgroups, and publishes the snapshot.
     pub fn collect(&mut self) {
         let started = Instant::now();
-        self.drain(None);
+        self.settle_sampled();
         self.read_all();
         self.follow_cpus();
         if let Some(found) = self.discovery.poll(&self.plan.selectors, false) {
@@ -306,7 +307,18 @@ impl Sampler {
                     true => next,
                     false => next.min(Instant::now() + DRAIN_EVERY),
                 };
-                match control.recv_timeout(wake.saturating_duration_since(Instant::now())) {
+                let timeout = wake.saturating_duration_since(Instant::now());
+                let message = if self.opener.rings.is_empty() {
+                    control.recv_timeout(timeout)
+                } else {
+                    // Also woken by a ring half full.
+                    self.opener.rings.wait(timeout);
+                    control.try_recv().map_err(|e| match e {
+                        TryRecvError::Empty => RecvTimeoutError::Timeout,
+                        TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
+                    })
+                };
+                match message {
                     Err(RecvTimeoutError::Timeout) if Instant::now() < next => self.drain(None),
                     Err(RecvTimeoutError::Timeout) => break,
                     Ok(Control::Reload(Ok(new))) => self.reload(&new.config, new.plan),
@@ -342,6 +354,33 @@ impl Sampler {
         self.reload_ok = true;
         self.reload_success_time = SystemTime::now();
         tracing::info!("config reloaded");
+    }
+
+    /// Reads the count of every `by:` tracepoint, then drains the rings,
+    /// and takes what is still owed as lost, having waited for samples in
+    /// flight if that would change anything: the order the argument in
+    /// `sampled`'s module doc rests on.
+    fn settle_sampled(&mut self) {
+        let errors = &mut self.opener.errors;
+        for state in self.cgroups.values_mut() {
+            for sampled in &mut state.sampled {
+                sampled.read_counts(|errno| {
+                    let reason = OpenFailure::from_errno(errno).label();
+                    *errors.entry(("read", reason)).or_default() += 1;
+                });
+            }
+        }
+        self.drain(None);
+        let entries = || self.cgroups.values().flat_map(|c| &c.sampled);
+        if entries().any(|s| s.counts.owes_more()) {
+            sampled::wait_for_writers();
+            self.drain(None);
+        }
+        for state in self.cgroups.values_mut() {
+            for sampled in &mut state.sampled {
+                sampled.counts.settle();
+            }
+        }
     }
 
     /// Counts the pending samples of every ring (or of one CPU's).
@@ -562,6 +601,10 @@ impl Sampler {
                 skipped.entry("fd_budget").or_default().push(f.path);
             }
         }
+        if !self.opener.retired.is_empty() {
+            // Their last samples may still be being written.
+            sampled::wait_for_writers();
+        }
         self.drain(None);
         let retired = std::mem::take(&mut self.opener.retired);
         self.opener.rings.unregister(retired.into_iter());
@@ -588,6 +631,7 @@ impl Sampler {
         let per_cpu = self.plan.per_cpu;
         let mut counters = Vec::new();
         let mut group_times = Vec::new();
+        let mut events_lost = Vec::new();
         for cgroup in self.cgroups.values() {
             let series = Series {
                 cgroup: &cgroup.path,
@@ -615,6 +659,7 @@ impl Sampler {
             }
             for sampled in &cgroup.sampled {
                 series.push_sampled(&mut counters, sampled);
+                events_lost.push(series.sampled_lost(sampled));
             }
         }
         Snapshot {
@@ -623,6 +668,7 @@ impl Sampler {
             interval: self.plan.interval,
             counters,
             group_times,
+            events_lost,
             support: self.plan.support.clone(),
             errors: self.opener.errors.clone(),
             skipped: self.skipped.clone(),
@@ -936,15 +982,17 @@ fn reconcile_sampled(
                     .map(|(name, _)| name)
                     .eq(spec.fields.iter().map(|(name, _)| name))
         };
-        if let Some(i) = old.iter().position(same_series) {
-            let mut previous = old.swap_remove(i);
-            opener.retired.extend(previous.close(None));
-            new.counts = previous.counts;
-        }
         for &cpu in online {
             if let Some((event, fds)) = opener.open_sampled(&spec, &state.path, dir, cpu)? {
                 new.opened(cpu, event, fds);
             }
+        }
+        if let Some(i) = old.iter().position(same_series) {
+            // Closed once the new events count, its last samples still
+            // counted: the series carries on without a gap.
+            let mut previous = old.swap_remove(i);
+            opener.retired.extend(previous.close(None));
+            new.counts = previous.counts;
         }
         state.sampled.push(new);
     }
@@ -1015,6 +1063,21 @@ impl Series<'_> {
             never_ran_intervals: totals.never_ran_intervals,
             start_time: self.created,
         });
+    }
+
+    /// The hits of one `by:` tracepoint known to be lost (see `sampled`).
+    fn sampled_lost(&self, sampled: &SampledState) -> CounterSample {
+        CounterSample {
+            cgroup: self.cgroup.clone(),
+            labels: self.labels.clone(),
+            group: crate::plan::TRACEPOINT_GROUP.into(),
+            event: sampled.spec.label.clone(),
+            fields: Box::new([]),
+            cpu: None,
+            value: sampled.counts.lost() as f64,
+            clock: false,
+            start_time: self.created,
+        }
     }
 
     /// Adds the series of one `by:` tracepoint: one per value combination
