@@ -96,7 +96,7 @@ pub const DEFAULT_MAX_SERIES: usize = 100;
 pub const MAX_SERIES_LIMIT: usize = 10_000;
 
 /// `ring_pages` when the file does not set it: 256 KiB per CPU with 4 KiB
-/// pages, drained every 10 ms.
+/// pages, drained when half full and every 10 ms.
 pub const DEFAULT_RING_PAGES: usize = 64;
 
 /// Largest `ring_pages` (4 MiB per CPU with 4 KiB pages).
