@@ -307,16 +307,10 @@ fn rounds_in_child(cgroup: &Path, cpu: u32, rounds: &[u32], mut between: impl Fn
     );
 }
 
-/// A one-page ring wraps many times; records split by its end come out
-/// whole; a round larger than the ring loses samples, and the kernel's lost
-/// records account for exactly those: samples + lost == calls made.
-#[test]
-fn a_small_ring_wraps_and_accounts_for_every_call() {
-    let cg = TestCgroup::create("cgperf-sampling-ring");
-    let dir = open_dir(&cg.dir);
-    let cpu = cpus()[0];
-    let mut owner = RingOwner::open(cpu, 1, 0).unwrap();
-    let ring_size = owner.ring_mut().data_size() as u64;
+/// A one-page ring on `cpu` waking its poller every `wakeup` bytes (0: the
+/// kernel's default), and getpriority sampled into it for the cgroup `dir`.
+fn one_page_ring(cpu: u32, wakeup: u32, dir: &File) -> (RingOwner, SampledEvent) {
+    let owner = RingOwner::open(cpu, 1, wakeup).unwrap();
     let event = SampledEvent::open(
         &getpriority_attr(),
         None,
@@ -325,6 +319,19 @@ fn a_small_ring_wraps_and_accounts_for_every_call() {
         &owner,
     )
     .unwrap();
+    (owner, event)
+}
+
+/// A one-page ring wraps many times; records split by its end come out
+/// whole; a round larger than the ring loses samples, and the kernel's lost
+/// records account for exactly those: samples + lost == calls made.
+#[test]
+fn a_small_ring_wraps_and_accounts_for_every_call() {
+    let cg = TestCgroup::create("cgperf-sampling-ring");
+    let dir = open_dir(&cg.dir);
+    let cpu = cpus()[0];
+    let (mut owner, event) = one_page_ring(cpu, 0, &dir);
+    let ring_size = owner.ring_mut().data_size() as u64;
     // Each round but the 400-call one fits the ring; the round after it
     // carries the lost record.
     let rounds = [50, 60, 70, 33, 50, 400, 5, 50, 61, 50, 70, 1, 50, 50, 50];
@@ -372,15 +379,7 @@ fn a_ring_wakes_its_poller_at_the_watermark() {
     let cg = TestCgroup::create("cgperf-sampling-wakeup");
     let dir = open_dir(&cg.dir);
     let cpu = cpus()[0];
-    let mut owner = RingOwner::open(cpu, 1, 1024).unwrap();
-    let _event = SampledEvent::open(
-        &getpriority_attr(),
-        None,
-        Target::Cgroup(dir.as_fd()),
-        cpu,
-        &owner,
-    )
-    .unwrap();
+    let (mut owner, _event) = one_page_ring(cpu, 1024, &dir);
     let mut ready = Vec::new();
     let now = std::time::Duration::ZERO;
     // A sample is some 50 bytes: 3 stay under 1 KiB, 40 more cross it

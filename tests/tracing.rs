@@ -58,12 +58,13 @@ fn getpriority_who_workload(cgroup: &Path) {
     });
 }
 
-/// A config counting getpriority by `which` (as `by_which`) in `cgroup`,
-/// with `extra` top-level settings.
+/// A config counting getpriority plainly and by `which` (as `by_which`)
+/// in `cgroup`, with `extra` top-level settings.
 fn by_which_config(cgroup: &str, extra: &str) -> String {
     format!(
         "interval: 200ms
 {extra}tracepoints:
+  - {TP}
   - name: {TP}
     by: [which]
     as: by_which
@@ -407,6 +408,15 @@ fn a_reload_that_changes_a_by_filter_keeps_the_counts() {
     );
 }
 
+/// The `by_which` series of `which` = `v` in `cgroup`.
+fn by_which(body: &str, cgroup: &str, v: &str) -> Option<f64> {
+    value(
+        body,
+        "cgperf_events_total",
+        &[("cgroup", cgroup), ("event", "by_which"), ("which", v)],
+    )
+}
+
 /// The `cgperf_events_lost_total` of `event` in `cgroup` (0 when absent, as
 /// before the metric existed, so that a test fails on its sum, not on a
 /// missing line).
@@ -435,18 +445,7 @@ fn a_burst_into_the_default_ring_is_accounted_for_without_another_hit() {
     const N: u64 = 4_000;
     const M: u64 = 1_234;
     let cg = TestCgroup::create("cgperf-tracing-burst");
-    let exporter = Exporter::start(Some(&format!(
-        "interval: 200ms
-tracepoints:
-  - {TP}
-  - name: {TP}
-    by: [which]
-    as: by_which
-cgroups:
-  - path: {}
-",
-        cg.rel
-    )));
+    let exporter = Exporter::start(Some(&by_which_config(&cg.rel, "")));
     let plain = [("cgroup", cg.rel.as_str()), ("event", TP)];
     exporter.wait_for("the test cgroup's series", |b| {
         value(b, "cgperf_events_total", &plain).is_some()
@@ -460,18 +459,7 @@ cgroups:
         Some((N + M) as f64),
         "{body}"
     );
-    let which = |v: &str| {
-        value(
-            &body,
-            "cgperf_events_total",
-            &[
-                ("cgroup", cg.rel.as_str()),
-                ("event", "by_which"),
-                ("which", v),
-            ],
-        )
-        .unwrap_or(0.0)
-    };
+    let which = |v: &str| by_which(&body, &cg.rel, v).unwrap_or(0.0);
     eprintln!(
         "which=0 {} which=1 {} lost {} samples_lost {:?}",
         which("0"),
@@ -521,17 +509,7 @@ fn a_ring_big_enough_for_the_burst_counts_every_value_exactly() {
     exporter.wait_collections(1);
     getpriority_on_cpu0(&cg.dir, HALF, HALF);
     let body = exporter.wait_collections(2);
-    let which = |v: &str| {
-        value(
-            &body,
-            "cgperf_events_total",
-            &[
-                ("cgroup", cg.rel.as_str()),
-                ("event", "by_which"),
-                ("which", v),
-            ],
-        )
-    };
+    let which = |v: &str| by_which(&body, &cg.rel, v);
     assert_eq!(
         (which("0"), which("1")),
         (Some(HALF as f64), Some(HALF as f64)),
