@@ -528,6 +528,48 @@ fn a_ring_big_enough_for_the_burst_counts_every_value_exactly() {
 }
 
 #[test]
+fn losses_before_a_reload_that_keeps_the_series_stay_accounted_for() {
+    const HALF: u64 = 10_000;
+    const MORE: u64 = 500;
+    let cg = TestCgroup::create("cgperf-tracing-reload-lost");
+    // Long intervals: the reload comes before the next collection, so the
+    // closed events' last read is all that counts the burst's losses.
+    let first = by_which_config(&cg.rel, "ring_pages: 1\n").replace("200ms", "3s");
+    let config = config_file(&first);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", config.path().display()));
+    let exporter = Exporter::spawn(cmd);
+    let body = exporter.wait_collections(1);
+    let loaded = reload_time(&body);
+    getpriority_on_cpu0(&cg.dir, HALF, HALF);
+    // Same label and fields, a filter added: reopened, counts carried on.
+    let second = first.replace(
+        "    by: [which]\n",
+        "    by: [which]\n    filter: \"which == 1\"\n",
+    );
+    std::fs::write(config.path(), second).expect("rewrite config");
+    // SAFETY: sending a signal to our own child.
+    assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
+    exporter.wait_for("the reload", |b| reload_time(b) > loaded);
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        accounted(&body, &cg.rel, "by_which"),
+        (2 * HALF) as f64,
+        "values + other + lost before the reload:\n{body}"
+    );
+    let lost = events_lost(&body, &cg.rel, "by_which");
+    // Filtered out now: `which` = 0 hits are not counted.
+    getpriority_on_cpu0(&cg.dir, MORE, MORE);
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        accounted(&body, &cg.rel, "by_which"),
+        (2 * HALF + MORE) as f64,
+        "{body}"
+    );
+    assert!(events_lost(&body, &cg.rel, "by_which") >= lost, "{body}");
+}
+
+#[test]
 fn a_misspelt_tracepoint_is_located_with_the_closest_name_in_check_and_the_log() {
     require_root("read tracefs and count tracepoints");
     let yaml = "groups:\n  sw: [task-clock]\ntracepoints:\n  - sched:sched_switch\n  - sched:sched_swtich\ncgroups:\n  - path: /\n";
