@@ -357,6 +357,20 @@ fn filters_the_kernel_rejects_are_config_errors() {
     assert!(err.contains("invalid config"), "{err}");
 }
 
+/// Rewrites `config` (now `first`) with the filter `which == 1` on
+/// `by_which` (same label and fields: reopened, counts carried on), sends
+/// SIGHUP and waits until a reload later than `loaded` succeeded.
+fn filter_which_1(exporter: &Exporter, config: &tempfile::NamedTempFile, first: &str, loaded: f64) {
+    let second = first.replace(
+        "    by: [which]\n",
+        "    by: [which]\n    filter: \"which == 1\"\n",
+    );
+    std::fs::write(config.path(), second).expect("rewrite config");
+    // SAFETY: sending a signal to our own child.
+    assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
+    exporter.wait_for("the reload", |b| reload_time(b) > loaded);
+}
+
 #[test]
 fn a_reload_that_changes_a_by_filter_keeps_the_counts() {
     let cg = TestCgroup::create("cgperf-tracing-reload");
@@ -385,15 +399,7 @@ fn a_reload_that_changes_a_by_filter_keeps_the_counts() {
     );
 
     let loaded = reload_time(&body);
-    // Same label and fields, a filter added: reopened, counts carried on.
-    let second = first.replace(
-        "    by: [which]\n",
-        "    by: [which]\n    filter: \"which == 1\"\n",
-    );
-    std::fs::write(config.path(), second).expect("rewrite config");
-    // SAFETY: sending a signal to our own child.
-    assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
-    exporter.wait_for("the reload", |b| reload_time(b) > loaded);
+    filter_which_1(&exporter, &config, &first, loaded);
     exporter.wait_collections(2);
     getpriority_workload(&cg.dir, 30, 50);
     let body = exporter.wait_collections(3);
@@ -478,14 +484,25 @@ fn a_burst_into_the_default_ring_is_accounted_for_without_another_hit() {
     assert_eq!(accounted(&later, &cg.rel, "by_which"), (N + M) as f64);
 }
 
-#[test]
-fn a_burst_into_a_one_page_ring_is_accounted_for_exactly() {
-    const HALF: u64 = 25_000;
-    let cg = TestCgroup::create("cgperf-tracing-one-page");
-    let exporter = Exporter::start(Some(&by_which_config(&cg.rel, "ring_pages: 1\n")));
+/// `HALF` hits of each `which` on CPU 0 into rings of `ring_pages`, in a
+/// fresh cgroup named `name`: the cgroup, the exporter, and its scrape once
+/// a whole collection ran after the burst.
+fn burst(name: &str, ring_pages: u32) -> (TestCgroup, Exporter, String) {
+    let cg = TestCgroup::create(name);
+    let extra = format!("ring_pages: {ring_pages}\n");
+    let exporter = Exporter::start(Some(&by_which_config(&cg.rel, &extra)));
     exporter.wait_collections(1);
     getpriority_on_cpu0(&cg.dir, HALF, HALF);
     let body = exporter.wait_collections(2);
+    (cg, exporter, body)
+}
+
+/// Hits of each `which` value in [`burst`].
+const HALF: u64 = 25_000;
+
+#[test]
+fn a_burst_into_a_one_page_ring_is_accounted_for_exactly() {
+    let (cg, exporter, body) = burst("cgperf-tracing-one-page", 1);
     let lost = events_lost(&body, &cg.rel, "by_which");
     eprintln!("lost {lost} of {}", 2 * HALF);
     assert_eq!(
@@ -502,13 +519,8 @@ fn a_burst_into_a_one_page_ring_is_accounted_for_exactly() {
 
 #[test]
 fn a_ring_big_enough_for_the_burst_counts_every_value_exactly() {
-    const HALF: u64 = 25_000;
-    let cg = TestCgroup::create("cgperf-tracing-big-ring");
     // 4 MiB per CPU: room for the whole burst even if no drain ran during it.
-    let exporter = Exporter::start(Some(&by_which_config(&cg.rel, "ring_pages: 1024\n")));
-    exporter.wait_collections(1);
-    getpriority_on_cpu0(&cg.dir, HALF, HALF);
-    let body = exporter.wait_collections(2);
+    let (cg, _exporter, body) = burst("cgperf-tracing-big-ring", 1024);
     let which = |v: &str| by_which(&body, &cg.rel, v);
     assert_eq!(
         (which("0"), which("1")),
@@ -542,15 +554,7 @@ fn losses_before_a_reload_that_keeps_the_series_stay_accounted_for() {
     let body = exporter.wait_collections(1);
     let loaded = reload_time(&body);
     getpriority_on_cpu0(&cg.dir, HALF, HALF);
-    // Same label and fields, a filter added: reopened, counts carried on.
-    let second = first.replace(
-        "    by: [which]\n",
-        "    by: [which]\n    filter: \"which == 1\"\n",
-    );
-    std::fs::write(config.path(), second).expect("rewrite config");
-    // SAFETY: sending a signal to our own child.
-    assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
-    exporter.wait_for("the reload", |b| reload_time(b) > loaded);
+    filter_which_1(&exporter, &config, &first, loaded);
     let body = exporter.wait_collections(2);
     assert_eq!(
         accounted(&body, &cg.rel, "by_which"),
