@@ -59,29 +59,33 @@ impl CgroupFs {
         self.root.join(path.trim_start_matches('/'))
     }
 
-    /// Every existing cgroup chosen by `selectors`, sorted by path.
+    /// Every existing cgroup chosen by `selectors`, sorted by path, as far
+    /// as the hierarchy could be listed.
     pub fn expand(&self, selectors: &[CgroupSelector]) -> Vec<Found> {
-        self.expand_watching(selectors, &mut |_| {})
+        self.expand_watching(selectors, &mut |_| {}).0
     }
 
     /// Like [`CgroupFs::expand`], calling `visit` on every directory before
     /// listing it, so that a watch added there sees every child created
-    /// after the listing started.
+    /// after the listing started; also says which directory, if any, exists
+    /// but could not be listed, which makes the result incomplete.
     fn expand_watching(
         &self,
         selectors: &[CgroupSelector],
         visit: &mut dyn FnMut(&Path),
-    ) -> Vec<Found> {
+    ) -> (Vec<Found>, Option<Unlisted>) {
         let depth = selectors
             .iter()
             .map(|s| depth(&s.pattern))
             .max()
             .unwrap_or(0);
         let mut dirs = Vec::new();
-        if let Ok(meta) = std::fs::metadata(&self.root) {
-            dirs.push(("/".to_string(), meta.ino()));
+        let mut unlisted = None;
+        match std::fs::metadata(&self.root) {
+            Ok(meta) => dirs.push(("/".to_string(), meta.ino())),
+            Err(e) => note_unlisted(&mut unlisted, &self.root, e),
         }
-        walk(&self.root, "", depth, &mut dirs, visit);
+        walk(&self.root, "", depth, &mut dirs, visit, &mut unlisted);
         let mut found: Vec<Found> = dirs
             .into_iter()
             .filter_map(|(path, ino)| {
@@ -99,7 +103,35 @@ impl CgroupFs {
             })
             .collect();
         found.sort_by(|a, b| a.path.cmp(&b.path));
-        found
+        (found, unlisted)
+    }
+}
+
+/// A directory of the hierarchy that exists but could not be listed: out of
+/// file descriptors or memory for a moment, an I/O error. What lies below it
+/// is unknown, not gone.
+#[derive(Debug)]
+pub struct Unlisted {
+    /// The directory.
+    pub dir: PathBuf,
+    /// Why it could not be listed.
+    pub error: std::io::Error,
+}
+
+impl std::fmt::Display for Unlisted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "listing {}: {}", self.dir.display(), self.error)
+    }
+}
+
+/// Keeps the first directory that could not be listed; one that vanished
+/// (`ENOENT`) was simply removed and is not a failure.
+fn note_unlisted(unlisted: &mut Option<Unlisted>, dir: &Path, error: std::io::Error) {
+    if error.kind() != std::io::ErrorKind::NotFound {
+        unlisted.get_or_insert(Unlisted {
+            dir: dir.to_path_buf(),
+            error,
+        });
     }
 }
 
@@ -116,6 +148,9 @@ pub struct Discovery {
     last_scan: Option<Instant>,
     rescan_every: Duration,
     watch_failure_logged: bool,
+    /// The last scan could not list a directory: scan again at the next
+    /// poll, whatever inotify says.
+    incomplete: bool,
 }
 
 impl Discovery {
@@ -135,6 +170,7 @@ impl Discovery {
             last_scan: None,
             rescan_every,
             watch_failure_logged: false,
+            incomplete: false,
         }
     }
 
@@ -145,10 +181,20 @@ impl Discovery {
 
     /// The cgroups chosen now, when the tree may have changed since the last
     /// scan (or `force`); `None` when nothing changed.
-    pub fn poll(&mut self, selectors: &[CgroupSelector], force: bool) -> Option<Vec<Found>> {
-        let due = self
-            .last_scan
-            .is_none_or(|t| t.elapsed() >= self.rescan_every);
+    ///
+    /// A scan that could not list some directory is an error, not a smaller
+    /// set: a cgroup cgperf cannot see for a moment (descriptors exhausted
+    /// by a burst of connections, memory pressure) has not been removed, and
+    /// dropping it would lose its series. The next poll scans again.
+    pub fn poll(
+        &mut self,
+        selectors: &[CgroupSelector],
+        force: bool,
+    ) -> Option<Result<Vec<Found>, Unlisted>> {
+        let due = self.incomplete
+            || self
+                .last_scan
+                .is_none_or(|t| t.elapsed() >= self.rescan_every);
         if !(self.drain() || due || force) {
             return None;
         }
@@ -172,7 +218,25 @@ impl Discovery {
                 );
             }
         };
-        Some(self.fs.expand_watching(selectors, &mut visit))
+        let (found, unlisted) = self.fs.expand_watching(selectors, &mut visit);
+        let was_incomplete = std::mem::replace(&mut self.incomplete, unlisted.is_some());
+        match unlisted {
+            Some(unlisted) => {
+                if !was_incomplete {
+                    tracing::warn!(
+                        "{unlisted}; keeping the cgroups found before and scanning again at the \
+                         next collection"
+                    );
+                }
+                Some(Err(unlisted))
+            }
+            None => {
+                if was_incomplete {
+                    tracing::info!("the cgroup hierarchy can be listed again");
+                }
+                Some(Ok(found))
+            }
+        }
     }
 
     /// Reads pending inotify events; true if there were any.
@@ -211,29 +275,41 @@ fn depth(pattern: &CgroupPattern) -> usize {
 
 /// Collects the sub-directories of `dir` down to `depth` levels, visiting
 /// each directory before listing it. A directory that vanishes during the
-/// walk is simply not found.
+/// walk is simply not found; one that exists but cannot be listed is noted
+/// in `unlisted`.
 fn walk(
     dir: &Path,
     rel: &str,
     depth: usize,
     out: &mut Vec<(String, u64)>,
     visit: &mut dyn FnMut(&Path),
+    unlisted: &mut Option<Unlisted>,
 ) {
     if depth == 0 {
         return;
     }
     visit(dir);
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => return note_unlisted(unlisted, dir, e),
     };
-    for entry in entries.flatten() {
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => return note_unlisted(unlisted, dir, e),
+        };
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => {}
+            Ok(_) => continue,
+            Err(e) => {
+                note_unlisted(unlisted, &entry.path(), e);
+                continue;
+            }
         }
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         let path = format!("{rel}/{name}");
         out.push((path.clone(), entry.ino()));
-        walk(&entry.path(), &path, depth - 1, out, visit);
+        walk(&entry.path(), &path, depth - 1, out, visit, unlisted);
     }
 }

@@ -377,3 +377,91 @@ fn labels_are_extracted_from_real_kubernetes_systemd_and_container_cgroups() {
         k8s_qos,
     ));
 }
+
+/// Runs cgperf on `config` with an open-files limit of `limit`, soft and
+/// hard (cgperf cannot raise it), and `extra` arguments.
+fn spawn_with_nofile(config: &Path, limit: u64, extra: &[&str]) -> Exporter {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", config.display()))
+        .args(extra);
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Exporter::spawn(cmd)
+}
+
+/// How many descriptors process `pid` has open.
+fn open_fds(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("/proc/PID/fd")
+        .count()
+}
+
+#[test]
+fn a_moment_without_descriptors_loses_no_cgroup() {
+    require_root("creates cgroups and counts their syscalls");
+    let parent = TestCgroup::create("cgperf-nofds");
+    let job = TestCgroup::create_under(&parent.rel, "job");
+    let config = config_file(&format!(
+        "interval: 200ms\ntracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - match: {}/*\n",
+        parent.rel
+    ));
+    // Connections may take every descriptor the limit leaves.
+    const LIMIT: u64 = 300;
+    let exporter = spawn_with_nofile(config.path(), LIMIT, &["--web.max-connections=1000"]);
+    exporter.wait_for("the job's series", |b| getppid_of(b, &job.rel).is_some());
+    getppid_workload(Some(&job.dir), 1000);
+    let body = exporter.wait_collections(2);
+    assert_eq!(getppid_of(&body, &job.rel), Some(1000.0));
+
+    // Idle connections until cgperf has no descriptor left.
+    let mut held = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while open_fds(exporter.pid()) < LIMIT as usize {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "cgperf still has {} descriptors open",
+            open_fds(exporter.pid())
+        );
+        held.push(std::net::TcpStream::connect(&exporter.addr).expect("connect"));
+        if held.len() > 2 * LIMIT as usize {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+    // A new cgroup makes cgperf list the hierarchy, which it cannot now;
+    // several collections pass.
+    let sibling = TestCgroup::create_under(&parent.rel, "sibling");
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    drop(held);
+
+    let body = exporter.wait_for("the sibling, found once listing works again", |b| {
+        getppid_of(b, &sibling.rel).is_some()
+    });
+    assert!(
+        value(
+            &body,
+            "cgperf_read_errors_total",
+            &[("reason", "cgroup_list")]
+        )
+        .is_some_and(|n| n >= 1.0),
+        "the failed listing is counted:\n{body}"
+    );
+    getppid_workload(Some(&job.dir), 1000);
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        getppid_of(&body, &job.rel),
+        Some(2000.0),
+        "the job's series survived the moment without descriptors"
+    );
+}

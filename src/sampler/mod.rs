@@ -279,9 +279,7 @@ impl Sampler {
         self.settle_sampled();
         self.read_all();
         self.follow_cpus();
-        if let Some(found) = self.discovery.poll(&self.plan.selectors, false) {
-            self.sync_cgroups(found);
-        }
+        self.rediscover(false);
         self.collections += 1;
         let snapshot = self.snapshot(started.elapsed().as_secs_f64());
         self.latest.publish(snapshot);
@@ -348,9 +346,7 @@ impl Sampler {
         for state in self.cgroups.values_mut() {
             state.labels = labels_for(&state.path, &self.extractors);
         }
-        if let Some(found) = self.discovery.poll(&self.plan.selectors, true) {
-            self.sync_cgroups(found);
-        }
+        self.rediscover(true);
         self.reload_ok = true;
         self.reload_success_time = SystemTime::now();
         tracing::info!("config reloaded");
@@ -380,6 +376,24 @@ impl Sampler {
             for sampled in &mut state.sampled {
                 sampled.counts.settle();
             }
+        }
+    }
+
+    /// Follows the cgroups discovery finds, when they may have changed (or
+    /// `force`). A scan that could not list the hierarchy changes nothing
+    /// and is counted as a `cgroup_list` read error; discovery scans again
+    /// at the next collection.
+    fn rediscover(&mut self, force: bool) {
+        match self.discovery.poll(&self.plan.selectors, force) {
+            Some(Ok(found)) => self.sync_cgroups(found),
+            Some(Err(_)) => {
+                *self
+                    .opener
+                    .errors
+                    .entry(("read", "cgroup_list"))
+                    .or_default() += 1;
+            }
+            None => {}
         }
     }
 
