@@ -387,6 +387,56 @@ fn basic_auth_lets_only_the_right_password_in() {
     }
 }
 
+/// Threads of process `pid`, from /proc.
+fn threads(pid: i32) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("a Threads: line")
+}
+
+#[test]
+fn wrong_passwords_from_clients_that_leave_leave_no_work_behind() {
+    // A cost people use: each verification takes real time.
+    let hash = bcrypt::hash("wonderland", 10).expect("hash");
+    let web = WebDir::new();
+    web.web_config(&format!("basic_auth_users:\n  alice: '{hash}'\n"));
+    let exporter = Exporter::spawn(web.command(&["--web.max-connections=300"]));
+    let addr = &exporter.addr;
+    let request = format!(
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n{}\r\n",
+        basic("alice", "guess")
+    );
+    // Clients that each send a wrong password, wait a little, and hang up.
+    let guessers: Vec<TcpStream> = (0..200)
+        .map(|_| {
+            let mut tcp = connect(addr);
+            tcp.write_all(request.as_bytes()).expect("send");
+            tcp
+        })
+        .collect();
+    let mut most = 0;
+    for _ in 0..20 {
+        most = most.max(threads(exporter.pid()));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(guessers);
+    for _ in 0..10 {
+        most = most.max(threads(exporter.pid()));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("threads with 200 wrong passwords waiting, then abandoned: at most {most}");
+    assert!(
+        most < 32,
+        "{most} threads: each waiting verification holds a thread, still after its client \
+         left, and shutdown waits for them all"
+    );
+    let right = get(addr, "/metrics", &basic("alice", "wonderland")).expect("scrape");
+    assert!(right.has_metrics(), "{}", right.head);
+}
+
 #[test]
 fn sighup_applies_a_new_web_config_and_keeps_the_old_one_when_bad() {
     let first_ca = Ca::new("first CA");

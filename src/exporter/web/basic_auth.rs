@@ -13,13 +13,17 @@
 //!   cost 10 by design, which a scrape every 15 s should not pay each time.
 //! - bcrypt runs on the blocking pool, one verification at a time, so a
 //!   flood of wrong passwords costs at most one core and never stalls the
-//!   async workers that serve the other scrapes.
+//!   async workers that serve the other scrapes. Attempts wait for their
+//!   turn as part of their request, not on a thread: a client that hangs up
+//!   takes its attempt with it, so guesses never pile up as threads, as work
+//!   done after their clients left, or as work that shutdown waits for.
 
 use axum::http::HeaderValue;
 use base64::Engine;
 use std::collections::HashSet;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
+use tokio::sync::Semaphore;
 
 /// A bcrypt hash that no password matches in practice (it is of 32 random
 /// bytes); its cost field is replaced by the users' cost. Salt and digest
@@ -39,8 +43,9 @@ pub struct BasicAuth {
     /// Verified when the user is unknown, to take as long as a known one.
     dummy_hash: String,
     verified: Mutex<HashSet<Digest>>,
-    /// Serialises bcrypt verifications.
-    bcrypt_turn: Mutex<()>,
+    /// One permit: serialises bcrypt verifications, waited for without a
+    /// thread.
+    bcrypt_turn: Arc<Semaphore>,
 }
 
 struct User {
@@ -69,7 +74,7 @@ impl BasicAuth {
                 .collect(),
             dummy_hash: format!("$2b${cost:02}${DUMMY_SALT_AND_DIGEST}"),
             verified: Mutex::new(HashSet::new()),
-            bcrypt_turn: Mutex::new(()),
+            bcrypt_turn: Arc::new(Semaphore::new(1)),
         }
     }
 
@@ -80,7 +85,7 @@ impl BasicAuth {
 
     /// Whether the `Authorization` header carries the credentials of a
     /// configured user.
-    pub async fn allows(self: &std::sync::Arc<Self>, authorization: Option<&HeaderValue>) -> bool {
+    pub async fn allows(self: &Arc<Self>, authorization: Option<&HeaderValue>) -> bool {
         let Some((user, password)) = authorization.and_then(credentials) else {
             return false;
         };
@@ -94,16 +99,17 @@ impl BasicAuth {
             return true;
         }
         let (known, index) = self.find(&user);
+        // Never closed, so acquiring cannot fail.
+        let Ok(turn) = self.bcrypt_turn.clone().acquire_owned().await else {
+            return false;
+        };
         let auth = self.clone();
         let verified = tokio::task::spawn_blocking(move || {
+            let _turn = turn;
             let hash = match auth.users.get(index) {
                 Some(user) if known => &user.hash,
                 _ => &auth.dummy_hash,
             };
-            let _turn = auth
-                .bcrypt_turn
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
             bcrypt::verify(&password, hash).unwrap_or(false)
         })
         .await
@@ -182,7 +188,6 @@ fn most_common_cost<'a>(hashes: impl Iterator<Item = &'a str>) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     fn header(user: &str, password: &str) -> HeaderValue {
         let encoded =
