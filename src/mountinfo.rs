@@ -1,6 +1,8 @@
 //! Parsing `/proc/self/mountinfo`, which is how cgperf finds cgroup2 and
 //! tracefs wherever the host mounted them (pure v2, hybrid, custom paths).
 
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 
 /// One mount: where it is and what filesystem it is.
@@ -12,15 +14,19 @@ pub struct Mount {
     pub fs_type: String,
 }
 
-/// Parses the text of a mountinfo file. Malformed lines are skipped: a line
+/// Parses the bytes of a mountinfo file. Malformed lines are skipped: a line
 /// cgperf cannot read cannot be the mount it is looking for.
-pub fn parse(text: &str) -> Vec<Mount> {
-    text.lines().filter_map(parse_line).collect()
+///
+/// Mount points are paths, not text: any mount on the host may sit under a
+/// name that is not UTF-8 (a USB stick's label, a user's directory), and
+/// that must neither hide the other mounts nor stop cgperf.
+pub fn parse(text: &[u8]) -> Vec<Mount> {
+    text.split(|&b| b == b'\n').filter_map(parse_line).collect()
 }
 
 /// Reads and parses `/proc/self/mountinfo`.
 pub fn read() -> std::io::Result<Vec<Mount>> {
-    Ok(parse(&std::fs::read_to_string("/proc/self/mountinfo")?))
+    Ok(parse(&std::fs::read("/proc/self/mountinfo")?))
 }
 
 /// The mount point of a filesystem of type `fs_type`, preferring the
@@ -47,20 +53,20 @@ pub fn find(mounts: &[Mount], fs_type: &str, preferred: &str) -> Option<PathBuf>
 }
 
 // Format: id parent major:minor root mount_point options [optional...] - fstype source super_options
-fn parse_line(line: &str) -> Option<Mount> {
-    let (left, right) = line.split_once(" - ")?;
-    let mount_point = left.split(' ').nth(4)?;
-    let fs_type = right.split(' ').next()?;
+fn parse_line(line: &[u8]) -> Option<Mount> {
+    let separator = line.windows(3).position(|w| w == b" - ")?;
+    let (left, right) = (&line[..separator], &line[separator + 3..]);
+    let mount_point = left.split(|&b| b == b' ').nth(4)?;
+    let fs_type = right.split(|&b| b == b' ').next()?;
     Some(Mount {
-        mount_point: PathBuf::from(unescape(mount_point)),
-        fs_type: fs_type.to_string(),
+        mount_point: PathBuf::from(OsString::from_vec(unescape(mount_point))),
+        fs_type: String::from_utf8_lossy(fs_type).into_owned(),
     })
 }
 
 /// Decodes the `\ooo` octal escapes the kernel uses for space, tab, newline
 /// and backslash in mount points.
-fn unescape(s: &str) -> String {
-    let bytes = s.as_bytes();
+fn unescape(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
@@ -79,7 +85,7 @@ fn unescape(s: &str) -> String {
             }
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
 }
 
 #[cfg(test)]
@@ -98,7 +104,7 @@ garbage line
 
     #[test]
     fn finds_hybrid_cgroup2_and_tracefs() {
-        let mounts = parse(HYBRID);
+        let mounts = parse(HYBRID.as_bytes());
         assert_eq!(mounts.len(), 6);
         assert_eq!(
             find(&mounts, "cgroup2", "/sys/fs/cgroup"),
@@ -113,7 +119,7 @@ garbage line
 
     #[test]
     fn prefers_conventional_location_and_decodes_escapes() {
-        let mounts = parse(HYBRID);
+        let mounts = parse(HYBRID.as_bytes());
         assert_eq!(mounts[5].mount_point, PathBuf::from("/mnt/my cg"));
         assert_eq!(
             find(&mounts, "cgroup2", "/mnt/my cg"),
@@ -121,7 +127,7 @@ garbage line
         );
         let pure = "1 0 0:1 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
         assert_eq!(
-            find(&parse(pure), "cgroup2", "/sys/fs/cgroup"),
+            find(&parse(pure.as_bytes()), "cgroup2", "/sys/fs/cgroup"),
             Some(PathBuf::from("/sys/fs/cgroup"))
         );
     }
@@ -137,7 +143,7 @@ garbage line
 4 0 0:4 / /sys/kernel/tracing rw - tmpfs tmpfs rw
 5 0 0:5 / /mnt/t rw - tracefs tracefs rw
 ";
-        let mounts = parse(text);
+        let mounts = parse(text.as_bytes());
         assert_eq!(
             find(&mounts, "cgroup2", "/sys/fs/cgroup"),
             Some(PathBuf::from("/sys/fs/cgroup"))
@@ -146,6 +152,25 @@ garbage line
             find(&mounts, "tracefs", "/sys/kernel/tracing"),
             Some(PathBuf::from("/mnt/t")),
             "the shadowed tracefs is not reachable"
+        );
+    }
+
+    #[test]
+    fn a_mount_point_that_is_not_utf8_hides_nothing() {
+        use std::os::unix::ffi::OsStrExt;
+        let text = b"1 0 0:1 / /media/caf\xe9 rw - vfat /dev/sdb1 rw\n\
+2 0 0:2 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n\
+3 0 0:3 / /mnt/\xff\\040x rw - cgroup2 cgroup2 rw\n";
+        let mounts = parse(text);
+        assert_eq!(mounts.len(), 3);
+        assert_eq!(
+            mounts[0].mount_point.as_os_str().as_bytes(),
+            b"/media/caf\xe9"
+        );
+        assert_eq!(mounts[2].mount_point.as_os_str().as_bytes(), b"/mnt/\xff x");
+        assert_eq!(
+            find(&mounts, "cgroup2", "/sys/fs/cgroup"),
+            Some(PathBuf::from("/sys/fs/cgroup"))
         );
     }
 

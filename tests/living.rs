@@ -465,3 +465,58 @@ fn a_moment_without_descriptors_loses_no_cgroup() {
         "the job's series survived the moment without descriptors"
     );
 }
+
+#[test]
+fn a_mount_whose_name_is_not_utf8_does_not_stop_cgperf() {
+    require_root("mounts a tmpfs in a private mount namespace");
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let odd = dir
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"caf\xe9 stick"));
+    std::fs::create_dir(&odd).expect("mkdir");
+    let target = std::ffi::CString::new(odd.as_os_str().as_bytes()).expect("no NUL");
+    let config = config_file("groups:\n  sched: [context-switches]\ncgroups:\n  - path: /\n");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.args([
+        "check",
+        &format!("--config.file={}", config.path().display()),
+    ]);
+    // SAFETY: unshare and mount are async-signal-safe; the strings were
+    // made before the fork. The mount lives in the child's own namespace.
+    unsafe {
+        cmd.pre_exec(move || {
+            let ok = libc::unshare(libc::CLONE_NEWNS) == 0
+                && libc::mount(
+                    c"none".as_ptr(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ) == 0
+                && libc::mount(
+                    c"none".as_ptr(),
+                    target.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    0,
+                    std::ptr::null(),
+                ) == 0;
+            if ok {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let out = cmd.output().expect("cgperf check runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && stdout.contains("CGROUPS NOW"),
+        "cgperf check with a mount at {}:\n{stdout}\n{stderr}",
+        odd.display()
+    );
+}
