@@ -107,9 +107,9 @@ impl CgroupFs {
     }
 }
 
-/// A directory of the hierarchy that exists but could not be listed: out of
-/// file descriptors or memory for a moment, an I/O error. What lies below it
-/// is unknown, not gone.
+/// A directory of the hierarchy that exists but could not be listed for a
+/// moment: out of file descriptors or memory. What lies below it is unknown,
+/// not gone.
 #[derive(Debug)]
 pub struct Unlisted {
     /// The directory.
@@ -124,14 +124,26 @@ impl std::fmt::Display for Unlisted {
     }
 }
 
-/// Keeps the first directory that could not be listed; one that vanished
-/// (`ENOENT`) was simply removed and is not a failure.
+/// Keeps the first directory that could not be listed for want of a
+/// resource that comes back (descriptors, memory). Any other failure is the
+/// directory's own and lasting, and it is skipped as before: one that
+/// vanished (`ENOENT`), a path longer than `PATH_MAX` that anyone allowed to
+/// make cgroups can build. Were those incomplete scans, one such directory
+/// would stop discovery for good.
 fn note_unlisted(unlisted: &mut Option<Unlisted>, dir: &Path, error: std::io::Error) {
-    if error.kind() != std::io::ErrorKind::NotFound {
+    let transient = matches!(
+        error.raw_os_error(),
+        Some(
+            libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS | libc::EAGAIN | libc::EINTR
+        )
+    );
+    if transient {
         unlisted.get_or_insert(Unlisted {
             dir: dir.to_path_buf(),
             error,
         });
+    } else {
+        tracing::debug!("skipping {}: {error}", dir.display());
     }
 }
 
@@ -275,8 +287,8 @@ fn depth(pattern: &CgroupPattern) -> usize {
 
 /// Collects the sub-directories of `dir` down to `depth` levels, visiting
 /// each directory before listing it. A directory that vanishes during the
-/// walk is simply not found; one that exists but cannot be listed is noted
-/// in `unlisted`.
+/// walk is simply not found; one that cannot be listed for a moment is noted
+/// in `unlisted` (see [`note_unlisted`]).
 fn walk(
     dir: &Path,
     rel: &str,

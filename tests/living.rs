@@ -520,3 +520,71 @@ fn a_mount_whose_name_is_not_utf8_does_not_stop_cgperf() {
         odd.display()
     );
 }
+
+/// A chain of cgroups under `parent`, each named `name`, whose full path is
+/// longer than PATH_MAX: made and removed relative to each level's
+/// descriptor, as no single path reaches the deepest. Removed when dropped.
+struct DeepChain {
+    /// Descriptors of the parent and of every level but the deepest.
+    dirs: Vec<std::os::fd::OwnedFd>,
+    name: std::ffi::CString,
+}
+
+impl DeepChain {
+    fn new(parent: &Path, levels: usize) -> Self {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let name = std::ffi::CString::new("d".repeat(250)).expect("no NUL");
+        let open = |at: i32, path: &std::ffi::CStr| {
+            // SAFETY: a valid directory descriptor and NUL-terminated name.
+            let fd =
+                unsafe { libc::openat(at, path.as_ptr(), libc::O_DIRECTORY | libc::O_CLOEXEC) };
+            assert!(fd >= 0, "open: {}", std::io::Error::last_os_error());
+            // SAFETY: a descriptor we just opened and own.
+            unsafe { OwnedFd::from_raw_fd(fd) }
+        };
+        let top = std::ffi::CString::new(parent.as_os_str().as_encoded_bytes()).expect("no NUL");
+        let mut dirs = vec![open(libc::AT_FDCWD, &top)];
+        for level in 0..levels {
+            let at = dirs.last().expect("a level").as_raw_fd();
+            // SAFETY: as above.
+            let made = unsafe { libc::mkdirat(at, name.as_ptr(), 0o755) };
+            assert_eq!(
+                made,
+                0,
+                "mkdir level {level}: {}",
+                std::io::Error::last_os_error()
+            );
+            if level + 1 < levels {
+                dirs.push(open(at, &name));
+            }
+        }
+        Self { dirs, name }
+    }
+}
+
+impl Drop for DeepChain {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        while let Some(dir) = self.dirs.pop() {
+            // SAFETY: a valid directory descriptor and NUL-terminated name.
+            unsafe { libc::unlinkat(dir.as_raw_fd(), self.name.as_ptr(), libc::AT_REMOVEDIR) };
+        }
+    }
+}
+
+#[test]
+fn a_cgroup_path_longer_than_path_max_does_not_stop_discovery() {
+    require_root("creates cgroups");
+    let parent = TestCgroup::create("cgperf-deep");
+    // 18 levels of 251 bytes: past PATH_MAX (4096) from the ninth level on.
+    let _chain = DeepChain::new(&parent.dir, 18);
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms\ntracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - match: {}/**\n",
+        parent.rel
+    )));
+    exporter.wait_collections(2);
+    let late = TestCgroup::create_under(&parent.rel, "late");
+    exporter.wait_for("a cgroup made after cgperf met the deep one", |b| {
+        getppid_of(b, &late.rel).is_some()
+    });
+}
