@@ -233,23 +233,7 @@ fn a_small_open_files_limit_opens_what_fits_and_says_so() {
     // 256 descriptors are kept in reserve; room for exactly 3 cgroups.
     let per_cgroup = 4 * cpus;
     let limit = 256 + 3 * per_cgroup + per_cgroup / 2;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
-    cmd.arg(format!("--config.file={}", config.path().display()));
-    // SAFETY: setrlimit is async-signal-safe.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(move || {
-            let lim = libc::rlimit {
-                rlim_cur: limit,
-                rlim_max: limit,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let exporter = Exporter::spawn(cmd);
+    let exporter = spawn_with_nofile(config.path(), limit, &[]);
     let body = exporter.wait_collections(2);
     assert_eq!(
         value(&body, "cgperf_monitored_cgroups", &[]),
