@@ -120,7 +120,9 @@ pub struct Unlisted {
 
 impl std::fmt::Display for Unlisted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "listing {}: {}", self.dir.display(), self.error)
+        // Debug: cgroup names are chosen by whoever creates them, and may
+        // hold control characters that must not reach a terminal raw.
+        write!(f, "listing {:?}: {}", self.dir, self.error)
     }
 }
 
