@@ -3,7 +3,7 @@
 //! disabled (with its reason) instead of failing for every cgroup.
 
 use crate::config::{CgroupSelector, Config, ConfigError, GroupDef, ProbeDef, TracepointDef};
-use crate::events::{Event, EventAttr, Field, PERF_TYPE_TRACEPOINT, TracepointFormat};
+use crate::events::{Event, EventAttr, Field, HeldBinary, PERF_TYPE_TRACEPOINT, TracepointFormat};
 use crate::perf::{CounterGroup, Errno, Target, open_failure_reason};
 use crate::snapshot::Support;
 use crate::tracefs::Tracefs;
@@ -53,6 +53,9 @@ pub struct PlannedEvent {
     pub clock: bool,
     /// A tracepoint filter, applied before the event is enabled.
     pub filter: Option<Arc<CStr>>,
+    /// A uprobe's binary, which `attr` names through `/proc/self/fd`: held
+    /// for as long as the event may be opened (by any group keeping this).
+    pub binary: Option<Arc<HeldBinary>>,
 }
 
 /// A group ready to open for any cgroup.
@@ -315,6 +318,7 @@ fn plan_tracepoint(
         attr: tracepoint_attr(id),
         clock: false,
         filter: None,
+        binary: None,
     };
     // First without the filter: whether this machine can count the
     // tracepoint at all. Then with it: a failure is then the filter's.
@@ -463,15 +467,16 @@ fn rejected_filter(
 
 /// Resolves and probes one probe.
 fn plan_probe(def: &ProbeDef, machine: &Machine) -> Result<PlannedEvent, String> {
-    let attr = def
+    let resolved = def
         .spec
         .resolve(&machine.pmu_root)
         .map_err(|e| e.to_string())?;
     let event = PlannedEvent {
         label: def.label.as_str().into(),
-        attr,
+        attr: resolved.attr,
         clock: false,
         filter: None,
+        binary: resolved.binary,
     };
     let spec = GroupSpec {
         name: PROBE_GROUP.into(),
@@ -515,6 +520,7 @@ pub fn resolve_event(event: &Event, pmu_root: &Path) -> Result<PlannedEvent, Str
         attr,
         clock: event.is_clock(),
         filter: None,
+        binary: None,
     })
 }
 

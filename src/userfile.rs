@@ -10,11 +10,12 @@
 //! that grows after the check cannot make cgperf read more.
 //!
 //! A path on a hung network file system can still block `open` itself, in
-//! the kernel; that is what [`crate::reload`] runs under a deadline.
+//! the kernel; that is why start-up, `cgperf check` and reloads read files
+//! and build plans under [`crate::deadline`].
 
-use std::fs::{File, FileType};
+use std::fs::{File, FileType, Metadata};
 use std::io::{self, Read};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
@@ -63,6 +64,23 @@ pub fn open(path: &Path, cap: u64) -> io::Result<File> {
         }
     }
     Ok(file)
+}
+
+/// A descriptor of the regular file at `path`, opened with `O_PATH`: it
+/// names the file without opening it for I/O (no read permission needed,
+/// never blocks on a FIFO or device), so that later opens through
+/// `/proc/self/fd` reach this very file without looking `path` up again.
+/// With the descriptor, the file's metadata.
+pub fn hold(path: &Path) -> io::Result<(OwnedFd, Metadata)> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(not_regular(meta.file_type()));
+    }
+    Ok((file.into(), meta))
 }
 
 /// The contents of `path`, opened as [`open`] does, at most `cap` bytes.
@@ -152,6 +170,27 @@ mod tests {
         let _listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
         let e = read(&sock, MAX_TEXT_BYTES).expect_err("a socket is refused");
         assert_eq!(e.to_string(), "it is a socket, not a regular file");
+    }
+
+    #[test]
+    fn holds_only_regular_files_without_blocking() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fifo = test_fifo(dir.path());
+        let e = hold(&fifo).expect_err("a FIFO is refused");
+        assert_eq!(
+            e.to_string(),
+            "it is a FIFO (named pipe), not a regular file"
+        );
+        let e = hold(dir.path()).expect_err("a directory is refused");
+        assert_eq!(e.to_string(), "it is a directory, not a regular file");
+        // The link reaches the held file, which reads through it.
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"x").expect("write");
+        let (fd, meta) = hold(&path).expect("a regular file is held");
+        assert_eq!(meta.len(), 1);
+        let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        assert_eq!(std::fs::read_link(&link).expect("the link"), path);
+        assert_eq!(std::fs::read(&link).expect("read through the link"), b"x");
     }
 
     #[test]

@@ -321,6 +321,144 @@ fn a_reload_blocked_on_a_hung_file_system_keeps_collecting_and_sigterm_ends_it()
     drop(fuse);
 }
 
+/// A FUSE mount (bindfs) of a directory that answers until [`hang`]
+/// stops its server: from then on every request that reaches the server
+/// blocks, as on a network file system whose server went away. Resumed,
+/// stopped and unmounted when dropped.
+///
+/// [`hang`]: StoppableFuse::hang
+struct StoppableFuse {
+    _dir: tempfile::TempDir,
+    /// The directory shown under `mnt`.
+    src: PathBuf,
+    mnt: PathBuf,
+    server: Child,
+}
+
+impl StoppableFuse {
+    fn mount() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (src, mnt) = (dir.path().join("src"), dir.path().join("mnt"));
+        std::fs::create_dir(&src).expect("source directory");
+        std::fs::create_dir(&mnt).expect("mount point");
+        std::fs::write(src.join("mounted"), b"").expect("marker");
+        let server = Command::new("bindfs")
+            .arg("-f")
+            .arg(&src)
+            .arg(&mnt)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("bindfs (Debian bindfs, which scripts/test installs) runs");
+        let fuse = Self {
+            _dir: dir,
+            src,
+            mnt,
+            server,
+        };
+        let deadline = Instant::now() + PROMPT;
+        while !fuse.mnt.join("mounted").exists() {
+            assert!(Instant::now() < deadline, "bindfs did not mount");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        fuse
+    }
+
+    /// Stops the server: requests that reach it wait until it resumes.
+    fn hang(&self) {
+        // SAFETY: signalling our own child.
+        assert_eq!(
+            unsafe { libc::kill(self.server.id() as i32, libc::SIGSTOP) },
+            0
+        );
+    }
+}
+
+impl Drop for StoppableFuse {
+    fn drop(&mut self) {
+        let pid = self.server.id() as i32;
+        // SAFETY: signalling our own child, then a valid C string.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+        let target = CString::new(self.mnt.as_os_str().as_bytes()).expect("no NUL");
+        // SAFETY: a valid C string.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
+/// A uprobe's binary on a file system that hangs after the probe was
+/// planned: a new cgroup still gets the probe (the kernel reaches the held
+/// binary through `/proc/self/fd`, without a lookup on the hung mount),
+/// collections go on, and the new cgroup's calls are counted exactly.
+#[test]
+fn a_new_cgroup_gets_a_probe_whose_file_system_hangs() {
+    use std::io::Write;
+    const CALLS: u64 = 4321;
+    require_root("count uprobes in cgroups");
+    let parent = TestCgroup::create("cgperf-block-probe-fuse");
+    let fuse = StoppableFuse::mount();
+    probe_program(&fuse.src, "app", false);
+    let app = fuse.mnt.join("app");
+    let config = ConfigDir::new(&format!(
+        "interval: 200ms\ntracepoints: [syscalls:sys_enter_getppid]\n\
+         probes:\n  - uprobe: {}:cgperf_work\n    as: fuse_work\n\
+         cgroups:\n  - match: {}/*\n",
+        app.display(),
+        parent.rel
+    ));
+    let exporter = config.exporter();
+    let probe = [("group", "probes"), ("event", "fuse_work")];
+    let body = exporter.wait_for("the probe's verdict", |b| {
+        value(b, "cgperf_event_supported", &probe).is_some()
+    });
+    assert_eq!(value(&body, "cgperf_event_supported", &probe), Some(1.0));
+
+    // The workload runs from the mount, then waits to be told to call.
+    let mut workload = Command::new(&app)
+        .args([CALLS.to_string().as_str(), "wait"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the workload starts from the mount");
+    let mut running = [0u8];
+    let mut stdout = workload.stdout.take().expect("piped stdout");
+    stdout.read_exact(&mut running).expect("the workload runs");
+
+    fuse.hang();
+    // Whatever the kernel cached of the mount's names times out (bindfs
+    // keeps them 1 s): a lookup of the path now waits for the server.
+    std::thread::sleep(Duration::from_secs(2));
+    let before = last_collection(&exporter.wait_collections(1));
+    let cg = TestCgroup::create_under(&parent.rel, "new");
+    let series = |b: &str| {
+        value(
+            b,
+            "cgperf_events_total",
+            &[
+                ("cgroup", &cg.rel),
+                ("group", "probes"),
+                ("event", "fuse_work"),
+            ],
+        )
+    };
+    let body = exporter.wait_for("the new cgroup's probe", |b| series(b).is_some());
+    assert_eq!(series(&body), Some(0.0));
+    assert!(last_collection(&body) > before, "collections go on");
+
+    std::fs::write(cg.dir.join("cgroup.procs"), workload.id().to_string())
+        .expect("move the workload into the new cgroup");
+    let mut stdin = workload.stdin.take().expect("piped stdin");
+    stdin.write_all(b"g").expect("tell the workload to call");
+    drop(stdin);
+    let status = workload.wait().expect("the workload ends");
+    assert!(status.success(), "the workload failed: {status}");
+    let body = exporter.wait_collections(2);
+    assert_eq!(series(&body), Some(CALLS as f64));
+    assert_eq!(get_status(&exporter.addr, "/-/ready").0, 200);
+    drop(exporter);
+    drop(fuse);
+}
+
 #[test]
 fn an_oversized_config_via_the_watcher_is_refused() {
     let (cg, config, exporter) = start_counting("cgperf-block-oversized");

@@ -10,7 +10,7 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use cgperf::events::{EventAttr, PMU_ROOT, ProbeError, ProbeSpec};
+use cgperf::events::{EventAttr, PMU_ROOT, ProbeError, ProbeSpec, ResolvedProbe};
 use cgperf::perf::{CounterGroup, Target};
 use common::*;
 
@@ -39,7 +39,8 @@ fn uprobe(text: &str) -> ProbeSpec {
     ProbeSpec::parse_uprobe(text).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn resolve(text: &str) -> EventAttr {
+/// The probe resolved; its attr names the binary while it lives.
+fn resolve(text: &str) -> ResolvedProbe {
     uprobe(text)
         .resolve(Path::new(PMU_ROOT))
         .unwrap_or_else(|e| panic!("{e}"))
@@ -47,7 +48,7 @@ fn resolve(text: &str) -> EventAttr {
 
 fn resolve_error(text: &str) -> ProbeError {
     match uprobe(text).resolve(Path::new(PMU_ROOT)) {
-        Ok(attr) => panic!("`{text}` should not resolve: {attr:?}"),
+        Ok(probe) => panic!("`{text}` should not resolve: {probe:?}"),
         Err(e) => e,
     }
 }
@@ -65,6 +66,12 @@ fn uprobe_type() -> u32 {
 /// Opens `attrs` as one group for `cgroup` on every online CPU, runs `work`
 /// in a child inside the cgroup, and returns each member's total over all CPUs.
 fn count_in_child(attrs: &[EventAttr], cgroup: &TestCgroup, work: impl FnOnce()) -> Vec<u64> {
+    count_around(attrs, cgroup, || in_child(Some(&cgroup.dir), work))
+}
+
+/// Opens `attrs` as one group for `cgroup` on every online CPU, calls
+/// `run`, and returns each member's total over all CPUs.
+fn count_around(attrs: &[EventAttr], cgroup: &TestCgroup, run: impl FnOnce()) -> Vec<u64> {
     let dir = File::open(&cgroup.dir).expect("open the cgroup directory");
     let cpus = cgperf::cpus::online().expect("online CPUs");
     let mut groups: Vec<CounterGroup> = cpus
@@ -74,7 +81,7 @@ fn count_in_child(attrs: &[EventAttr], cgroup: &TestCgroup, work: impl FnOnce())
                 .unwrap_or_else(|e| panic!("opening {attrs:?} on CPU {cpu}: {e}"))
         })
         .collect();
-    in_child(Some(&cgroup.dir), work);
+    run();
     let mut totals = vec![0; attrs.len()];
     for group in &mut groups {
         let (read, ids) = group.read().expect("group read");
@@ -93,28 +100,77 @@ fn uprobes_on_this_binary_count_every_call() {
     let exe = test_binary();
     let exe = exe.display();
     let entry = resolve(&format!("{exe}:cgperf_probe_target"));
-    assert_eq!((entry.type_, entry.config), (uprobe_type(), 0));
-    let by_offset = resolve(&format!("{exe}:{:#x}", entry.config2));
-    assert_eq!(
-        by_offset, entry,
-        "same path (interned once) and same offset"
-    );
-    let ret = resolve(&format!("{exe}:cgperf_probe_target%return"));
+    let attr = entry.attr;
+    assert_eq!((attr.type_, attr.config), (uprobe_type(), 0));
+    let by_offset = resolve(&format!("{exe}:{:#x}", attr.config2));
+    assert_eq!(by_offset, entry, "same file (held once) and same offset");
+    let ret = resolve(&format!("{exe}:cgperf_probe_target%return")).attr;
     assert_eq!(
         (ret.config, ret.config1, ret.config2),
-        (1, entry.config1, entry.config2),
+        (1, attr.config1, attr.config2),
         "format/retprobe is config:0"
     );
-    let inside = resolve(&format!("{exe}:cgperf_probe_target+1"));
-    assert_eq!(inside.config2, entry.config2 + 1);
+    let inside = resolve(&format!("{exe}:cgperf_probe_target+1")).attr;
+    assert_eq!(inside.config2, attr.config2 + 1);
 
     let cgroup = TestCgroup::create("cgperf-uprobe-self");
-    let totals = count_in_child(&[entry, by_offset, ret], &cgroup, || {
+    let totals = count_in_child(&[attr, by_offset.attr, ret], &cgroup, || {
         for i in 0..K {
             std::hint::black_box(cgperf_probe_target(std::hint::black_box(i)));
         }
     });
     assert_eq!(totals, [K, K, K]);
+}
+
+/// Runs `binary K` in `cgroup` and waits for it to exit 0.
+fn run_program(binary: &Path, cgroup: &TestCgroup) {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(binary.as_os_str().as_bytes()).expect("no NUL");
+    let count = std::ffi::CString::new(K.to_string()).expect("no NUL");
+    let argv = [path.as_ptr(), count.as_ptr(), std::ptr::null()];
+    in_child(Some(&cgroup.dir), || {
+        // SAFETY: NUL-terminated strings and a null-terminated argv, built
+        // before the fork; execv and _exit are async-signal-safe.
+        unsafe {
+            libc::execv(path.as_ptr(), argv.as_ptr());
+            libc::_exit(127);
+        }
+    });
+}
+
+/// A binary upgraded by rename after its probe was resolved: events opened
+/// later (a new cgroup) still probe the file whose symbols were resolved,
+/// never the new file at the old offset, where another function now is.
+#[test]
+fn a_probe_stays_on_the_file_it_was_resolved_in_after_a_rename() {
+    require_root("open uprobes in cgroup mode");
+    let dir = tempfile::tempdir().unwrap();
+    let app = probe_program(dir.path(), "app", false);
+    // The original file, still reachable after the rename.
+    let original = dir.path().join("original");
+    std::fs::hard_link(&app, &original).unwrap();
+    let probe = resolve(&format!("{}:cgperf_work", app.display()));
+
+    let upgrade = probe_program(dir.path(), "app.new", true);
+    std::fs::rename(&upgrade, &app).unwrap();
+    let cgroup = TestCgroup::create("cgperf-uprobe-renamed");
+    let totals = count_around(&[probe.attr], &cgroup, || {
+        // The upgrade calls cgperf_decoy, at the old offset, 2K times: not
+        // counted. The original file's K calls are.
+        run_program(&app, &cgroup);
+        run_program(&original, &cgroup);
+    });
+    assert_eq!(totals, [K]);
+
+    // Resolved again, the probe is on the upgrade, at its new offset.
+    let again = resolve(&format!("{}:cgperf_work", app.display()));
+    assert_ne!(again.attr.config2, probe.attr.config2);
+    let cgroup = TestCgroup::create("cgperf-uprobe-upgraded");
+    let totals = count_around(&[again.attr], &cgroup, || {
+        run_program(&original, &cgroup);
+        run_program(&app, &cgroup);
+    });
+    assert_eq!(totals, [K]);
 }
 
 /// libc's `getppid` wrapper, which `libc::getppid` calls: a probe in a
@@ -129,9 +185,9 @@ fn uprobe_on_libc_counts_every_call() {
         "libc::getppid should be glibc's wrapper, found in {}",
         libc.display()
     );
-    let attr = resolve(&format!("{}:getppid", libc.display()));
+    let probe = resolve(&format!("{}:getppid", libc.display()));
     let cgroup = TestCgroup::create("cgperf-uprobe-libc");
-    let totals = count_in_child(&[attr], &cgroup, || {
+    let totals = count_in_child(&[probe.attr], &cgroup, || {
         for _ in 0..K2 {
             // SAFETY: getppid has no preconditions and is async-signal-safe.
             std::hint::black_box(unsafe { libc::getppid() });
@@ -168,7 +224,8 @@ fn kprobe_on_this_kernel() {
         Ok(type_) => {
             let attr = spec
                 .resolve(root)
-                .expect("do_sys_openat2 is a kernel function");
+                .expect("do_sys_openat2 is a kernel function")
+                .attr;
             assert_eq!(attr.type_.to_string(), type_.trim());
             assert_ne!(attr.config1, 0, "the function name is passed by pointer");
         }
@@ -263,8 +320,8 @@ fn stripped_binaries_need_a_file_offset() {
             "uprobe `{stripped}:cgperf_probe_target`: {stripped} has no symbol table; give a file offset instead: {stripped}:0xOFFSET"
         )
     );
-    let attr = resolve(&format!("{stripped}:0x1000"));
-    assert_eq!(attr.config2, 0x1000);
+    let probe = resolve(&format!("{stripped}:0x1000"));
+    assert_eq!(probe.attr.config2, 0x1000);
 }
 
 /// glibc's `strlen` is an IFUNC: probing its symbol would probe the resolver.

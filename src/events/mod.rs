@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 
 pub use format::{DecodeError, Field, FieldKind, FormatError, MAX_VALUE_LEN, TracepointFormat};
 pub(crate) use hardware::known_names;
-pub use probe::{ProbeError, ProbeKind, ProbeProblem, ProbeSpec, ProbeSyntaxError};
+pub use probe::{
+    HeldBinary, ProbeError, ProbeKind, ProbeProblem, ProbeSpec, ProbeSyntaxError, ResolvedProbe,
+};
 pub use tracepoint::{TracepointName, TracepointProblem, parse_tracepoint};
 
 /// Where the kernel describes its PMUs (one directory per PMU, with `type`,

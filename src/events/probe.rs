@@ -11,16 +11,18 @@
 //! syntax, so a config can be checked on any machine. [`ProbeSpec::resolve`]
 //! reads this machine's PMU descriptions and ELF files: the uprobe PMU wants
 //! the probe's offset in the file, not a symbol, so cgperf looks the symbol
-//! up itself.
+//! up itself, in the file it then holds for the kernel ([`HeldBinary`]).
 
 use std::collections::BTreeSet;
 use std::ffi::{CStr, CString, OsStr};
 use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolFlags, SymbolKind};
 
@@ -60,6 +62,86 @@ impl ProbeKind {
 impl fmt::Display for ProbeKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.pmu())
+    }
+}
+
+/// A probe resolved on this machine: what to pass to the kernel, and what
+/// must stay alive for as long as it may be opened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedProbe {
+    /// The event; a uprobe's `config1` points into `binary`.
+    pub attr: EventAttr,
+    /// A uprobe's binary, which its `attr` names; `None` for a kprobe.
+    pub binary: Option<Arc<HeldBinary>>,
+}
+
+/// A uprobe's binary, held open with `O_PATH` for as long as a plan (or an
+/// open group) names it, and shared by every probe on the same file.
+///
+/// The uprobe PMU takes a path, which the kernel looks up at every
+/// `perf_event_open`: when a new cgroup appears or a CPU comes back
+/// online, on the sampling thread. cgperf gives it `/proc/self/fd/N` of
+/// this descriptor rather than the path the user wrote: that link leads to
+/// the held file without a lookup on its file system, so a hung network or
+/// FUSE mount cannot stall the sampler, and every probe lands on the very
+/// file whose symbols were resolved, even after the path was replaced by
+/// another binary (an upgrade by rename), where the old offsets would be
+/// wrong. A reload resolves the path again, and so moves to the new file.
+pub struct HeldBinary {
+    /// Kept open, never read: the kernel reaches the file through `link`.
+    _fd: OwnedFd,
+    /// `/proc/self/fd/N`, what `config1` points to.
+    link: CString,
+    /// Device and inode: unique while the file is held.
+    id: (u64, u64),
+}
+
+impl HeldBinary {
+    /// Holds the regular file at `binary`, or shares the descriptor of a
+    /// live hold on the same file, so that probes on one binary share one
+    /// descriptor and one `config1`, across reloads too (an unchanged probe
+    /// then compares equal and stays open).
+    fn hold(binary: &Path) -> std::io::Result<Arc<Self>> {
+        static HELD: Mutex<Vec<Weak<HeldBinary>>> = Mutex::new(Vec::new());
+        let (fd, meta) = crate::userfile::hold(binary)?;
+        let id = (meta.dev(), meta.ino());
+        // A panic elsewhere cannot leave the list half-updated.
+        let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+        held.retain(|h| h.strong_count() > 0);
+        if let Some(same) = held.iter().filter_map(Weak::upgrade).find(|h| h.id == id) {
+            return Ok(same);
+        }
+        let link = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        let new = Arc::new(Self { _fd: fd, link, id });
+        held.push(Arc::downgrade(&new));
+        Ok(new)
+    }
+
+    /// The path that reaches the held file: `/proc/self/fd/N`.
+    pub fn link(&self) -> &Path {
+        as_path(&self.link)
+    }
+
+    /// `config1` for the uprobe PMU: the address of [`HeldBinary::link`],
+    /// valid while `self` lives.
+    fn pointer(&self) -> u64 {
+        self.link.as_ptr() as u64
+    }
+}
+
+impl PartialEq for HeldBinary {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+impl fmt::Debug for HeldBinary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HeldBinary")
+            .field("link", &self.link)
+            .field("id", &self.id)
+            .finish()
     }
 }
 
@@ -394,26 +476,33 @@ impl ProbeSpec {
     /// takes; this is right for executables (PIE or not) and shared libraries
     /// alike. A kprobe's function is checked against `/proc/kallsyms` when
     /// that file can be read; otherwise the kernel judges it at open.
-    pub fn resolve(&self, pmu_root: &Path) -> Result<EventAttr, ProbeError> {
+    ///
+    /// A uprobe's binary is held ([`HeldBinary`]), and its symbols are read
+    /// from the held file: `config1` names that file, not the path.
+    pub fn resolve(&self, pmu_root: &Path) -> Result<ResolvedProbe, ProbeError> {
         let (type_, config) = self.pmu_config(pmu_root)?;
-        let (config1, config2) = match &self.location {
+        let (config1, config2, binary) = match &self.location {
             Location::UserSymbol {
                 binary,
                 symbol,
                 offset,
             } => {
-                let file_offset = self.file_offset(as_path(binary), symbol, *offset)?;
-                (kernel_pointer(binary), file_offset)
+                let held = self.hold(as_path(binary))?;
+                let file_offset = self.file_offset(&held, as_path(binary), symbol, *offset)?;
+                (held.pointer(), file_offset, Some(held))
             }
-            Location::UserOffset { binary, offset } => (kernel_pointer(binary), *offset),
+            Location::UserOffset { binary, offset } => {
+                let held = self.hold(as_path(binary))?;
+                (held.pointer(), *offset, Some(held))
+            }
             Location::KernelFunction { function, offset } => {
                 self.check_kernel_function(&function.to_string_lossy())?;
-                (kernel_pointer(function), *offset)
+                (kernel_pointer(function), *offset, None)
             }
             // With no function name the kprobe PMU reads the address from config2.
-            Location::KernelAddress(address) => (0, *address),
+            Location::KernelAddress(address) => (0, *address, None),
         };
-        Ok(EventAttr {
+        let attr = EventAttr {
             type_,
             config,
             config1,
@@ -421,6 +510,16 @@ impl ProbeSpec {
             exclude_user: false,
             exclude_kernel: false,
             exclude_hv: false,
+        };
+        Ok(ResolvedProbe { attr, binary })
+    }
+
+    /// Holds `binary`; never blocks on a FIFO or device named as the binary.
+    fn hold(&self, binary: &Path) -> Result<Arc<HeldBinary>, ProbeError> {
+        HeldBinary::hold(binary).map_err(|source| ProbeError::Unreadable {
+            text: self.text.clone(),
+            binary: binary.to_path_buf(),
+            source,
         })
     }
 
@@ -448,18 +547,24 @@ impl ProbeSpec {
         Ok((type_, config))
     }
 
-    /// The file offset of `symbol` + `offset` in the ELF file `binary`.
-    fn file_offset(&self, binary: &Path, symbol: &str, offset: u64) -> Result<u64, ProbeError> {
+    /// The file offset of `symbol` + `offset` in the ELF file `held`, which
+    /// the user named `binary`.
+    fn file_offset(
+        &self,
+        held: &HeldBinary,
+        binary: &Path,
+        symbol: &str,
+        offset: u64,
+    ) -> Result<u64, ProbeError> {
         let text = || self.text.clone();
-        // Never blocks on a FIFO or device named as the binary.
-        let file =
-            crate::userfile::open(binary, crate::userfile::MAX_BINARY_BYTES).map_err(|source| {
-                ProbeError::Unreadable {
-                    text: text(),
-                    binary: binary.to_path_buf(),
-                    source,
-                }
-            })?;
+        // The held file itself, whatever `binary` names by now.
+        let file = crate::userfile::open(held.link(), crate::userfile::MAX_BINARY_BYTES).map_err(
+            |source| ProbeError::Unreadable {
+                text: text(),
+                binary: binary.to_path_buf(),
+                source,
+            },
+        )?;
         // Reads only the headers and symbol tables, not the whole binary.
         let cache = object::ReadCache::new(file);
         let elf = object::File::parse(&cache).map_err(|reason| ProbeError::NotElf {
@@ -607,13 +712,13 @@ fn as_path(binary: &CStr) -> &Path {
 
 /// The address of a process-wide copy of `text` for the kernel to read.
 ///
-/// The kernel copies a uprobe's path or a kprobe's function name from a user
-/// pointer in `config1` during every `perf_event_open`. [`EventAttr`] is
+/// The kernel copies a kprobe's function name from a user pointer in
+/// `config1` during every `perf_event_open`. [`EventAttr`] is
 /// `Copy` and carries that pointer as a plain u64, and cgperf reopens events
 /// long after resolving them (reloads, CPUs coming back online), so the
 /// string must live as long as the process. Each distinct string is leaked
 /// once and reused by every later probe naming it: the memory is bounded by
-/// the distinct binaries and functions ever configured, not by reloads.
+/// the distinct functions ever configured, not by reloads.
 fn kernel_pointer(text: &CStr) -> u64 {
     static INTERNED: Mutex<BTreeSet<&'static CStr>> = Mutex::new(BTreeSet::new());
     // A panic elsewhere cannot leave the set half-updated: insert is the only write.
@@ -1045,23 +1150,77 @@ mod tests {
         );
     }
 
-    /// A file offset needs no file: it goes to the kernel as written.
+    /// A file `app` holding `content` in a new temporary directory.
+    fn temp_file(content: &[u8]) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let app = dir.path().join("app");
+        fs::write(&app, content).unwrap();
+        (dir, app)
+    }
+
+    /// A file offset needs no symbol table: it goes to the kernel as
+    /// written, with the path of the held binary, which is the file named.
     #[test]
     fn file_offsets_resolve_without_reading_the_binary() {
         let root = fake_root(false);
-        let attr = uprobe("/nonexistent/app:0x1130")
-            .resolve(root.path())
-            .unwrap();
+        let (_dir, app) = temp_file(b"not even ELF");
+        let text = format!("{}:0x1130", app.display());
+        let resolved = uprobe(&text).resolve(root.path()).unwrap();
+        let attr = resolved.attr;
         assert_eq!((attr.type_, attr.config, attr.config2), (8, 0, 0x1130));
-        assert_eq!(pointed_to(attr.config1), "/nonexistent/app");
-        let ret = uprobe("/nonexistent/app:0x1130%return")
+        let held = resolved.binary.expect("a uprobe holds its binary");
+        let link = pointed_to(attr.config1);
+        assert_eq!(Path::new(&link), held.link());
+        assert!(link.starts_with("/proc/self/fd/"), "{link}");
+        assert_eq!(fs::read_link(&link).unwrap(), app);
+        let ret = uprobe(&format!("{text}%return"))
             .resolve(root.path())
             .unwrap();
         assert_eq!(
-            (ret.config, ret.config1, ret.config2),
-            (1, attr.config1, 0x1130)
+            (ret.attr.config, ret.attr.config1, ret.attr.config2),
+            (1, attr.config1, 0x1130),
+            "one hold per file"
         );
         assert!(!attr.exclude_user && !attr.exclude_kernel && !attr.exclude_hv);
+        // A missing binary is refused when resolved, with its path.
+        let e = uprobe("/nonexistent/app:0x1130")
+            .resolve(root.path())
+            .unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "uprobe `/nonexistent/app:0x1130`: cannot open /nonexistent/app: No such file"
+            ),
+            "{e}"
+        );
+    }
+
+    /// The held file stays what the probe names when its path is replaced
+    /// by rename; resolving again holds the new file, and the old hold
+    /// closes with the last probe naming it.
+    #[test]
+    fn a_binary_replaced_by_rename_stays_held_until_resolved_again() {
+        let root = fake_root(false);
+        let (dir, app) = temp_file(b"old");
+        let spec = uprobe(&format!("{}:0x10", app.display()));
+        let old = spec.resolve(root.path()).unwrap();
+        let old_link = old.binary.as_ref().unwrap().link().to_path_buf();
+        let tmp = dir.path().join("app.new");
+        fs::write(&tmp, b"new").unwrap();
+        fs::rename(&tmp, &app).unwrap();
+        assert_eq!(fs::read(&old_link).unwrap(), b"old");
+        let deleted = app.with_file_name("app (deleted)");
+        assert_eq!(fs::read_link(&old_link).unwrap(), deleted);
+        let new = spec.resolve(root.path()).unwrap();
+        assert_ne!(new, old, "another file, another probe");
+        assert_eq!(
+            fs::read(new.binary.as_ref().unwrap().link()).unwrap(),
+            b"new"
+        );
+        drop(old);
+        assert!(
+            fs::read_link(&old_link).map_or(true, |l| l != deleted),
+            "the old file is no longer held"
+        );
     }
 
     /// Against the running kernel's symbols, with a fake kprobe PMU (this
@@ -1070,16 +1229,23 @@ mod tests {
     #[test]
     fn kprobes_resolve_through_kallsyms() {
         let root = fake_root(true);
-        let attr = kprobe("do_sys_openat2").resolve(root.path()).unwrap();
+        let attr = kprobe("do_sys_openat2").resolve(root.path()).unwrap().attr;
         assert_eq!((attr.type_, attr.config, attr.config2), (7, 0, 0));
         assert_eq!(pointed_to(attr.config1), "do_sys_openat2");
         let ret = kprobe("do_sys_openat2%return")
             .resolve(root.path())
-            .unwrap();
+            .unwrap()
+            .attr;
         assert_eq!((ret.config, ret.config1), (1 << 3, attr.config1));
-        let inside = kprobe("do_sys_openat2+4").resolve(root.path()).unwrap();
+        let inside = kprobe("do_sys_openat2+4")
+            .resolve(root.path())
+            .unwrap()
+            .attr;
         assert_eq!((inside.config1, inside.config2), (attr.config1, 4));
-        let address = kprobe("0xffffffff81000000").resolve(root.path()).unwrap();
+        let address = kprobe("0xffffffff81000000")
+            .resolve(root.path())
+            .unwrap()
+            .attr;
         assert_eq!(
             (address.config1, address.config2),
             (0, 0xffff_ffff_8100_0000)

@@ -1158,6 +1158,7 @@ mod tests {
             },
             clock: false,
             filter: filter.map(Arc::from),
+            binary: None,
         }
     }
 

@@ -494,3 +494,48 @@ pub fn require_root(why: &str) {
         "these tests {why}, which needs root; run them as root"
     );
 }
+
+/// The C source of [`probe_program`].
+const PROBE_PROGRAM: &str = r#"
+#include <stdlib.h>
+#include <unistd.h>
+#ifdef DECOY
+__attribute__((noinline)) unsigned long cgperf_decoy(unsigned long x) { __asm__ volatile(""); return x * 3 + 1; }
+#endif
+__attribute__((noinline)) unsigned long cgperf_work(unsigned long x) { __asm__ volatile(""); return x * 3 + 1; }
+int main(int argc, char **argv) {
+    char go;
+    unsigned long n = argc > 1 ? strtoul(argv[1], 0, 10) : 0, s = 0;
+    if (argc > 2 && (write(1, "r", 1) != 1 || read(0, &go, 1) != 1)) return 2;
+    for (unsigned long i = 0; i < n; i++) {
+        s += cgperf_work(i);
+#ifdef DECOY
+        s += cgperf_decoy(i) + cgperf_decoy(i + 1);
+#endif
+    }
+    return s == 1;
+}
+"#;
+
+/// Compiles a program into `dir/name` (with `cc`, which links Rust
+/// binaries) that calls its function `cgperf_work` as many times as its
+/// first argument says and exits 0; given a second argument, it first
+/// writes a byte to stdout (it runs) and waits for a byte on stdin. With `decoy`, it is another build of the program:
+/// a function `cgperf_decoy`, called twice as often, sits where `cgperf_work` is
+/// in the build without, which moves further on (an upgraded binary whose
+/// offsets changed).
+pub fn probe_program(dir: &Path, name: &str, decoy: bool) -> PathBuf {
+    let source = dir.join(format!("{name}.c"));
+    std::fs::write(&source, PROBE_PROGRAM).expect("write the C source");
+    let binary = dir.join(name);
+    let mut cc = Command::new("cc");
+    cc.args(["-O1", "-fno-inline", "-o"])
+        .arg(&binary)
+        .arg(&source);
+    if decoy {
+        cc.arg("-DDECOY");
+    }
+    let status = cc.status().expect("cc (which links Rust binaries) runs");
+    assert!(status.success(), "cc failed on {}", source.display());
+    binary
+}
