@@ -35,7 +35,7 @@ pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<()> {
     )?;
     writeln!(out)?;
 
-    let plan = Plan::build(config, &machine)?;
+    let plan = Plan::build_in_time(config, &machine)?;
     let rows = rows(config, &machine, &plan);
     let width = |f: fn(&Row) -> usize| column_width(rows.iter().map(f), 5, NAME_MAX);
     let (gw, ew) = (width(|r| r.group.len()), width(|r| r.event.len()));

@@ -5,11 +5,11 @@ use crate::discovery::{CgroupFs, Discovery};
 use crate::exporter::otlp::{self, OtlpStats};
 use crate::exporter::web::{self, ListenAddress, WebConfig};
 use crate::exporter::{http, prometheus::Exposition};
-use crate::plan::Machine;
+use crate::plan::{Machine, Plan};
 use crate::sampler::{self, Control, FdBudget, Sampler};
 use crate::snapshot::Latest;
 use crate::tracefs::Tracefs;
-use crate::{check, cpus, events, reload};
+use crate::{check, cpus, deadline, events, reload};
 use std::time::Duration;
 
 /// How often the whole cgroup tree is rescanned even without inotify events.
@@ -136,7 +136,11 @@ pub fn main() -> ExitCode {
     let result = if check {
         check::run(&config, &mut std::io::stdout().lock())
     } else {
-        let web_config = match cli.web_config_file.as_deref().map(web::load) {
+        let web_config = match cli
+            .web_config_file
+            .clone()
+            .map(|path| deadline::load(&path.clone(), move || web::load(&path)))
+        {
             Some(Ok(web)) => web,
             Some(Err(e)) => {
                 eprintln!("cgperf: invalid web config: {e}");
@@ -281,13 +285,14 @@ fn serve(
         env!("CARGO_PKG_VERSION")
     );
     let latest = Latest::new();
+    let plan = Plan::build_in_time(&config, &machine)?;
     let sampler = Sampler::new(
         &config,
-        machine.clone(),
+        plan,
         Discovery::new(cgroupfs, FULL_RESCAN),
         FdBudget::from_limit(nofile),
         latest.clone(),
-    )?;
+    );
     // Bound now, before capabilities are dropped (a port below 1024 needs
     // CAP_NET_BIND_SERVICE); served once the runtime runs.
     let listener = listen.bind().context("--web.listen-address")?;
@@ -386,11 +391,11 @@ fn serve(
     if let Some(pusher) = pusher {
         pusher.stop();
     }
-    if reload::abandoned() > 0 {
+    if deadline::abandoned() > 0 {
         tracing::warn!(
             "{} reloads are still waiting for a file system that does not answer; \
              exiting without them",
-            reload::abandoned()
+            deadline::abandoned()
         );
     }
     let _ = control.send(Control::Stop);

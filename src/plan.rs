@@ -3,6 +3,7 @@
 //! disabled (with its reason) instead of failing for every cgroup.
 
 use crate::config::{CgroupSelector, Config, ConfigError, GroupDef, ProbeDef, TracepointDef};
+use crate::deadline;
 use crate::events::{Event, EventAttr, Field, HeldBinary, PERF_TYPE_TRACEPOINT, TracepointFormat};
 use crate::perf::{CounterGroup, Errno, Target, open_failure_reason};
 use crate::snapshot::Support;
@@ -200,6 +201,31 @@ impl Plan {
             sampled,
             support,
         })
+    }
+
+    /// [`Plan::build`] on a worker given [`deadline::FILES`]: the plan reads
+    /// uprobe binaries (files a user names) and tracefs, which a file system
+    /// that does not answer would block for good. Start-up and `cgperf
+    /// check` build their plan so; reloads build theirs on such a worker.
+    pub fn build_in_time(config: &Config, machine: &Machine) -> anyhow::Result<Self> {
+        let binaries: Vec<String> = config
+            .probes
+            .iter()
+            .filter_map(|p| p.spec.binary())
+            .map(|b| b.display().to_string())
+            .collect();
+        let (config, machine) = (config.clone(), machine.clone());
+        match deadline::with_deadline(deadline::FILES, move || Self::build(&config, &machine)) {
+            Ok(built) => Ok(built?),
+            Err(stuck) if binaries.is_empty() => Err(anyhow::anyhow!(
+                "building the plan (tracefs formats, a trial open of every group): {stuck}"
+            )),
+            Err(stuck) => Err(anyhow::anyhow!(
+                "building the plan (tracefs formats, the uprobe binaries {}, a trial open of \
+                 every group): {stuck}",
+                binaries.join(", ")
+            )),
+        }
     }
 
     /// The groups to open for a cgroup chosen by `selectors` (indices into

@@ -8,47 +8,38 @@
 //! Reloads never run on the sampling thread, nor on the watcher or the
 //! signal handler: one reload thread reads the files and builds the plan
 //! (which reads tracefs, resolves uprobe binaries and probes every group),
-//! on a worker thread it waits for at most [`RELOAD_DEADLINE`], and hands the
+//! on a worker thread it waits for at most [`deadline::FILES`], and hands the
 //! sampler a finished plan. A path that hangs (a hung network file system)
 //! therefore fails the reload after the deadline, with a message, while
 //! collections go on; the worker stays blocked in the kernel until the file
 //! system answers and its result is then dropped.
 
 use crate::config::{self, Config, ConfigError};
+use crate::deadline::{self, with_deadline};
 use crate::exporter::web::{self, WebConfig};
 use crate::plan::{Machine, Plan};
 use crate::sampler::{Control, NewConfig};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Duration;
 
 /// Lets editors finish writing (write, then rename) before cgperf reads.
 const SETTLE: Duration = Duration::from_millis(200);
 
-/// How long a reload may take to read its files and build its plan. Real
-/// reloads take milliseconds to a few seconds (probing thousands of
-/// tracepoints); longer means a path that does not answer.
-pub const RELOAD_DEADLINE: Duration = Duration::from_secs(30);
-
-/// Workers given up on (still blocked) beyond which no new one is started:
-/// each is a thread stuck in the kernel, and a file system that hangs one
-/// reload would hang the next too.
-const MAX_ABANDONED: usize = 4;
-
-/// Workers given up on that have not returned yet.
-static ABANDONED: AtomicUsize = AtomicUsize::new(0);
-
 /// Loads the config at `path`, or the embedded default; with it, the bytes
 /// it was read from (`None` for the default), against which the watcher
-/// compares the file later.
+/// compares the file later. A file that cannot be read within
+/// [`deadline::FILES`] is an error naming it.
 pub fn load(path: Option<&Path>) -> Result<(Config, Option<Vec<u8>>), ConfigError> {
     match path {
         Some(path) => {
-            let bytes = config::read(path)?;
-            let config = config::from_bytes(&path.display().to_string(), bytes.clone())?;
-            Ok((config, Some(bytes)))
+            let owned = path.to_path_buf();
+            deadline::load(path, move || {
+                let bytes = config::read(&owned)?;
+                let config = config::from_bytes(&owned.display().to_string(), bytes.clone())?;
+                Ok((config, Some(bytes)))
+            })
         }
         None => Ok((config::default_config()?, None)),
     }
@@ -117,7 +108,7 @@ impl Reloader {
         if let Some(&cpu) = crate::cpus::online().ok().as_ref().and_then(|c| c.first()) {
             machine.probe_cpu = cpu;
         }
-        let attempt = with_deadline(RELOAD_DEADLINE, move || {
+        let attempt = with_deadline(deadline::FILES, move || {
             let Some(path) = path else {
                 let result = config::default_config().map_err(|e| e.to_string());
                 return Some((None, result.and_then(|c| plan(c, &machine))));
@@ -171,13 +162,7 @@ impl Reloader {
             return;
         };
         let worker_path = path.clone();
-        let loaded = with_deadline(RELOAD_DEADLINE, move || web::load(&worker_path))
-            .unwrap_or_else(|stuck| {
-                Err(ConfigError::new(
-                    &path.display().to_string(),
-                    stuck.to_string(),
-                ))
-            });
+        let loaded = deadline::load(path, move || web::load(&worker_path));
         match loaded {
             Ok(new) => {
                 tracing::info!("web config {} reloaded: {}", path.display(), new.summary());
@@ -198,81 +183,6 @@ impl Reloader {
 fn plan(config: Config, machine: &Machine) -> Result<Box<NewConfig>, String> {
     let plan = Plan::build(&config, machine).map_err(|e| e.to_string())?;
     Ok(Box::new(NewConfig { config, plan }))
-}
-
-/// Why work run with [`with_deadline`] has no result.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Stuck {
-    /// It did not finish in time.
-    #[error("did not finish within {0:?} (a file on a file system that does not answer?)")]
-    TimedOut(Duration),
-    /// Earlier work is still stuck: none is started.
-    #[error(
-        "{0} earlier reloads are still waiting for a file system that does not answer; \
-         not starting another"
-    )]
-    TooMany(usize),
-    /// No thread could be started for it.
-    #[error("cannot start a thread: {0}")]
-    NoThread(String),
-}
-
-/// How many workers [`with_deadline`] gave up on are still running.
-pub fn abandoned() -> usize {
-    ABANDONED.load(Ordering::Relaxed)
-}
-
-/// Runs `work` on a new thread and waits at most `limit` for its result.
-///
-/// A thread cannot be cancelled: one that does not finish in time is left
-/// to finish on its own (counted in [`abandoned`] until it does) and its
-/// result is dropped. While [`MAX_ABANDONED`] are left, no new one starts.
-pub fn with_deadline<T: Send + 'static>(
-    limit: Duration,
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, Stuck> {
-    const RUNNING: u8 = 0;
-    const DONE: u8 = 1;
-    const GIVEN_UP: u8 = 2;
-    let left = ABANDONED.load(Ordering::Acquire);
-    if left >= MAX_ABANDONED {
-        return Err(Stuck::TooMany(left));
-    }
-    let state = Arc::new(AtomicU8::new(RUNNING));
-    let (tx, rx) = mpsc::sync_channel(1);
-    let worker_state = state.clone();
-    let spawned = std::thread::Builder::new()
-        .name("cgperf-reload-worker".into())
-        .spawn(move || {
-            let result = work();
-            let _ = tx.send(result);
-            // Whoever moves the state first decides: the waiter giving up,
-            // or this thread finishing; a thread finishing after it was
-            // given up on is no longer left.
-            if worker_state
-                .compare_exchange(RUNNING, DONE, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
-                ABANDONED.fetch_sub(1, Ordering::AcqRel);
-            }
-        });
-    if let Err(e) = spawned {
-        return Err(Stuck::NoThread(e.to_string()));
-    }
-    match rx.recv_timeout(limit) {
-        Ok(result) => Ok(result),
-        Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
-            if state
-                .compare_exchange(RUNNING, GIVEN_UP, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                ABANDONED.fetch_add(1, Ordering::AcqRel);
-                return Err(Stuck::TimedOut(limit));
-            }
-            // It finished just now: its result is in the channel.
-            rx.try_recv().map_err(|_| Stuck::TimedOut(limit))
-        }
-    }
 }
 
 /// Starts a thread that asks `reloader` for a reload whenever the
@@ -315,31 +225,4 @@ pub fn watch(path: &Path, reloader: Sender<Trigger>) -> std::io::Result<()> {
             }
         })?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn work_that_blocks_is_given_up_on_and_counted_until_it_returns() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let fifo = crate::userfile::test_fifo(dir.path());
-        let before = abandoned();
-        // A blocking open of a FIFO waits for a writer: a real hang.
-        let reader = fifo.clone();
-        let stuck = with_deadline(Duration::from_millis(200), move || {
-            std::fs::read(&reader).map(|b| b.len()).ok()
-        });
-        assert_eq!(stuck, Err(Stuck::TimedOut(Duration::from_millis(200))));
-        assert_eq!(abandoned(), before + 1);
-        // A writer comes: the worker finishes and is no longer counted.
-        std::fs::write(&fifo, b"late").expect("write to the FIFO");
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while abandoned() != before {
-            assert!(std::time::Instant::now() < deadline, "worker never ended");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert_eq!(with_deadline(Duration::from_secs(10), || 7), Ok(7));
-    }
 }

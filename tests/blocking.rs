@@ -21,6 +21,10 @@ use std::time::{Duration, Instant};
 /// How long a command that must not block may take.
 const PROMPT: Duration = Duration::from_secs(15);
 
+/// How long cgperf waits for the files a user names and the plan built
+/// from them before giving up (not configurable).
+const FILES_DEADLINE: Duration = Duration::from_secs(30);
+
 fn mkfifo(path: &Path) {
     let c = CString::new(path.as_os_str().as_bytes()).expect("no NUL");
     // SAFETY: a valid C string.
@@ -55,14 +59,22 @@ fn finish(mut child: Child, limit: Duration, what: &str) -> (i32, String, String
 
 /// Runs cgperf with `args`, which must exit within [`PROMPT`].
 fn run_promptly(args: &[&str]) -> (i32, String, String) {
-    let child = Command::new(env!("CARGO_BIN_EXE_cgperf"))
+    finish(
+        spawn_cgperf(args),
+        PROMPT,
+        &format!("cgperf {}", args.join(" ")),
+    )
+}
+
+/// Starts cgperf with `args`, its output piped.
+fn spawn_cgperf(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_cgperf"))
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("cgperf starts");
-    finish(child, PROMPT, &format!("cgperf {}", args.join(" ")))
+        .expect("cgperf starts")
 }
 
 fn last_collection(body: &str) -> f64 {
@@ -456,6 +468,57 @@ fn a_new_cgroup_gets_a_probe_whose_file_system_hangs() {
     assert_eq!(series(&body), Some(CALLS as f64));
     assert_eq!(get_status(&exporter.addr, "/-/ready").0, 200);
     drop(exporter);
+    drop(fuse);
+}
+
+/// A config, or a uprobe binary, on a hung file system fails `cgperf
+/// check` and the exporter's start-up after their deadline, naming the
+/// path, instead of hanging them: exit 1 for a config that cannot be read,
+/// 2 for a plan that cannot be built.
+#[test]
+fn check_and_start_up_give_up_on_a_hung_file_system() {
+    require_root("mount a FUSE file system");
+    let fuse = HungFuse::mount();
+    let hung_config = fuse.mnt.join("cgperf.yaml");
+    let hung_binary = fuse.mnt.join("app");
+    let config = ConfigDir::new(&format!(
+        "{}probes:\n  - uprobe: {}:main\n    as: hung_main\n",
+        getppid_config("/"),
+        hung_binary.display()
+    ));
+    let config_arg = format!("--config.file={}", hung_config.display());
+    let probe_arg = format!("--config.file={}", config.path.display());
+    let listen = "--web.listen-address=127.0.0.1:0";
+    // All at once: each waits out the same deadline.
+    let runs = [
+        ("check", vec!["check", config_arg.as_str()], 1, &hung_config),
+        (
+            "start-up",
+            vec![config_arg.as_str(), listen],
+            1,
+            &hung_config,
+        ),
+        ("check", vec!["check", probe_arg.as_str()], 2, &hung_binary),
+        (
+            "start-up",
+            vec![probe_arg.as_str(), listen],
+            2,
+            &hung_binary,
+        ),
+    ];
+    let children: Vec<Child> = runs
+        .iter()
+        .map(|(_, args, ..)| spawn_cgperf(args))
+        .collect();
+    for ((what, _, code, path), child) in runs.iter().zip(children) {
+        let (got, _, err) = finish(child, FILES_DEADLINE + PROMPT, what);
+        assert_eq!(got, *code, "{what}: {err}");
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains("did not finish within 30s"),
+            "{what} names {} and the deadline: {err}",
+            path.display()
+        );
+    }
     drop(fuse);
 }
 

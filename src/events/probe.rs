@@ -459,6 +459,16 @@ impl ProbeSpec {
         }
     }
 
+    /// A uprobe's binary as written; `None` for a kprobe.
+    pub fn binary(&self) -> Option<&Path> {
+        match &self.location {
+            Location::UserSymbol { binary, .. } | Location::UserOffset { binary, .. } => {
+                Some(as_path(binary))
+            }
+            Location::KernelFunction { .. } | Location::KernelAddress(_) => None,
+        }
+    }
+
     /// Whether the probe counts returns (`%return`) rather than entries.
     pub fn is_return(&self) -> bool {
         self.retprobe

@@ -15,13 +15,13 @@ pub use budget::{FdBudget, Tally, raise_nofile_limit};
 pub use hotplug::{CpuChanges, CpuTracker};
 pub use scale::{Accumulator, GroupTotals, Interval};
 
-use crate::config::{Config, ConfigError};
+use crate::config::Config;
 use crate::discovery::{Discovery, Found};
 use crate::labels::{Extractor, extract};
 use crate::perf::{
     CounterGroup, Errno, OpenFailure, ReadError, SampledEvent, Target, open_failure_reason,
 };
-use crate::plan::{GroupSpec, Machine, Plan, SampledSpec};
+use crate::plan::{GroupSpec, Plan, SampledSpec};
 use crate::snapshot::{CounterSample, GroupTimeSample, Labels, Latest, Snapshot};
 use sampled::{Rings, SampledState};
 use std::collections::{BTreeMap, HashSet};
@@ -232,22 +232,20 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// A sampler for `config` on `machine`, finding cgroups with `discovery`
-    /// and publishing into `latest`. Fails on config mistakes only the
-    /// kernel can see (see [`Plan::build`]).
+    /// A sampler for `config`, planned as `plan`, finding cgroups with
+    /// `discovery` and publishing into `latest`.
     pub fn new(
         config: &Config,
-        machine: Machine,
+        plan: Plan,
         discovery: Discovery,
         budget: FdBudget,
         latest: Latest,
-    ) -> Result<Self, ConfigError> {
+    ) -> Self {
         // Every perf descriptor, the hotplug canaries' and rings' included.
         let tally = Arc::new(AtomicU64::new(0));
-        let plan = Plan::build(config, &machine)?;
         let ring_pages = plan.ring_pages;
         log_support(&plan);
-        Ok(Self {
+        Self {
             plan,
             generation: 0,
             extractors: config.labels.clone(),
@@ -269,7 +267,7 @@ impl Sampler {
             reload_success_time: SystemTime::now(),
             latest,
             collections: 0,
-        })
+        }
     }
 
     /// Runs one interval: reads every group, follows CPUs going offline and

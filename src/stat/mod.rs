@@ -16,7 +16,7 @@ pub use args::{EventListError, StatArgs};
 use crate::cli::discover_machine;
 use crate::config::{CgroupPattern, ConfigError};
 use crate::discovery::{CgroupFs, Discovery};
-use crate::plan::Machine;
+use crate::plan::{Machine, Plan};
 use crate::sampler::{FdBudget, Sampler, raise_nofile_limit};
 use crate::snapshot::Latest;
 use child::{FreshCgroup, Signals, Wake};
@@ -165,7 +165,8 @@ fn stat(args: &StatArgs, config_file: Option<&Path>) -> Result<Outcome, StatErro
     let latest = Latest::new();
     let discovery = Discovery::new(cgroupfs, RESCAN);
     let budget = FdBudget::from_limit(raise_nofile_limit());
-    let mut sampler = Sampler::new(&config, machine, discovery, budget, latest.clone())?;
+    let plan = Plan::build(&config, &machine)?;
+    let mut sampler = Sampler::new(&config, plan, discovery, budget, latest.clone());
     sampler.collect(); // Opens every group: counting starts here.
     let mut counting = Counting::new(&config, cpus, latest);
     let child = match start_command(&args.command, fresh.as_ref())? {
