@@ -622,6 +622,11 @@ fn mounts_under(roots: &[&str], except: &[&str]) -> Vec<String> {
         if point.contains('\\') || paths.iter().any(|p| p == point) {
             continue;
         }
+        // A mount that cannot even be looked at (a FUSE mount whose server
+        // died: ENOTCONN) cannot be remounted either; nothing reads it.
+        if std::fs::symlink_metadata(point).is_err() {
+            continue;
+        }
         if roots.iter().any(|r| below(point, r)) && !except.iter().any(|e| below(point, e)) {
             paths.push(point.to_string());
         }
