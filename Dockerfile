@@ -13,13 +13,18 @@
 # .gnu_debuglink.
 #
 # RUST_IMAGE is any Debian-based image with cargo on PATH, gcc and binutils
-# (the official rust images are); the test suite builds one locally.
+# (the official rust images are; protoc is installed when missing); the test
+# suite builds one locally.
 
 ARG RUST_IMAGE=docker.io/library/rust:1-bookworm
 
 FROM ${RUST_IMAGE} AS build
 # true: build from the crates already in CARGO_HOME, without the network.
 ARG CARGO_NET_OFFLINE=false
+# protoc generates the CRI client (k8s-cri) at build time.
+RUN command -v protoc >/dev/null || { apt-get update \
+    && apt-get install -y --no-install-recommends protobuf-compiler \
+    && rm -rf /var/lib/apt/lists/*; }
 WORKDIR /src
 COPY . .
 RUN set -eu; \

@@ -5,6 +5,7 @@ use crate::discovery::{CgroupFs, Discovery};
 use crate::exporter::otlp::{self, OtlpStats};
 use crate::exporter::web::{self, ListenAddress, WebConfig};
 use crate::exporter::{http, prometheus::Exposition};
+use crate::labels::Extractor;
 use crate::plan::{Machine, Plan};
 use crate::sampler::{self, Control, FdBudget, Sampler};
 use crate::snapshot::Latest;
@@ -67,6 +68,13 @@ pub struct Cli {
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536)
     )]
     max_connections: usize,
+
+    /// The container runtime's CRI socket, asked for pod, namespace,
+    /// container and image names of pod and container cgroups (when the
+    /// `kubernetes` or `containers` labels are on). Repeatable; default:
+    /// containerd's, CRI-O's and k3s's usual sockets, those that exist.
+    #[arg(long = "cri.socket", value_name = "PATH")]
+    cri_sockets: Vec<PathBuf>,
 
     /// Log level: error, warn, info, debug or trace.
     #[arg(
@@ -155,7 +163,21 @@ pub fn main() -> ExitCode {
             web_config,
             max_connections: cli.max_connections,
         };
-        serve(config, otlp, (cli.config_file, loaded), endpoint)
+        let cri_sockets = if cli.cri_sockets.is_empty() {
+            crate::cri::DEFAULT_SOCKETS
+                .iter()
+                .map(PathBuf::from)
+                .collect()
+        } else {
+            cli.cri_sockets
+        };
+        serve(
+            config,
+            otlp,
+            (cli.config_file, loaded),
+            endpoint,
+            cri_sockets,
+        )
     };
     exit_status(result)
 }
@@ -259,6 +281,7 @@ fn serve(
     otlp: Option<OtlpConfig>,
     source: (Option<PathBuf>, Option<Vec<u8>>),
     endpoint: Endpoint,
+    cri_sockets: Vec<PathBuf>,
 ) -> anyhow::Result<()> {
     let (config_file, loaded) = source;
     let Endpoint {
@@ -286,7 +309,7 @@ fn serve(
     );
     let latest = Latest::new();
     let plan = Plan::build_in_time(&config, &machine)?;
-    let sampler = Sampler::new(
+    let mut sampler = Sampler::new(
         &config,
         plan,
         Discovery::new(cgroupfs, FULL_RESCAN),
@@ -311,6 +334,16 @@ fn serve(
             "dropped the capabilities only start-up needed"
         ),
         Err(e) => tracing::warn!("capabilities not dropped: {e}"),
+    }
+    if config
+        .labels
+        .iter()
+        .any(|l| matches!(l, Extractor::Kubernetes | Extractor::Containers))
+    {
+        match crate::cri::Names::start(cri_sockets) {
+            Ok(names) => sampler.set_names(names),
+            Err(e) => tracing::warn!("pod and container names disabled: {e}"),
+        }
     }
     let (pusher, otlp_stats) = match otlp {
         Some(otlp) => {

@@ -85,12 +85,15 @@ impl fmt::Display for Extractor {
     }
 }
 
-const POD_UID: &str = "pod_uid";
+/// A pod's UID label.
+pub const POD_UID: &str = "pod_uid";
 const QOS_CLASS: &str = "qos_class";
 const SLICE: &str = "slice";
 const UNIT: &str = "unit";
-const CONTAINER_ID: &str = "container_id";
-const CONTAINER_RUNTIME: &str = "container_runtime";
+/// A container's ID label.
+pub const CONTAINER_ID: &str = "container_id";
+/// The label naming the runtime that made a container.
+pub const CONTAINER_RUNTIME: &str = "container_runtime";
 
 /// Every label name [`extract`] may produce, in emission order (the
 /// concatenation of [`Extractor::label_names`] over [`Extractor::ALL`]).

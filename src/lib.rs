@@ -9,6 +9,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod cpus;
+pub mod cri;
 pub mod deadline;
 pub mod discovery;
 pub mod events;

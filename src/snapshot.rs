@@ -111,6 +111,9 @@ pub struct Snapshot {
     pub collections: u64,
     /// Whether the last config (re)load succeeded.
     pub reload_ok: bool,
+    /// Refreshes of pod and container names from the container runtime
+    /// that failed (unreachable, slow, erring).
+    pub cri_failures: u64,
     /// When a config was last loaded successfully.
     pub reload_success_time: SystemTime,
 }
@@ -135,6 +138,7 @@ impl Snapshot {
             samples_undecodable: 0,
             collections: 0,
             reload_ok: true,
+            cri_failures: 0,
             reload_success_time: SystemTime::now(),
         }
     }

@@ -13,6 +13,13 @@
 mod common;
 
 use common::{Exporter, require_root, value};
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use k8s_cri::v1::{
+    ContainerConfig, ContainerMetadata, CreateContainerRequest, ImageSpec, LinuxContainerConfig,
+    LinuxContainerSecurityContext, LinuxPodSandboxConfig, LinuxSandboxSecurityContext,
+    NamespaceMode, NamespaceOption, PodSandboxConfig, PodSandboxMetadata, RunPodSandboxRequest,
+    StartContainerRequest,
+};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -21,9 +28,10 @@ use std::time::{Duration, Instant};
 
 /// Bump when the builder's package list changes, so that a cached builder
 /// image is rebuilt.
-const BUILDER: &str = "localhost/cgperf-rust-builder:bookworm-1";
-/// Packages the Dockerfile's build stage needs besides a Rust toolchain.
-const BUILDER_PACKAGES: &str = "gcc,libc6-dev,ca-certificates";
+const BUILDER: &str = "localhost/cgperf-rust-builder:bookworm-2";
+/// Packages the Dockerfile's build stage needs besides a Rust toolchain
+/// (protoc: the CRI client is generated at build time).
+const BUILDER_PACKAGES: &str = "gcc,libc6-dev,ca-certificates,protobuf-compiler";
 const WORKLOAD: &str = "localhost/cgperf-test-workload:latest";
 
 /// A scratch directory of this test binary that survives between runs
@@ -115,6 +123,10 @@ fn cgperf_image(image: &str) -> PathBuf {
     let registry = cargo_home.join("registry");
     let target = scratch().join("cargo-target");
     std::fs::create_dir_all(&target).expect("target directory");
+    // The previous build under this name would be left dangling.
+    let _ = Command::new("buildah")
+        .args(["rmi", "--force", image])
+        .output();
     let started = Instant::now();
     run(Command::new("buildah")
         .current_dir(repo)
@@ -154,9 +166,9 @@ fn oci_archive(image: &str, file: &str) -> PathBuf {
     archive
 }
 
-/// A static program for the other container: waits for SIGUSR1, then makes
-/// exactly N getppid system calls (N = argv[1]), then waits to be killed.
-/// Nothing else in it calls getppid.
+/// A static program for the other containers: at each SIGUSR1, makes
+/// exactly N getppid system calls (N = argv[1]; none without it, which makes
+/// it a pod's pause process). Nothing else in it calls getppid.
 const WORKLOAD_C: &str = r#"
 #include <signal.h>
 #include <stdlib.h>
@@ -166,10 +178,17 @@ static volatile sig_atomic_t go;
 static void on_usr1(int sig) { (void)sig; go = 1; }
 int main(int argc, char **argv) {
     long n = argc > 1 ? atol(argv[1]) : 0;
+    sigset_t usr1, waiting;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &usr1, &waiting);
+    sigdelset(&waiting, SIGUSR1);
     signal(SIGUSR1, on_usr1);
-    while (!go) pause();
-    for (long i = 0; i < n; i++) syscall(SYS_getppid);
-    for (;;) pause();
+    for (;;) {
+        while (!go) sigsuspend(&waiting);
+        go = 0;
+        for (long i = 0; i < n; i++) syscall(SYS_getppid);
+    }
 }
 "#;
 
@@ -193,40 +212,66 @@ fn workload_image() -> PathBuf {
         "/workload",
     ]);
     buildah(&["config", "--entrypoint", r#"["/workload"]"#, c]);
+    let _ = Command::new("buildah")
+        .args(["rmi", "--force", WORKLOAD])
+        .output();
     buildah(&["commit", "-q", "--rm", c, WORKLOAD]);
     oci_archive(WORKLOAD, "workload")
 }
 
-/// Both images, built once per test binary.
-struct Images {
-    cgperf: String,
-    cgperf_archive: PathBuf,
-    workload_archive: PathBuf,
+/// The image the Dockerfile builds, named as the DaemonSet names it, and its
+/// archive; built once per test binary.
+fn cgperf() -> &'static (String, PathBuf) {
+    static IMAGE: OnceLock<(String, PathBuf)> = OnceLock::new();
+    IMAGE.get_or_init(|| {
+        let image = daemonset().image.clone();
+        let archive = cgperf_image(&image);
+        (image, archive)
+    })
 }
 
-fn images() -> &'static Images {
-    static IMAGES: OnceLock<Images> = OnceLock::new();
-    IMAGES.get_or_init(|| {
-        let cgperf = daemonset().image.clone();
-        Images {
-            cgperf_archive: cgperf_image(&cgperf),
-            cgperf,
-            workload_archive: workload_image(),
-        }
-    })
+/// The workload image's archive, built once per test binary.
+fn workload() -> &'static Path {
+    static ARCHIVE: OnceLock<PathBuf> = OnceLock::new();
+    ARCHIVE.get_or_init(workload_image)
 }
 
 /// containerd on a private socket, root and state directory, killed (after
 /// its containers) when dropped.
 struct Containerd {
-    child: std::process::Child,
+    /// `None` while stopped.
+    child: Option<std::process::Child>,
     dir: tempfile::TempDir,
     namespace: String,
     containers: Vec<String>,
 }
 
 impl Containerd {
+    /// containerd for `ctr run` (a namespace of this test's own).
     fn start() -> Self {
+        Self::start_in(&format!("cgperf-test-{}", std::process::id()), "")
+    }
+
+    /// containerd with its CRI plugin as kubelet uses it: namespace
+    /// `k8s.io`, the workload image as the pod sandbox (pause) image.
+    fn start_cri() -> Self {
+        // restrict_oom_score_adj: the sandbox asks for -998, which only a
+        // process allowed to lower its own score may set; the machines the
+        // tests run on may not be.
+        Self::start_in(
+            "k8s.io",
+            &format!(
+                "[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"{WORKLOAD}\"\n  \
+                 restrict_oom_score_adj = true\n\
+                 [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  \
+                 runtime_type = \"io.containerd.runc.v2\"\n\
+                 [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\n  \
+                 Root = \"{{runc_root}}\"\n"
+            ),
+        )
+    }
+
+    fn start_in(namespace: &str, extra_config: &str) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("cgperf-containerd-")
             .tempdir()
@@ -235,11 +280,34 @@ impl Containerd {
         let config = format!(
             "version = 2\nroot = \"{0}/root\"\nstate = \"{0}/state\"\n\
              [grpc]\n  address = \"{0}/containerd.sock\"\n\
-             [ttrpc]\n  address = \"{0}/containerd.sock.ttrpc\"\n",
-            root.display()
+             [ttrpc]\n  address = \"{0}/containerd.sock.ttrpc\"\n{1}",
+            root.display(),
+            extra_config.replace("{runc_root}", &root.join("runc").display().to_string())
         );
         std::fs::write(root.join("config.toml"), config).expect("containerd config");
-        let log = std::fs::File::create(root.join("containerd.log")).expect("log file");
+        let mut containerd = Self {
+            child: None,
+            dir,
+            namespace: namespace.to_string(),
+            containers: Vec::new(),
+        };
+        containerd.restart();
+        containerd
+    }
+
+    /// The CRI (and containerd) socket.
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("containerd.sock")
+    }
+
+    /// Starts the daemon (again) and waits until it answers.
+    fn restart(&mut self) {
+        let root = self.dir.path();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(root.join("containerd.log"))
+            .expect("log file");
         let child = Command::new("containerd")
             .arg("--config")
             .arg(root.join("config.toml"))
@@ -248,22 +316,25 @@ impl Containerd {
             .stderr(log)
             .spawn()
             .expect("containerd starts (scripts/test installs it)");
-        let containerd = Self {
-            child,
-            dir,
-            namespace: format!("cgperf-test-{}", std::process::id()),
-            containers: Vec::new(),
-        };
+        self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !succeeds(&mut containerd.ctr(&["version"])) {
+        while !succeeds(&mut self.ctr(&["version"])) {
             assert!(
                 Instant::now() < deadline,
                 "containerd did not answer within 30 s: {}",
-                containerd.log()
+                self.log()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-        containerd
+    }
+
+    /// Stops the daemon (SIGTERM); its containers run on under their shims.
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let _ = child.wait();
+        }
     }
 
     fn log(&self) -> String {
@@ -303,7 +374,14 @@ impl Containerd {
     ) -> Command {
         self.containers.push(id.to_string());
         let mut cmd = self.ctr(&["run", if detach { "--detach" } else { "--rm" }]);
-        cmd.args(flags).args([image, id]).args(command);
+        cmd.arg(format!(
+            "--runc-root={}",
+            self.dir.path().join("runc").display()
+        ))
+        .arg(format!("--cgroup=/{}/{id}", self.namespace))
+        .args(flags)
+        .args([image, id])
+        .args(command);
         cmd
     }
 
@@ -325,8 +403,32 @@ impl Containerd {
 }
 
 impl Drop for Containerd {
+    /// Kills and removes every container of the namespace (those the CRI
+    /// made too), stops the daemon, and unmounts what it left mounted.
     fn drop(&mut self) {
-        for id in self.containers.iter().rev() {
+        if std::thread::panicking() {
+            eprintln!("containerd's log:\n{}", self.log());
+        }
+        if self.child.is_none() {
+            self.restart();
+        }
+        let listed = |what: &str| -> Vec<String> {
+            self.ctr(&[what, "list", "--quiet"])
+                .output()
+                .map(|o| {
+                    String::from_utf8_lossy(&o.stdout)
+                        .split_whitespace()
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let mut ids = listed("tasks");
+        ids.extend(listed("containers"));
+        ids.extend(self.containers.iter().cloned());
+        ids.sort();
+        ids.dedup();
+        for id in &ids {
             let _ = self
                 .ctr(&["tasks", "kill", "--all", "--signal", "SIGKILL", id])
                 .output();
@@ -337,9 +439,22 @@ impl Drop for Containerd {
             let _ = self.ctr(&["tasks", "delete", "--force", id]).output();
             let _ = self.ctr(&["containers", "delete", id]).output();
         }
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
+        self.stop();
+        let dir = self.dir.path().to_string_lossy().into_owned();
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut points: Vec<&str> = mounts
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(4))
+            .filter(|p| p.starts_with(&dir))
+            .collect();
+        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        for point in points {
+            let _ = Command::new("umount").args(["--lazy", point]).status();
+        }
+        // Where `ctr run` put its containers' cgroups (`--cgroup` above).
+        if self.namespace != "k8s.io" {
+            drop(RuntimeCgroup(format!("/{}", self.namespace)));
+        }
     }
 }
 
@@ -417,6 +532,8 @@ struct Volume {
 #[derive(Deserialize)]
 struct HostPath {
     path: String,
+    #[serde(rename = "type", default)]
+    kind: String,
 }
 
 /// The DaemonSet's pod spec, as written.
@@ -481,7 +598,12 @@ fn daemonset_flags(config_dir: &Path) -> Vec<String> {
             .find(|v| v.name == m.name)
             .unwrap_or_else(|| panic!("volume {} of the DaemonSet", m.name));
         let src = match &volume.host_path {
-            Some(h) => PathBuf::from(&h.path),
+            Some(h) => {
+                if h.kind == "DirectoryOrCreate" {
+                    std::fs::create_dir_all(&h.path).expect("hostPath directory");
+                }
+                PathBuf::from(&h.path)
+            }
             None => config_dir.to_path_buf(),
         };
         let mode = if m.read_only { "ro" } else { "rw" };
@@ -525,17 +647,28 @@ fn container_id(tag: u8) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Removes `rel` (relative to the cgroup roots) from the cgroup2 tree and,
-/// on hybrid machines, from every v1 hierarchy runc also created it in.
+/// Removes `rel` (relative to the cgroup roots) and whatever the runtime
+/// left below it, from the cgroup2 tree and, on hybrid machines, from every
+/// v1 hierarchy runc also created it in.
 struct RuntimeCgroup(String);
 
 impl Drop for RuntimeCgroup {
     fn drop(&mut self) {
+        fn remove_tree(dir: &Path) {
+            if let Ok(entries) = std::fs::read_dir(dir) {
+                for e in entries.flatten() {
+                    if e.file_type().is_ok_and(|t| t.is_dir()) {
+                        remove_tree(&e.path());
+                    }
+                }
+            }
+            let _ = std::fs::remove_dir(dir);
+        }
         let rel = self.0.trim_start_matches('/');
-        let _ = std::fs::remove_dir(common::cgroup2_root().join(rel));
+        remove_tree(&common::cgroup2_root().join(rel));
         if let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") {
             for h in hierarchies.flatten() {
-                let _ = std::fs::remove_dir(h.path().join(rel));
+                remove_tree(&h.path().join(rel));
             }
         }
     }
@@ -588,7 +721,7 @@ fn assert_confined(pid: &str) {
 #[test]
 fn the_image_counts_a_workload_in_another_container_under_containerd() {
     require_root("run containerd and open perf events in cgroup mode");
-    let images = images();
+    let (image, archive) = cgperf();
     let c = daemonset();
     assert_eq!(
         c.image,
@@ -607,8 +740,8 @@ fn the_image_counts_a_workload_in_another_container_under_containerd() {
     let _parent = RuntimeCgroup(parent.clone());
 
     let mut containerd = Containerd::start();
-    containerd.import(&images.cgperf_archive, &images.cgperf);
-    containerd.import(&images.workload_archive, WORKLOAD);
+    containerd.import(archive, image);
+    containerd.import(workload(), WORKLOAD);
     let work_id = container_id(0xc0);
     let work_cgroup = format!("{parent}/cri-containerd-{work_id}.scope");
 
@@ -675,4 +808,246 @@ fn the_image_counts_a_workload_in_another_container_under_containerd() {
     );
     drop(containerd);
     drop(exporter);
+}
+
+/// A CRI v1 client on `socket`, and the runtime to drive it.
+struct Cri {
+    runtime: tokio::runtime::Runtime,
+    client: RuntimeServiceClient<tonic::transport::Channel>,
+}
+
+impl Cri {
+    fn connect(socket: &Path) -> Self {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        let path = socket.to_path_buf();
+        let channel = runtime
+            .block_on(
+                tonic::transport::Endpoint::from_static("http://localhost").connect_with_connector(
+                    tower::service_fn(move |_| {
+                        let path = path.clone();
+                        async move {
+                            tokio::net::UnixStream::connect(path)
+                                .await
+                                .map(hyper_util::rt::TokioIo::new)
+                        }
+                    }),
+                ),
+            )
+            .expect("connect to the CRI socket");
+        Self {
+            runtime,
+            client: RuntimeServiceClient::new(channel),
+        }
+    }
+
+    /// A pod on the host network whose cgroup is `cgroup_parent`.
+    fn run_pod(&mut self, sandbox: &PodSandboxConfig) -> String {
+        let request = RunPodSandboxRequest {
+            config: Some(sandbox.clone()),
+            ..Default::default()
+        };
+        self.runtime
+            .block_on(self.client.run_pod_sandbox(request))
+            .expect("RunPodSandbox")
+            .into_inner()
+            .pod_sandbox_id
+    }
+
+    fn run_container(
+        &mut self,
+        pod: &str,
+        sandbox: &PodSandboxConfig,
+        name: &str,
+        image: &str,
+        args: &[&str],
+    ) -> String {
+        let config = ContainerConfig {
+            metadata: Some(ContainerMetadata {
+                name: name.into(),
+                attempt: 0,
+            }),
+            image: Some(ImageSpec {
+                image: image.into(),
+                ..Default::default()
+            }),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            linux: Some(LinuxContainerConfig {
+                security_context: Some(LinuxContainerSecurityContext {
+                    namespace_options: Some(host_network()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let id = self
+            .runtime
+            .block_on(self.client.create_container(CreateContainerRequest {
+                pod_sandbox_id: pod.into(),
+                config: Some(config),
+                sandbox_config: Some(sandbox.clone()),
+            }))
+            .expect("CreateContainer")
+            .into_inner()
+            .container_id;
+        self.runtime
+            .block_on(self.client.start_container(StartContainerRequest {
+                container_id: id.clone(),
+            }))
+            .expect("StartContainer");
+        id
+    }
+}
+
+fn host_network() -> NamespaceOption {
+    NamespaceOption {
+        network: NamespaceMode::Node as i32,
+        ..Default::default()
+    }
+}
+
+/// kubelet's pod sandbox config for pod `name` in `namespace` with `uid`,
+/// under kubelet's cgroupfs-driver pod cgroup below `root`.
+fn sandbox_config(root: &str, name: &str, namespace: &str, uid: &str) -> PodSandboxConfig {
+    PodSandboxConfig {
+        metadata: Some(PodSandboxMetadata {
+            name: name.into(),
+            uid: uid.into(),
+            namespace: namespace.into(),
+            attempt: 0,
+        }),
+        linux: Some(LinuxPodSandboxConfig {
+            cgroup_parent: format!("{root}/kubepods/besteffort/pod{uid}"),
+            security_context: Some(LinuxSandboxSecurityContext {
+                namespace_options: Some(host_network()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A random pod UID in the Kubernetes API's form.
+fn pod_uid() -> String {
+    let hex = container_id(0x5e);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+#[test]
+fn pods_and_containers_get_their_names_from_the_runtime_and_counting_survives_its_stop() {
+    require_root("run containerd and open perf events in cgroup mode");
+    let root = format!("/cgperf-cri-{}", std::process::id());
+    let _root = RuntimeCgroup(root.clone());
+    let mut containerd = Containerd::start_cri();
+    containerd.import(workload(), WORKLOAD);
+
+    let config = common::config_file(&format!(
+        "interval: 200ms\ntracepoints: [syscalls:sys_enter_getppid]\n\
+         labels: [kubernetes, containers]\ncgroups:\n\
+         \x20 - match: {root}/kubepods/besteffort/*\n\
+         \x20 - match: {root}/kubepods/besteffort/*/*\n"
+    ));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", config.path().display()))
+        .arg(format!("--cri.socket={}", containerd.socket().display()));
+    let exporter = Exporter::spawn(cmd);
+
+    let mut cri = Cri::connect(&containerd.socket());
+    let uid = pod_uid();
+    let sandbox = sandbox_config(&root, "counter", "cgperf-test", &uid);
+    let pod = cri.run_pod(&sandbox);
+    let work = cri.run_container(&pod, &sandbox, "work", WORKLOAD, &["1234"]);
+
+    let pod_cgroup = format!("{root}/kubepods/besteffort/pod{uid}");
+    let work_cgroup = format!("{pod_cgroup}/{work}");
+    let event = ("event", "syscalls:sys_enter_getppid");
+    let work_series = [
+        ("cgroup", work_cgroup.as_str()),
+        event,
+        ("pod_uid", uid.as_str()),
+        ("container_id", work.as_str()),
+        ("container_runtime", "containerd"),
+        ("pod", "counter"),
+        ("namespace", "cgperf-test"),
+        ("container", "work"),
+        ("image", WORKLOAD),
+    ];
+    let pod_series = [
+        ("cgroup", pod_cgroup.as_str()),
+        event,
+        ("pod_uid", uid.as_str()),
+        ("pod", "counter"),
+        ("namespace", "cgperf-test"),
+    ];
+    let sandbox_series = [
+        ("cgroup", &*format!("{pod_cgroup}/{pod}")),
+        event,
+        ("container_id", pod.as_str()),
+        ("pod", "counter"),
+        ("container", "POD"),
+    ];
+    exporter.wait_for("the named series of the pod and its containers", |body| {
+        [&work_series[..], &pod_series, &sandbox_series]
+            .iter()
+            .all(|s| value(body, "cgperf_events_total", s).is_some())
+    });
+    // What the runtime's own processes did in the pod's cgroups while
+    // setting them up (runc calls getppid) is counted too: measure from a
+    // settled baseline.
+    let body = exporter.wait_collections(3);
+    let work_before = value(&body, "cgperf_events_total", &work_series).expect("work series");
+    let pod_before = value(&body, "cgperf_events_total", &pod_series).expect("pod series");
+    containerd.signal(&work, "SIGUSR1");
+    exporter.wait_for("1234 calls in the container and its pod", |body| {
+        value(body, "cgperf_events_total", &work_series) == Some(work_before + 1234.0)
+            && value(body, "cgperf_events_total", &pod_series) == Some(pod_before + 1234.0)
+    });
+    let body = exporter.scrape();
+    assert_eq!(value(&body, "cgperf_cri_failures_total", &[]), Some(0.0));
+
+    // The runtime stops; its containers run on. A pod cgroup that appears
+    // now cannot be named: the failure is counted and it keeps its UID.
+    let work_pid = containerd.pid(&work);
+    containerd.stop();
+    let orphan_uid = pod_uid();
+    let orphan = common::TestCgroup::create_under(
+        &format!("{root}/kubepods/besteffort"),
+        &format!("pod{orphan_uid}"),
+    );
+    let body = exporter.wait_for("a counted CRI failure", |body| {
+        value(body, "cgperf_cri_failures_total", &[]).is_some_and(|n| n >= 1.0)
+            && value(
+                body,
+                "cgperf_events_total",
+                &[
+                    ("cgroup", orphan.rel.as_str()),
+                    ("pod_uid", orphan_uid.as_str()),
+                ],
+            ) == Some(0.0)
+    });
+    let orphan_line = body
+        .lines()
+        .find(|l| l.starts_with("cgperf_events_total{") && l.contains(&orphan_uid))
+        .expect("the new pod's series");
+    assert!(!orphan_line.contains("pod=\""), "{orphan_line}");
+    // SAFETY: signalling the workload by its host pid.
+    let pid: i32 = work_pid.parse().expect("pid");
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGUSR1) }, 0);
+    exporter.wait_for("1234 more calls, still named", |body| {
+        value(body, "cgperf_events_total", &work_series) == Some(work_before + 2468.0)
+            && value(body, "cgperf_events_total", &pod_series) == Some(pod_before + 2468.0)
+    });
+    drop(orphan);
+    drop(containerd);
 }

@@ -282,6 +282,12 @@ const SAMPLES_UNDECODABLE: Family = Family {
     seconds: false,
     kind: Kind::Counter,
 };
+const CRI_FAILURES: Family = Family {
+    name: "cgperf_cri_failures",
+    help: "Refreshes of pod and container names from the container runtime's CRI socket that failed (unreachable, no answer within 2 s, error); cgroups that appear meanwhile keep their ID labels.",
+    seconds: false,
+    kind: Kind::Counter,
+};
 const BUILD: Family = Family {
     name: "cgperf_build",
     help: "cgperf build information: version, git revision and Rust toolchain.",
@@ -480,6 +486,7 @@ pub fn visit<V: Visitor>(
         &SAMPLES_UNDECODABLE,
         scalar(snap.samples_undecodable as f64),
     )?;
+    v.family(&CRI_FAILURES, scalar(snap.cri_failures as f64))?;
     v.family(
         &BUILD,
         std::iter::once(fixed(

@@ -16,6 +16,7 @@ pub use hotplug::{CpuChanges, CpuTracker};
 pub use scale::{Accumulator, GroupTotals, Interval};
 
 use crate::config::Config;
+use crate::cri::Names;
 use crate::discovery::{Discovery, Found};
 use crate::labels::{Extractor, extract};
 use crate::perf::{
@@ -100,6 +101,9 @@ struct CgroupState {
     selectors: Vec<usize>,
     generation: u64,
     labels: Labels,
+    /// Its labels name a pod or container whose names the runtime has not
+    /// given yet (see [`Sampler::set_names`]).
+    unnamed: bool,
     groups: Vec<GroupState>,
     /// Its `by:` tracepoints.
     sampled: Vec<SampledState>,
@@ -229,6 +233,8 @@ pub struct Sampler {
     reload_success_time: SystemTime,
     latest: Latest,
     collections: u64,
+    /// Pod and container names from the container runtime, if asked for.
+    names: Option<Names>,
 }
 
 impl Sampler {
@@ -267,6 +273,17 @@ impl Sampler {
             reload_success_time: SystemTime::now(),
             latest,
             collections: 0,
+            names: None,
+        }
+    }
+
+    /// Adds the runtime's names (`pod`, `namespace`, `container`, `image`)
+    /// to the labels of pod and container cgroups, once `names` knows them.
+    /// Looking them up never waits on the runtime.
+    pub fn set_names(&mut self, names: Names) {
+        self.names = Some(names);
+        for state in self.cgroups.values_mut() {
+            state.unnamed = nameable(&state.labels);
         }
     }
 
@@ -278,6 +295,7 @@ impl Sampler {
         self.read_all();
         self.follow_cpus();
         self.rediscover(false);
+        self.name_cgroups();
         self.collections += 1;
         let snapshot = self.snapshot(started.elapsed().as_secs_f64());
         self.latest.publish(snapshot);
@@ -343,6 +361,7 @@ impl Sampler {
         self.max_cgroups = config.max_cgroups;
         for state in self.cgroups.values_mut() {
             state.labels = labels_for(&state.path, &self.extractors);
+            state.unnamed = self.names.is_some() && nameable(&state.labels);
         }
         self.rediscover(true);
         self.reload_ok = true;
@@ -596,6 +615,7 @@ impl Sampler {
                 ino: f.ino,
                 selectors: f.selectors,
                 generation: self.generation,
+                unnamed: false,
                 labels: labels_for(&f.path, &self.extractors),
                 groups: Vec::new(),
                 sampled: Vec::new(),
@@ -608,6 +628,12 @@ impl Sampler {
                 open: Some(dir),
             }];
             if reconcile(&mut one, &online, &mut self.opener).is_empty() {
+                state.unnamed = self.names.is_some() && nameable(&state.labels);
+                if state.unnamed
+                    && let Some(names) = &self.names
+                {
+                    names.refresh();
+                }
                 self.cgroups.insert(f.path, state);
             } else {
                 skipped.entry("fd_budget").or_default().push(f.path);
@@ -691,6 +717,7 @@ impl Sampler {
             samples_undecodable: self.opener.rings.undecodable,
             collections: self.collections,
             reload_ok: self.reload_ok,
+            cri_failures: self.names.as_ref().map_or(0, Names::failures),
             reload_success_time: self.reload_success_time,
         }
     }
@@ -1012,6 +1039,27 @@ fn reconcile_sampled(
         opener.rings.unregister(gone.close(None).into_iter());
     }
     Ok(())
+}
+
+impl Sampler {
+    /// Gives the cgroups still waiting for them the names the runtime knows
+    /// by now.
+    fn name_cgroups(&mut self) {
+        let Some(names) = &self.names else { return };
+        for state in self.cgroups.values_mut().filter(|s| s.unnamed) {
+            if let Some(named) = names.lookup(&state.labels) {
+                state.labels = state.labels.iter().cloned().chain(named).collect();
+                state.unnamed = false;
+            }
+        }
+    }
+}
+
+/// Whether the runtime may know names for a cgroup with these labels.
+fn nameable(labels: &Labels) -> bool {
+    labels
+        .iter()
+        .any(|(k, _)| *k == crate::labels::CONTAINER_ID || *k == crate::labels::POD_UID)
 }
 
 /// The extra labels of a cgroup, from the enabled extractors.

@@ -190,7 +190,7 @@ impl Chunker<'_> {
                 Value::Cpu(cpu) => any_value::Value::IntValue(i64::from(cpu)),
             };
             attributes.push(KeyValue {
-                key: name.to_owned(),
+                key: attribute_name(name).to_owned(),
                 value: Some(AnyValue { value: Some(value) }),
                 ..KeyValue::default()
             });
@@ -208,6 +208,25 @@ impl Chunker<'_> {
             value: Some(number_data_point::Value::AsDouble(point.value)),
             ..NumberDataPoint::default()
         }
+    }
+}
+
+/// The OpenTelemetry semantic-convention name of a label that has one
+/// (pod and container identity), so that collectors and backends join
+/// cgperf's points with their other Kubernetes data; other labels keep
+/// their Prometheus name.
+fn attribute_name(label: &str) -> &str {
+    use crate::cri::{CONTAINER, IMAGE, NAMESPACE, POD};
+    use crate::labels::{CONTAINER_ID, CONTAINER_RUNTIME, POD_UID};
+    match label {
+        POD => "k8s.pod.name",
+        POD_UID => "k8s.pod.uid",
+        NAMESPACE => "k8s.namespace.name",
+        CONTAINER => "k8s.container.name",
+        CONTAINER_ID => "container.id",
+        CONTAINER_RUNTIME => "container.runtime",
+        IMAGE => "container.image.name",
+        other => other,
     }
 }
 
@@ -272,6 +291,20 @@ impl Visitor for Chunker<'_> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn identity_labels_take_opentelemetry_names() {
+        for (label, attribute) in [
+            ("pod", "k8s.pod.name"),
+            ("namespace", "k8s.namespace.name"),
+            ("container", "k8s.container.name"),
+            ("container_id", "container.id"),
+            ("image", "container.image.name"),
+            ("cgroup", "cgroup"),
+        ] {
+            assert_eq!(attribute_name(label), attribute);
+        }
+    }
     use super::*;
     use crate::snapshot::{CounterSample, GroupTimeSample};
     use std::sync::Arc;
