@@ -117,7 +117,7 @@ fn dashboard_is_well_formed_for_grafana() {
             .unwrap_or_else(|| panic!("no ${name}"))
     };
     assert_eq!(var("datasource").kind, "datasource");
-    for name in ["instance", "cgroup"] {
+    for name in ["instance", "namespace", "pod", "cgroup"] {
         assert!(var(name).multi, "${name} is multi-select");
     }
     for p in d.panels.iter().filter(|p| p.kind != "row") {
@@ -191,7 +191,7 @@ fn dashboard_is_well_formed_for_grafana() {
                 p.title
             );
             // Multi-select variables must be matched with =~.
-            for v in ["$instance", "$cgroup"] {
+            for v in ["$instance", "$namespace", "$pod", "$cgroup"] {
                 assert!(
                     !t.expr.contains(&format!("=\"{v}\"")),
                     "{}: use =~ for {v}",
@@ -310,6 +310,8 @@ fn encode(s: &str) -> String {
 fn substitute(expr: &str) -> String {
     expr.replace("$__rate_interval", "10s")
         .replace("$instance", ".*")
+        .replace("$namespace", ".*")
+        .replace("$pod", ".*")
         .replace("$cgroup", ".*")
 }
 
