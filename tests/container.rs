@@ -12,6 +12,7 @@
 //! static C toolchain (`gcc`, `libc6-dev`); scripts/test installs them.
 mod common;
 
+use common::manifest::{Volume, VolumeMount};
 use common::{Exporter, require_root, value};
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::{
@@ -510,29 +511,6 @@ struct Capabilities {
 #[derive(Deserialize)]
 struct SeccompProfile {
     #[serde(rename = "type")]
-    kind: String,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct VolumeMount {
-    name: String,
-    mount_path: String,
-    #[serde(default)]
-    read_only: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Volume {
-    name: String,
-    host_path: Option<HostPath>,
-}
-
-#[derive(Deserialize)]
-struct HostPath {
-    path: String,
-    #[serde(rename = "type", default)]
     kind: String,
 }
 

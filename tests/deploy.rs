@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::manifest::{Volume, VolumeMount};
 use common::*;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -216,26 +217,6 @@ struct Capabilities {
 struct Resources {
     requests: BTreeMap<String, String>,
     limits: BTreeMap<String, String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct VolumeMount {
-    name: String,
-    mount_path: String,
-    read_only: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Volume {
-    name: String,
-    host_path: Option<HostPath>,
-}
-
-#[derive(Deserialize)]
-struct HostPath {
-    path: String,
 }
 
 fn object(path: &str) -> Object {

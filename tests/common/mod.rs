@@ -5,6 +5,7 @@
 //! they fail, saying so; they never pass vacuously.
 #![allow(dead_code)]
 
+pub mod manifest;
 pub mod perf_data;
 
 use std::ffi::CString;
