@@ -8,8 +8,15 @@
 //! test was built with, mounted into the build; the crates come from this
 //! machine's cargo cache. containerd runs on a private socket and root.
 //!
+//! The same containerd, with its CRI plugin, is the runtime cgperf asks for
+//! pod and container names: pods and containers are made through its CRI
+//! API as kubelet makes them (cgroupfs driver, host network), and the
+//! runtime is stopped while they run.
+//!
 //! Needs root, `buildah`, `containerd`, `runc`, `ctr`, `debootstrap` and a
-//! static C toolchain (`gcc`, `libc6-dev`); scripts/test installs them.
+//! static C toolchain (`gcc`, `libc6-dev`); scripts/test installs them. The
+//! first run debootstraps the builder and compiles the release binary in it;
+//! later runs reuse both (`CARGO_TARGET_TMPDIR/container`).
 mod common;
 
 use common::manifest::{Volume, VolumeMount};
