@@ -133,13 +133,10 @@ impl std::fmt::Display for Unlisted {
 /// make cgroups can build. Were those incomplete scans, one such directory
 /// would stop discovery for good.
 fn note_unlisted(unlisted: &mut Option<Unlisted>, dir: &Path, error: std::io::Error) {
-    let transient = matches!(
-        error.raw_os_error(),
-        Some(
-            libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS | libc::EAGAIN | libc::EINTR
-        )
-    );
-    if transient {
+    if error
+        .raw_os_error()
+        .is_some_and(|e| crate::perf::Errno(e).passes())
+    {
         unlisted.get_or_insert(Unlisted {
             dir: dir.to_path_buf(),
             error,

@@ -1,14 +1,30 @@
 //! CPU hotplug: counting stays exact and monotonic while a CPU goes offline
-//! and comes back, including within a single interval.
+//! and comes back, including within a single interval, and when it comes
+//! back while cgperf has no descriptor to spare.
 //!
-//! This binary holds this one test only: taking a CPU offline would break
+//! This binary holds these tests only: taking a CPU offline would break
 //! the exact counts of tests running beside it, and cargo runs test
-//! binaries one after another.
+//! binaries one after another. Its tests take turns ([`cpu1_turn`]).
 
 mod common;
 
 use common::*;
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+/// This test's turn to move cpu1, which is put in state `online` now and
+/// back online when the turn ends, whatever happens to the test.
+/// (cpu1 comes back first: fields drop in order.)
+fn cpu1_turn(online: bool) -> (Cpu1Back, MutexGuard<'static, ()>) {
+    static TURN: Mutex<()> = Mutex::new(());
+    assert!(
+        Path::new(CPU1).exists(),
+        "this test needs a hot-pluggable cpu1 ({CPU1})"
+    );
+    let turn = TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    set_cpu1(online);
+    (Cpu1Back, turn)
+}
 
 const CPU1: &str = "/sys/devices/system/cpu/cpu1/online";
 
@@ -71,12 +87,7 @@ fn sampled(body: &str, cgroup: &str) -> f64 {
 
 #[test]
 fn counts_stay_exact_and_monotonic_across_cpu_hotplug() {
-    assert!(
-        Path::new(CPU1).exists(),
-        "this test needs a hot-pluggable cpu1 ({CPU1})"
-    );
-    let _back = Cpu1Back;
-    set_cpu1(true);
+    let _turn = cpu1_turn(true);
     let cg = TestCgroup::create("cgperf-hotplug");
     let exporter = Exporter::start(Some(&format!(
         "interval: 1s\nper_cpu: true\ntracepoints:\n  - syscalls:sys_enter_getppid\n  \
@@ -134,4 +145,65 @@ fn counts_stay_exact_and_monotonic_across_cpu_hotplug() {
         (200.0, 1037.0)
     );
     assert_eq!(sampled(&body, &cg.rel), 1237.0, "{body}");
+}
+
+/// Descriptors cgperf keeps for everything but perf events: its perf
+/// budget is the open-files limit minus these.
+const RESERVED_FDS: u64 = 256;
+
+#[test]
+fn a_cpu_back_while_descriptors_are_short_is_counted_once_they_are_free() {
+    require_root("takes cpu1 offline and creates cgroups");
+    let _turn = cpu1_turn(false);
+    let parent = TestCgroup::create("cgperf-hotplug-fds");
+    let job = TestCgroup::create_under(&parent.rel, "job");
+    let other = TestCgroup::create_under(&parent.rel, "other");
+    let config = config_file(&format!(
+        "interval: 200ms\nper_cpu: true\ntracepoints: [syscalls:sys_enter_getppid]\n\
+         cgroups:\n  - match: {}/*\n",
+        parent.rel
+    ));
+    // Four perf descriptors: cpu0's canary and one event per cgroup there,
+    // and one more: cpu1's canary, when it comes back. Neither cgroup's
+    // event then fits on cpu1.
+    let exporter = spawn_with_nofile(config.path(), RESERVED_FDS + 4, &[]);
+    exporter.wait_for("both cgroups' series", |b| {
+        getppid_of(b, &job.rel).is_some() && getppid_of(b, &other.rel).is_some()
+    });
+    getppid_on(&job.dir, 0, 100);
+    let body = exporter.wait_collections(2);
+    assert_eq!(on_cpu(&body, &job.rel, "0"), 100.0);
+    assert_eq!(value(&body, "cgperf_open_fds", &[]), Some(3.0), "{body}");
+
+    set_cpu1(true);
+    let body = exporter.wait_for("cpu1 noticed", |b| {
+        value(b, "cgperf_open_fds", &[]) == Some(4.0)
+    });
+    assert!(
+        value(
+            &body,
+            "cgperf_events_total",
+            &[("cgroup", &job.rel), ("cpu", "1")]
+        )
+        .is_none_or(|n| n == 0.0),
+        "no descriptor for the job on cpu1 yet:\n{body}"
+    );
+
+    // The other cgroup goes: its descriptor frees room for the job's on
+    // cpu1, which must be opened without waiting for a reload.
+    drop(other);
+    exporter.wait_for("the job opened on cpu1", |b| {
+        value(b, "cgperf_open_fds", &[]) == Some(4.0)
+            && value(b, "cgperf_monitored_cgroups", &[]) == Some(1.0)
+    });
+    let body = exporter.wait_collections(2);
+    assert_eq!(value(&body, "cgperf_open_fds", &[]), Some(4.0), "{body}");
+    getppid_on(&job.dir, 1, 1000);
+    getppid_on(&job.dir, 0, 10);
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        (on_cpu(&body, &job.rel, "0"), on_cpu(&body, &job.rel, "1")),
+        (110.0, 1000.0),
+        "{body}"
+    );
 }

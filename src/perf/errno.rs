@@ -13,6 +13,24 @@ impl Errno {
     }
 }
 
+impl Errno {
+    /// Whether the failure is for want of something that comes back
+    /// (descriptors, memory, a busy PMU, a signal), so that trying again
+    /// later may succeed; any other is the request's own and lasting.
+    pub fn passes(self) -> bool {
+        matches!(
+            self.0,
+            libc::EMFILE
+                | libc::ENFILE
+                | libc::ENOMEM
+                | libc::ENOBUFS
+                | libc::EAGAIN
+                | libc::EINTR
+                | libc::EBUSY
+        )
+    }
+}
+
 impl fmt::Display for Errno {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = match self.0 {

@@ -25,7 +25,7 @@ use crate::perf::{
 use crate::plan::{GroupSpec, Plan, SampledSpec};
 use crate::snapshot::{CounterSample, GroupTimeSample, Labels, Latest, Snapshot};
 use sampled::{Rings, SampledState};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -91,6 +91,9 @@ struct CpuCounter {
 struct GroupState {
     spec: Arc<GroupSpec>,
     cpus: Vec<CpuCounter>,
+    /// CPUs it failed to open on for a reason that passes: tried again at
+    /// each collection (see [`Sampler::open_unopened`]).
+    unopened: BTreeSet<u32>,
 }
 
 /// A monitored cgroup.
@@ -135,36 +138,74 @@ struct Opener {
 #[derive(Debug)]
 struct OutOfFds;
 
+/// Why a group or `by:` tracepoint was not opened on a CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NotOpened {
+    /// Descriptors ran out: the budget's or the process's.
+    OutOfFds,
+    /// Another failure that passes (memory, a busy PMU, a signal).
+    ForNow,
+    /// A lasting failure: no such event, no permission, the CPU or the
+    /// cgroup gone. Counted and logged; trying again would fail the same.
+    ForGood,
+}
+
+/// The opened `T`, or `None`; then `cpu` joins `unopened`, the CPUs to try
+/// again on, if the failure passes (running out of descriptors included).
+/// An open that succeeds leaves it.
+fn or_later<T>(opened: Result<T, NotOpened>, unopened: &mut BTreeSet<u32>, cpu: u32) -> Option<T> {
+    match opened {
+        Ok(opened) => {
+            unopened.remove(&cpu);
+            Some(opened)
+        }
+        Err(NotOpened::ForGood) => {
+            unopened.remove(&cpu);
+            None
+        }
+        Err(NotOpened::OutOfFds | NotOpened::ForNow) => {
+            unopened.insert(cpu);
+            None
+        }
+    }
+}
+
+/// As [`or_later`], except that running out of descriptors gives up the
+/// cgroup being reconciled (`Err`).
+fn or_give_up<T>(
+    opened: Result<T, NotOpened>,
+    unopened: &mut BTreeSet<u32>,
+    cpu: u32,
+) -> Result<Option<T>, OutOfFds> {
+    if matches!(opened, Err(NotOpened::OutOfFds)) {
+        return Err(OutOfFds);
+    }
+    Ok(or_later(opened, unopened, cpu))
+}
+
 impl Opener {
     fn used(&self) -> u64 {
         self.tally.load(Ordering::Relaxed)
     }
 
     /// Opens `spec` for the cgroup whose directory is `dir` on `cpu`.
-    /// `Ok(None)` is a failure that leaves the group unopened on this CPU
-    /// (counted and logged once); `Err` means descriptors ran out.
+    /// A failure leaves the group unopened on this CPU; those of the kernel
+    /// are counted and logged once.
     fn open(
         &mut self,
         spec: &GroupSpec,
         cgroup: &str,
         dir: &std::fs::File,
         cpu: u32,
-    ) -> Result<Option<Held>, OutOfFds> {
+    ) -> Result<Held, NotOpened> {
         let n = spec.events.len() as u64;
         if !self.budget.fits(self.used(), n) {
-            return Err(OutOfFds);
+            return Err(NotOpened::OutOfFds);
         }
         let target = Target::Cgroup(dir.as_fd());
-        match CounterGroup::open_filtered(&spec.attrs(), &spec.filters(), target, cpu) {
-            Ok(group) => Ok(Some(Held::new(group, &self.tally))),
-            Err(e) => {
-                let failure = self.failed(&spec.name, cgroup, cpu, e.errno);
-                if failure == OpenFailure::TooManyOpenFiles {
-                    return Err(OutOfFds);
-                }
-                Ok(None)
-            }
-        }
+        CounterGroup::open_filtered(&spec.attrs(), &spec.filters(), target, cpu)
+            .map(|group| Held::new(group, &self.tally))
+            .map_err(|e| self.failed(&spec.name, cgroup, cpu, e.errno))
     }
 
     /// Opens a `by:` tracepoint for the cgroup whose directory is `dir` on
@@ -176,10 +217,10 @@ impl Opener {
         cgroup: &Arc<str>,
         dir: &std::fs::File,
         cpu: u32,
-    ) -> Result<Option<(SampledEvent, Tally)>, OutOfFds> {
+    ) -> Result<(SampledEvent, Tally), NotOpened> {
         // One for the event, one for the ring if this CPU has none yet.
         if !self.budget.fits(self.used(), 2) {
-            return Err(OutOfFds);
+            return Err(NotOpened::OutOfFds);
         }
         let opened = self
             .rings
@@ -191,19 +232,14 @@ impl Opener {
         match opened {
             Ok(event) => {
                 self.rings.register(event.id(), cgroup, &spec.label);
-                Ok(Some((event, Tally::new(&self.tally, 1))))
+                Ok((event, Tally::new(&self.tally, 1)))
             }
-            Err(errno) => {
-                let failure = self.failed(&spec.label, cgroup, cpu, errno);
-                if failure == OpenFailure::TooManyOpenFiles {
-                    return Err(OutOfFds);
-                }
-                Ok(None)
-            }
+            Err(errno) => Err(self.failed(&spec.label, cgroup, cpu, errno)),
         }
     }
 
-    fn failed(&mut self, name: &Arc<str>, cgroup: &str, cpu: u32, errno: Errno) -> OpenFailure {
+    /// Counts and logs a failed open, and says whether it passes.
+    fn failed(&mut self, name: &Arc<str>, cgroup: &str, cpu: u32, errno: Errno) -> NotOpened {
         let failure = OpenFailure::from_errno(errno);
         *self.errors.entry(("open", failure.label())).or_default() += 1;
         if failure != OpenFailure::Gone && self.logged.insert((name.clone(), failure)) {
@@ -213,7 +249,11 @@ impl Opener {
                 open_failure_reason(errno)
             );
         }
-        failure
+        match failure {
+            OpenFailure::TooManyOpenFiles => NotOpened::OutOfFds,
+            _ if errno.passes() => NotOpened::ForNow,
+            _ => NotOpened::ForGood,
+        }
     }
 }
 
@@ -293,6 +333,7 @@ impl Sampler {
         let started = Instant::now();
         self.settle_sampled();
         self.read_all();
+        self.open_unopened();
         self.follow_cpus();
         self.rediscover(false);
         self.name_cgroups();
@@ -490,15 +531,20 @@ impl Sampler {
         }
         for state in self.cgroups.values_mut() {
             let Ok(dir) = std::fs::File::open(fs.dir(&state.path)) else {
-                continue; // Removed: the next scan drops it.
+                // Out of descriptors, or removed (then the next scan drops
+                // it): tried again at the next collection.
+                for group in &mut state.groups {
+                    group.unopened.extend(&changes.open);
+                }
+                for sampled in &mut state.sampled {
+                    sampled.unopened.extend(&changes.open);
+                }
+                continue;
             };
             for group in &mut state.groups {
                 for &cpu in &changes.open {
-                    let opened = self
-                        .opener
-                        .open(&group.spec, &state.path, &dir, cpu)
-                        .ok()
-                        .flatten();
+                    let opened = self.opener.open(&group.spec, &state.path, &dir, cpu);
+                    let opened = or_later(opened, &mut group.unopened, cpu);
                     group.counter(cpu).reopened(opened);
                 }
             }
@@ -507,8 +553,50 @@ impl Sampler {
                     let opened = self
                         .opener
                         .open_sampled(&sampled.spec, &state.path, &dir, cpu);
-                    if let Ok(Some((event, fds))) = opened {
+                    if let Some((event, fds)) = or_later(opened, &mut sampled.unopened, cpu) {
                         sampled.opened(cpu, event, fds);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Opens what a failure that passes (descriptors, memory, a busy PMU)
+    /// left unopened on a CPU, at each collection until it opens, fails
+    /// for good, or its CPU goes offline (it is opened again when the CPU
+    /// comes back) or its cgroup goes away. Without this, a cgroup would
+    /// count nothing on that CPU until a reload.
+    fn open_unopened(&mut self) {
+        let online = self.cpus.online();
+        let fs = self.discovery.fs();
+        for state in self.cgroups.values_mut() {
+            let pending = state.groups.iter().any(|g| !g.unopened.is_empty())
+                || state.sampled.iter().any(|s| !s.unopened.is_empty());
+            if !pending {
+                continue;
+            }
+            let Ok(dir) = std::fs::File::open(fs.dir(&state.path)) else {
+                continue; // The next collection tries again.
+            };
+            for group in &mut state.groups {
+                for cpu in std::mem::take(&mut group.unopened) {
+                    if online.contains(&cpu) {
+                        let opened = self.opener.open(&group.spec, &state.path, &dir, cpu);
+                        if let Some(held) = or_later(opened, &mut group.unopened, cpu) {
+                            group.counter(cpu).reopened(Some(held));
+                        }
+                    }
+                }
+            }
+            for sampled in &mut state.sampled {
+                for cpu in std::mem::take(&mut sampled.unopened) {
+                    if online.contains(&cpu) {
+                        let opened =
+                            self.opener
+                                .open_sampled(&sampled.spec, &state.path, &dir, cpu);
+                        if let Some((event, fds)) = or_later(opened, &mut sampled.unopened, cpu) {
+                            sampled.opened(cpu, event, fds);
+                        }
                     }
                 }
             }
@@ -878,6 +966,7 @@ fn reconcile(
             let group = GroupState {
                 spec,
                 cpus: Vec::with_capacity(online.len()),
+                unopened: BTreeSet::new(),
             };
             plan.push(Planned {
                 group,
@@ -966,7 +1055,8 @@ fn hand_over(
             // are not read: the next scan drops it with its series.
             let done = in_dir(&c.open, &c.dir, |dir| {
                 for p in plan.iter_mut().filter(|p| !p.kept) {
-                    let opened = opener.open(&p.group.spec, &c.state.path, dir, cpu)?;
+                    let opened = opener.open(&p.group.spec, &c.state.path, dir, cpu);
+                    let opened = or_give_up(opened, &mut p.group.unopened, cpu)?;
                     p.group.counter(cpu).open = opened;
                     if let Some(previous) = p.previous.as_mut() {
                         for old in previous.cpus.iter_mut().filter(|c| c.cpu == cpu) {
@@ -1022,7 +1112,8 @@ fn reconcile_sampled(
                     .eq(spec.fields.iter().map(|(name, _)| name))
         };
         for &cpu in online {
-            if let Some((event, fds)) = opener.open_sampled(&spec, &state.path, dir, cpu)? {
+            let opened = opener.open_sampled(&spec, &state.path, dir, cpu);
+            if let Some((event, fds)) = or_give_up(opened, &mut new.unopened, cpu)? {
                 new.opened(cpu, event, fds);
             }
         }

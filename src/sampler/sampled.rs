@@ -49,7 +49,7 @@ use crate::perf::{
     wait_for_samples_in_flight, wait_readable,
 };
 use crate::plan::SampledSpec;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -91,6 +91,9 @@ pub(super) struct SampledState {
     pub spec: Arc<SampledSpec>,
     open: Vec<OpenSampled>,
     pub counts: Counts,
+    /// CPUs it failed to open on for a reason that passes: tried again at
+    /// each collection.
+    pub unopened: BTreeSet<u32>,
 }
 
 /// The event of a `by:` tracepoint on one CPU.
@@ -304,6 +307,7 @@ impl SampledState {
             spec,
             open: Vec::new(),
             counts: Counts::default(),
+            unopened: BTreeSet::new(),
         }
     }
 

@@ -158,6 +158,29 @@ pub fn has_hardware_pmu() -> bool {
     })
 }
 
+/// Runs cgperf on `config` with an open-files limit of `limit`, soft and
+/// hard (cgperf cannot raise it), and `extra` arguments.
+pub fn spawn_with_nofile(config: &Path, limit: u64, extra: &[&str]) -> Exporter {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", config.display()))
+        .args(extra);
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Exporter::spawn(cmd)
+}
+
 /// A running `cgperf` exporter, killed when dropped.
 pub struct Exporter {
     child: Child,
