@@ -472,11 +472,11 @@ fn a_new_cgroup_gets_a_probe_whose_file_system_hangs() {
 }
 
 /// A config, or a uprobe binary, on a hung file system fails `cgperf
-/// check` and the exporter's start-up after their deadline, naming the
-/// path, instead of hanging them: exit 1 for a config that cannot be read,
-/// 2 for a plan that cannot be built.
+/// check`, the exporter's start-up and `cgperf stat` after their deadline,
+/// naming the path, instead of hanging them: exit 1 for a config that
+/// cannot be read, 2 for a plan that cannot be built.
 #[test]
-fn check_and_start_up_give_up_on_a_hung_file_system() {
+fn check_start_up_and_stat_give_up_on_a_hung_file_system() {
     require_root("mount a FUSE file system");
     let fuse = HungFuse::mount();
     let hung_config = fuse.mnt.join("cgperf.yaml");
@@ -502,6 +502,18 @@ fn check_and_start_up_give_up_on_a_hung_file_system() {
         (
             "start-up",
             vec![probe_arg.as_str(), listen],
+            2,
+            &hung_binary,
+        ),
+        (
+            "stat",
+            vec!["stat", config_arg.as_str(), "--", "true"],
+            1,
+            &hung_config,
+        ),
+        (
+            "stat",
+            vec!["stat", probe_arg.as_str(), "--", "true"],
             2,
             &hung_binary,
         ),

@@ -165,7 +165,10 @@ fn stat(args: &StatArgs, config_file: Option<&Path>) -> Result<Outcome, StatErro
     let latest = Latest::new();
     let discovery = Discovery::new(cgroupfs, RESCAN);
     let budget = FdBudget::from_limit(raise_nofile_limit());
-    let plan = Plan::build(&config, &machine)?;
+    let plan = Plan::build_in_time(&config, &machine).map_err(|e| {
+        e.downcast::<ConfigError>()
+            .map_or_else(StatError::Machine, StatError::Config)
+    })?;
     let mut sampler = Sampler::new(&config, plan, discovery, budget, latest.clone());
     sampler.collect(); // Opens every group: counting starts here.
     let mut counting = Counting::new(&config, cpus, latest);
@@ -304,7 +307,14 @@ fn setup(args: &StatArgs, config_file: Option<&Path>) -> Result<Setup, StatError
     if config_file.is_some() && !args.events.is_empty() {
         return Err(StatError::EventsAndConfig);
     }
-    let file = config_file.map(crate::config::load).transpose()?;
+    // Under the deadline start-up and `cgperf check` read theirs with: a
+    // file system that does not answer fails the run, naming the file.
+    let file = config_file
+        .map(|path| {
+            let owned = path.to_path_buf();
+            crate::deadline::load(path, move || crate::config::load(&owned))
+        })
+        .transpose()?;
     let patterns = args
         .cgroups
         .iter()
