@@ -5,6 +5,7 @@
 //! cgroup mode) → [`sampler`] (per-interval scaling, accumulation) →
 //! [`snapshot`] → [`exporter`]. [`discovery`] finds the cgroups to count.
 
+pub mod backend;
 pub mod check;
 pub mod cli;
 pub mod config;
@@ -14,6 +15,7 @@ pub mod deadline;
 pub mod discovery;
 pub mod events;
 pub mod exporter;
+pub mod ids;
 pub mod labels;
 pub mod list;
 pub mod mountinfo;
