@@ -6,8 +6,9 @@
 
 use cgperf::discovery::CgroupFs;
 use cgperf::events::{PMU_ROOT, parse_event};
+use cgperf::ids::EventId;
 use cgperf::perf::{CounterGroup, Target, read_buffer_words};
-use cgperf::sampler::Accumulator;
+use cgperf::totals::{Baseline, Delta, GroupTotals};
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::os::fd::{AsFd, AsRawFd};
@@ -65,11 +66,22 @@ fn bench(c: &mut Criterion) {
             black_box(n)
         })
     });
-    let mut acc = Accumulator::new(EVENTS.len());
+    let events: Vec<EventId> = EVENTS
+        .iter()
+        .map(|e| EventId {
+            label: (*e).into(),
+            clock: false,
+        })
+        .collect();
+    let mut totals = GroupTotals::default();
+    let columns = totals.columns(&events);
+    let mut baseline = Baseline::new(EVENTS.len());
+    let mut delta = Delta::default();
     c.bench_function("cgperf read + parse + scale", |b| {
         b.iter(|| {
             if let Ok((read, ids)) = group.read() {
-                black_box(acc.update(&read, ids));
+                baseline.delta(&read, ids, &mut delta);
+                black_box(totals.add(&columns, &delta));
             }
         })
     });

@@ -2,12 +2,12 @@
 
 use crate::config::{self, Config, OtlpConfig};
 use crate::discovery::{CgroupFs, Discovery};
+use crate::engine::{self, Control, Engine, FdBudget};
 use crate::exporter::otlp::{self, OtlpStats};
 use crate::exporter::web::{self, ListenAddress, WebConfig};
 use crate::exporter::{http, prometheus::Exposition};
 use crate::labels::Extractor;
 use crate::plan::{Machine, Plan};
-use crate::sampler::{self, Control, FdBudget, Sampler};
 use crate::snapshot::Latest;
 use crate::tracefs::Tracefs;
 use crate::{check, cpus, deadline, events, reload};
@@ -297,7 +297,7 @@ fn serve(
         );
     }
     let started = std::time::SystemTime::now();
-    let nofile = sampler::raise_nofile_limit();
+    let nofile = engine::raise_nofile_limit();
     let (cgroupfs, cpus, machine) = discover_machine()?;
     tracing::info!(
         cgroup2 = %cgroupfs.root().display(),
@@ -309,7 +309,7 @@ fn serve(
     );
     let latest = Latest::new();
     let plan = Plan::build_in_time(&config, &machine)?;
-    let mut sampler = Sampler::new(
+    let mut sampler = Engine::new(
         &config,
         plan,
         Discovery::new(cgroupfs, FULL_RESCAN),

@@ -147,3 +147,12 @@ mod tests {
         assert!(!online().expect("online list readable").is_empty());
     }
 }
+
+/// What changed among the online CPUs since the last look.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct CpuChanges {
+    /// CPUs that are online and whose events must be opened (again).
+    pub open: Vec<u32>,
+    /// CPUs that went offline: their events are dead.
+    pub closed: Vec<u32>,
+}

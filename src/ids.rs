@@ -69,14 +69,21 @@ pub struct EventId {
     pub clock: bool,
 }
 
-/// A tracepoint counted by field values (`by:`), by its `event` label (its
-/// `as:`, or its name).
+/// A tracepoint counted by field values (`by:`), by the series it feeds:
+/// its `event` label (its `as:`, or its name) and the label names of its
+/// fields. A reload that changes its filter or `max_series` keeps its
+/// counts; one that changes its fields starts new series.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SampledId(pub Arc<str>);
+pub struct SampledId {
+    /// The `event` label.
+    pub label: Arc<str>,
+    /// The field label names, in the order written.
+    pub fields: Arc<[Arc<str>]>,
+}
 
 impl fmt::Display for SampledId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.label)
     }
 }
 

@@ -1,9 +1,10 @@
 //! cgperf counts CPU performance events per cgroup and exports them.
 //!
 //! Data flows one way: [`config`] (parse and validate) → [`plan`] (resolve
-//! events on this machine, probe support) → [`perf`] (open and read groups in
-//! cgroup mode) → [`sampler`] (per-interval scaling, accumulation) →
-//! [`snapshot`] → [`exporter`]. [`discovery`] finds the cgroups to count.
+//! events on this machine) → [`engine`] (which cgroups, what to count, when
+//! to read) through a counting [`backend`] (open, read, close; over
+//! [`perf`]) into [`totals`] → [`snapshot`] → [`exporter`]. [`discovery`]
+//! finds the cgroups to count.
 
 pub mod backend;
 pub mod check;
@@ -13,6 +14,7 @@ pub mod cpus;
 pub mod cri;
 pub mod deadline;
 pub mod discovery;
+pub mod engine;
 pub mod events;
 pub mod exporter;
 pub mod ids;
@@ -23,8 +25,8 @@ pub mod perf;
 pub mod plan;
 pub mod privileges;
 pub mod reload;
-pub mod sampler;
 pub mod snapshot;
 pub mod stat;
+pub mod totals;
 pub mod tracefs;
 pub mod userfile;

@@ -5,6 +5,7 @@
 use crate::config::{CgroupSelector, Config, ConfigError, GroupDef, ProbeDef, TracepointDef};
 use crate::deadline;
 use crate::events::{Event, EventAttr, Field, HeldBinary, PERF_TYPE_TRACEPOINT, TracepointFormat};
+use crate::ids::{EventId, GroupId, SampledId};
 use crate::perf::{CounterGroup, Errno, Target, open_failure_reason};
 use crate::snapshot::Support;
 use crate::tracefs::Tracefs;
@@ -59,6 +60,16 @@ pub struct PlannedEvent {
     pub binary: Option<Arc<HeldBinary>>,
 }
 
+impl PlannedEvent {
+    /// The series it feeds.
+    pub fn id(&self) -> EventId {
+        EventId {
+            label: self.label.clone(),
+            clock: self.clock,
+        }
+    }
+}
+
 /// A group ready to open for any cgroup.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupSpec {
@@ -78,6 +89,16 @@ impl GroupSpec {
     pub fn filters(&self) -> Vec<Option<&CStr>> {
         self.events.iter().map(|e| e.filter.as_deref()).collect()
     }
+
+    /// The group's id.
+    pub fn id(&self) -> GroupId {
+        GroupId::from_label(&self.name)
+    }
+
+    /// Its events' ids, in group order.
+    pub fn event_ids(&self) -> Vec<EventId> {
+        self.events.iter().map(PlannedEvent::id).collect()
+    }
 }
 
 /// A tracepoint counted by the values of some of its fields: every hit is a
@@ -95,6 +116,16 @@ pub struct SampledSpec {
     /// Distinct value combinations per cgroup before the rest goes to
     /// `other`.
     pub max_series: usize,
+}
+
+impl SampledSpec {
+    /// The series it feeds.
+    pub fn id(&self) -> SampledId {
+        SampledId {
+            label: self.label.clone(),
+            fields: self.fields.iter().map(|(name, _)| name.clone()).collect(),
+        }
+    }
 }
 
 /// Where the machine-dependent inputs of a plan come from.

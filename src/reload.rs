@@ -16,9 +16,9 @@
 
 use crate::config::{self, Config, ConfigError};
 use crate::deadline::{self, with_deadline};
+use crate::engine::{Control, NewConfig};
 use crate::exporter::web::{self, WebConfig};
 use crate::plan::{Machine, Plan};
-use crate::sampler::{Control, NewConfig};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, Sender};

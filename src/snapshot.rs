@@ -1,6 +1,7 @@
 //! The immutable result of one sampling interval. The sampler builds it; the
 //! exporters only present it.
 
+use crate::perf::OpenFailure;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime};
@@ -71,6 +72,129 @@ pub struct Support {
     pub status: Result<(), String>,
 }
 
+/// What failed: opening an event, or reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Operation {
+    /// `perf_event_open` and what a new event needs (its cgroup's
+    /// directory, a ring).
+    Open,
+    /// Reading counts, the online CPUs or the cgroup hierarchy.
+    Read,
+}
+
+impl Operation {
+    /// Which of `cgperf_open_errors_total` and `cgperf_read_errors_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Read => "read",
+        }
+    }
+}
+
+/// Why an open or a read failed: the `reason` label of the error counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ErrorReason {
+    /// The kernel refused.
+    Kernel(OpenFailure),
+    /// A group read that did not parse.
+    Format,
+    /// The list of online CPUs could not be read.
+    CpuList,
+    /// The cgroup hierarchy could not be listed.
+    CgroupList,
+}
+
+impl ErrorReason {
+    /// The `reason` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Kernel(failure) => failure.label(),
+            Self::Format => "format",
+            Self::CpuList => "cpu_list",
+            Self::CgroupList => "cgroup_list",
+        }
+    }
+}
+
+/// Open and read failures so far. Starts with every reason an open or a
+/// read of counts can have at 0: Prometheus' `rate()` and `increase()` only
+/// see the first error of a series that existed before it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Errors(BTreeMap<(Operation, ErrorReason), u64>);
+
+impl Default for Errors {
+    fn default() -> Self {
+        let kernel = OpenFailure::ALL.map(ErrorReason::Kernel);
+        let opens = kernel.map(|r| (Operation::Open, r));
+        let reads = kernel.map(|r| (Operation::Read, r));
+        let more = [ErrorReason::Format, ErrorReason::CpuList].map(|r| (Operation::Read, r));
+        Self(
+            opens
+                .into_iter()
+                .chain(reads)
+                .chain(more)
+                .map(|k| (k, 0))
+                .collect(),
+        )
+    }
+}
+
+impl Errors {
+    /// Counts one failure.
+    pub fn count(&mut self, op: Operation, reason: ErrorReason) {
+        *self.0.entry((op, reason)).or_default() += 1;
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &Errors) {
+        for (key, n) in &other.0 {
+            *self.0.entry(*key).or_default() += n;
+        }
+    }
+
+    /// The count of every reason of `op`.
+    pub fn of(&self, op: Operation) -> impl Iterator<Item = (ErrorReason, u64)> + '_ {
+        self.0
+            .iter()
+            .filter(move |((o, _), _)| *o == op)
+            .map(|((_, reason), n)| (*reason, *n))
+    }
+}
+
+/// Why a cgroup that a selector chose is not counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SkipReason {
+    /// More cgroups match than `max_cgroups` allows.
+    MaxCgroups,
+    /// Its descriptors would not fit in the open-files limit.
+    FdBudget,
+}
+
+impl SkipReason {
+    /// Every reason, so that each is shown at 0 before the first skip.
+    pub const ALL: [Self; 2] = [Self::MaxCgroups, Self::FdBudget];
+
+    /// The `reason` label of `cgperf_cgroups_skipped`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::MaxCgroups => "max_cgroups",
+            Self::FdBudget => "fd_budget",
+        }
+    }
+
+    /// What it means, for the log.
+    pub fn explain(self) -> &'static str {
+        match self {
+            Self::MaxCgroups => "more cgroups match than `max_cgroups` allows",
+            Self::FdBudget => {
+                "their perf descriptors would exceed the open-files limit (raise LimitNOFILE / \
+                 ulimit -n)"
+            }
+        }
+    }
+}
+
 /// Everything exporters show, as of the end of one interval.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
@@ -92,10 +216,10 @@ pub struct Snapshot {
     pub events_lost: Vec<CounterSample>,
     /// Support of every configured group.
     pub support: Vec<Support>,
-    /// Read and open errors so far, by reason label.
-    pub errors: BTreeMap<(&'static str, &'static str), u64>,
-    /// cgroups selected but not counted, by reason.
-    pub skipped: BTreeMap<&'static str, u64>,
+    /// Read and open errors so far.
+    pub errors: Errors,
+    /// cgroups selected but not counted now, by reason.
+    pub skipped: BTreeMap<SkipReason, u64>,
     /// perf file descriptors held now.
     pub open_fds: u64,
     /// cgroups monitored now.
@@ -129,7 +253,7 @@ impl Snapshot {
             group_times: Vec::new(),
             events_lost: Vec::new(),
             support: Vec::new(),
-            errors: BTreeMap::new(),
+            errors: Errors::default(),
             skipped: BTreeMap::new(),
             open_fds: 0,
             monitored_cgroups: 0,

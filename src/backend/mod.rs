@@ -1,9 +1,133 @@
 //! Counting backends: the mechanisms that make the kernel count what the
-//! engine asks for, and read it back.
+//! engine asks for, and read it back into the [`Totals`].
 //!
-//! The engine (which cgroups, which groups, admission, totals, snapshot)
-//! decides; a backend opens, reads and closes. Everything the engine asks of
-//! a mechanism goes through [`Probe`] and [`Backend`], so a second mechanism
-//! is one new module beside [`cgroup`].
+//! The engine decides (which cgroups, which groups, in what order, which
+//! totals live); a backend opens, reads and closes. Everything the engine
+//! asks of a mechanism is in [`Backend`], so a second mechanism is one new
+//! module beside [`cgroup`].
 
+pub mod budget;
 pub mod cgroup;
+
+use crate::cpus::CpuChanges;
+use crate::ids::CgroupSlot;
+use crate::plan::{GroupSpec, Plan, SampledSpec};
+use crate::snapshot::{Errors, SkipReason};
+use crate::totals::Totals;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a cgroup is to count: the groups and `by:` tracepoints its
+/// selectors ask for, in the plan's order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Wanted {
+    /// Counter groups (the counted tracepoints and the probes as one group
+    /// each).
+    pub groups: Vec<Arc<GroupSpec>>,
+    /// Tracepoints counted by field values.
+    pub sampled: Vec<Arc<SampledSpec>>,
+}
+
+impl Wanted {
+    /// What a cgroup chosen by `selectors` (indices into the plan's) wants.
+    pub fn of(plan: &Plan, selectors: &[usize]) -> Self {
+        Self {
+            groups: plan.groups_for(selectors),
+            sampled: plan.sampled_for(selectors),
+        }
+    }
+}
+
+/// A cgroup the engine counts, as a backend needs to know it.
+#[derive(Debug, Clone)]
+pub struct Cgroup {
+    /// Its slot: the key of its totals.
+    pub slot: CgroupSlot,
+    /// Its path under the cgroup2 root, for messages.
+    pub path: Arc<str>,
+    /// Its directory.
+    pub dir: PathBuf,
+}
+
+/// What became of a cgroup the engine asked a backend to count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Counted (what could not be opened for a reason that passes is
+    /// tried again by [`Backend::retry`]).
+    Counted,
+    /// Not counted, for this reason; the backend holds nothing of it.
+    Skipped(SkipReason),
+    /// Removed since it was found: the next scan drops it.
+    Gone,
+}
+
+/// What a backend says of itself, for self-metrics.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// Descriptors it holds.
+    pub open_fds: u64,
+    /// Samples the kernel could not hand over (a full ring).
+    pub samples_lost: u64,
+    /// Samples that could not be decoded.
+    pub samples_undecodable: u64,
+    /// Its open and read failures so far.
+    pub errors: Errors,
+}
+
+/// A counting mechanism.
+///
+/// Contract: what a backend reads goes into the [`Totals`] under the keys
+/// of the cgroup's slot, the group's id and the CPU (or the `by:`
+/// tracepoint's id); nothing counted between two reads is dropped when the
+/// backend replaces or closes what counted it, except with the cgroup
+/// itself ([`Backend::remove`]), whose series vanish.
+pub trait Backend {
+    /// A plan is in force (at start and after each reload): its settings
+    /// for the mechanism, such as the size of new rings.
+    fn configure(&mut self, plan: &Plan);
+
+    /// Whether a cgroup that wants `wanted` fits now on `cpus` CPUs; if
+    /// not, why it is skipped.
+    fn admits(&self, wanted: &Wanted, cpus: usize) -> Result<(), SkipReason>;
+
+    /// Makes each cgroup count what it wants on the `online` CPUs: what it
+    /// counts already and did not change is kept as it is; a group whose
+    /// events changed is replaced, the old one read one last time, so that
+    /// its events that stay lose nothing and count nothing twice; what is
+    /// no longer wanted is closed. One outcome per cgroup, in order; a
+    /// cgroup that is not counted holds nothing afterwards.
+    fn apply(
+        &mut self,
+        cgroups: &[(Cgroup, Wanted)],
+        online: &[u32],
+        totals: &mut Totals,
+    ) -> Vec<Outcome>;
+
+    /// Stops counting a cgroup (its series vanish: nothing is read).
+    fn remove(&mut self, slot: CgroupSlot);
+
+    /// Follows CPUs that went offline (what counted there is read one last
+    /// time) and came (back) online (everything is opened there).
+    fn cpus_changed(&mut self, changes: &CpuChanges, totals: &mut Totals);
+
+    /// Opens again what a failure that passes (descriptors, memory, a busy
+    /// PMU) left unopened on one of the `online` CPUs.
+    fn retry(&mut self, online: &[u32], totals: &mut Totals);
+
+    /// Reads everything into the totals: once per interval.
+    fn read(&mut self, totals: &mut Totals);
+
+    /// Whether the backend has work between reads ([`Backend::wait`],
+    /// [`Backend::drain`]).
+    fn drains(&self) -> bool;
+
+    /// Waits until the backend asks to be drained, or `timeout` passes.
+    fn wait(&mut self, timeout: Duration);
+
+    /// Takes in what the kernel handed over since the last drain.
+    fn drain(&mut self, totals: &mut Totals);
+
+    /// Its statistics now.
+    fn stats(&self) -> Stats;
+}

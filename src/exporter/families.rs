@@ -5,7 +5,7 @@
 
 use crate::exporter::otlp::OtlpStats;
 use crate::exporter::process::ProcessStats;
-use crate::snapshot::{CounterSample, GroupTimeSample, Snapshot, Support};
+use crate::snapshot::{CounterSample, GroupTimeSample, Operation, Snapshot, Support};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -451,13 +451,15 @@ pub fn visit<V: Visitor>(
             Some(fixed(labels, supported(s)))
         }),
     )?;
-    for (family, kind) in [(&READ_ERRORS, "read"), (&OPEN_ERRORS, "open")] {
+    for (family, op) in [
+        (&READ_ERRORS, Operation::Read),
+        (&OPEN_ERRORS, Operation::Open),
+    ] {
         v.family(
             family,
             snap.errors
-                .iter()
-                .filter(|((k, _), _)| *k == kind)
-                .map(|((_, reason), n)| fixed(Labels::one("reason", reason), *n as f64)),
+                .of(op)
+                .map(|(reason, n)| fixed(Labels::one("reason", reason.label()), n as f64)),
         )?;
     }
     let scalar = |value: f64| std::iter::once(fixed(Labels::NONE, value));
@@ -472,7 +474,7 @@ pub fn visit<V: Visitor>(
         &CGROUPS_SKIPPED,
         snap.skipped
             .iter()
-            .map(|(reason, n)| fixed(Labels::one("reason", reason), *n as f64)),
+            .map(|(reason, n)| fixed(Labels::one("reason", reason.label()), *n as f64)),
     )?;
     v.family(&RELOAD_OK, scalar(f64::from(u8::from(snap.reload_ok))))?;
     v.family(

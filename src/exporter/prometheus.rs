@@ -158,7 +158,9 @@ pub fn openmetrics_to_text(openmetrics: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{CounterSample, GroupTimeSample, Snapshot, Support};
+    use crate::snapshot::{
+        CounterSample, ErrorReason, GroupTimeSample, Operation, Snapshot, Support,
+    };
     use std::sync::Arc;
 
     fn sample_snapshot() -> Snapshot {
@@ -213,7 +215,9 @@ mod tests {
             event: None,
             status: Err("no PMU".into()),
         });
-        snap.errors.insert(("read", "gone"), 2);
+        let gone = ErrorReason::Kernel(crate::perf::OpenFailure::Gone);
+        snap.errors.count(Operation::Read, gone);
+        snap.errors.count(Operation::Read, gone);
         snap
     }
 

@@ -16,8 +16,8 @@ pub use args::{EventListError, StatArgs};
 use crate::cli::discover_machine;
 use crate::config::{CgroupPattern, ConfigError};
 use crate::discovery::{CgroupFs, Discovery};
+use crate::engine::{Engine, FdBudget, raise_nofile_limit};
 use crate::plan::{Machine, Plan};
-use crate::sampler::{FdBudget, Sampler, raise_nofile_limit};
 use crate::snapshot::Latest;
 use child::{FreshCgroup, Signals, Wake};
 use std::ffi::OsString;
@@ -169,7 +169,7 @@ fn stat(args: &StatArgs, config_file: Option<&Path>) -> Result<Outcome, StatErro
         e.downcast::<ConfigError>()
             .map_or_else(StatError::Machine, StatError::Config)
     })?;
-    let mut sampler = Sampler::new(&config, plan, discovery, budget, latest.clone());
+    let mut sampler = Engine::new(&config, plan, discovery, budget, latest.clone());
     sampler.collect(); // Opens every group: counting starts here.
     let mut counting = Counting::new(&config, cpus, latest);
     let child = match start_command(&args.command, fresh.as_ref())? {
@@ -233,7 +233,7 @@ fn stat(args: &StatArgs, config_file: Option<&Path>) -> Result<Outcome, StatErro
 /// and, with a command, how it ended.
 fn count(
     signals: &Signals,
-    sampler: &mut Sampler,
+    sampler: &mut Engine,
     counting: &mut Counting,
     out: &mut dyn Write,
     args: &StatArgs,

@@ -7,7 +7,8 @@
 //! `cpu-clock` counter whose enabled time advances for as long as the CPU is
 //! up. A canary whose time stood still has been through an offline period.
 
-use super::Held;
+use crate::backend::budget::Held;
+use crate::cpus::CpuChanges;
 use crate::events::{EventAttr, PERF_TYPE_SOFTWARE};
 use crate::perf::{CounterGroup, Target};
 use std::collections::BTreeMap;
@@ -16,15 +17,6 @@ use std::sync::atomic::AtomicU64;
 
 /// `PERF_COUNT_SW_CPU_CLOCK`.
 const CPU_CLOCK: u64 = 0;
-
-/// What changed since the last update.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct CpuChanges {
-    /// CPUs that are online and whose events must be opened (again).
-    pub open: Vec<u32>,
-    /// CPUs that went offline: their events are dead.
-    pub closed: Vec<u32>,
-}
 
 #[derive(Debug)]
 struct Canary {

@@ -3,6 +3,7 @@
 //! soft limit to the hard limit at start and never opens a cgroup whose
 //! descriptors would not fit, rather than failing half-way at `EMFILE`.
 
+use crate::perf::CounterGroup;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -85,6 +86,22 @@ impl Tally {
 impl Drop for Tally {
     fn drop(&mut self) {
         self.tally.fetch_sub(self.n, Ordering::Relaxed);
+    }
+}
+
+/// An open group whose descriptors are counted in a tally while it lives.
+#[derive(Debug)]
+pub struct Held {
+    /// The group.
+    pub group: CounterGroup,
+    _fds: Tally,
+}
+
+impl Held {
+    /// Counts `group`'s descriptors in `tally` for as long as it lives.
+    pub fn new(group: CounterGroup, tally: &Arc<AtomicU64>) -> Self {
+        let fds = Tally::new(tally, group.fd_count() as u64);
+        Self { group, _fds: fds }
     }
 }
 

@@ -1,0 +1,235 @@
+//! Making a cgroup's open groups and `by:` tracepoints those it wants,
+//! without losing or double-counting anything a kept series counted.
+
+use super::Counted;
+use super::counter::GroupState;
+use super::open::{Opener, OutOfFds, or_give_up};
+use super::rings::SampledState;
+use crate::backend::Wanted;
+use crate::ids::CgroupSlot;
+use crate::totals::{SampledKey, Totals};
+
+/// A cgroup whose groups and `by:` tracepoints are to become those wanted.
+pub(super) struct Reconciling<'a> {
+    pub slot: CgroupSlot,
+    pub state: &'a mut Counted,
+    pub wanted: Wanted,
+    /// Its directory, if open already (a new cgroup); otherwise opened
+    /// when needed and closed after, so that a reload of many cgroups holds
+    /// one at a time.
+    pub open: Option<std::fs::File>,
+}
+
+impl Reconciling<'_> {
+    /// Runs `f` with the cgroup's directory; `None` if it cannot be opened
+    /// (removed since the scan: the next one drops it).
+    fn in_dir<R>(&self, f: impl FnOnce(&std::fs::File) -> R) -> Option<R> {
+        match &self.open {
+            Some(dir) => Some(f(dir)),
+            None => std::fs::File::open(&self.state.dir).ok().map(|dir| f(&dir)),
+        }
+    }
+}
+
+/// A group after a reconcile, and the one it replaces: kept as it was
+/// (`previous` is `None` and nothing is opened), or opened anew.
+struct Planned {
+    group: GroupState,
+    previous: Option<GroupState>,
+    kept: bool,
+}
+
+/// Makes each cgroup's groups and `by:` tracepoints those wanted:
+/// identical ones are kept as they are; a group whose events changed is
+/// opened anew, the old one read one last time (see [`hand_over`]); a `by:`
+/// tracepoint whose filter or bound changed is opened anew and its old
+/// events' last samples still counted; what is no longer wanted is closed.
+/// Returns, per cgroup, whether it ran out of descriptors: then it must be
+/// given up (its descriptors are closed already).
+pub(super) fn reconcile(
+    cgroups: &mut [Reconciling<'_>],
+    online: &[u32],
+    opener: &mut Opener,
+    totals: &mut Totals,
+) -> Vec<bool> {
+    let mut plans = Vec::with_capacity(cgroups.len());
+    let mut evicted = vec![false; cgroups.len()];
+    for (c, evicted) in cgroups.iter_mut().zip(&mut evicted) {
+        let sampled = std::mem::take(&mut c.wanted.sampled);
+        let slot = c.slot;
+        let path = c.state.path.clone();
+        let mut old = std::mem::take(&mut c.state.sampled);
+        let done = c.in_dir(|dir| {
+            reconcile_sampled(slot, &path, &mut old, sampled, dir, online, opener, totals)
+        });
+        let Some(result) = done else {
+            // Left as it is: the next scan drops it.
+            c.state.sampled = old;
+            plans.push(Vec::new());
+            continue;
+        };
+        *evicted = result.is_err();
+        c.state.sampled = result.unwrap_or_default();
+        let mut old = std::mem::take(&mut c.state.groups);
+        if *evicted {
+            // Closed now, to leave room for the others.
+            plans.push(Vec::new());
+            continue;
+        }
+        let mut plan = Vec::new();
+        for spec in std::mem::take(&mut c.wanted.groups) {
+            if let Some(i) = old.iter().position(|g| *g.spec == *spec) {
+                plan.push(Planned {
+                    group: old.swap_remove(i),
+                    previous: None,
+                    kept: true,
+                });
+                continue;
+            }
+            let previous = old
+                .iter()
+                .position(|g| g.spec.name == spec.name)
+                .map(|i| old.swap_remove(i));
+            plan.push(Planned {
+                group: GroupState::new(spec),
+                previous,
+                kept: false,
+            });
+        }
+        plans.push(plan);
+    }
+    hand_over(cgroups, &mut plans, &mut evicted, online, opener, totals);
+    for ((c, plan), evicted) in cgroups.iter_mut().zip(plans).zip(&evicted) {
+        if !evicted {
+            c.state.groups = plan.into_iter().map(|p| p.group).collect();
+        }
+    }
+    evicted
+}
+
+/// Opens each new group on every online CPU, and reads the group it
+/// replaces there one last time, so that what it counted since the last
+/// collection is not lost.
+///
+/// The order is what makes the hand-over exact. Reading the old group first
+/// and opening the new one after would lose what happens between the two;
+/// opening the new one first counts what happens between its start and the
+/// old one's final read twice. Neither happens when nothing of the cgroup
+/// runs on that CPU in between, and cgperf makes sure of that by doing both
+/// on that CPU: while this thread runs there, no other task does. The new
+/// group starts counting from zero when it is enabled, before the old one's
+/// final read; both add to the same totals (the series of the events they
+/// share), each occurrence in exactly one of them. What remains is this
+/// thread being preempted between the two calls (a few microseconds), and
+/// cgperf's own events if it runs inside a cgroup it counts. A CPU the
+/// thread may not move to (a cpuset) gets the same order without that
+/// guarantee.
+///
+/// The loop runs CPU by CPU over every cgroup of a reload, so the thread
+/// moves once per CPU (a move costs some 100 µs), not once per cgroup.
+/// A cgroup that runs out of descriptors is marked `evicted` and its groups
+/// closed at once, so that it leaves room for the others.
+fn hand_over(
+    cgroups: &[Reconciling<'_>],
+    plans: &mut [Vec<Planned>],
+    evicted: &mut [bool],
+    online: &[u32],
+    opener: &mut Opener,
+    totals: &mut Totals,
+) {
+    if plans.iter().flatten().all(|p| p.kept) {
+        return;
+    }
+    // Only a hand-over needs the thread on the CPU it opens on.
+    let mut pin = plans
+        .iter()
+        .flatten()
+        .any(|p| p.previous.is_some())
+        .then(crate::cpus::Pin::new);
+    for &cpu in online {
+        if let Some(pin) = pin.as_mut() {
+            pin.to(cpu);
+        }
+        for ((c, plan), evicted) in cgroups.iter().zip(&mut *plans).zip(&mut *evicted) {
+            if *evicted || plan.iter().all(|p| p.kept) {
+                continue;
+            }
+            // A cgroup removed meanwhile opens nothing and its old groups
+            // are not read: the next scan drops it with its series.
+            let done = c.in_dir(|dir| {
+                for p in plan.iter_mut().filter(|p| !p.kept) {
+                    let opened = opener.open(&p.group.spec, &c.state.path, dir, cpu);
+                    let opened = or_give_up(opened, &mut p.group.unopened, cpu)?;
+                    p.group.counter(c.slot, cpu, totals).opened(opened);
+                    if let Some(previous) = p.previous.as_mut() {
+                        for old in previous.cpus.iter_mut().filter(|c| c.cpu == cpu) {
+                            old.close(&mut opener.errors, totals);
+                        }
+                    }
+                }
+                Ok(())
+            });
+            *evicted = matches!(done, Some(Err(OutOfFds)));
+            if *evicted {
+                plan.clear();
+            }
+        }
+    }
+}
+
+/// The `by:` tracepoints of a cgroup made those wanted, from `old`. On
+/// `Err`, everything of `old` and of the new ones is closed.
+#[allow(clippy::too_many_arguments)]
+fn reconcile_sampled(
+    slot: CgroupSlot,
+    path: &str,
+    old: &mut Vec<SampledState>,
+    wanted: Vec<std::sync::Arc<crate::plan::SampledSpec>>,
+    dir: &std::fs::File,
+    online: &[u32],
+    opener: &mut Opener,
+    totals: &mut Totals,
+) -> Result<Vec<SampledState>, OutOfFds> {
+    let mut now = Vec::with_capacity(wanted.len());
+    for spec in wanted {
+        if let Some(i) = old.iter().position(|s| *s.spec == *spec) {
+            now.push(old.swap_remove(i));
+            continue;
+        }
+        let id = spec.id();
+        let counts = totals.sampled(&SampledKey {
+            cgroup: slot,
+            id: id.clone(),
+        });
+        let mut new = SampledState::new(spec.clone(), counts);
+        for &cpu in online {
+            let opened = opener.open_sampled(&spec, counts, path, dir, cpu);
+            match or_give_up(opened, &mut new.unopened, cpu) {
+                Ok(Some((event, fds))) => new.opened(cpu, event, fds),
+                Ok(None) => {}
+                Err(OutOfFds) => {
+                    now.push(new);
+                    for mut gone in now.into_iter().chain(old.drain(..)) {
+                        let ids = gone.close(None, totals);
+                        opener.rings.unregister(ids.into_iter());
+                    }
+                    return Err(OutOfFds);
+                }
+            }
+        }
+        if let Some(i) = old.iter().position(|s| s.spec.id() == id) {
+            // Closed once the new events count, its last samples still
+            // counted (into the same counts): the series carries on
+            // without a gap.
+            let mut previous = old.swap_remove(i);
+            opener.retired.extend(previous.close(None, totals));
+        }
+        now.push(new);
+    }
+    for mut gone in old.drain(..) {
+        opener
+            .rings
+            .unregister(gone.close(None, totals).into_iter());
+    }
+    Ok(now)
+}

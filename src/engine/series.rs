@@ -1,0 +1,114 @@
+//! From the counted cgroups and their totals to the series of a snapshot.
+
+use super::counting::Entry;
+use crate::plan::{GroupSpec, SampledSpec};
+use crate::snapshot::{CounterSample, GroupTimeSample};
+use crate::totals::{Counts, GroupTotals, SampledKey, Totals};
+
+/// Every series of the counted cgroups.
+#[derive(Debug, Default)]
+pub(super) struct AllSeries {
+    pub counters: Vec<CounterSample>,
+    pub group_times: Vec<GroupTimeSample>,
+    pub events_lost: Vec<CounterSample>,
+}
+
+impl AllSeries {
+    /// The series of every entry, per CPU or summed over CPUs.
+    pub fn of<'a>(
+        entries: impl Iterator<Item = &'a Entry>,
+        totals: &Totals,
+        per_cpu: bool,
+    ) -> Self {
+        let mut all = Self::default();
+        for entry in entries {
+            for spec in &entry.wanted.groups {
+                let id = spec.id();
+                let cpus = totals.per_cpu(entry.slot, &id);
+                if per_cpu {
+                    for (cpu, t) in cpus {
+                        all.push_group(entry, spec, Some(cpu), t);
+                    }
+                } else {
+                    let mut sum = GroupTotals::default();
+                    for (_, t) in cpus {
+                        sum.add_totals(t);
+                    }
+                    all.push_group(entry, spec, None, &sum);
+                }
+            }
+            for spec in &entry.wanted.sampled {
+                let key = SampledKey {
+                    cgroup: entry.slot,
+                    id: spec.id(),
+                };
+                let empty = Counts::default();
+                let counts = totals.counts(&key).unwrap_or(&empty);
+                all.push_sampled(entry, spec, counts);
+            }
+        }
+        all
+    }
+
+    fn sample(entry: &Entry, group: &str, event: &str) -> CounterSample {
+        CounterSample {
+            cgroup: entry.path.clone(),
+            labels: entry.labels.clone(),
+            group: group.into(),
+            event: event.into(),
+            fields: Box::new([]),
+            cpu: None,
+            value: 0.0,
+            clock: false,
+            start_time: entry.created,
+        }
+    }
+
+    /// Adds one group's series (one CPU, or the sum over CPUs).
+    fn push_group(&mut self, entry: &Entry, spec: &GroupSpec, cpu: Option<u32>, t: &GroupTotals) {
+        let group = spec.id();
+        for event in &spec.events {
+            let value = t.value(&event.id());
+            self.counters.push(CounterSample {
+                cpu,
+                value: if event.clock { value / 1e9 } else { value },
+                clock: event.clock,
+                ..Self::sample(entry, group.label(), &event.label)
+            });
+        }
+        self.group_times.push(GroupTimeSample {
+            cgroup: entry.path.clone(),
+            labels: entry.labels.clone(),
+            group: group.label().into(),
+            cpu,
+            enabled_seconds: t.enabled_ns as f64 / 1e9,
+            running_seconds: t.running_ns as f64 / 1e9,
+            never_ran_intervals: t.never_ran_intervals,
+            start_time: entry.created,
+        });
+    }
+
+    /// Adds the series of one `by:` tracepoint: one per value combination
+    /// (summed over CPUs: samples are counted where they are decoded), and
+    /// the hits known to be lost.
+    fn push_sampled(&mut self, entry: &Entry, spec: &SampledSpec, counts: &Counts) {
+        let group = crate::ids::GroupId::Tracepoints;
+        for (values, n) in counts.series(spec.fields.len()) {
+            let fields = spec
+                .fields
+                .iter()
+                .zip(values)
+                .map(|((name, _), value)| (name.clone(), Box::from(value)))
+                .collect();
+            self.counters.push(CounterSample {
+                fields,
+                value: n as f64,
+                ..Self::sample(entry, group.label(), &spec.label)
+            });
+        }
+        self.events_lost.push(CounterSample {
+            value: counts.lost() as f64,
+            ..Self::sample(entry, group.label(), &spec.label)
+        });
+    }
+}

@@ -1,0 +1,340 @@
+//! The totals of every series, apart from the descriptors that feed them.
+//!
+//! A counting backend opens, reads and closes; what it reads it adds here,
+//! under typed keys (cgroup slot, group, CPU; cgroup slot and `by:`
+//! tracepoint). The engine decides which totals live: a reload that keeps
+//! a group keeps its totals whatever the backend reopened underneath, a
+//! group or cgroup that goes away takes its totals with it.
+//!
+//! Backends hold [`Handle`]s, so that a read adds in constant time; a
+//! handle to totals the engine dropped adds nothing (its slot may hold
+//! other totals by then: handles carry a generation).
+
+mod counts;
+mod scale;
+
+pub use counts::{Counts, KEY_SEPARATOR, OTHER};
+pub use scale::{Baseline, Delta, GroupTotals, Interval};
+
+use crate::ids::{CgroupSlot, EventId, GroupId, SampledId};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+/// The totals of one group in one cgroup on one CPU.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GroupKey {
+    /// The cgroup.
+    pub cgroup: CgroupSlot,
+    /// The group.
+    pub group: GroupId,
+    /// The CPU.
+    pub cpu: u32,
+}
+
+/// The counts of one `by:` tracepoint in one cgroup.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SampledKey {
+    /// The cgroup.
+    pub cgroup: CgroupSlot,
+    /// The tracepoint.
+    pub id: SampledId,
+}
+
+/// Where totals are kept, for adding to them in constant time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Handle {
+    index: u32,
+    generation: u32,
+}
+
+/// Totals by key, each in a slot that a [`Handle`] names.
+#[derive(Debug)]
+struct Slab<K, V> {
+    slots: Vec<(u32, Option<V>)>,
+    free: Vec<u32>,
+    index: BTreeMap<K, u32>,
+}
+
+impl<K: Ord + Clone, V: Default> Slab<K, V> {
+    fn new() -> Self {
+        Self {
+            slots: Vec::new(),
+            free: Vec::new(),
+            index: BTreeMap::new(),
+        }
+    }
+
+    fn handle(&mut self, key: &K) -> Handle {
+        if let Some(&index) = self.index.get(key) {
+            let generation = self.slots[index as usize].0;
+            return Handle { index, generation };
+        }
+        let index = match self.free.pop() {
+            Some(index) => {
+                let slot = &mut self.slots[index as usize];
+                slot.0 = slot.0.wrapping_add(1);
+                slot.1 = Some(V::default());
+                index
+            }
+            None => {
+                self.slots.push((0, Some(V::default())));
+                u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        self.index.insert(key.clone(), index);
+        Handle {
+            index,
+            generation: self.slots[index as usize].0,
+        }
+    }
+
+    fn get_mut(&mut self, handle: Handle) -> Option<&mut V> {
+        match self.slots.get_mut(handle.index as usize) {
+            Some((generation, value)) if *generation == handle.generation => value.as_mut(),
+            _ => None,
+        }
+    }
+
+    fn get(&self, key: &K) -> Option<&V> {
+        let &index = self.index.get(key)?;
+        self.slots.get(index as usize)?.1.as_ref()
+    }
+
+    fn range(&self, from: Bound<K>, to: Bound<K>) -> impl Iterator<Item = (&K, &V)> {
+        self.index
+            .range((from, to))
+            .filter_map(|(k, &i)| Some((k, self.slots.get(i as usize)?.1.as_ref()?)))
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
+        let (slots, free) = (&mut self.slots, &mut self.free);
+        self.index.retain(|key, &mut index| {
+            let kept = keep(key);
+            if !kept && let Some(slot) = slots.get_mut(index as usize) {
+                slot.1 = None;
+                free.push(index);
+            }
+            kept
+        });
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.slots.iter_mut().filter_map(|(_, v)| v.as_mut())
+    }
+}
+
+/// The totals of every counted series.
+#[derive(Debug)]
+pub struct Totals {
+    groups: Slab<GroupKey, GroupTotals>,
+    sampled: Slab<SampledKey, Counts>,
+}
+
+impl Default for Totals {
+    fn default() -> Self {
+        Self {
+            groups: Slab::new(),
+            sampled: Slab::new(),
+        }
+    }
+}
+
+impl Totals {
+    /// The handle of a group's totals on a CPU, made (at zero) if they do
+    /// not exist.
+    pub fn group(&mut self, key: &GroupKey) -> Handle {
+        self.groups.handle(key)
+    }
+
+    /// The totals a handle names; `None` once they were dropped.
+    pub fn group_mut(&mut self, handle: Handle) -> Option<&mut GroupTotals> {
+        self.groups.get_mut(handle)
+    }
+
+    /// A group's totals in a cgroup, per CPU, in CPU order.
+    pub fn per_cpu(
+        &self,
+        cgroup: CgroupSlot,
+        group: &GroupId,
+    ) -> impl Iterator<Item = (u32, &GroupTotals)> {
+        let key = |cpu| GroupKey {
+            cgroup,
+            group: group.clone(),
+            cpu,
+        };
+        self.groups
+            .range(Bound::Included(key(0)), Bound::Included(key(u32::MAX)))
+            .map(|(k, v)| (k.cpu, v))
+    }
+
+    /// The handle of a `by:` tracepoint's counts, made (empty) if they do
+    /// not exist.
+    pub fn sampled(&mut self, key: &SampledKey) -> Handle {
+        self.sampled.handle(key)
+    }
+
+    /// The counts a handle names; `None` once they were dropped.
+    pub fn sampled_mut(&mut self, handle: Handle) -> Option<&mut Counts> {
+        self.sampled.get_mut(handle)
+    }
+
+    /// The counts of a `by:` tracepoint in a cgroup, if it has any.
+    pub fn counts(&self, key: &SampledKey) -> Option<&Counts> {
+        self.sampled.get(key)
+    }
+
+    /// Every `by:` tracepoint's counts.
+    pub fn all_counts_mut(&mut self) -> impl Iterator<Item = &mut Counts> {
+        self.sampled.values_mut()
+    }
+
+    /// Keeps, of a cgroup's totals, those of the groups and `by:`
+    /// tracepoints it still counts, and of each group's events those it
+    /// still has: what goes is gone, and starts from zero if it comes back.
+    pub fn keep_only(
+        &mut self,
+        cgroup: CgroupSlot,
+        groups: &[(GroupId, Vec<EventId>)],
+        sampled: &[SampledId],
+    ) {
+        self.groups
+            .retain(|k| k.cgroup != cgroup || groups.iter().any(|(g, _)| *g == k.group));
+        for (group, events) in groups {
+            let keys: Vec<GroupKey> = self
+                .per_cpu(cgroup, group)
+                .map(|(cpu, _)| GroupKey {
+                    cgroup,
+                    group: group.clone(),
+                    cpu,
+                })
+                .collect();
+            for key in keys {
+                let handle = self.groups.handle(&key);
+                if let Some(totals) = self.groups.get_mut(handle) {
+                    totals.keep_only(events);
+                }
+            }
+        }
+        self.sampled
+            .retain(|k| k.cgroup != cgroup || sampled.contains(&k.id));
+    }
+
+    /// Drops every total of a cgroup that is no longer counted.
+    pub fn remove(&mut self, cgroup: CgroupSlot) {
+        self.groups.retain(|k| k.cgroup != cgroup);
+        self.sampled.retain(|k| k.cgroup != cgroup);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn key(cgroup: u64, group: GroupId, cpu: u32) -> GroupKey {
+        GroupKey {
+            cgroup: CgroupSlot(cgroup),
+            group,
+            cpu,
+        }
+    }
+
+    fn sid(label: &str) -> SampledId {
+        SampledId {
+            label: label.into(),
+            fields: Arc::from([Arc::from("which")]),
+        }
+    }
+
+    fn event(label: &str) -> EventId {
+        EventId {
+            label: label.into(),
+            clock: false,
+        }
+    }
+
+    #[test]
+    fn a_handle_to_dropped_totals_adds_nothing_even_when_its_slot_is_reused() {
+        let mut totals = Totals::default();
+        let old = totals.group(&key(1, GroupId::Tracepoints, 0));
+        totals.remove(CgroupSlot(1));
+        let new = totals.group(&key(2, GroupId::Tracepoints, 0));
+        assert_eq!(old.index, new.index, "premise: the slot is reused");
+        assert!(totals.group_mut(old).is_none());
+        assert!(totals.group_mut(new).is_some());
+    }
+
+    #[test]
+    fn per_cpu_lists_one_group_of_one_cgroup() {
+        let mut totals = Totals::default();
+        for (cgroup, group, cpu) in [
+            (1, GroupId::Probes, 1),
+            (1, GroupId::Tracepoints, 0),
+            (1, GroupId::Probes, 0),
+            (2, GroupId::Probes, 0),
+        ] {
+            totals.group(&key(cgroup, group, cpu));
+        }
+        let cpus: Vec<u32> = totals
+            .per_cpu(CgroupSlot(1), &GroupId::Probes)
+            .map(|(cpu, _)| cpu)
+            .collect();
+        assert_eq!(cpus, vec![0, 1]);
+    }
+
+    #[test]
+    fn keep_only_drops_groups_events_and_sampled_of_that_cgroup_only() {
+        let mut totals = Totals::default();
+        let named = GroupId::Named("sw".into());
+        for cgroup in [1, 2] {
+            for group in [named.clone(), GroupId::Tracepoints] {
+                let h = totals.group(&key(cgroup, group, 0));
+                let g = totals.group_mut(h).expect("live");
+                let columns = g.columns(&[event("a"), event("b")]);
+                g.add(
+                    &columns,
+                    &Delta {
+                        enabled_ns: 1,
+                        running_ns: 1,
+                        values: vec![Some(1), Some(2)],
+                    },
+                );
+            }
+            for id in ["x", "y"] {
+                let key = SampledKey {
+                    cgroup: CgroupSlot(cgroup),
+                    id: sid(id),
+                };
+                totals.sampled(&key);
+            }
+        }
+        totals.keep_only(
+            CgroupSlot(1),
+            &[(named.clone(), vec![event("b")])],
+            &[sid("y")],
+        );
+        let sum = |cgroup, group: &GroupId, e: &str| -> f64 {
+            totals
+                .per_cpu(CgroupSlot(cgroup), group)
+                .map(|(_, t)| t.value(&event(e)))
+                .sum()
+        };
+        assert_eq!(sum(1, &named, "a"), 0.0);
+        assert_eq!(sum(1, &named, "b"), 2.0);
+        assert_eq!(
+            totals.per_cpu(CgroupSlot(1), &GroupId::Tracepoints).count(),
+            0
+        );
+        assert_eq!(sum(2, &named, "a"), 1.0);
+        assert_eq!(sum(2, &GroupId::Tracepoints, "b"), 2.0);
+        let has = |cgroup, id: &str| {
+            totals
+                .counts(&SampledKey {
+                    cgroup: CgroupSlot(cgroup),
+                    id: sid(id),
+                })
+                .is_some()
+        };
+        assert!(!has(1, "x") && has(1, "y") && has(2, "x") && has(2, "y"));
+    }
+}

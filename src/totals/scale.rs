@@ -1,0 +1,423 @@
+//! Per-interval scaling, as `perf stat -I` does it.
+//!
+//! For every interval, `scaled = raw_delta × enabled_delta / running_delta`
+//! is added to a total that never decreases. Scaling lifetime totals instead
+//! (`raw_total × enabled_total / running_total`) can make a counter go down
+//! when the running ratio changes, which breaks `rate()`.
+//!
+//! Two halves, because they live apart: a [`Baseline`] belongs to the
+//! descriptors a backend reads (it turns their cumulative reads into
+//! [`Delta`]s and is new with every new descriptor), a [`GroupTotals`] to the
+//! series (it outlives any descriptor, so reopening never resets or
+//! double-counts a series).
+
+use crate::ids::EventId;
+use crate::perf::GroupRead;
+
+/// What one group counted over one interval: raw, unscaled.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Delta {
+    /// Nanoseconds the group was enabled.
+    pub enabled_ns: u64,
+    /// Nanoseconds the group was on the PMU.
+    pub running_ns: u64,
+    /// Per event in group order; `None` for an event missing from the read
+    /// (it adds nothing this time).
+    pub values: Vec<Option<u64>>,
+}
+
+/// The last read of one open group: what its next read is a delta from.
+/// A group opened anew starts from zero, and so does its baseline.
+#[derive(Debug, Clone)]
+pub struct Baseline {
+    values: Vec<u64>,
+    enabled: u64,
+    running: u64,
+}
+
+impl Baseline {
+    /// The baseline of a group of `events` events that was just opened.
+    pub fn new(events: usize) -> Self {
+        Self {
+            values: vec![0; events],
+            enabled: 0,
+            running: 0,
+        }
+    }
+
+    /// The interval ending with `read`, into `out` (reused across calls).
+    /// `ids[i]` is the kernel id of event `i`. Counters wrap like the
+    /// kernel's.
+    pub fn delta(&mut self, read: &GroupRead<'_>, ids: &[u64], out: &mut Delta) {
+        out.enabled_ns = read.time_enabled.wrapping_sub(self.enabled);
+        out.running_ns = read.time_running.wrapping_sub(self.running);
+        self.enabled = read.time_enabled;
+        self.running = read.time_running;
+        out.values.clear();
+        for (i, &id) in ids.iter().enumerate() {
+            let now = read.value_of(id, i);
+            let raw = match (now, self.values.get_mut(i)) {
+                (Some(value), Some(prev)) => {
+                    let raw = value.wrapping_sub(*prev);
+                    *prev = value;
+                    Some(raw)
+                }
+                _ => None,
+            };
+            out.values.push(raw);
+        }
+    }
+}
+
+/// What one interval was, for the never-ran rule and self-metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interval {
+    /// The group ran for the whole time it was enabled.
+    Full,
+    /// The kernel multiplexed the group; deltas were scaled.
+    Scaled,
+    /// Enabled but never ran: nothing added.
+    NeverRan,
+    /// Not enabled at all (e.g. the cgroup had no task on this CPU).
+    Idle,
+}
+
+impl Interval {
+    /// The interval with these times.
+    pub fn of(enabled_ns: u64, running_ns: u64) -> Self {
+        match (enabled_ns, running_ns) {
+            (0, 0) => Self::Idle,
+            (_, 0) => Self::NeverRan,
+            (e, r) if r >= e => Self::Full,
+            _ => Self::Scaled,
+        }
+    }
+}
+
+/// One event's running total in a group.
+#[derive(Debug, Clone, PartialEq)]
+struct Column {
+    id: EventId,
+    value: f64,
+    /// False once the event left the group: its series is gone; a column
+    /// is never removed, so that the positions backends hold stay valid.
+    live: bool,
+}
+
+/// The running totals of one group in one cgroup on one CPU (or summed
+/// over CPUs): scaled counts per event, and the group's times.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GroupTotals {
+    columns: Vec<Column>,
+    /// Nanoseconds the group was enabled.
+    pub enabled_ns: u64,
+    /// Nanoseconds the group was on the PMU.
+    pub running_ns: u64,
+    /// Intervals in which the group was enabled but never ran: they added
+    /// nothing, because nothing was measured.
+    pub never_ran_intervals: u64,
+}
+
+impl GroupTotals {
+    /// The positions of `events` (a group's events in its order), adding a
+    /// zero total for each event that has none: what [`GroupTotals::add`]
+    /// takes. An event that was in the group before keeps its total.
+    pub fn columns(&mut self, events: &[EventId]) -> Vec<usize> {
+        events
+            .iter()
+            .map(|id| match self.columns.iter().position(|c| c.id == *id) {
+                Some(i) => {
+                    self.columns[i].live = true;
+                    i
+                }
+                None => {
+                    self.columns.push(Column {
+                        id: id.clone(),
+                        value: 0.0,
+                        live: true,
+                    });
+                    self.columns.len() - 1
+                }
+            })
+            .collect()
+    }
+
+    /// Drops the totals of events not in `events`: their series are gone
+    /// (an event that comes back later starts from zero).
+    pub fn keep_only(&mut self, events: &[EventId]) {
+        for column in &mut self.columns {
+            if !events.contains(&column.id) {
+                column.live = false;
+                column.value = 0.0;
+            }
+        }
+    }
+
+    /// Adds one interval, scaled: `delta.values[i]` goes to the total at
+    /// `columns[i]` (from [`GroupTotals::columns`]).
+    pub fn add(&mut self, columns: &[usize], delta: &Delta) -> Interval {
+        self.enabled_ns = self.enabled_ns.saturating_add(delta.enabled_ns);
+        self.running_ns = self.running_ns.saturating_add(delta.running_ns);
+        let outcome = Interval::of(delta.enabled_ns, delta.running_ns);
+        if outcome == Interval::NeverRan {
+            self.never_ran_intervals += 1;
+        }
+        let ratio = delta.enabled_ns as f64 / delta.running_ns as f64;
+        for (&column, raw) in columns.iter().zip(&delta.values) {
+            let (Some(raw), Some(total)) = (raw, self.columns.get_mut(column)) else {
+                continue;
+            };
+            total.value += match outcome {
+                Interval::Full | Interval::Idle => *raw as f64,
+                Interval::Scaled => *raw as f64 * ratio,
+                Interval::NeverRan => 0.0,
+            };
+        }
+        outcome
+    }
+
+    /// The total of event `id` (0 for one it has never counted).
+    pub fn value(&self, id: &EventId) -> f64 {
+        self.columns
+            .iter()
+            .find(|c| c.live && c.id == *id)
+            .map_or(0.0, |c| c.value)
+    }
+
+    /// Adds `other` (the same group on another CPU) into `self`.
+    pub fn add_totals(&mut self, other: &GroupTotals) {
+        for column in other.columns.iter().filter(|c| c.live) {
+            match self.columns.iter_mut().find(|c| c.id == column.id) {
+                Some(sum) => sum.value += column.value,
+                None => self.columns.push(column.clone()),
+            }
+        }
+        self.enabled_ns = self.enabled_ns.saturating_add(other.enabled_ns);
+        self.running_ns = self.running_ns.saturating_add(other.running_ns);
+        self.never_ran_intervals = self
+            .never_ran_intervals
+            .saturating_add(other.never_ran_intervals);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A recorded group read: `[nr, enabled, running, (value, id)...]`.
+    fn buf(enabled: u64, running: u64, values: &[(u64, u64)]) -> Vec<u64> {
+        let mut w = vec![values.len() as u64, enabled, running];
+        for &(id, v) in values {
+            w.extend([v, id]);
+        }
+        w
+    }
+
+    fn ids(labels: &[&str]) -> Vec<EventId> {
+        labels
+            .iter()
+            .map(|l| EventId {
+                label: (*l).into(),
+                clock: false,
+            })
+            .collect()
+    }
+
+    /// One open group feeding one series' totals, as a backend does it.
+    struct Fed {
+        baseline: Baseline,
+        kernel_ids: Vec<u64>,
+        columns: Vec<usize>,
+        totals: GroupTotals,
+        events: Vec<EventId>,
+    }
+
+    impl Fed {
+        fn new(labels: &[&str], kernel_ids: &[u64]) -> Self {
+            let events = ids(labels);
+            let mut totals = GroupTotals::default();
+            let columns = totals.columns(&events);
+            Self {
+                baseline: Baseline::new(events.len()),
+                kernel_ids: kernel_ids.to_vec(),
+                columns,
+                totals,
+                events,
+            }
+        }
+
+        fn feed(&mut self, words: &[u64]) -> Interval {
+            let read = GroupRead::parse(words).expect("recorded buffer is valid");
+            let mut delta = Delta::default();
+            self.baseline.delta(&read, &self.kernel_ids, &mut delta);
+            self.totals.add(&self.columns, &delta)
+        }
+
+        /// The group opened anew (new kernel ids), maybe with other events.
+        fn reopen(&mut self, labels: &[&str], kernel_ids: &[u64]) {
+            self.events = ids(labels);
+            self.totals.keep_only(&self.events);
+            self.columns = self.totals.columns(&self.events);
+            self.baseline = Baseline::new(labels.len());
+            self.kernel_ids = kernel_ids.to_vec();
+        }
+
+        fn values(&self) -> Vec<f64> {
+            self.events.iter().map(|e| self.totals.value(e)).collect()
+        }
+    }
+
+    #[test]
+    fn unmultiplexed_counts_are_exact() {
+        let mut g = Fed::new(&["a", "b"], &[10, 11]);
+        assert_eq!(g.feed(&buf(100, 100, &[(10, 5), (11, 7)])), Interval::Full);
+        assert_eq!(g.feed(&buf(200, 200, &[(10, 9), (11, 20)])), Interval::Full);
+        assert_eq!(g.values(), vec![9.0, 20.0]);
+        assert_eq!((g.totals.enabled_ns, g.totals.running_ns), (200, 200));
+    }
+
+    #[test]
+    fn multiplexed_interval_scales_its_delta_only() {
+        let mut g = Fed::new(&["a"], &[1]);
+        // First interval: ran the whole time, 1000 events.
+        g.feed(&buf(1000, 1000, &[(1, 1000)]));
+        // Second interval: enabled 1000 more, ran 250 of them, counted 100 more.
+        assert_eq!(g.feed(&buf(2000, 1250, &[(1, 1100)])), Interval::Scaled);
+        assert_eq!(g.values(), vec![1400.0]);
+        // Lifetime scaling would say 1100 × 2000/1250 = 1760: not what happened.
+    }
+
+    #[test]
+    fn lifetime_scaling_would_go_down_per_interval_does_not() {
+        // Multiplexed 10% of the time first, then fully running at a lower rate.
+        let reads = [buf(1000, 100, &[(1, 100)]), buf(2000, 1100, &[(1, 200)])];
+        let lifetime: Vec<f64> = reads
+            .iter()
+            .map(|w| w[3] as f64 * w[1] as f64 / w[2] as f64)
+            .collect();
+        assert!(
+            lifetime[1] < lifetime[0],
+            "premise: lifetime scaling goes down"
+        );
+        let mut g = Fed::new(&["a"], &[1]);
+        let mut last = 0.0;
+        for w in &reads {
+            g.feed(w);
+            assert!(g.values()[0] >= last);
+            last = g.values()[0];
+        }
+        assert_eq!(last, 1000.0 + 100.0);
+    }
+
+    #[test]
+    fn never_ran_adds_nothing_and_is_counted() {
+        let mut g = Fed::new(&["a"], &[1]);
+        g.feed(&buf(100, 100, &[(1, 50)]));
+        assert_eq!(g.feed(&buf(300, 100, &[(1, 50)])), Interval::NeverRan);
+        assert_eq!(g.values(), vec![50.0]);
+        assert_eq!(g.totals.never_ran_intervals, 1);
+        assert_eq!(g.feed(&buf(300, 100, &[(1, 50)])), Interval::Idle);
+        assert_eq!(g.totals.never_ran_intervals, 1);
+    }
+
+    #[test]
+    fn values_near_u64_max_wrap_like_the_kernel_counter() {
+        let mut g = Fed::new(&["a"], &[1]);
+        g.feed(&buf(10, 10, &[(1, u64::MAX - 5)]));
+        g.feed(&buf(20, 20, &[(1, 4)]));
+        assert_eq!(g.values(), vec![(u64::MAX - 5) as f64 + 10.0]);
+    }
+
+    #[test]
+    fn missing_member_adds_nothing_then_resumes() {
+        let mut g = Fed::new(&["a", "b"], &[1, 2]);
+        g.feed(&buf(10, 10, &[(1, 5), (2, 5)]));
+        g.feed(&buf(20, 20, &[(1, 8)]));
+        assert_eq!(g.values(), vec![8.0, 5.0]);
+        g.feed(&buf(30, 30, &[(1, 9), (2, 12)]));
+        assert_eq!(g.values(), vec![9.0, 12.0]);
+    }
+
+    #[test]
+    fn a_reopened_group_neither_resets_nor_double_counts() {
+        let mut g = Fed::new(&["a"], &[1]);
+        g.feed(&buf(10, 10, &[(1, 100)]));
+        // The reopened counter (new id) starts from zero.
+        g.reopen(&["a"], &[7]);
+        g.feed(&buf(5, 5, &[(7, 30)]));
+        assert_eq!(g.values(), vec![130.0]);
+        assert_eq!(g.totals.enabled_ns, 15);
+    }
+
+    #[test]
+    fn a_changed_group_continues_kept_events_only() {
+        let mut g = Fed::new(&["a", "b"], &[1, 2]);
+        g.feed(&buf(10, 10, &[(1, 5), (2, 7)]));
+        // The new group keeps `b` (now first) and adds `c`; `a` is gone.
+        g.reopen(&["b", "c"], &[8, 9]);
+        g.feed(&buf(4, 4, &[(8, 3), (9, 100)]));
+        assert_eq!(g.values(), vec![10.0, 100.0]);
+        assert_eq!(g.totals.value(&ids(&["a"])[0]), 0.0);
+        assert_eq!(g.totals.enabled_ns, 14);
+        // `a` comes back: a new series, from zero.
+        g.reopen(&["a", "b"], &[11, 12]);
+        g.feed(&buf(1, 1, &[(11, 1), (12, 1)]));
+        assert_eq!(g.values(), vec![1.0, 11.0]);
+    }
+
+    #[test]
+    fn sums_over_cpus_by_event() {
+        let mut cpu0 = Fed::new(&["a", "b"], &[1, 2]);
+        cpu0.feed(&buf(10, 10, &[(1, 5), (2, 7)]));
+        let mut cpu1 = Fed::new(&["b", "a"], &[3, 4]);
+        cpu1.feed(&buf(10, 5, &[(3, 1), (4, 2)]));
+        let mut sum = GroupTotals::default();
+        sum.add_totals(&cpu0.totals);
+        sum.add_totals(&cpu1.totals);
+        let [a, b] = [&ids(&["a"])[0], &ids(&["b"])[0]];
+        assert_eq!((sum.value(a), sum.value(b)), (9.0, 9.0));
+        assert_eq!((sum.enabled_ns, sum.running_ns), (20, 15));
+    }
+
+    proptest! {
+        /// Whatever the kernel reports — multiplexed, never running, members
+        /// vanishing, reopened groups — the exported totals never decrease.
+        #[test]
+        fn totals_never_decrease(steps in proptest::collection::vec(
+            (0u64..1_000_000, 0u64..1_000_000, proptest::collection::vec(0u64..u64::MAX, 2), any::<bool>(), any::<bool>()),
+            1..60,
+        )) {
+            let mut g = Fed::new(&["a", "b"], &[1, 2]);
+            let (mut en, mut run, mut vals) = (0u64, 0u64, [0u64; 2]);
+            let mut last = g.values();
+            let mut last_times = (0, 0);
+            for (de, dr, dv, drop_member, reopen) in steps {
+                if reopen {
+                    g.reopen(&["a", "b"], &[1, 2]);
+                    (en, run, vals) = (0, 0, [0, 0]);
+                }
+                let dr = dr.min(de);
+                en += de;
+                run += dr;
+                vals[0] = vals[0].wrapping_add(dv[0] % 1_000_000_000);
+                vals[1] = vals[1].wrapping_add(dv[1] % 1_000_000_000);
+                let members: Vec<(u64, u64)> = if drop_member {
+                    vec![(1, vals[0])]
+                } else {
+                    vec![(1, vals[0]), (2, vals[1])]
+                };
+                g.feed(&buf(en, run, &members));
+                let now = g.values();
+                for (a, b) in now.iter().zip(&last) {
+                    prop_assert!(a >= b, "{a} < {b}");
+                    prop_assert!(a.is_finite());
+                }
+                let times = (g.totals.enabled_ns, g.totals.running_ns);
+                prop_assert!(times.0 >= last_times.0 && times.1 >= last_times.1);
+                last = now;
+                last_times = times;
+            }
+        }
+    }
+}
