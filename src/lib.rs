@@ -1,8 +1,8 @@
 //! cgperf counts CPU performance events per cgroup and exports them.
 //!
 //! Data flows one way: [`config`] (parse and validate) → [`plan`] (resolve
-//! events on this machine, probe support) → [`perf`] (open and read groups in
-//! cgroup mode) → [`sampler`] (per-interval scaling, accumulation) →
+//! events on this machine; the counting [`backend`]'s probe judges support)
+//! → [`perf`] (open and read groups in cgroup mode) → [`sampler`] (per-interval scaling, accumulation) →
 //! [`snapshot`] → [`exporter`]. [`discovery`] finds the cgroups to count.
 
 pub mod backend;

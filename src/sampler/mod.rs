@@ -205,7 +205,7 @@ impl Opener {
         let target = Target::Cgroup(dir.as_fd());
         CounterGroup::open_filtered(&spec.attrs(), &spec.filters(), target, cpu)
             .map(|group| Held::new(group, &self.tally))
-            .map_err(|e| self.failed(&spec.name, cgroup, cpu, e.errno))
+            .map_err(|e| self.failed(&spec.name.shared_label(), cgroup, cpu, e.errno))
     }
 
     /// Opens a `by:` tracepoint for the cgroup whose directory is `dir` on
@@ -1167,7 +1167,7 @@ fn log_support(plan: &Plan) {
         if let Err(reason) = &s.status {
             let what = s.event.as_ref().map_or_else(
                 || format!("group `{}`", s.group),
-                |e| format!("{} `{e}`", crate::plan::entry_kind(&s.group)),
+                |e| format!("{} `{e}`", s.group.entry_kind()),
             );
             tracing::warn!("{what} disabled: {reason}");
         }
@@ -1195,7 +1195,7 @@ impl Series<'_> {
             counters.push(CounterSample {
                 cgroup: self.cgroup.clone(),
                 labels: self.labels.clone(),
-                group: spec.name.clone(),
+                group: spec.name.shared_label(),
                 event: event.label.clone(),
                 fields: Box::new([]),
                 cpu,
@@ -1207,7 +1207,7 @@ impl Series<'_> {
         group_times.push(GroupTimeSample {
             cgroup: self.cgroup.clone(),
             labels: self.labels.clone(),
-            group: spec.name.clone(),
+            group: spec.name.shared_label(),
             cpu,
             enabled_seconds: totals.enabled_ns as f64 / 1e9,
             running_seconds: totals.running_ns as f64 / 1e9,
@@ -1301,7 +1301,7 @@ mod tests {
 
     fn group(events: Vec<PlannedEvent>) -> GroupSpec {
         GroupSpec {
-            name: "tracepoints".into(),
+            name: crate::ids::GroupId::Tracepoints,
             events,
         }
     }
