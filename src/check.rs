@@ -1,11 +1,16 @@
 //! `cgperf check`: what this machine can count of a (valid) config, event by
 //! event, and why not.
 
+use crate::backend::cgroup::CgroupProbe;
 use crate::cli::discover_machine;
 use crate::config::{CgroupPattern, Config};
+use crate::ids::GroupId;
 use crate::list::{NAME_MAX, column_width};
-use crate::plan::{self, Machine, PROBE_GROUP, Plan, TRACEPOINT_GROUP};
+use crate::plan::Probe;
+use crate::plan::{self, Plan};
 use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
 
 /// One line of the table.
 struct Row {
@@ -35,8 +40,9 @@ pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<()> {
     )?;
     writeln!(out)?;
 
-    let plan = Plan::build_in_time(config, &machine)?;
-    let rows = rows(config, &machine, &plan);
+    let probe = Arc::new(CgroupProbe::new(&machine));
+    let plan = Plan::build_in_time(config, &machine, probe.clone())?;
+    let rows = rows(config, &machine.pmu_root, &*probe, &plan);
     let width = |f: fn(&Row) -> usize| column_width(rows.iter().map(f), 5, NAME_MAX);
     let (gw, ew) = (width(|r| r.group.len()), width(|r| r.event.len()));
     // Reasons are footnotes: one failure (no PMU, no permission) usually
@@ -99,11 +105,12 @@ pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<()> {
 
 /// Every event alone, then the group as a whole (a group can fail as a whole,
 /// e.g. more events than the PMU has counters), then each tracepoint.
-fn rows(config: &Config, machine: &Machine, plan: &Plan) -> Vec<Row> {
+fn rows(config: &Config, pmu_root: &Path, probe: &dyn Probe, plan: &Plan) -> Vec<Row> {
     let mut rows = Vec::new();
     for def in &config.groups {
+        let id = GroupId::Named(def.name.as_str().into());
         for event in &def.events {
-            let status = plan::probe_event(event, machine).map_err(|r| r.reason);
+            let status = plan::probe_event(event, pmu_root, probe).map_err(|r| r.reason);
             rows.push(Row {
                 group: def.name.clone(),
                 event: event.text.clone(),
@@ -113,27 +120,27 @@ fn rows(config: &Config, machine: &Machine, plan: &Plan) -> Vec<Row> {
         rows.push(Row {
             group: def.name.clone(),
             event: "(whole group)".into(),
-            status: verdict(plan, &def.name, None),
+            status: verdict(plan, &id, None),
         });
     }
     let tracepoints = config
         .tracepoints
         .iter()
-        .map(|t| (TRACEPOINT_GROUP, &t.label));
-    let probes = config.probes.iter().map(|p| (PROBE_GROUP, &p.label));
+        .map(|t| (GroupId::Tracepoints, &t.label));
+    let probes = config.probes.iter().map(|p| (GroupId::Probes, &p.label));
     for (group, label) in tracepoints.chain(probes) {
         rows.push(Row {
-            group: group.into(),
-            status: verdict(plan, group, Some(label)),
+            group: group.label().into(),
+            status: verdict(plan, &group, Some(label)),
             event: label.to_string(),
         });
     }
     rows
 }
 
-fn verdict(plan: &Plan, group: &str, event: Option<&str>) -> Result<(), String> {
+fn verdict(plan: &Plan, group: &GroupId, event: Option<&str>) -> Result<(), String> {
     plan.support
         .iter()
-        .find(|s| &*s.group == group && s.event.as_deref() == event)
+        .find(|s| s.group == *group && s.event.as_deref() == event)
         .map_or_else(|| Err("not probed".into()), |s| s.status.clone())
 }

@@ -1,5 +1,6 @@
 //! Command line: the exporter (default) and `cgperf check`.
 
+use crate::backend::cgroup::CgroupProbe;
 use crate::config::{self, Config, OtlpConfig};
 use crate::discovery::{CgroupFs, Discovery};
 use crate::engine::{self, Control, Engine, FdBudget};
@@ -308,7 +309,8 @@ fn serve(
         env!("CARGO_PKG_VERSION")
     );
     let latest = Latest::new();
-    let plan = Plan::build_in_time(&config, &machine)?;
+    let probe = Arc::new(CgroupProbe::new(&machine));
+    let plan = Plan::build_in_time(&config, &machine, probe)?;
     let mut sampler = Engine::new(
         &config,
         plan,

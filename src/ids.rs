@@ -4,7 +4,7 @@
 
 use crate::config::{PROBE_GROUP, TRACEPOINT_GROUP};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A counter group: one of the config's `groups:`, or the counted
 /// tracepoints or the probes, each counted as one group of their own.
@@ -38,6 +38,18 @@ impl GroupId {
             Self::Named(name) => name,
             Self::Tracepoints => TRACEPOINT_GROUP,
             Self::Probes => PROBE_GROUP,
+        }
+    }
+
+    /// The `group` label as a shared string, for the many series that carry
+    /// it: no copy per series.
+    pub fn shared_label(&self) -> Arc<str> {
+        static TRACEPOINTS: OnceLock<Arc<str>> = OnceLock::new();
+        static PROBES: OnceLock<Arc<str>> = OnceLock::new();
+        match self {
+            Self::Named(name) => name.clone(),
+            Self::Tracepoints => TRACEPOINTS.get_or_init(|| TRACEPOINT_GROUP.into()).clone(),
+            Self::Probes => PROBES.get_or_init(|| PROBE_GROUP.into()).clone(),
         }
     }
 

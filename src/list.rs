@@ -7,6 +7,7 @@
 //! Listing only reads sysfs and tracefs; tracefs usually needs root, and
 //! without it the tracepoints are left out with a note on stderr.
 
+use crate::backend::cgroup::CgroupProbe;
 use crate::events::{self, EventKind, ResolveError, parse_event};
 use crate::tracefs::Tracefs;
 use perf_event_open_sys::bindings as sys;
@@ -122,14 +123,17 @@ pub fn run(args: &ListArgs, out: &mut dyn Write) -> io::Result<()> {
     }
     let mut listing = listing.filtered(args.filter.as_deref().unwrap_or(""));
     match crate::cli::discover_machine() {
-        Ok((_, _, machine)) => listing.judge(|name| match parse_event(name) {
-            Ok(event) => match crate::plan::probe_event(&event, &machine) {
-                Ok(()) => Countable::Yes,
-                Err(refusal) if refusal.permission => Countable::Unknown,
-                Err(_) => Countable::No,
-            },
-            Err(_) => Countable::Unknown,
-        }),
+        Ok((_, _, machine)) => {
+            let probe = CgroupProbe::new(&machine);
+            listing.judge(|name| match parse_event(name) {
+                Ok(event) => match crate::plan::probe_event(&event, &machine.pmu_root, &probe) {
+                    Ok(()) => Countable::Yes,
+                    Err(refusal) if refusal.permission => Countable::Unknown,
+                    Err(_) => Countable::No,
+                },
+                Err(_) => Countable::Unknown,
+            })
+        }
         Err(e) => eprintln!("cgperf list: cannot ask the kernel what this machine counts: {e:#}"),
     }
     if listing

@@ -14,6 +14,7 @@
 //! collections go on; the worker stays blocked in the kernel until the file
 //! system answers and its result is then dropped.
 
+use crate::backend::cgroup::CgroupProbe;
 use crate::config::{self, Config, ConfigError};
 use crate::deadline::{self, with_deadline};
 use crate::engine::{Control, NewConfig};
@@ -179,9 +180,10 @@ impl Reloader {
     }
 }
 
-/// `config` with its plan on `machine`.
+/// `config` with its plan on `machine`, probed by the counting backend.
 fn plan(config: Config, machine: &Machine) -> Result<Box<NewConfig>, String> {
-    let plan = Plan::build(&config, machine).map_err(|e| e.to_string())?;
+    let probe = CgroupProbe::new(machine);
+    let plan = Plan::build(&config, machine, &probe).map_err(|e| e.to_string())?;
     Ok(Box::new(NewConfig { config, plan }))
 }
 

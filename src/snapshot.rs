@@ -1,6 +1,7 @@
 //! The immutable result of one sampling interval. The sampler builds it; the
 //! exporters only present it.
 
+use crate::ids::GroupId;
 use crate::perf::OpenFailure;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -64,8 +65,8 @@ pub struct GroupTimeSample {
 /// Whether a group (or a single tracepoint) can be counted on this machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Support {
-    /// Group name.
-    pub group: Arc<str>,
+    /// The group (its `group` label only where it is shown).
+    pub group: GroupId,
     /// `Some(event)` for a per-event verdict (tracepoints), `None` for the group.
     pub event: Option<Arc<str>>,
     /// `Ok` or the reason it cannot be counted.

@@ -93,6 +93,18 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "pick another group name",
     ),
     (
+        "reserved group name beside the probes list",
+        "groups: {probes: [page-faults]}\nprobes: [{kprobe: do_sys_openat2, as: opens}]\n",
+        ":1:10: the group name \"probes\" is reserved",
+        "pick another group name",
+    ),
+    (
+        "reserved group name beside the tracepoints list",
+        "groups:\n  tracepoints: [page-faults]\ntracepoints: [sched:sched_switch]\n",
+        ":2:3: the group name \"tracepoints\" is reserved",
+        "list tracepoints and probes there",
+    ),
+    (
         "NUL in a cgroup path",
         "groups:\n  a: [task-clock]\ncgroups:\n  - path: \"/a\\0b\"\n",
         ":4:11: the path \"/a\\0b\" contains the control character \\0",

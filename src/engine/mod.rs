@@ -307,7 +307,7 @@ fn log_support(plan: &Plan) {
         if let Err(reason) = &s.status {
             let what = s.event.as_ref().map_or_else(
                 || format!("group `{}`", s.group),
-                |e| format!("{} `{e}`", crate::plan::entry_kind(&s.group)),
+                |e| format!("{} `{e}`", s.group.entry_kind()),
             );
             tracing::warn!("{what} disabled: {reason}");
         }

@@ -1,9 +1,11 @@
 //! From the counted cgroups and their totals to the series of a snapshot.
 
 use super::counting::Entry;
+use crate::ids::GroupId;
 use crate::plan::{GroupSpec, SampledSpec};
 use crate::snapshot::{CounterSample, GroupTimeSample};
 use crate::totals::{Counts, GroupTotals, SampledKey, Totals};
+use std::sync::Arc;
 
 /// Every series of the counted cgroups.
 #[derive(Debug, Default)]
@@ -50,12 +52,12 @@ impl AllSeries {
         all
     }
 
-    fn sample(entry: &Entry, group: &str, event: &str) -> CounterSample {
+    fn sample(entry: &Entry, group: &GroupId, event: &Arc<str>) -> CounterSample {
         CounterSample {
             cgroup: entry.path.clone(),
             labels: entry.labels.clone(),
-            group: group.into(),
-            event: event.into(),
+            group: group.shared_label(),
+            event: event.clone(),
             fields: Box::new([]),
             cpu: None,
             value: 0.0,
@@ -73,13 +75,13 @@ impl AllSeries {
                 cpu,
                 value: if event.clock { value / 1e9 } else { value },
                 clock: event.clock,
-                ..Self::sample(entry, group.label(), &event.label)
+                ..Self::sample(entry, &group, &event.label)
             });
         }
         self.group_times.push(GroupTimeSample {
             cgroup: entry.path.clone(),
             labels: entry.labels.clone(),
-            group: group.label().into(),
+            group: group.shared_label(),
             cpu,
             enabled_seconds: t.enabled_ns as f64 / 1e9,
             running_seconds: t.running_ns as f64 / 1e9,
@@ -92,7 +94,7 @@ impl AllSeries {
     /// (summed over CPUs: samples are counted where they are decoded), and
     /// the hits known to be lost.
     fn push_sampled(&mut self, entry: &Entry, spec: &SampledSpec, counts: &Counts) {
-        let group = crate::ids::GroupId::Tracepoints;
+        let group = GroupId::Tracepoints;
         for (values, n) in counts.series(spec.fields.len()) {
             let fields = spec
                 .fields
@@ -103,12 +105,12 @@ impl AllSeries {
             self.counters.push(CounterSample {
                 fields,
                 value: n as f64,
-                ..Self::sample(entry, group.label(), &spec.label)
+                ..Self::sample(entry, &group, &spec.label)
             });
         }
         self.events_lost.push(CounterSample {
             value: counts.lost() as f64,
-            ..Self::sample(entry, group.label(), &spec.label)
+            ..Self::sample(entry, &group, &spec.label)
         });
     }
 }

@@ -441,13 +441,13 @@ pub fn visit<V: Visitor>(
         snap.support
             .iter()
             .filter(|s| s.event.is_none())
-            .map(|s| fixed(Labels::one("group", &s.group), supported(s))),
+            .map(|s| fixed(Labels::one("group", s.group.label()), supported(s))),
     )?;
     v.family(
         &EVENT_SUPPORTED,
         snap.support.iter().filter_map(|s| {
             let event = s.event.as_deref()?;
-            let labels = Labels::two(("group", &s.group), ("event", event));
+            let labels = Labels::two(("group", s.group.label()), ("event", event));
             Some(fixed(labels, supported(s)))
         }),
     )?;

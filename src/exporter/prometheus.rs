@@ -211,7 +211,7 @@ mod tests {
             start_time: snap.taken_at,
         });
         snap.support.push(Support {
-            group: "ipc".into(),
+            group: crate::ids::GroupId::Named("ipc".into()),
             event: None,
             status: Err("no PMU".into()),
         });

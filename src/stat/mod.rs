@@ -13,6 +13,7 @@ mod table;
 
 pub use args::{EventListError, StatArgs};
 
+use crate::backend::cgroup::CgroupProbe;
 use crate::cli::discover_machine;
 use crate::config::{CgroupPattern, ConfigError};
 use crate::discovery::{CgroupFs, Discovery};
@@ -24,6 +25,7 @@ use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitCode};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use table::Counts;
 
@@ -165,7 +167,8 @@ fn stat(args: &StatArgs, config_file: Option<&Path>) -> Result<Outcome, StatErro
     let latest = Latest::new();
     let discovery = Discovery::new(cgroupfs, RESCAN);
     let budget = FdBudget::from_limit(raise_nofile_limit());
-    let plan = Plan::build_in_time(&config, &machine).map_err(|e| {
+    let probe = Arc::new(CgroupProbe::new(&machine));
+    let plan = Plan::build_in_time(&config, &machine, probe).map_err(|e| {
         e.downcast::<ConfigError>()
             .map_or_else(StatError::Machine, StatError::Config)
     })?;

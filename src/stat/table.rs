@@ -33,7 +33,10 @@ pub fn layout(config: &Config, support: &[Support]) -> Vec<Row> {
                 support: verdict.status.clone(),
             }),
             None => {
-                let def = config.groups.iter().find(|g| *g.name == *verdict.group);
+                let def = config
+                    .groups
+                    .iter()
+                    .find(|g| g.name == verdict.group.label());
                 for event in def.into_iter().flat_map(|g| &g.events) {
                     rows.push(Row {
                         group: verdict.group.to_string(),
@@ -298,6 +301,7 @@ pub fn thousands(value: f64, decimals: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::GroupId;
 
     fn counts(values: &[(&str, &str, f64, bool)], times: &[(&str, f64, f64)]) -> Counts {
         let key = |group: &str| ("/a".to_string(), group.to_string(), None);
@@ -326,7 +330,7 @@ mod tests {
         )
         .expect("valid");
         let support = [Support {
-            group: "sched".into(),
+            group: GroupId::Named("sched".into()),
             event: None,
             status: Ok(()),
         }];

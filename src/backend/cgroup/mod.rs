@@ -6,8 +6,11 @@
 
 mod counter;
 mod open;
+mod probe;
 mod reconcile;
 mod rings;
+
+pub use probe::CgroupProbe;
 
 use super::budget::FdBudget;
 use super::{Backend, Cgroup, Outcome, Stats, Wanted};

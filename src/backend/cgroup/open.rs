@@ -117,7 +117,7 @@ impl Opener {
         let target = Target::Cgroup(dir.as_fd());
         CounterGroup::open_filtered(&spec.attrs(), &spec.filters(), target, cpu)
             .map(|group| Held::new(group, &self.tally))
-            .map_err(|e| self.failed(&spec.name, cgroup, cpu, e.errno))
+            .map_err(|e| self.failed(&spec.name.shared_label(), cgroup, cpu, e.errno))
     }
 
     /// Opens a `by:` tracepoint for the cgroup whose directory is `dir` on

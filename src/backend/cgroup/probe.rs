@@ -1,0 +1,40 @@
+//! Probing in cgroup mode: a group opened once on one cgroup and one CPU, as
+//! the cgroup backend opens it for every counted cgroup.
+
+use crate::perf::{CounterGroup, Target};
+use crate::plan::{Machine, Probe, Refusal, Trial};
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+
+/// Opens trial groups in cgroup mode on the root cgroup and an online CPU:
+/// what this machine refuses there it refuses for every cgroup.
+#[derive(Debug, Clone)]
+pub struct CgroupProbe {
+    /// The cgroup directory events are opened on.
+    cgroup_dir: PathBuf,
+    /// The CPU they are opened on.
+    cpu: u32,
+}
+
+impl CgroupProbe {
+    /// Probes on `machine`'s probe cgroup and CPU.
+    pub fn new(machine: &Machine) -> Self {
+        Self {
+            cgroup_dir: machine.probe_cgroup.clone(),
+            cpu: machine.probe_cpu,
+        }
+    }
+}
+
+impl Probe for CgroupProbe {
+    fn try_group(&self, group: &[Trial<'_>]) -> Result<(), Refusal> {
+        let dir = std::fs::File::open(&self.cgroup_dir).map_err(|e| {
+            Refusal::not_asked(format!("opening cgroup {}: {e}", self.cgroup_dir.display()))
+        })?;
+        let attrs: Vec<_> = group.iter().map(|t| t.attr).collect();
+        let filters: Vec<_> = group.iter().map(|t| t.filter).collect();
+        CounterGroup::open_filtered(&attrs, &filters, Target::Cgroup(dir.as_fd()), self.cpu)
+            .map(drop)
+            .map_err(|e| Refusal::kernel(group, e.index, e.errno))
+    }
+}

@@ -1,0 +1,408 @@
+//! Planning without root: a PMU directory and a tracefs written into a
+//! temporary directory, and a probe that refuses what each test chooses.
+
+use super::*;
+use crate::perf::{Errno, open_failure_reason};
+use crate::plan::{Probe, Refusal, Trial};
+use std::sync::Mutex;
+
+const SOURCE: &str = "t.yaml";
+
+/// One call to [`FakeProbe::try_group`]: each event's label and filter.
+type Call = Vec<(String, Option<String>)>;
+
+/// Refuses the events it is told to, and records every group it is asked
+/// about.
+#[derive(Debug, Default)]
+struct FakeProbe {
+    /// (label, refused only when it has a filter, errno).
+    refuse: Vec<(&'static str, bool, i32)>,
+    calls: Mutex<Vec<Call>>,
+}
+
+impl FakeProbe {
+    fn refusing(refuse: &[(&'static str, bool, i32)]) -> Self {
+        Self {
+            refuse: refuse.to_vec(),
+            calls: Mutex::default(),
+        }
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl Probe for FakeProbe {
+    fn try_group(&self, group: &[Trial<'_>]) -> Result<(), Refusal> {
+        let call = group
+            .iter()
+            .map(|t| {
+                let filter = t.filter.map(|f| f.to_string_lossy().into_owned());
+                (t.label.to_string(), filter)
+            })
+            .collect();
+        self.calls.lock().unwrap().push(call);
+        for (i, trial) in group.iter().enumerate() {
+            let refused = self.refuse.iter().find(|(label, filtered, _)| {
+                *label == trial.label && (!filtered || trial.filter.is_some())
+            });
+            if let Some(&(_, _, errno)) = refused {
+                return Err(Refusal::kernel(group, i, Errno(errno)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A tracefs `format` file: the common fields, then `fields` (C
+/// declaration, size) one after the other.
+fn format_file(name: &str, id: u64, fields: &[(&str, usize)]) -> String {
+    let mut text = format!(
+        "name: {name}\nID: {id}\nformat:\n\
+         \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+         \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
+    );
+    let mut offset = 8;
+    for (declaration, size) in fields {
+        let signed = u8::from(!declaration.contains('['));
+        text.push_str(&format!(
+            "\tfield:{declaration};\toffset:{offset};\tsize:{size};\tsigned:{signed};\n"
+        ));
+        offset += size;
+    }
+    text + "\nprint fmt: \"\"\n"
+}
+
+/// A machine in a temporary directory: a PMU directory with a kprobe PMU
+/// (no `msr`), and a tracefs with two tracepoints. Its probe cgroup does
+/// not exist: nothing may open it.
+fn machine() -> (tempfile::TempDir, Machine) {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |path: &str, content: &str| {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    };
+    write("pmu/kprobe/type", "7\n");
+    write("pmu/kprobe/format/retprobe", "config:0\n");
+    write("tracing/events/sched/sched_switch/id", "316\n");
+    let switch = [
+        ("char prev_comm[16]", 16),
+        ("pid_t prev_pid", 4),
+        ("pid_t next_pid", 4),
+    ];
+    let switch = format_file("sched_switch", 316, &switch);
+    write("tracing/events/sched/sched_switch/format", &switch);
+    write("tracing/events/syscalls/sys_enter_getppid/id", "291\n");
+    let getppid = format_file("sys_enter_getppid", 291, &[("int __syscall_nr", 4)]);
+    write("tracing/events/syscalls/sys_enter_getppid/format", &getppid);
+    let machine = Machine {
+        pmu_root: dir.path().join("pmu"),
+        tracefs: Ok(Tracefs::at(dir.path().join("tracing"))),
+        probe_cgroup: dir.path().join("no-such-cgroup"),
+        probe_cpu: 0,
+    };
+    (dir, machine)
+}
+
+fn config(yaml: &str) -> Config {
+    crate::config::parse(SOURCE, yaml).unwrap_or_else(|e| panic!("{yaml}:\n{e}"))
+}
+
+/// The plan of `yaml` on a fake machine, asking `probe`.
+fn plan(yaml: &str, probe: &FakeProbe) -> Result<Plan, ConfigError> {
+    let (_dir, machine) = machine();
+    Plan::build(&config(yaml), &machine, probe)
+}
+
+fn verdict<'a>(plan: &'a Plan, group: &GroupId, event: Option<&str>) -> &'a Result<(), String> {
+    let found = plan
+        .support
+        .iter()
+        .find(|s| s.group == *group && s.event.as_deref() == event);
+    &found
+        .unwrap_or_else(|| panic!("no verdict on {group} {event:?}"))
+        .status
+}
+
+fn named(name: &str) -> GroupId {
+    GroupId::Named(name.into())
+}
+
+/// The groups for `selectors`, each as its id and its events' labels.
+fn groups_for(plan: &Plan, selectors: &[usize]) -> Vec<(GroupId, Vec<String>)> {
+    plan.groups_for(selectors)
+        .iter()
+        .map(|g| {
+            let labels = g.events.iter().map(|e| e.label.to_string()).collect();
+            (g.name.clone(), labels)
+        })
+        .collect()
+}
+
+#[test]
+fn a_refused_group_is_disabled_with_its_reason_and_the_others_kept() {
+    let probe = FakeProbe::refusing(&[("page-faults", false, libc::ENOENT)]);
+    let plan = plan(
+        "groups:\n  a: [task-clock]\n  b: [context-switches, page-faults]\n",
+        &probe,
+    )
+    .unwrap();
+    assert_eq!(verdict(&plan, &named("a"), None), &Ok(()));
+    let reason = format!(
+        "event `page-faults`: {}",
+        open_failure_reason(Errno(libc::ENOENT))
+    );
+    assert_eq!(verdict(&plan, &named("b"), None), &Err(reason));
+    assert_eq!(
+        groups_for(&plan, &[0]),
+        [(named("a"), vec!["task-clock".to_string()])]
+    );
+    // The whole group was asked about, leader first, in one call.
+    assert_eq!(
+        probe.calls()[1],
+        [
+            ("context-switches".to_string(), None),
+            ("page-faults".to_string(), None)
+        ]
+    );
+}
+
+#[test]
+fn a_tracepoint_refused_without_its_filter_is_unsupported_not_a_config_error() {
+    let probe = FakeProbe::refusing(&[("sched:sched_switch", false, libc::EACCES)]);
+    let plan = plan(
+        "tracepoints:\n  - syscalls:sys_enter_getppid\n  \
+         - {name: sched:sched_switch, filter: \"prev_pid == 1\"}\n",
+        &probe,
+    )
+    .unwrap();
+    let reason = format!(
+        "event `sched:sched_switch`: {}",
+        open_failure_reason(Errno(libc::EACCES))
+    );
+    let switch = Some("sched:sched_switch");
+    assert_eq!(verdict(&plan, &GroupId::Tracepoints, switch), &Err(reason));
+    let getppid = Some("syscalls:sys_enter_getppid");
+    assert_eq!(verdict(&plan, &GroupId::Tracepoints, getppid), &Ok(()));
+    assert_eq!(verdict(&plan, &GroupId::Tracepoints, None), &Ok(()));
+    assert_eq!(
+        groups_for(&plan, &[0]),
+        [(
+            GroupId::Tracepoints,
+            vec!["syscalls:sys_enter_getppid".to_string()]
+        )]
+    );
+    // Refused unfiltered: the filter is never tried.
+    assert_eq!(probe.calls().len(), 2);
+}
+
+#[test]
+fn no_countable_tracepoint_disables_the_tracepoints_group() {
+    let probe = FakeProbe::refusing(&[("syscalls:sys_enter_getppid", false, libc::ENODEV)]);
+    let plan = plan("tracepoints: [syscalls:sys_enter_getppid]\n", &probe).unwrap();
+    assert_eq!(
+        verdict(&plan, &GroupId::Tracepoints, None),
+        &Err("none of the configured tracepoints can be counted".to_string())
+    );
+    assert!(plan.groups_for(&[0]).is_empty());
+}
+
+#[test]
+fn a_filter_the_kernel_rejects_is_a_config_error_at_its_entry() {
+    let yaml = "groups:\n  a: [task-clock]\ntracepoints:\n  \
+                - {name: sched:sched_switch, filter: \"prev_pid == 1 &&\"}\n";
+    for (errno, why) in [
+        (libc::EINVAL, "a comparison does not parse"),
+        (libc::ENOENT, "the expression is incomplete"),
+    ] {
+        let probe = FakeProbe::refusing(&[("sched:sched_switch", true, errno)]);
+        let err = plan(yaml, &probe).unwrap_err();
+        assert_eq!(err.source_name, SOURCE);
+        assert_eq!((err.line, err.column), (Some(4), Some(5)), "{err}");
+        assert!(
+            err.message.contains(&format!(
+                "the kernel rejected the filter \"prev_pid == 1 &&\" of tracepoint \
+                 sched:sched_switch ({}: {why}",
+                Errno(errno)
+            )),
+            "{err}"
+        );
+        let hint = err.hint.as_deref().unwrap_or_default();
+        assert!(hint.contains("prev_comm, prev_pid, next_pid"), "{hint}");
+        // Unfiltered, then filtered.
+        let calls = probe.calls();
+        let tried: Vec<&Call> = calls.iter().skip(1).collect();
+        assert_eq!(
+            tried,
+            [
+                &vec![("sched:sched_switch".to_string(), None)],
+                &vec![(
+                    "sched:sched_switch".to_string(),
+                    Some("prev_pid == 1 &&".to_string())
+                )]
+            ]
+        );
+    }
+}
+
+#[test]
+fn a_mechanism_that_cannot_ask_leaves_the_filter_unjudged() {
+    // The probe cgroup gone between the two opens: not the filter's fault.
+    #[derive(Debug, Default)]
+    struct SecondCallFails(Mutex<usize>);
+    impl Probe for SecondCallFails {
+        fn try_group(&self, _: &[Trial<'_>]) -> Result<(), Refusal> {
+            let mut n = self.0.lock().unwrap();
+            *n += 1;
+            match *n {
+                1 => Ok(()),
+                _ => Err(Refusal::not_asked("opening cgroup /x: gone".into())),
+            }
+        }
+    }
+    let (_dir, machine) = machine();
+    let yaml = "tracepoints:\n  - {name: sched:sched_switch, filter: \"prev_pid == 1\"}\n";
+    let plan = Plan::build(&config(yaml), &machine, &SecondCallFails::default()).unwrap();
+    assert_eq!(
+        verdict(&plan, &GroupId::Tracepoints, Some("sched:sched_switch")),
+        &Err("opening cgroup /x: gone".to_string())
+    );
+}
+
+#[test]
+fn groups_and_sampled_tracepoints_are_the_union_over_selectors() {
+    let yaml = "groups:\n  a: [task-clock]\n  b: [context-switches]\n  c: [page-faults]\n\
+                tracepoints:\n  - syscalls:sys_enter_getppid\n  \
+                - {name: sched:sched_switch, as: switches}\n  \
+                - {name: sched:sched_switch, as: by_pid, by: [prev_pid]}\n\
+                probes: [{kprobe: \"0xffffffff81000000\", as: k}]\n\
+                cgroups:\n  \
+                - {path: /x, groups: [a], tracepoints: [switches, by_pid], probes: []}\n  \
+                - {match: /y/*, groups: [c, a], tracepoints: [syscalls:sys_enter_getppid], \
+                probes: [k]}\n";
+    let plan = plan(yaml, &FakeProbe::default()).unwrap();
+    let s = |labels: &[&str]| labels.iter().map(ToString::to_string).collect::<Vec<_>>();
+    assert_eq!(
+        groups_for(&plan, &[0]),
+        [
+            (named("a"), s(&["task-clock"])),
+            (GroupId::Tracepoints, s(&["switches"])),
+        ]
+    );
+    // In config order, each once; tracepoints and probes as one group each.
+    assert_eq!(
+        groups_for(&plan, &[1, 0]),
+        [
+            (named("a"), s(&["task-clock"])),
+            (named("c"), s(&["page-faults"])),
+            (
+                GroupId::Tracepoints,
+                s(&["syscalls:sys_enter_getppid", "switches"])
+            ),
+            (GroupId::Probes, s(&["k"])),
+        ]
+    );
+    let sampled = |selectors: &[usize]| -> Vec<SampledId> {
+        plan.sampled_for(selectors).iter().map(|s| s.id()).collect()
+    };
+    let by_pid = SampledId {
+        label: "by_pid".into(),
+        fields: Arc::from([Arc::from("prev_pid")]),
+    };
+    assert_eq!(sampled(&[0]), std::slice::from_ref(&by_pid));
+    assert_eq!(sampled(&[0, 1]), [by_pid]);
+    assert!(sampled(&[1]).is_empty());
+    assert!(plan.groups_for(&[7]).is_empty(), "no such selector");
+    let by_pid = &plan.sampled_for(&[0])[0];
+    assert_eq!(by_pid.fields[0].0.as_ref(), "prev_pid");
+    assert_eq!(by_pid.attr.config, 316);
+}
+
+#[test]
+fn a_probe_refused_for_want_of_privileges_names_cap_sys_admin() {
+    for errno in [libc::EACCES, libc::EPERM] {
+        let probe = FakeProbe::refusing(&[("k", false, errno)]);
+        let plan = plan(
+            "probes: [{kprobe: \"0xffffffff81000000\", as: k}]\n",
+            &probe,
+        )
+        .unwrap();
+        let expected = format!(
+            "kprobe `0xffffffff81000000`: permission denied: the kernel's kprobe PMU needs \
+             CAP_SYS_ADMIN (CAP_PERFMON is not enough) ({})",
+            Errno(errno)
+        );
+        assert_eq!(verdict(&plan, &GroupId::Probes, Some("k")), &Err(expected));
+        assert_eq!(
+            verdict(&plan, &GroupId::Probes, None),
+            &Err("none of the configured probes can be counted".to_string())
+        );
+    }
+    // Any other refusal is the kernel's reason.
+    let probe = FakeProbe::refusing(&[("k", false, libc::ENOENT)]);
+    let plan = plan(
+        "probes: [{kprobe: \"0xffffffff81000000\", as: k}]\n",
+        &probe,
+    )
+    .unwrap();
+    let reason = format!("event `k`: {}", open_failure_reason(Errno(libc::ENOENT)));
+    assert_eq!(verdict(&plan, &GroupId::Probes, Some("k")), &Err(reason));
+}
+
+#[test]
+fn the_kernel_is_asked_only_through_the_probe_once_per_resolved_entry() {
+    // A group that does not resolve (no msr PMU here), a tracepoint this
+    // tracefs lacks: judged from sysfs and tracefs alone, never asked.
+    let yaml = "groups:\n  a: [task-clock]\n  b: [\"msr/tsc/\"]\n  c: [cs, page-faults]\n\
+                tracepoints:\n  - syscalls:sys_enter_getppid\n  \
+                - {name: sched:sched_switch, filter: \"prev_pid == 1\"}\n  \
+                - {name: sched:sched_switch, as: by_pid, by: [next_pid]}\n  \
+                - sched:sched_wakeup\n";
+    let probe = FakeProbe::default();
+    let plan = plan(yaml, &probe).unwrap();
+    let labels: Vec<Vec<String>> = probe
+        .calls()
+        .into_iter()
+        .map(|call| call.into_iter().map(|(label, _)| label).collect())
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            vec!["task-clock"],
+            vec!["context-switches", "page-faults"],
+            vec!["syscalls:sys_enter_getppid"],
+            vec!["sched:sched_switch"],
+            vec!["sched:sched_switch"],
+            vec!["by_pid"],
+        ]
+    );
+    let b = verdict(&plan, &named("b"), None).as_ref().unwrap_err();
+    assert!(b.starts_with("event `msr/tsc/`:"), "{b}");
+    let wakeup = verdict(&plan, &GroupId::Tracepoints, Some("sched:sched_wakeup"));
+    let wakeup = wakeup.as_ref().unwrap_err();
+    assert!(
+        wakeup.contains("unknown tracepoint `sched:sched_wakeup`") && wakeup.contains("t.yaml:"),
+        "{wakeup}"
+    );
+    // Without tracefs, tracepoints are unsupported without asking.
+    let (_dir, mut machine) = machine();
+    machine.tracefs = Err("tracefs is not mounted".into());
+    let probe = FakeProbe::default();
+    let plan = Plan::build(
+        &config("tracepoints: [syscalls:sys_enter_getppid]\n"),
+        &machine,
+        &probe,
+    )
+    .unwrap();
+    assert!(probe.calls().is_empty());
+    assert_eq!(
+        verdict(
+            &plan,
+            &GroupId::Tracepoints,
+            Some("syscalls:sys_enter_getppid")
+        ),
+        &Err("tracefs is not mounted".to_string())
+    );
+}
