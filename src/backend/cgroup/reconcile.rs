@@ -60,7 +60,12 @@ pub(super) fn reconcile(
         let path = c.state.path.clone();
         let mut old = std::mem::take(&mut c.state.sampled);
         let done = c.in_dir(|dir| {
-            reconcile_sampled(slot, &path, &mut old, sampled, dir, online, opener, totals)
+            let at = At {
+                slot,
+                path: &path,
+                dir,
+            };
+            reconcile_sampled(&at, &mut old, sampled, online, opener, totals)
         });
         let Some(result) = done else {
             // Left as it is: the next scan drops it.
@@ -177,15 +182,19 @@ fn hand_over(
     }
 }
 
+/// The cgroup events are opened for.
+struct At<'a> {
+    slot: CgroupSlot,
+    path: &'a str,
+    dir: &'a std::fs::File,
+}
+
 /// The `by:` tracepoints of a cgroup made those wanted, from `old`. On
 /// `Err`, everything of `old` and of the new ones is closed.
-#[allow(clippy::too_many_arguments)]
 fn reconcile_sampled(
-    slot: CgroupSlot,
-    path: &str,
+    at: &At<'_>,
     old: &mut Vec<SampledState>,
     wanted: Vec<std::sync::Arc<crate::plan::SampledSpec>>,
-    dir: &std::fs::File,
     online: &[u32],
     opener: &mut Opener,
     totals: &mut Totals,
@@ -198,12 +207,12 @@ fn reconcile_sampled(
         }
         let id = spec.id();
         let counts = totals.sampled(&SampledKey {
-            cgroup: slot,
+            cgroup: at.slot,
             id: id.clone(),
         });
         let mut new = SampledState::new(spec.clone(), counts);
         for &cpu in online {
-            let opened = opener.open_sampled(&spec, counts, path, dir, cpu);
+            let opened = opener.open_sampled(&spec, counts, at.path, at.dir, cpu);
             match or_give_up(opened, &mut new.unopened, cpu) {
                 Ok(Some((event, fds))) => new.opened(cpu, event, fds),
                 Ok(None) => {}
