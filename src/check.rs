@@ -2,10 +2,10 @@
 //! event, and why not.
 
 use crate::backend::cgroup::CgroupProbe;
-use crate::cli::discover_machine;
 use crate::config::{CgroupPattern, Config};
 use crate::ids::GroupId;
 use crate::list::{NAME_MAX, column_width};
+use crate::machine::{Discovered, Machine};
 use crate::plan::Probe;
 use crate::plan::{self, Plan};
 use std::io::Write;
@@ -21,7 +21,11 @@ struct Row {
 
 /// Probes every group, event and tracepoint of `config` and writes the table.
 pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<()> {
-    let (cgroupfs, cpus, machine) = discover_machine()?;
+    let Discovered {
+        cgroupfs,
+        cpus,
+        machine,
+    } = Machine::discover()?;
     writeln!(out, "config:      valid")?;
     writeln!(out, "cgroup2:     {}", cgroupfs.root().display())?;
     match &machine.tracefs {

@@ -1,26 +1,14 @@
-//! Command line: the exporter (default) and `cgperf check`.
+//! Command line: parses the arguments and dispatches to the daemon
+//! ([`crate::daemon`], the default), `cgperf check`, `list` and `stat`.
 
-use crate::backend::cgroup::CgroupProbe;
-use crate::config::{self, Config, OtlpConfig};
-use crate::discovery::{CgroupFs, Discovery};
-use crate::engine::{self, Control, Engine, FdBudget};
-use crate::exporter::otlp::{self, OtlpStats};
+use crate::config;
+use crate::daemon::{Daemon, Endpoint, Options};
 use crate::exporter::web::{self, ListenAddress, WebConfig};
-use crate::exporter::{http, prometheus::Exposition};
-use crate::labels::Extractor;
-use crate::plan::{Machine, Plan};
-use crate::snapshot::Latest;
-use crate::tracefs::Tracefs;
-use crate::{check, cpus, deadline, events, reload};
-use std::time::Duration;
-
-/// How often the whole cgroup tree is rescanned even without inotify events.
-const FULL_RESCAN: Duration = Duration::from_secs(30);
+use crate::{check, deadline, reload};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 /// Counts CPU performance events per cgroup and exports them to Prometheus.
 ///
@@ -172,13 +160,15 @@ pub fn main() -> ExitCode {
         } else {
             cli.cri_sockets
         };
-        serve(
+        Daemon::start(Options {
             config,
             otlp,
-            (cli.config_file, loaded),
+            config_file: cli.config_file,
+            loaded,
             endpoint,
             cri_sockets,
-        )
+        })
+        .and_then(Daemon::run_until_signal)
     };
     exit_status(result)
 }
@@ -244,244 +234,4 @@ fn init_logging(level: &str) -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     Ok(())
-}
-
-/// What cgperf needs to know about this machine, found once at start.
-pub fn discover_machine() -> anyhow::Result<(CgroupFs, Vec<u32>, Machine)> {
-    let cgroupfs = CgroupFs::locate().map_err(anyhow::Error::msg)?;
-    let cpus = cpus::online().map_err(anyhow::Error::msg)?;
-    let probe_cpu = *cpus.first().context("no CPU is online")?;
-    let machine = Machine {
-        pmu_root: events::PMU_ROOT.into(),
-        tracefs: Tracefs::locate(),
-        probe_cgroup: cgroupfs.root().to_path_buf(),
-        probe_cpu,
-    };
-    Ok((cgroupfs, cpus, machine))
-}
-
-/// Where and how `/metrics` is served.
-struct Endpoint {
-    listen: ListenAddress,
-    telemetry_path: String,
-    web_config_file: Option<PathBuf>,
-    /// Already loaded from `web_config_file`, so that a bad one fails
-    /// before anything starts.
-    web_config: WebConfig,
-    max_connections: usize,
-}
-
-/// How long shutdown waits for the sampler to finish its collection and
-/// stop; a sampler stuck longer (in the kernel) is left behind.
-const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(5);
-
-/// Runs the exporter on `config`, read from `source`: the config file (if
-/// any) and the bytes the config was read from.
-fn serve(
-    config: Config,
-    otlp: Option<OtlpConfig>,
-    source: (Option<PathBuf>, Option<Vec<u8>>),
-    endpoint: Endpoint,
-    cri_sockets: Vec<PathBuf>,
-) -> anyhow::Result<()> {
-    let (config_file, loaded) = source;
-    let Endpoint {
-        listen,
-        telemetry_path,
-        web_config_file,
-        web_config,
-        max_connections,
-    } = endpoint;
-    if !telemetry_path.starts_with('/') || telemetry_path == "/" {
-        anyhow::bail!(
-            "--web.telemetry-path must start with / and not be / itself (got `{telemetry_path}`)"
-        );
-    }
-    let started = std::time::SystemTime::now();
-    let nofile = engine::raise_nofile_limit();
-    let (cgroupfs, cpus, machine) = discover_machine()?;
-    tracing::info!(
-        cgroup2 = %cgroupfs.root().display(),
-        tracefs = %machine.tracefs.as_ref().map_or_else(|e| e.clone(), |t| t.root().display().to_string()),
-        cpus = ?cpus,
-        open_files_limit = nofile,
-        "starting cgperf {}",
-        env!("CARGO_PKG_VERSION")
-    );
-    let latest = Latest::new();
-    let probe = Arc::new(CgroupProbe::new(&machine));
-    let plan = Plan::build_in_time(&config, &machine, probe)?;
-    let mut sampler = Engine::new(
-        &config,
-        plan,
-        Discovery::new(cgroupfs, FULL_RESCAN),
-        FdBudget::from_limit(nofile),
-        latest.clone(),
-    );
-    // Bound now, before capabilities are dropped (a port below 1024 needs
-    // CAP_NET_BIND_SERVICE); served once the runtime runs.
-    let listener = listen.bind().context("--web.listen-address")?;
-    listener
-        .set_nonblocking(true)
-        .context("making the listener non-blocking")?;
-    // Before any thread starts, so that all inherit the reduced sets.
-    match crate::privileges::drop_unneeded(!config.probes.is_empty()) {
-        Ok(d) if d.dropped.is_empty() => {
-            tracing::debug!(kept = ?d.kept, "no capabilities to drop");
-        }
-        Ok(d) => tracing::info!(
-            dropped = ?d.dropped,
-            kept = ?d.kept,
-            bounding_set = d.bounding,
-            "dropped the capabilities only start-up needed"
-        ),
-        Err(e) => tracing::warn!("capabilities not dropped: {e}"),
-    }
-    if config
-        .labels
-        .iter()
-        .any(|l| matches!(l, Extractor::Kubernetes | Extractor::Containers))
-    {
-        match crate::cri::Names::start(cri_sockets) {
-            Ok(names) => sampler.set_names(names),
-            Err(e) => tracing::warn!("pod and container names disabled: {e}"),
-        }
-    }
-    let (pusher, otlp_stats) = match otlp {
-        Some(otlp) => {
-            tracing::info!(
-                endpoint = %otlp.url,
-                protocol = otlp.protocol.name(),
-                interval = ?otlp.interval,
-                "pushing metrics over OTLP"
-            );
-            let stats = Arc::new(OtlpStats::default());
-            let pusher = otlp::start(otlp, latest.clone(), stats.clone(), started)?;
-            (Some(pusher), Some(stats))
-        }
-        None => (None, None),
-    };
-    let (control, control_rx) = std::sync::mpsc::channel();
-    let sampler_thread = std::thread::Builder::new()
-        .name("cgperf-sampler".into())
-        .spawn(move || sampler.run(control_rx))
-        .context("starting the sampler thread")?;
-    let (web_sender, web_shared) = tokio::sync::watch::channel(Arc::new(web_config));
-    let reloads = reload::Reloader {
-        config_file: config_file.clone(),
-        last_read: loaded,
-        machine,
-        sampler: control.clone(),
-        web: web_config_file.clone().map(|path| (path, web_sender)),
-    }
-    .start()
-    .context("starting the reload thread")?;
-    if let Some(path) = &config_file
-        && let Err(e) = reload::watch(path, reloads.clone())
-    {
-        tracing::warn!(
-            "cannot watch {} for changes ({e}); reload with SIGHUP",
-            path.display()
-        );
-    }
-
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let exposition = Arc::new(Exposition::with_otlp(latest.clone(), otlp_stats));
-    let served = runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::from_std(listener)
-            .with_context(|| format!("listening on {listen}"))?;
-        let web_config = web_shared.borrow().clone();
-        if let Some(path) = &web_config_file {
-            tracing::info!("web config {}: {}", path.display(), web_config.summary());
-        }
-        let scheme = if web_config.tls.is_some() {
-            "https"
-        } else {
-            "http"
-        };
-        tracing::info!(
-            max_connections,
-            "serving {scheme}://{}{telemetry_path}",
-            listener.local_addr()?
-        );
-        tokio::spawn(reload_on_sighup(reloads));
-        let router = http::router(exposition, latest, &telemetry_path, web_shared.clone());
-        web::server::serve(
-            listener,
-            router,
-            web_shared,
-            max_connections,
-            shutdown_signal(),
-        )
-        .await;
-        Ok(())
-    });
-    // The server gave requests their grace; encodings still running on
-    // blocking threads are not waited for long.
-    runtime.shutdown_timeout(Duration::from_secs(1));
-    if let Some(pusher) = pusher {
-        pusher.stop();
-    }
-    if deadline::abandoned() > 0 {
-        tracing::warn!(
-            "{} reloads are still waiting for a file system that does not answer; \
-             exiting without them",
-            deadline::abandoned()
-        );
-    }
-    let _ = control.send(Control::Stop);
-    let deadline = std::time::Instant::now() + SHUTDOWN_DEADLINE;
-    while !sampler_thread.is_finished() {
-        if std::time::Instant::now() >= deadline {
-            // Returning ends the process, and the stuck thread with it.
-            anyhow::bail!(
-                "the sampler did not stop within {SHUTDOWN_DEADLINE:?} of shutdown \
-                 (stuck in the kernel?); exiting without its last collection"
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    // A panic of the sampler thread has aborted the process already.
-    let _ = sampler_thread.join();
-    served
-}
-
-/// Asks for a reload of the config, and of the web config if there is
-/// one, on every SIGHUP. The reload thread does the work (see
-/// [`reload`]): nothing here waits for a file.
-async fn reload_on_sighup(reloads: std::sync::mpsc::Sender<reload::Trigger>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hup = match signal(SignalKind::hangup()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("cannot listen for SIGHUP: {e}");
-            return;
-        }
-    };
-    while hup.recv().await.is_some() {
-        tracing::info!("SIGHUP: reloading the config");
-        if reloads.send(reload::Trigger::Signal).is_err() {
-            tracing::error!("the reload thread stopped; SIGHUP is ignored");
-        }
-    }
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("cannot listen for SIGTERM: {e}");
-            return std::future::pending().await;
-        }
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
-    tracing::info!("shutting down");
 }

@@ -122,8 +122,8 @@ pub fn run(args: &ListArgs, out: &mut dyn Write) -> io::Result<()> {
         eprintln!("cgperf list: {problem}");
     }
     let mut listing = listing.filtered(args.filter.as_deref().unwrap_or(""));
-    match crate::cli::discover_machine() {
-        Ok((_, _, machine)) => {
+    match crate::machine::Machine::discover() {
+        Ok(crate::machine::Discovered { machine, .. }) => {
             let probe = CgroupProbe::new(&machine);
             listing.judge(|name| match parse_event(name) {
                 Ok(event) => match crate::plan::probe_event(&event, &machine.pmu_root, &probe) {

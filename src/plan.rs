@@ -10,10 +10,12 @@ use crate::config::{CgroupSelector, Config, ConfigError, GroupDef, ProbeDef, Tra
 use crate::deadline;
 use crate::events::{Event, EventAttr, Field, HeldBinary, PERF_TYPE_TRACEPOINT};
 use crate::ids::{EventId, GroupId, SampledId};
+/// Also here for the counting backend's probe and the engine's tests, which
+/// name it `plan::Machine`.
+pub use crate::machine::Machine;
 use crate::snapshot::Support;
-use crate::tracefs::Tracefs;
 use std::ffi::CStr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -126,20 +128,6 @@ impl SampledSpec {
             fields: self.fields.iter().map(|(name, _)| name.clone()).collect(),
         }
     }
-}
-
-/// Where the machine-dependent inputs of a plan come from.
-#[derive(Debug, Clone)]
-pub struct Machine {
-    /// `/sys/bus/event_source/devices`.
-    pub pmu_root: PathBuf,
-    /// tracefs, or why it is unavailable.
-    pub tracefs: Result<Tracefs, String>,
-    /// The directory of the root cgroup, where the cgroup backend probes
-    /// groups.
-    pub probe_cgroup: PathBuf,
-    /// A CPU that is online, where the cgroup backend probes groups.
-    pub probe_cpu: u32,
 }
 
 /// What the sampler opens, derived from a config on this machine.

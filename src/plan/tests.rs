@@ -4,6 +4,7 @@
 use super::*;
 use crate::perf::{Errno, open_failure_reason};
 use crate::plan::{Probe, Refusal, Trial};
+use crate::tracefs::Tracefs;
 use std::sync::Mutex;
 
 const SOURCE: &str = "t.yaml";

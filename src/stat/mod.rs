@@ -14,11 +14,11 @@ mod table;
 pub use args::{EventListError, StatArgs};
 
 use crate::backend::cgroup::CgroupProbe;
-use crate::cli::discover_machine;
 use crate::config::{CgroupPattern, ConfigError};
 use crate::discovery::{CgroupFs, Discovery};
 use crate::engine::{Engine, FdBudget, raise_nofile_limit};
-use crate::plan::{Machine, Plan};
+use crate::machine::{Discovered, Machine};
+use crate::plan::Plan;
 use crate::snapshot::Latest;
 use child::{FreshCgroup, Signals, Wake};
 use std::ffi::OsString;
@@ -323,7 +323,11 @@ fn setup(args: &StatArgs, config_file: Option<&Path>) -> Result<Setup, StatError
         .iter()
         .map(|given| cgroup_pattern(given))
         .collect::<Result<Vec<_>, _>>()?;
-    let (cgroupfs, cpus, machine) = discover_machine().map_err(StatError::Machine)?;
+    let Discovered {
+        cgroupfs,
+        cpus,
+        machine,
+    } = Machine::discover().map_err(StatError::Machine)?;
     for (given, pattern) in args.cgroups.iter().zip(&patterns) {
         let dir = cgroupfs.dir(pattern.as_str());
         if !dir.is_dir() {

@@ -1,0 +1,424 @@
+//! The exporter daemon's life: [`Daemon::start`] brings everything up
+//! (machine, plan, sampler, OTLP push, reload thread, `/metrics` listener),
+//! [`Daemon::run_until_signal`] serves until SIGTERM or Ctrl-C, and
+//! [`Daemon::shutdown`] stops it all within fixed bounds. The command line
+//! ([`crate::cli`]) only parses arguments and hands them here.
+
+use crate::backend::cgroup::CgroupProbe;
+use crate::config::{Config, OtlpConfig};
+use crate::cri::Names;
+use crate::discovery::{CgroupFs, Discovery};
+use crate::engine::{self, Control, Engine, FdBudget};
+use crate::exporter::otlp::{self, OtlpStats};
+use crate::exporter::web::{self, ListenAddress, WebConfig};
+use crate::exporter::{http, prometheus::Exposition};
+use crate::labels::Extractor;
+use crate::machine::{Discovered, Machine};
+use crate::plan::Plan;
+use crate::snapshot::Latest;
+use crate::{deadline, reload};
+use anyhow::Context;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How often the whole cgroup tree is rescanned even without inotify events.
+const FULL_RESCAN: Duration = Duration::from_secs(30);
+
+/// How long shutdown waits for the sampler to finish its collection and
+/// stop; a sampler stuck longer (in the kernel) is left behind.
+const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(5);
+
+/// How long shutdown waits for encodings still running on the async
+/// runtime's blocking threads, once the server has given requests their
+/// grace.
+const RUNTIME_GRACE: Duration = Duration::from_secs(1);
+
+/// Where and how `/metrics` is served.
+pub struct Endpoint {
+    /// `--web.listen-address`.
+    pub listen: ListenAddress,
+    /// `--web.telemetry-path`.
+    pub telemetry_path: String,
+    /// `--web.config.file`, reloaded on SIGHUP.
+    pub web_config_file: Option<PathBuf>,
+    /// Already loaded from `web_config_file`, so that a bad one fails
+    /// before anything starts.
+    pub web_config: WebConfig,
+    /// `--web.max-connections`.
+    pub max_connections: usize,
+}
+
+/// Everything the daemon runs on, from the command line and the config.
+pub struct Options {
+    /// The config, already loaded and valid.
+    pub config: Config,
+    /// Its OTLP section, resolved (environment included); `None` when no
+    /// push is configured.
+    pub otlp: Option<OtlpConfig>,
+    /// The config file, `None` for the embedded default.
+    pub config_file: Option<PathBuf>,
+    /// The bytes the config was read from (`None` for the default), against
+    /// which the watcher compares the file later.
+    pub loaded: Option<Vec<u8>>,
+    /// Where `/metrics` is served.
+    pub endpoint: Endpoint,
+    /// The container runtime's CRI sockets, asked for pod and container
+    /// names.
+    pub cri_sockets: Vec<PathBuf>,
+}
+
+/// A running daemon: sampler, reload thread and OTLP push are running;
+/// `/metrics` is bound and served by [`Daemon::run_until_signal`].
+pub struct Daemon {
+    /// Runs the HTTP server and the SIGHUP handler.
+    runtime: tokio::runtime::Runtime,
+    /// Bound at start (before capabilities were dropped), not yet served.
+    listener: std::net::TcpListener,
+    listen: ListenAddress,
+    telemetry_path: String,
+    web_config_file: Option<PathBuf>,
+    max_connections: usize,
+    /// The web config now; the reload thread replaces it on SIGHUP.
+    web: tokio::sync::watch::Receiver<Arc<WebConfig>>,
+    /// Where SIGHUP asks for reloads.
+    reloads: Sender<reload::Trigger>,
+    exposition: Arc<Exposition>,
+    latest: Latest,
+    pusher: Option<otlp::Pusher>,
+    sampler: SamplerThread,
+}
+
+impl Daemon {
+    /// Brings everything up, in the order start-up needs: the machine and
+    /// the plan; the listener, bound before capabilities are dropped (a port
+    /// below 1024 needs `CAP_NET_BIND_SERVICE`); the capability drop, before
+    /// any thread starts so that all inherit the reduced sets; then the
+    /// threads (CRI names, OTLP push, sampler, reload, config watch) and the
+    /// async runtime.
+    ///
+    /// Fails, before serving anything, on a bad `--web.telemetry-path`, a
+    /// machine without cgroup2 or online CPUs, a plan that cannot be built,
+    /// a listener that cannot be bound, or a thread that cannot start.
+    pub fn start(options: Options) -> anyhow::Result<Daemon> {
+        let Options {
+            config,
+            otlp,
+            config_file,
+            loaded,
+            endpoint,
+            cri_sockets,
+        } = options;
+        let Endpoint {
+            listen,
+            telemetry_path,
+            web_config_file,
+            web_config,
+            max_connections,
+        } = endpoint;
+        if !telemetry_path.starts_with('/') || telemetry_path == "/" {
+            anyhow::bail!(
+                "--web.telemetry-path must start with / and not be / itself (got `{telemetry_path}`)"
+            );
+        }
+        let started = std::time::SystemTime::now();
+        let nofile = engine::raise_nofile_limit();
+        let Discovered {
+            cgroupfs,
+            cpus,
+            machine,
+        } = Machine::discover()?;
+        tracing::info!(
+            cgroup2 = %cgroupfs.root().display(),
+            tracefs = %machine.tracefs.as_ref().map_or_else(|e| e.clone(), |t| t.root().display().to_string()),
+            cpus = ?cpus,
+            open_files_limit = nofile,
+            "starting cgperf {}",
+            env!("CARGO_PKG_VERSION")
+        );
+        let latest = Latest::new();
+        let probe = Arc::new(CgroupProbe::new(&machine));
+        let plan = Plan::build_in_time(&config, &machine, probe)?;
+        let listener = listen.bind().context("--web.listen-address")?;
+        listener
+            .set_nonblocking(true)
+            .context("making the listener non-blocking")?;
+        match crate::privileges::drop_unneeded(!config.probes.is_empty()) {
+            Ok(d) if d.dropped.is_empty() => {
+                tracing::debug!(kept = ?d.kept, "no capabilities to drop");
+            }
+            Ok(d) => tracing::info!(
+                dropped = ?d.dropped,
+                kept = ?d.kept,
+                bounding_set = d.bounding,
+                "dropped the capabilities only start-up needed"
+            ),
+            Err(e) => tracing::warn!("capabilities not dropped: {e}"),
+        }
+        let names = if config
+            .labels
+            .iter()
+            .any(|l| matches!(l, Extractor::Kubernetes | Extractor::Containers))
+        {
+            match Names::start(cri_sockets) {
+                Ok(names) => Some(names),
+                Err(e) => {
+                    tracing::warn!("pod and container names disabled: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let (pusher, otlp_stats) = match otlp {
+            Some(otlp) => {
+                tracing::info!(
+                    endpoint = %otlp.url,
+                    protocol = otlp.protocol.name(),
+                    interval = ?otlp.interval,
+                    "pushing metrics over OTLP"
+                );
+                let stats = Arc::new(OtlpStats::default());
+                let pusher = otlp::start(otlp, latest.clone(), stats.clone(), started)?;
+                (Some(pusher), Some(stats))
+            }
+            None => (None, None),
+        };
+        let sampler = SamplerThread::start(SamplerInputs {
+            config: &config,
+            plan,
+            cgroupfs,
+            nofile,
+            latest: latest.clone(),
+            names,
+        })?;
+        let (web_sender, web) = tokio::sync::watch::channel(Arc::new(web_config));
+        let reloads = reload::Reloader {
+            config_file: config_file.clone(),
+            last_read: loaded,
+            machine,
+            sampler: sampler.control.clone(),
+            web: web_config_file.clone().map(|path| (path, web_sender)),
+        }
+        .start()
+        .context("starting the reload thread")?;
+        if let Some(path) = &config_file
+            && let Err(e) = reload::watch(path, reloads.clone())
+        {
+            tracing::warn!(
+                "cannot watch {} for changes ({e}); reload with SIGHUP",
+                path.display()
+            );
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        let exposition = Arc::new(Exposition::with_otlp(latest.clone(), otlp_stats));
+        Ok(Daemon {
+            runtime,
+            listener,
+            listen,
+            telemetry_path,
+            web_config_file,
+            max_connections,
+            web,
+            reloads,
+            exposition,
+            latest,
+            pusher,
+            sampler,
+        })
+    }
+
+    /// Serves `/metrics` and reloads on SIGHUP until SIGTERM or Ctrl-C,
+    /// then shuts down (see [`Daemon::shutdown`]). A sampler that does not
+    /// stop in time is the error returned; otherwise the server's.
+    pub fn run_until_signal(self) -> anyhow::Result<()> {
+        self.run_until(shutdown_signal())
+    }
+
+    /// Serves until `stop` completes, then shuts down.
+    fn run_until(self, stop: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+        let Daemon {
+            runtime,
+            listener,
+            listen,
+            telemetry_path,
+            web_config_file,
+            max_connections,
+            web,
+            reloads,
+            exposition,
+            latest,
+            pusher,
+            sampler,
+        } = self;
+        let served = runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener)
+                .with_context(|| format!("listening on {listen}"))?;
+            let web_config = web.borrow().clone();
+            if let Some(path) = &web_config_file {
+                tracing::info!("web config {}: {}", path.display(), web_config.summary());
+            }
+            let scheme = if web_config.tls.is_some() {
+                "https"
+            } else {
+                "http"
+            };
+            tracing::info!(
+                max_connections,
+                "serving {scheme}://{}{telemetry_path}",
+                listener.local_addr()?
+            );
+            tokio::spawn(reload_on_sighup(reloads));
+            let router = http::router(exposition, latest, &telemetry_path, web.clone());
+            web::server::serve(listener, router, web, max_connections, stop).await;
+            Ok(())
+        });
+        let stopped = Stopping {
+            runtime,
+            pusher,
+            sampler,
+        }
+        .shutdown();
+        stopped.and(served)
+    }
+
+    /// Stops without serving: the async runtime, the OTLP push (after its
+    /// last push) and the sampler (after its current collection), each
+    /// within its bound. Fails when the sampler does not stop within
+    /// [`SHUTDOWN_DEADLINE`].
+    pub fn shutdown(self) -> anyhow::Result<()> {
+        Stopping {
+            runtime: self.runtime,
+            pusher: self.pusher,
+            sampler: self.sampler,
+        }
+        .shutdown()
+    }
+}
+
+/// What shutdown stops, in this order.
+struct Stopping {
+    runtime: tokio::runtime::Runtime,
+    pusher: Option<otlp::Pusher>,
+    sampler: SamplerThread,
+}
+
+impl Stopping {
+    fn shutdown(self) -> anyhow::Result<()> {
+        // The server gave requests their grace; encodings still running on
+        // blocking threads are not waited for long.
+        self.runtime.shutdown_timeout(RUNTIME_GRACE);
+        if let Some(pusher) = self.pusher {
+            pusher.stop();
+        }
+        if deadline::abandoned() > 0 {
+            tracing::warn!(
+                "{} reloads are still waiting for a file system that does not answer; \
+                 exiting without them",
+                deadline::abandoned()
+            );
+        }
+        self.sampler.stop(SHUTDOWN_DEADLINE)
+    }
+}
+
+/// What the sampler is made of.
+struct SamplerInputs<'a> {
+    config: &'a Config,
+    plan: Plan,
+    cgroupfs: CgroupFs,
+    /// The open-files limit, which bounds the perf descriptors.
+    nofile: u64,
+    latest: Latest,
+    /// The container runtime's names, when labels ask for them.
+    names: Option<Names>,
+}
+
+/// The sampler thread (the engine's) and how to tell it what to do. The
+/// only place the daemon uses the engine's API.
+struct SamplerThread {
+    control: Sender<Control>,
+    thread: JoinHandle<()>,
+}
+
+impl SamplerThread {
+    fn start(inputs: SamplerInputs<'_>) -> anyhow::Result<Self> {
+        let mut engine = Engine::new(
+            inputs.config,
+            inputs.plan,
+            Discovery::new(inputs.cgroupfs, FULL_RESCAN),
+            FdBudget::from_limit(inputs.nofile),
+            inputs.latest,
+        );
+        if let Some(names) = inputs.names {
+            engine.set_names(names);
+        }
+        let (control, control_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("cgperf-sampler".into())
+            .spawn(move || engine.run(control_rx))
+            .context("starting the sampler thread")?;
+        Ok(Self { control, thread })
+    }
+
+    /// Asks the sampler to stop and waits up to `bound` for it.
+    fn stop(self, bound: Duration) -> anyhow::Result<()> {
+        let _ = self.control.send(Control::Stop);
+        let deadline = std::time::Instant::now() + bound;
+        while !self.thread.is_finished() {
+            if std::time::Instant::now() >= deadline {
+                // Returning ends the process, and the stuck thread with it.
+                anyhow::bail!(
+                    "the sampler did not stop within {bound:?} of shutdown \
+                     (stuck in the kernel?); exiting without its last collection"
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // A panic of the sampler thread has aborted the process already.
+        let _ = self.thread.join();
+        Ok(())
+    }
+}
+
+/// Asks for a reload of the config, and of the web config if there is
+/// one, on every SIGHUP. The reload thread does the work (see
+/// [`reload`]): nothing here waits for a file.
+async fn reload_on_sighup(reloads: Sender<reload::Trigger>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot listen for SIGHUP: {e}");
+            return;
+        }
+    };
+    while hup.recv().await.is_some() {
+        tracing::info!("SIGHUP: reloading the config");
+        if reloads.send(reload::Trigger::Signal).is_err() {
+            tracing::error!("the reload thread stopped; SIGHUP is ignored");
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot listen for SIGTERM: {e}");
+            return std::future::pending().await;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tracing::info!("shutting down");
+}
