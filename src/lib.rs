@@ -29,6 +29,7 @@ pub mod privileges;
 pub mod reload;
 pub mod snapshot;
 pub mod stat;
+pub mod suggest;
 pub mod totals;
 pub mod tracefs;
 pub mod userfile;

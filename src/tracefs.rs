@@ -141,7 +141,7 @@ impl Tracefs {
             .iter()
             .map(|t| t.to_string())
             .collect();
-        crate::config::did_you_mean(&tp.to_string(), names.iter().map(String::as_str))
+        crate::suggest::did_you_mean(&tp.to_string(), names.iter().map(String::as_str))
             .map(String::from)
     }
 

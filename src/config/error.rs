@@ -135,46 +135,6 @@ pub(crate) fn sanitize(text: &str) -> String {
         .collect()
 }
 
-/// Suggests the candidate closest to `input`, for "did you mean" hints.
-///
-/// Only close matches count (case-insensitive edit distance at most a third
-/// of the length, minimum 1), so that we never suggest something unrelated.
-pub(crate) fn did_you_mean<'a>(
-    input: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
-    let limit = (input.chars().count() / 3).max(1);
-    let input = input.to_lowercase();
-    candidates
-        .into_iter()
-        .map(|c| (edit_distance(&input, &c.to_lowercase()), c))
-        .filter(|(d, _)| *d <= limit)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
-
-/// Edit distance over chars, counting a swap of two neighbours as one edit
-/// (optimal string alignment), since `grcp` for `grpc` is the most common
-/// typo; inputs are short key or group names.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut before: Vec<usize> = Vec::new();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let substitute = prev[j] + usize::from(ca != cb);
-            cur[j + 1] = substitute.min(prev[j + 1] + 1).min(cur[j] + 1);
-            if i > 0 && j > 0 && *ca == b[j - 1] && a[i - 1] == *cb {
-                cur[j + 1] = cur[j + 1].min(before[j - 1] + 1);
-            }
-        }
-        before = std::mem::replace(&mut prev, cur);
-    }
-    prev[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,20 +169,5 @@ mod tests {
         let part = "y".repeat(1_000);
         let said = about(&format!("a:{part}"), &format!("the part `{part}` is bad"));
         assert_eq!(said, format!("the part `{}…` is bad", "y".repeat(80)));
-    }
-
-    #[test]
-    fn did_you_mean_only_close_matches() {
-        let keys = ["interval", "per_cpu", "groups"];
-        assert_eq!(did_you_mean("intervall", keys), Some("interval"));
-        assert_eq!(did_you_mean("group", keys), Some("groups"));
-        assert_eq!(did_you_mean("Per_CPU", keys), Some("per_cpu"));
-        assert_eq!(did_you_mean("zzz", keys), None);
-        assert_eq!(
-            did_you_mean("grcp", ["grpc", "http/protobuf"]),
-            Some("grpc")
-        );
-        assert_eq!(edit_distance("ab", "ba"), 1);
-        assert_eq!(edit_distance("abc", "ca"), 3);
     }
 }

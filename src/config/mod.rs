@@ -51,7 +51,6 @@ use crate::labels::Extractor;
 pub use cgroup::CgroupPattern;
 pub use duration::{MAX_INTERVAL, MIN_INTERVAL};
 pub use error::ConfigError;
-pub(crate) use error::did_you_mean;
 pub use otlp::{
     DEFAULT_OTLP_INTERVAL, DEFAULT_OTLP_TIMEOUT, OtlpConfig, OtlpProtocol, OtlpSection,
     resolve as resolve_otlp,

@@ -13,8 +13,9 @@ use std::time::Duration;
 use serde_saphyr::{Location, Spanned};
 
 use super::duration::{MAX_INTERVAL, MIN_INTERVAL, human, parse_duration};
-use super::error::{ConfigError, did_you_mean, quote, shorten};
+use super::error::{ConfigError, quote, shorten};
 use super::schema::{Ordered, RawOtlp, Text};
+use crate::suggest::did_you_mean;
 
 /// How often the snapshot is pushed when neither the file nor
 /// `OTEL_METRIC_EXPORT_INTERVAL` says.

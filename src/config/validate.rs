@@ -8,13 +8,14 @@ use serde_saphyr::{Location, Spanned};
 
 use super::cgroup::{CgroupPattern, PatternError};
 use super::duration::{MAX_INTERVAL, MIN_INTERVAL, human, parse_duration};
-use super::error::{ConfigError, about, did_you_mean, quote, sanitize};
+use super::error::{ConfigError, about, quote, sanitize};
 use super::schema::{RawConfig, RawGroups, RawSelector, Text, TextList};
 use super::{
     CgroupSelector, Config, DEFAULT_INTERVAL, DEFAULT_RING_PAGES, GroupDef, MAX_CGROUPS_LIMIT,
     ProbeDef, RESERVED_GROUPS, TracepointDef,
 };
 use crate::events::{Event, TracepointName, parse_event, parse_tracepoint};
+use crate::suggest::did_you_mean;
 
 use crate::labels::Extractor;
 

@@ -13,10 +13,11 @@ use serde_saphyr::{
     Options,
 };
 
-use super::error::{ConfigError, did_you_mean, quote, sanitize, shorten};
+use super::error::{ConfigError, quote, sanitize, shorten};
 use super::schema::RawConfig;
 use super::validate::MAX_CGROUPS_HINT;
 use super::{MAX_CGROUPS_LIMIT, MAX_RING_PAGES, MAX_SERIES_LIMIT};
+use crate::suggest::did_you_mean;
 
 /// YAML limits: far above any real config, far below what hurts, so that
 /// an alias bomb ("billion laughs") fails after little work.

@@ -13,6 +13,7 @@ mod pmu;
 mod probe;
 mod tracepoint;
 
+use crate::suggest::did_you_mean;
 use std::path::{Path, PathBuf};
 
 pub use format::{DecodeError, Field, FieldKind, FormatError, MAX_VALUE_LEN, TracepointFormat};
@@ -135,7 +136,7 @@ pub enum EventSyntaxError {
     #[error("`{0}` lists several events; give each event as its own entry")]
     SeveralEvents(String),
     /// Not a name perf knows.
-    #[error("unknown event `{name}`{} (see `cgperf list`)", did_you_mean(.suggestion))]
+    #[error("unknown event `{name}`{} (see `cgperf list`)", hint(.suggestion))]
     UnknownEvent {
         /// The unknown name, without modifiers.
         name: String,
@@ -238,7 +239,7 @@ pub enum PmuProblem {
 #[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
     /// No directory for the PMU under the PMU root.
-    #[error("no PMU `{pmu}` on this machine (none in {}){}", .root.display(), did_you_mean(.suggestion))]
+    #[error("no PMU `{pmu}` on this machine (none in {}){}", .root.display(), hint(.suggestion))]
     NoPmu {
         /// The PMU name as written.
         pmu: String,
@@ -248,7 +249,7 @@ pub enum ResolveError {
         suggestion: Option<String>,
     },
     /// Neither an alias in `events/` nor a format term of that name.
-    #[error("PMU `{pmu}` has no event `{event}`{} (known: {})", did_you_mean(.suggestion), known_list(.known))]
+    #[error("PMU `{pmu}` has no event `{event}`{} (known: {})", hint(.suggestion), known_list(.known))]
     NoEvent {
         /// The PMU name.
         pmu: String,
@@ -260,7 +261,7 @@ pub enum ResolveError {
         known: Vec<String>,
     },
     /// No file in `format/` for a `term=value`.
-    #[error("PMU `{pmu}` has no format term `{term}`{} (known: {})", did_you_mean(.suggestion), known_list(.known))]
+    #[error("PMU `{pmu}` has no format term `{term}`{} (known: {})", hint(.suggestion), known_list(.known))]
     NoTerm {
         /// The PMU name.
         pmu: String,
@@ -432,7 +433,7 @@ fn symbolic_or_raw(name: &str) -> Result<Option<EventKind>, EventSyntaxError> {
 /// else a hint if the whole text looks like a tracepoint.
 fn unknown_event(text: &str, name: &str, mods: Option<&str>) -> EventSyntaxError {
     let known = hardware::known_names();
-    let suggestion = suggest(name, known.iter().map(String::as_str));
+    let suggestion = did_you_mean(name, known.iter().map(String::as_str)).map(str::to_owned);
     let modifier_like = mods.is_some_and(|m| m.chars().all(|c| matches!(c, 'u' | 'k' | 'h')));
     let tracepoint_like = match parse_tracepoint(text) {
         Ok(_) => true,
@@ -564,44 +565,8 @@ fn parse_number(text: &str) -> Option<u64> {
     u64::from_str_radix(digits, radix).ok()
 }
 
-/// The candidate closest to `input` by edit distance (ignoring case), if it
-/// is close enough to be a plausible typo.
-fn suggest<'a>(input: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
-    let len = input.chars().count();
-    if len > 64 {
-        return None;
-    }
-    let limit = (len / 3).max(1);
-    candidates
-        .into_iter()
-        .map(|c| (edit_distance(input, c), c))
-        .filter(|(d, _)| *d <= limit)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c.to_string())
-}
-
-/// Edit distance between `a` and `b` ignoring ASCII case, where inserting,
-/// deleting, replacing or swapping two adjacent characters costs 1.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().map(|c| c.to_ascii_lowercase()).collect();
-    let b: Vec<char> = b.chars().map(|c| c.to_ascii_lowercase()).collect();
-    // d[i][j] is the distance between a[..i] and b[..j].
-    let mut d: Vec<Vec<usize>> = (0..=a.len()).map(|i| (i..=i + b.len()).collect()).collect();
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let replace = d[i - 1][j - 1] + usize::from(a[i - 1] != b[j - 1]);
-            let mut best = replace.min(d[i - 1][j] + 1).min(d[i][j - 1] + 1);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = best;
-        }
-    }
-    d[a.len()][b.len()]
-}
-
 /// "; did you mean `x`?" or nothing, for error messages.
-fn did_you_mean(suggestion: &Option<String>) -> String {
+fn hint(suggestion: &Option<String>) -> String {
     match suggestion {
         Some(s) => format!("; did you mean `{s}`?"),
         None => String::new(),
@@ -1016,12 +981,6 @@ pub(crate) mod tests {
         for bad in ["", ".", "..", "a/b", "a b", "é"] {
             assert!(!is_valid_name(bad), "{bad}");
         }
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("TSC", "tsc"), 0);
-        assert_eq!(edit_distance("cylces", "cycles"), 1);
-        assert_eq!(edit_distance("mrs", "msr"), 1);
-        assert_eq!(edit_distance("abc", ""), 3);
         assert_eq!(known_list(&[]), "none");
         let many: Vec<String> = (0..20).map(|i| format!("e{i}")).collect();
         assert!(known_list(&many).ends_with("e11, ..."));

@@ -6,7 +6,8 @@
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use crate::events::{PmuSpec, ResolveError, is_valid_name, parse_number, suggest};
+use crate::events::{PmuSpec, ResolveError, is_valid_name, parse_number};
+use crate::suggest::did_you_mean;
 
 /// The perf_event_attr fields a term can set, by name; terms with these names
 /// set the whole field, with or without a format file.
@@ -28,7 +29,7 @@ pub(crate) fn resolve(
         return Err(ResolveError::NoPmu {
             pmu: pmu.to_string(),
             root: root.to_path_buf(),
-            suggestion: suggest(pmu, known.iter().map(String::as_str)),
+            suggestion: did_you_mean(pmu, known.iter().map(String::as_str)).map(str::to_owned),
         });
     }
     let type_path = dir.join("type");
@@ -103,7 +104,7 @@ impl Builder<'_> {
             return Err(ResolveError::NoEvent {
                 pmu: self.pmu.to_string(),
                 event: name.to_string(),
-                suggestion: suggest(name, candidates),
+                suggestion: did_you_mean(name, candidates).map(str::to_owned),
                 known,
             });
         };
@@ -165,7 +166,7 @@ impl Builder<'_> {
             return Err(ResolveError::NoTerm {
                 pmu: self.pmu.to_string(),
                 term: term.to_string(),
-                suggestion: suggest(term, known.iter().map(String::as_str)),
+                suggestion: did_you_mean(term, known.iter().map(String::as_str)).map(str::to_owned),
                 known,
             });
         };

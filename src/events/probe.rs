@@ -26,7 +26,8 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolFlags, SymbolKind};
 
-use crate::events::{EventAttr, PmuSpec, ResolveError, edit_distance, parse_number, pmu};
+use crate::events::{EventAttr, PmuSpec, ResolveError, parse_number, pmu};
+use crate::suggest::edit_distance;
 
 /// perf's suffix for a probe on the function's return instead of its entry.
 const RETURN_SUFFIX: &str = "%return";

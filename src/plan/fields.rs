@@ -94,7 +94,7 @@ pub(super) fn unknown_field(
     format: &TracepointFormat,
 ) -> ConfigError {
     let listing = field_listing(format);
-    let hint = match crate::config::did_you_mean(name, format.field_names()) {
+    let hint = match crate::suggest::did_you_mean(name, format.field_names()) {
         Some(close) => format!("did you mean `{close}`? {listing}"),
         None => listing,
     };
