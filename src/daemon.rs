@@ -9,6 +9,7 @@ use crate::config::{Config, OtlpConfig};
 use crate::cri::Names;
 use crate::discovery::{CgroupFs, Discovery};
 use crate::engine::{self, Control, Engine, FdBudget};
+use crate::exporter::families::SelfMetrics;
 use crate::exporter::otlp::{self, OtlpStats};
 use crate::exporter::web::{self, ListenAddress, WebConfig};
 use crate::exporter::{http, prometheus::Exposition};
@@ -217,7 +218,11 @@ impl Daemon {
             .enable_all()
             .build()
             .context("starting the async runtime")?;
-        let exposition = Arc::new(Exposition::with_otlp(latest.clone(), otlp_stats));
+        let others = otlp_stats.into_iter().map(|s| s as Arc<dyn SelfMetrics>);
+        let exposition = Arc::new(Exposition::with_self_metrics(
+            latest.clone(),
+            others.collect(),
+        ));
         Ok(Daemon {
             runtime,
             listener,

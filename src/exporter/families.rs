@@ -2,9 +2,12 @@
 //! kind, and the points a snapshot gives it. The Prometheus exposition and
 //! the OTLP push both walk this description, so the two can never disagree
 //! on a name, a label or a value.
+//!
+//! Figures kept outside the snapshot (the process's own, the OTLP
+//! exporter's counters) reach the walk through [`SelfMetrics`]: their
+//! families are described here, their values come from whoever keeps them,
+//! so the catalogue imports no exporter.
 
-use crate::exporter::otlp::OtlpStats;
-use crate::exporter::process::ProcessStats;
 use crate::snapshot::{CounterSample, GroupTimeSample, Operation, Snapshot, Support};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -83,9 +86,11 @@ pub enum Labels<'a> {
 }
 
 impl<'a> Labels<'a> {
-    const NONE: Labels<'static> = Labels::Fixed([None, None, None]);
+    /// No labels: a process-wide figure.
+    pub const NONE: Labels<'static> = Labels::Fixed([None, None, None]);
 
-    fn one(name: &'static str, value: &'a str) -> Self {
+    /// One fixed label, e.g. `reason`.
+    pub fn one(name: &'static str, value: &'a str) -> Self {
         Self::Fixed([Some((name, value)), None, None])
     }
 
@@ -147,6 +152,26 @@ pub struct Point<'a> {
     /// For per-cgroup counters: when the series began. Other counters began
     /// with the process.
     pub start: Option<SystemTime>,
+}
+
+impl Point<'_> {
+    /// A point of a process-wide family: no series start of its own.
+    pub fn fixed(labels: Labels<'_>, value: f64) -> Point<'_> {
+        Point {
+            labels,
+            value,
+            start: None,
+        }
+    }
+}
+
+/// A source of figures kept outside the snapshot: the process's own, an
+/// exporter's counters. [`visit`] shows them after the snapshot's families,
+/// in the order the sources are given.
+pub trait SelfMetrics: std::fmt::Debug + Send + Sync {
+    /// The source's families now, each with its points, in a stable order.
+    /// A figure the source does not have is left out, never shown as 0.
+    fn families(&self) -> Vec<(&'static Family, Vec<Point<'static>>)>;
 }
 
 /// Receives the families of a snapshot, one after the other.
@@ -297,68 +322,79 @@ const BUILD: Family = Family {
 
 // The process's own figures, under the names every Prometheus client
 // library gives them (see `super::process`).
-const PROCESS_CPU: Family = Family {
+/// `process_cpu_seconds_total`.
+pub const PROCESS_CPU: Family = Family {
     name: "process_cpu",
     help: "Total user and system CPU time spent in seconds.",
     seconds: true,
     kind: Kind::Counter,
 };
-const PROCESS_RESIDENT: Family = Family {
+/// `process_resident_memory_bytes`.
+pub const PROCESS_RESIDENT: Family = Family {
     name: "process_resident_memory_bytes",
     help: "Resident memory size in bytes.",
     seconds: false,
     kind: Kind::Gauge,
 };
-const PROCESS_VIRTUAL: Family = Family {
+/// `process_virtual_memory_bytes`.
+pub const PROCESS_VIRTUAL: Family = Family {
     name: "process_virtual_memory_bytes",
     help: "Virtual memory size in bytes.",
     seconds: false,
     kind: Kind::Gauge,
 };
-const PROCESS_OPEN_FDS: Family = Family {
+/// `process_open_fds`.
+pub const PROCESS_OPEN_FDS: Family = Family {
     name: "process_open_fds",
     help: "Number of open file descriptors.",
     seconds: false,
     kind: Kind::Gauge,
 };
-const PROCESS_MAX_FDS: Family = Family {
+/// `process_max_fds`.
+pub const PROCESS_MAX_FDS: Family = Family {
     name: "process_max_fds",
     help: "Maximum number of open file descriptors.",
     seconds: false,
     kind: Kind::Gauge,
 };
-const PROCESS_START: Family = Family {
+/// `process_start_time_seconds`.
+pub const PROCESS_START: Family = Family {
     name: "process_start_time",
     help: "Start time of the process since unix epoch in seconds.",
     seconds: true,
     kind: Kind::Gauge,
 };
-const OTLP_EXPORTS: Family = Family {
+/// `cgperf_otlp_exports_total`.
+pub const OTLP_EXPORTS: Family = Family {
     name: "cgperf_otlp_exports",
     help: "OTLP export requests the collector accepted.",
     seconds: false,
     kind: Kind::Counter,
 };
-const OTLP_POINTS: Family = Family {
+/// `cgperf_otlp_exported_points_total`.
+pub const OTLP_POINTS: Family = Family {
     name: "cgperf_otlp_exported_points",
     help: "Data points in OTLP export requests the collector accepted, less those it rejected.",
     seconds: false,
     kind: Kind::Counter,
 };
-const OTLP_REJECTED: Family = Family {
+/// `cgperf_otlp_rejected_points_total`.
+pub const OTLP_REJECTED: Family = Family {
     name: "cgperf_otlp_rejected_points",
     help: "Data points the collector rejected in partially successful OTLP exports.",
     seconds: false,
     kind: Kind::Counter,
 };
-const OTLP_FAILURES: Family = Family {
+/// `cgperf_otlp_export_failures_total{reason}`.
+pub const OTLP_FAILURES: Family = Family {
     name: "cgperf_otlp_export_failures",
     help: "OTLP export requests dropped after bounded retries, by reason; the next push sends the cumulative values again.",
     seconds: false,
     kind: Kind::Counter,
 };
 
-const OTLP_DEFERRED: Family = Family {
+/// `cgperf_otlp_pushes_deferred_total`.
+pub const OTLP_DEFERRED: Family = Family {
     name: "cgperf_otlp_pushes_deferred",
     help: "OTLP pushes whose retries ended because the collector asked (Retry-After, RetryInfo) to wait past the next push; the next push, on schedule, sends the cumulative values again.",
     seconds: false,
@@ -395,14 +431,6 @@ fn time_point(t: &GroupTimeSample, value: f64) -> Point<'_> {
     }
 }
 
-fn fixed(labels: Labels<'_>, value: f64) -> Point<'_> {
-    Point {
-        labels,
-        value,
-        start: None,
-    }
-}
-
 fn supported(s: &Support) -> f64 {
     f64::from(u8::from(s.status.is_ok()))
 }
@@ -412,11 +440,11 @@ fn epoch_seconds(t: SystemTime) -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// Walks every family of `snap` in a stable order, and the OTLP exporter's
-/// own counters when it runs.
+/// Walks every family of `snap` in a stable order, then those of `others`
+/// (the process's own figures, the OTLP exporter's counters when it runs).
 pub fn visit<V: Visitor>(
     snap: &Snapshot,
-    otlp: Option<&OtlpStats>,
+    others: &[&dyn SelfMetrics],
     v: &mut V,
 ) -> Result<(), V::Error> {
     let counters = || snap.counters.iter();
@@ -441,14 +469,14 @@ pub fn visit<V: Visitor>(
         snap.support
             .iter()
             .filter(|s| s.event.is_none())
-            .map(|s| fixed(Labels::one("group", s.group.label()), supported(s))),
+            .map(|s| Point::fixed(Labels::one("group", s.group.label()), supported(s))),
     )?;
     v.family(
         &EVENT_SUPPORTED,
         snap.support.iter().filter_map(|s| {
             let event = s.event.as_deref()?;
             let labels = Labels::two(("group", s.group.label()), ("event", event));
-            Some(fixed(labels, supported(s)))
+            Some(Point::fixed(labels, supported(s)))
         }),
     )?;
     for (family, op) in [
@@ -459,10 +487,10 @@ pub fn visit<V: Visitor>(
             family,
             snap.errors
                 .of(op)
-                .map(|(reason, n)| fixed(Labels::one("reason", reason.label()), n as f64)),
+                .map(|(reason, n)| Point::fixed(Labels::one("reason", reason.label()), n as f64)),
         )?;
     }
-    let scalar = |value: f64| std::iter::once(fixed(Labels::NONE, value));
+    let scalar = |value: f64| std::iter::once(Point::fixed(Labels::NONE, value));
     v.family(&COLLECTION_DURATION, scalar(snap.collection_seconds))?;
     v.family(&COLLECTIONS, scalar(snap.collections as f64))?;
     let last_collection = match snap.finished {
@@ -474,7 +502,7 @@ pub fn visit<V: Visitor>(
         &CGROUPS_SKIPPED,
         snap.skipped
             .iter()
-            .map(|(reason, n)| fixed(Labels::one("reason", reason.label()), *n as f64)),
+            .map(|(reason, n)| Point::fixed(Labels::one("reason", reason.label()), *n as f64)),
     )?;
     v.family(&RELOAD_OK, scalar(f64::from(u8::from(snap.reload_ok))))?;
     v.family(
@@ -491,7 +519,7 @@ pub fn visit<V: Visitor>(
     v.family(&CRI_FAILURES, scalar(snap.cri_failures as f64))?;
     v.family(
         &BUILD,
-        std::iter::once(fixed(
+        std::iter::once(Point::fixed(
             Labels::Fixed([
                 Some(("version", env!("CARGO_PKG_VERSION"))),
                 Some(("revision", env!("CGPERF_REVISION"))),
@@ -500,31 +528,10 @@ pub fn visit<V: Visitor>(
             1.0,
         )),
     )?;
-    let process = ProcessStats::read();
-    for (family, value) in [
-        (&PROCESS_CPU, process.cpu_seconds),
-        (&PROCESS_RESIDENT, process.resident_bytes),
-        (&PROCESS_VIRTUAL, process.virtual_bytes),
-        (&PROCESS_OPEN_FDS, process.open_fds),
-        (&PROCESS_MAX_FDS, process.max_fds),
-        (&PROCESS_START, process.start_time_seconds),
-    ] {
-        // A figure /proc did not give is left out, never shown as 0.
-        if let Some(value) = value {
-            v.family(family, scalar(value))?;
+    for source in others {
+        for (family, points) in source.families() {
+            v.family(family, points.into_iter())?;
         }
-    }
-    if let Some(stats) = otlp {
-        v.family(&OTLP_EXPORTS, scalar(stats.exports() as f64))?;
-        v.family(&OTLP_POINTS, scalar(stats.exported_points() as f64))?;
-        v.family(&OTLP_REJECTED, scalar(stats.rejected_points() as f64))?;
-        v.family(
-            &OTLP_FAILURES,
-            stats
-                .failures()
-                .map(|(reason, n)| fixed(Labels::one("reason", reason), n as f64)),
-        )?;
-        v.family(&OTLP_DEFERRED, scalar(stats.deferred_pushes() as f64))?;
     }
     Ok(())
 }
@@ -532,6 +539,48 @@ pub fn visit<V: Visitor>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Collects family names and their points' values.
+    struct Names(Vec<(String, Vec<f64>)>);
+
+    impl Visitor for Names {
+        type Error = std::convert::Infallible;
+
+        fn family<'a>(
+            &mut self,
+            family: &Family,
+            points: impl Iterator<Item = Point<'a>>,
+        ) -> Result<(), Self::Error> {
+            let values = points.map(|p| p.value).collect();
+            self.0.push((family.sample_name(), values));
+            Ok(())
+        }
+    }
+
+    #[derive(Debug)]
+    struct Source(&'static Family, f64);
+
+    impl SelfMetrics for Source {
+        fn families(&self) -> Vec<(&'static Family, Vec<Point<'static>>)> {
+            vec![(self.0, vec![Point::fixed(Labels::NONE, self.1)])]
+        }
+    }
+
+    #[test]
+    fn self_metrics_follow_the_snapshot_in_the_order_given() {
+        let (a, b) = (Source(&OTLP_EXPORTS, 2.0), Source(&PROCESS_CPU, 3.0));
+        let mut names = Names(Vec::new());
+        let Ok(()) = visit(&Snapshot::empty(), &[&a, &b], &mut names);
+        let tail: Vec<_> = names.0.iter().rev().take(3).rev().cloned().collect();
+        assert_eq!(
+            tail,
+            [
+                ("cgperf_build_info".to_owned(), vec![1.0]),
+                ("cgperf_otlp_exports_total".to_owned(), vec![2.0]),
+                ("process_cpu_seconds_total".to_owned(), vec![3.0]),
+            ]
+        );
+    }
 
     #[test]
     fn sample_names_are_what_prometheus_shows() {
@@ -545,6 +594,10 @@ mod tests {
         assert_eq!(BUILD.sample_name(), "cgperf_build_info");
         assert_eq!(OPEN_FDS.sample_name(), "cgperf_open_fds");
         assert_eq!(PROCESS_CPU.sample_name(), "process_cpu_seconds_total");
+        assert_eq!(
+            OTLP_FAILURES.sample_name(),
+            "cgperf_otlp_export_failures_total"
+        );
         assert_eq!(PROCESS_START.sample_name(), "process_start_time_seconds");
         assert_eq!(
             PROCESS_RESIDENT.sample_name(),

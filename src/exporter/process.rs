@@ -7,7 +7,22 @@
 //! files and one directory, in the format `proc(5)` fixes; a general
 //! `/proc` crate would bring far more than that.
 
+use crate::exporter::families::{
+    Family, Labels, PROCESS_CPU, PROCESS_MAX_FDS, PROCESS_OPEN_FDS, PROCESS_RESIDENT,
+    PROCESS_START, PROCESS_VIRTUAL, Point, SelfMetrics,
+};
 use std::path::Path;
+
+/// This process, whose figures are read from `/proc/self` each time a
+/// scrape or push asks for them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Process;
+
+impl SelfMetrics for Process {
+    fn families(&self) -> Vec<(&'static Family, Vec<Point<'static>>)> {
+        ProcessStats::read().families()
+    }
+}
 
 /// The process's own figures; a field is `None` when its file could not be
 /// read or parsed (the family is then left out, never invented).
@@ -70,6 +85,23 @@ impl ProcessStats {
                 .zip(boot_time)
                 .map(|((s, t), boot)| boot + s.starttime as f64 / t),
         }
+    }
+}
+
+impl SelfMetrics for ProcessStats {
+    fn families(&self) -> Vec<(&'static Family, Vec<Point<'static>>)> {
+        [
+            (&PROCESS_CPU, self.cpu_seconds),
+            (&PROCESS_RESIDENT, self.resident_bytes),
+            (&PROCESS_VIRTUAL, self.virtual_bytes),
+            (&PROCESS_OPEN_FDS, self.open_fds),
+            (&PROCESS_MAX_FDS, self.max_fds),
+            (&PROCESS_START, self.start_time_seconds),
+        ]
+        .into_iter()
+        // A figure /proc did not give is left out, never shown as 0.
+        .filter_map(|(family, value)| Some((family, vec![Point::fixed(Labels::NONE, value?)])))
+        .collect()
     }
 }
 
@@ -177,5 +209,14 @@ mod tests {
             ProcessStats::read_from(dir.path(), "self"),
             ProcessStats::default()
         );
+        assert!(ProcessStats::default().families().is_empty());
+        let half = ProcessStats {
+            open_fds: Some(7.0),
+            ..ProcessStats::default()
+        };
+        let families = half.families();
+        assert_eq!(families.len(), 1);
+        assert_eq!(families[0].0.sample_name(), "process_open_fds");
+        assert_eq!(families[0].1[0].value, 7.0);
     }
 }

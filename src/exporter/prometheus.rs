@@ -2,8 +2,8 @@
 //! `prometheus-client` crate, and the classic text format 0.0.4 derived from
 //! it for scrapers that do not ask for OpenMetrics.
 
-use super::families::{self, Family, Kind, Labels, Point, Value, Visitor};
-use super::otlp::OtlpStats;
+use super::families::{self, Family, Kind, Labels, Point, SelfMetrics, Value, Visitor};
+use super::process::Process;
 use crate::snapshot::Latest;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
@@ -21,15 +21,19 @@ pub struct Exposition {
 }
 
 impl Exposition {
-    /// An exposition of whatever `latest` holds at scrape time.
+    /// An exposition of whatever `latest` holds at scrape time, and of the
+    /// process's own figures.
     pub fn new(latest: Latest) -> Self {
-        Self::with_otlp(latest, None)
+        Self::with_self_metrics(latest, Vec::new())
     }
 
-    /// Also shows the OTLP exporter's counters, read at scrape time.
-    pub fn with_otlp(latest: Latest, otlp: Option<Arc<OtlpStats>>) -> Self {
+    /// Also shows the figures of `others` (the OTLP exporter's counters),
+    /// read at scrape time, after the process's own.
+    pub fn with_self_metrics(latest: Latest, others: Vec<Arc<dyn SelfMetrics>>) -> Self {
+        let mut sources: Vec<Arc<dyn SelfMetrics>> = vec![Arc::new(Process)];
+        sources.extend(others);
         let mut registry = Registry::default();
-        registry.register_collector(Box::new(SnapshotCollector { latest, otlp }));
+        registry.register_collector(Box::new(SnapshotCollector { latest, sources }));
         Self { registry }
     }
 
@@ -50,13 +54,15 @@ impl Exposition {
 #[derive(Debug)]
 struct SnapshotCollector {
     latest: Latest,
-    otlp: Option<Arc<OtlpStats>>,
+    /// Figures outside the snapshot, the process's own first.
+    sources: Vec<Arc<dyn SelfMetrics>>,
 }
 
 impl Collector for SnapshotCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), Error> {
         let snap = self.latest.get();
-        families::visit(&snap, self.otlp.as_deref(), &mut Encoder(&mut encoder))
+        let sources: Vec<&dyn SelfMetrics> = self.sources.iter().map(|s| &**s).collect();
+        families::visit(&snap, &sources, &mut Encoder(&mut encoder))
     }
 }
 

@@ -8,7 +8,8 @@
 //! [`MAX_REQUEST_BYTES`], measured with prost's `encoded_len`.
 
 use super::OtlpStats;
-use crate::exporter::families::{self, Family, Kind, Point, Value, Visitor};
+use crate::exporter::families::{self, Family, Kind, Point, SelfMetrics, Value, Visitor};
+use crate::exporter::process::Process;
 use crate::snapshot::Snapshot;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
@@ -80,7 +81,9 @@ impl Batcher {
             used: 0,
         };
         chunker.used = chunker.skeleton;
-        let Ok(()) = families::visit(snap, stats, &mut chunker);
+        let mut others: Vec<&dyn SelfMetrics> = vec![&Process];
+        others.extend(stats.map(|s| s as &dyn SelfMetrics));
+        let Ok(()) = families::visit(snap, &others, &mut chunker);
         chunker.finish();
         chunker.done
     }

@@ -2,6 +2,10 @@
 //! and the next push read them. They live outside the snapshot because the
 //! sampler knows nothing of the exporter: data still flows one way.
 
+use crate::exporter::families::{
+    Family, Labels, OTLP_DEFERRED, OTLP_EXPORTS, OTLP_FAILURES, OTLP_POINTS, OTLP_REJECTED, Point,
+    SelfMetrics,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Why an export request was dropped: the `reason` label of
@@ -118,6 +122,23 @@ impl OtlpStats {
     /// Records `requests` dropped requests.
     pub(super) fn failed(&self, reason: Reason, requests: u64) {
         self.failures[reason.index()].fetch_add(requests, Ordering::Relaxed);
+    }
+}
+
+impl SelfMetrics for OtlpStats {
+    fn families(&self) -> Vec<(&'static Family, Vec<Point<'static>>)> {
+        let scalar = |n: u64| vec![Point::fixed(Labels::NONE, n as f64)];
+        let failures = self
+            .failures()
+            .map(|(reason, n)| Point::fixed(Labels::one("reason", reason), n as f64))
+            .collect();
+        vec![
+            (&OTLP_EXPORTS, scalar(self.exports())),
+            (&OTLP_POINTS, scalar(self.exported_points())),
+            (&OTLP_REJECTED, scalar(self.rejected_points())),
+            (&OTLP_FAILURES, failures),
+            (&OTLP_DEFERRED, scalar(self.deferred_pushes())),
+        ]
     }
 }
 
