@@ -1,7 +1,7 @@
 //! Finding tracefs (mounting it when absent and permitted) and looking up
 //! tracepoint ids, which is all cgperf needs from it to count tracepoints.
 
-use crate::events::{TracepointFormat, TracepointName, parse_tracepoint};
+use crate::events::{NAME_MAX, TracepointFormat, TracepointName, parse_tracepoint};
 use crate::mountinfo::{self, Mount};
 use std::path::{Path, PathBuf};
 
@@ -131,7 +131,6 @@ impl Tracefs {
     pub fn closest(&self, tp: &TracepointName) -> Option<String> {
         // No directory name is longer, so nothing can be close to a longer
         // one, and comparing it with every tracepoint would take long.
-        use crate::list::NAME_MAX;
         if tp.subsystem.len() > NAME_MAX || tp.name.len() > NAME_MAX {
             return None;
         }

@@ -21,7 +21,7 @@ pub(crate) use hardware::known_names;
 pub use probe::{
     HeldBinary, ProbeError, ProbeKind, ProbeProblem, ProbeSpec, ProbeSyntaxError, ResolvedProbe,
 };
-pub use tracepoint::{TracepointName, TracepointProblem, parse_tracepoint};
+pub use tracepoint::{NAME_MAX, TracepointName, TracepointProblem, parse_tracepoint};
 
 /// Where the kernel describes its PMUs (one directory per PMU, with `type`,
 /// `format/` and `events/`); the usual `pmu_root` for [`Event::resolve`].

@@ -44,8 +44,9 @@ pub enum TracepointProblem {
     TooLong(usize),
 }
 
-/// Longest subsystem or event name: each is a directory name in tracefs.
-const NAME_MAX: usize = 255;
+/// Longest subsystem or event name: each is a directory name in tracefs,
+/// and Linux allows no longer file name.
+pub const NAME_MAX: usize = 255;
 
 /// Parses `subsystem:event`, each part `[A-Za-z0-9_-]+` (tracefs names such as
 /// `sched:sched_switch`, `raw_syscalls:sys_enter`, `xhci-hcd:xhci_urb_enqueue`).
