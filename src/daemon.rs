@@ -19,6 +19,7 @@ use crate::plan::Plan;
 use crate::snapshot::Latest;
 use crate::{deadline, reload};
 use anyhow::Context;
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
@@ -74,8 +75,12 @@ pub struct Options {
 /// A running daemon: sampler, reload thread and OTLP push are running;
 /// `/metrics` is bound and served by [`Daemon::run_until_signal`].
 pub struct Daemon {
-    /// Runs the HTTP server and the SIGHUP handler.
-    runtime: tokio::runtime::Runtime,
+    serving: Serving,
+    running: Running,
+}
+
+/// What serving `/metrics` needs.
+struct Serving {
     /// Bound at start (before capabilities were dropped), not yet served.
     listener: std::net::TcpListener,
     listen: ListenAddress,
@@ -88,6 +93,12 @@ pub struct Daemon {
     reloads: Sender<reload::Trigger>,
     exposition: Arc<Exposition>,
     latest: Latest,
+}
+
+/// What shutdown stops, in this order.
+struct Running {
+    /// Runs the HTTP server and the SIGHUP handler.
+    runtime: tokio::runtime::Runtime,
     pusher: Option<otlp::Pusher>,
     sampler: SamplerThread,
 }
@@ -224,18 +235,22 @@ impl Daemon {
             others.collect(),
         ));
         Ok(Daemon {
-            runtime,
-            listener,
-            listen,
-            telemetry_path,
-            web_config_file,
-            max_connections,
-            web,
-            reloads,
-            exposition,
-            latest,
-            pusher,
-            sampler,
+            serving: Serving {
+                listener,
+                listen,
+                telemetry_path,
+                web_config_file,
+                max_connections,
+                web,
+                reloads,
+                exposition,
+                latest,
+            },
+            running: Running {
+                runtime,
+                pusher,
+                sampler,
+            },
         })
     }
 
@@ -247,50 +262,10 @@ impl Daemon {
     }
 
     /// Serves until `stop` completes, then shuts down.
-    fn run_until(self, stop: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
-        let Daemon {
-            runtime,
-            listener,
-            listen,
-            telemetry_path,
-            web_config_file,
-            max_connections,
-            web,
-            reloads,
-            exposition,
-            latest,
-            pusher,
-            sampler,
-        } = self;
-        let served = runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener)
-                .with_context(|| format!("listening on {listen}"))?;
-            let web_config = web.borrow().clone();
-            if let Some(path) = &web_config_file {
-                tracing::info!("web config {}: {}", path.display(), web_config.summary());
-            }
-            let scheme = if web_config.tls.is_some() {
-                "https"
-            } else {
-                "http"
-            };
-            tracing::info!(
-                max_connections,
-                "serving {scheme}://{}{telemetry_path}",
-                listener.local_addr()?
-            );
-            tokio::spawn(reload_on_sighup(reloads));
-            let router = http::router(exposition, latest, &telemetry_path, web.clone());
-            web::server::serve(listener, router, web, max_connections, stop).await;
-            Ok(())
-        });
-        let stopped = Stopping {
-            runtime,
-            pusher,
-            sampler,
-        }
-        .shutdown();
-        stopped.and(served)
+    fn run_until(self, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
+        let Daemon { serving, running } = self;
+        let served = running.runtime.block_on(serving.serve(stop));
+        running.shutdown().and(served)
     }
 
     /// Stops without serving: the async runtime, the OTLP push (after its
@@ -298,23 +273,43 @@ impl Daemon {
     /// within its bound. Fails when the sampler does not stop within
     /// [`SHUTDOWN_DEADLINE`].
     pub fn shutdown(self) -> anyhow::Result<()> {
-        Stopping {
-            runtime: self.runtime,
-            pusher: self.pusher,
-            sampler: self.sampler,
-        }
-        .shutdown()
+        self.running.shutdown()
     }
 }
 
-/// What shutdown stops, in this order.
-struct Stopping {
-    runtime: tokio::runtime::Runtime,
-    pusher: Option<otlp::Pusher>,
-    sampler: SamplerThread,
+impl Serving {
+    /// Serves `/metrics` and reloads on SIGHUP until `stop` completes.
+    async fn serve(self, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
+        let listener = tokio::net::TcpListener::from_std(self.listener)
+            .with_context(|| format!("listening on {}", self.listen))?;
+        let web_config = self.web.borrow().clone();
+        if let Some(path) = &self.web_config_file {
+            tracing::info!("web config {}: {}", path.display(), web_config.summary());
+        }
+        let scheme = if web_config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        tracing::info!(
+            max_connections = self.max_connections,
+            "serving {scheme}://{}{}",
+            listener.local_addr()?,
+            self.telemetry_path
+        );
+        tokio::spawn(reload_on_sighup(self.reloads));
+        let router = http::router(
+            self.exposition,
+            self.latest,
+            &self.telemetry_path,
+            self.web.clone(),
+        );
+        web::server::serve(listener, router, self.web, self.max_connections, stop).await;
+        Ok(())
+    }
 }
 
-impl Stopping {
+impl Running {
     fn shutdown(self) -> anyhow::Result<()> {
         // The server gave requests their grace; encodings still running on
         // blocking threads are not waited for long.
