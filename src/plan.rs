@@ -10,9 +10,7 @@ use crate::config::{CgroupSelector, Config, ConfigError, GroupDef, ProbeDef, Tra
 use crate::deadline;
 use crate::events::{Event, EventAttr, Field, HeldBinary, PERF_TYPE_TRACEPOINT};
 use crate::ids::{EventId, GroupId, SampledId};
-/// Also here for the counting backend's probe and the engine's tests, which
-/// name it `plan::Machine`.
-pub use crate::machine::Machine;
+use crate::machine::Machine;
 use crate::snapshot::Support;
 use std::ffi::CStr;
 use std::path::Path;

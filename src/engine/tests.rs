@@ -238,7 +238,7 @@ impl Probe for Accepting {
 }
 
 fn plan(config: &Config) -> Plan {
-    let machine = crate::plan::Machine {
+    let machine = crate::machine::Machine {
         pmu_root: "/nonexistent".into(),
         tracefs: Err("not used".into()),
         probe_cgroup: "/nonexistent".into(),

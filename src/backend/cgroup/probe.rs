@@ -1,8 +1,9 @@
 //! Probing in cgroup mode: a group opened once on one cgroup and one CPU, as
 //! the cgroup backend opens it for every counted cgroup.
 
+use crate::machine::Machine;
 use crate::perf::{CounterGroup, Target};
-use crate::plan::{Machine, Probe, Refusal, Trial};
+use crate::plan::{Probe, Refusal, Trial};
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 
