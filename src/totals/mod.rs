@@ -17,11 +17,11 @@ pub use counts::{Counts, KEY_SEPARATOR, OTHER};
 pub use scale::{Baseline, Delta, GroupTotals, Interval};
 
 use crate::ids::{CgroupSlot, EventId, GroupId, SampledId};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
 /// The totals of one group in one cgroup on one CPU.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct GroupKey {
     /// The cgroup.
     pub cgroup: CgroupSlot,
@@ -32,7 +32,7 @@ pub struct GroupKey {
 }
 
 /// The counts of one `by:` tracepoint in one cgroup.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SampledKey {
     /// The cgroup.
     pub cgroup: CgroupSlot,
@@ -47,12 +47,14 @@ pub struct Handle {
     generation: u32,
 }
 
-/// Totals by key, each in a slot that a [`Handle`] names.
+/// Totals by cgroup and key within it, each in a slot that a [`Handle`]
+/// names. Indexed per cgroup, so that what a cgroup has is found, and
+/// dropped with it, without looking at the others.
 #[derive(Debug)]
 struct Slab<K, V> {
     slots: Vec<(u32, Option<V>)>,
     free: Vec<u32>,
-    index: BTreeMap<K, u32>,
+    index: HashMap<CgroupSlot, BTreeMap<K, u32>>,
 }
 
 impl<K: Ord + Clone, V: Default> Slab<K, V> {
@@ -60,12 +62,12 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
         Self {
             slots: Vec::new(),
             free: Vec::new(),
-            index: BTreeMap::new(),
+            index: HashMap::new(),
         }
     }
 
-    fn handle(&mut self, key: &K) -> Handle {
-        if let Some(&index) = self.index.get(key) {
+    fn handle(&mut self, cgroup: CgroupSlot, key: &K) -> Handle {
+        if let Some(&index) = self.index.get(&cgroup).and_then(|keys| keys.get(key)) {
             let generation = self.slots[index as usize].0;
             return Handle { index, generation };
         }
@@ -81,7 +83,10 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
                 u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
             }
         };
-        self.index.insert(key.clone(), index);
+        self.index
+            .entry(cgroup)
+            .or_default()
+            .insert(key.clone(), index);
         Handle {
             index,
             generation: self.slots[index as usize].0,
@@ -95,20 +100,31 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
         }
     }
 
-    fn get(&self, key: &K) -> Option<&V> {
-        let &index = self.index.get(key)?;
+    fn get(&self, cgroup: CgroupSlot, key: &K) -> Option<&V> {
+        let &index = self.index.get(&cgroup)?.get(key)?;
         self.slots.get(index as usize)?.1.as_ref()
     }
 
-    fn range(&self, from: Bound<K>, to: Bound<K>) -> impl Iterator<Item = (&K, &V)> {
+    fn range(
+        &self,
+        cgroup: CgroupSlot,
+        from: Bound<K>,
+        to: Bound<K>,
+    ) -> impl Iterator<Item = (&K, &V)> {
         self.index
-            .range((from, to))
+            .get(&cgroup)
+            .into_iter()
+            .flat_map(move |keys| keys.range((from.clone(), to.clone())))
             .filter_map(|(k, &i)| Some((k, self.slots.get(i as usize)?.1.as_ref()?)))
     }
 
-    fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
+    /// Keeps, of a cgroup's totals, those whose key `keep` accepts.
+    fn retain(&mut self, cgroup: CgroupSlot, mut keep: impl FnMut(&K) -> bool) {
+        let Some(keys) = self.index.get_mut(&cgroup) else {
+            return;
+        };
         let (slots, free) = (&mut self.slots, &mut self.free);
-        self.index.retain(|key, &mut index| {
+        keys.retain(|key, &mut index| {
             let kept = keep(key);
             if !kept && let Some(slot) = slots.get_mut(index as usize) {
                 slot.1 = None;
@@ -116,6 +132,9 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
             }
             kept
         });
+        if keys.is_empty() {
+            self.index.remove(&cgroup);
+        }
     }
 
     fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
@@ -126,8 +145,12 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
 /// The totals of every counted series.
 #[derive(Debug)]
 pub struct Totals {
-    groups: Slab<GroupKey, GroupTotals>,
-    sampled: Slab<SampledKey, Counts>,
+    /// Per cgroup, by group and CPU.
+    groups: Slab<(GroupId, u32), GroupTotals>,
+    /// Per cgroup, by `by:` tracepoint.
+    sampled: Slab<SampledId, Counts>,
+    /// Reused by [`Totals::add`]: a read allocates nothing.
+    scratch: Delta,
 }
 
 impl Default for Totals {
@@ -135,6 +158,7 @@ impl Default for Totals {
         Self {
             groups: Slab::new(),
             sampled: Slab::new(),
+            scratch: Delta::default(),
         }
     }
 }
@@ -143,12 +167,27 @@ impl Totals {
     /// The handle of a group's totals on a CPU, made (at zero) if they do
     /// not exist.
     pub fn group(&mut self, key: &GroupKey) -> Handle {
-        self.groups.handle(key)
+        self.groups
+            .handle(key.cgroup, &(key.group.clone(), key.cpu))
     }
 
     /// The totals a handle names; `None` once they were dropped.
     pub fn group_mut(&mut self, handle: Handle) -> Option<&mut GroupTotals> {
         self.groups.get_mut(handle)
+    }
+
+    /// Adds one interval, which `fill` writes into a reused [`Delta`], to
+    /// the totals `handle` names, its events at `columns` (see
+    /// [`GroupTotals::columns`]); `None` once those totals were dropped.
+    pub fn add(
+        &mut self,
+        handle: Handle,
+        columns: &[usize],
+        fill: impl FnOnce(&mut Delta),
+    ) -> Option<Interval> {
+        let totals = self.groups.get_mut(handle)?;
+        fill(&mut self.scratch);
+        Some(totals.add(columns, &self.scratch))
     }
 
     /// A group's totals in a cgroup, per CPU, in CPU order.
@@ -157,20 +196,17 @@ impl Totals {
         cgroup: CgroupSlot,
         group: &GroupId,
     ) -> impl Iterator<Item = (u32, &GroupTotals)> {
-        let key = |cpu| GroupKey {
-            cgroup,
-            group: group.clone(),
-            cpu,
-        };
+        let from = Bound::Included((group.clone(), 0));
+        let to = Bound::Included((group.clone(), u32::MAX));
         self.groups
-            .range(Bound::Included(key(0)), Bound::Included(key(u32::MAX)))
-            .map(|(k, v)| (k.cpu, v))
+            .range(cgroup, from, to)
+            .map(|((_, cpu), v)| (*cpu, v))
     }
 
     /// The handle of a `by:` tracepoint's counts, made (empty) if they do
     /// not exist.
     pub fn sampled(&mut self, key: &SampledKey) -> Handle {
-        self.sampled.handle(key)
+        self.sampled.handle(key.cgroup, &key.id)
     }
 
     /// The counts a handle names; `None` once they were dropped.
@@ -180,7 +216,7 @@ impl Totals {
 
     /// The counts of a `by:` tracepoint in a cgroup, if it has any.
     pub fn counts(&self, key: &SampledKey) -> Option<&Counts> {
-        self.sampled.get(key)
+        self.sampled.get(key.cgroup, &key.id)
     }
 
     /// Every `by:` tracepoint's counts.
@@ -198,31 +234,28 @@ impl Totals {
         sampled: &[SampledId],
     ) {
         self.groups
-            .retain(|k| k.cgroup != cgroup || groups.iter().any(|(g, _)| *g == k.group));
+            .retain(cgroup, |(group, _)| groups.iter().any(|(g, _)| g == group));
         for (group, events) in groups {
-            let keys: Vec<GroupKey> = self
+            let handles: Vec<Handle> = self
                 .per_cpu(cgroup, group)
-                .map(|(cpu, _)| GroupKey {
-                    cgroup,
-                    group: group.clone(),
-                    cpu,
-                })
+                .map(|(cpu, _)| (group.clone(), cpu))
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(|key| self.groups.handle(cgroup, &key))
                 .collect();
-            for key in keys {
-                let handle = self.groups.handle(&key);
+            for handle in handles {
                 if let Some(totals) = self.groups.get_mut(handle) {
                     totals.keep_only(events);
                 }
             }
         }
-        self.sampled
-            .retain(|k| k.cgroup != cgroup || sampled.contains(&k.id));
+        self.sampled.retain(cgroup, |id| sampled.contains(id));
     }
 
     /// Drops every total of a cgroup that is no longer counted.
     pub fn remove(&mut self, cgroup: CgroupSlot) {
-        self.groups.retain(|k| k.cgroup != cgroup);
-        self.sampled.retain(|k| k.cgroup != cgroup);
+        self.groups.retain(cgroup, |_| false);
+        self.sampled.retain(cgroup, |_| false);
     }
 }
 

@@ -7,7 +7,7 @@ use crate::ids::CgroupSlot;
 use crate::perf::{OpenFailure, ReadError};
 use crate::plan::GroupSpec;
 use crate::snapshot::{ErrorReason, Errors, Operation};
-use crate::totals::{Baseline, Delta, GroupKey, Handle, Totals};
+use crate::totals::{Baseline, GroupKey, Handle, Totals};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -85,11 +85,9 @@ impl CpuCounter {
         };
         match held.group.read() {
             Ok((read, ids)) => {
-                let mut delta = Delta::default();
-                baseline.delta(&read, ids, &mut delta);
-                if let Some(totals) = totals.group_mut(self.totals) {
-                    totals.add(&self.columns, &delta);
-                }
+                totals.add(self.totals, &self.columns, |delta| {
+                    baseline.delta(&read, ids, delta)
+                });
             }
             Err(e) => {
                 let reason = match e {
