@@ -6,6 +6,7 @@
 //! asks of a mechanism is in [`Backend`], so a second mechanism is one new
 //! module beside [`cgroup`].
 
+pub mod bpf;
 pub mod budget;
 pub mod cgroup;
 
@@ -73,6 +74,11 @@ pub struct Stats {
     pub samples_undecodable: u64,
     /// Its open and read failures so far.
     pub errors: Errors,
+    /// Nanoseconds its BPF programs ran in the kernel (while the kernel
+    /// keeps BPF statistics: cgperf turns them on when it may).
+    pub bpf_run_ns: u64,
+    /// Times its BPF programs ran.
+    pub bpf_runs: u64,
 }
 
 /// A counting mechanism.

@@ -117,6 +117,14 @@ impl CounterGroup {
         &self.ids
     }
 
+    /// The descriptor of each event, in the order the events were given:
+    /// for handing the counters to a BPF program (a perf event array).
+    pub fn fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        std::iter::once(&self.leader)
+            .chain(&self.members)
+            .map(AsFd::as_fd)
+    }
+
     /// Number of file descriptors this group holds.
     pub fn fd_count(&self) -> usize {
         1 + self.members.len()

@@ -272,6 +272,7 @@ impl Backend for CgroupBackend {
             samples_lost: self.opener.rings.lost,
             samples_undecodable: self.opener.rings.undecodable,
             errors: self.opener.errors.clone(),
+            ..Stats::default()
         }
     }
 }

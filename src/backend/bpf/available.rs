@@ -1,0 +1,93 @@
+//! Whether this machine and process can count through BPF, and if not,
+//! what is missing and how to get it: asked by loading the real program,
+//! since only the kernel knows (its version, config, privileges, lockdown).
+
+use super::kernel::{Kernel, Layout};
+use crate::events::{EventAttr, PERF_TYPE_SOFTWARE};
+use crate::perf::{CounterGroup, Target};
+
+/// Why cgperf cannot count through BPF here.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot count through BPF: {missing}; {fix}")]
+pub struct Unavailable {
+    /// What is missing, with the kernel's answer.
+    pub missing: String,
+    /// How to get it.
+    pub fix: String,
+}
+
+/// What grants the privileges, said wherever they are missing.
+const GRANT: &str = "run cgperf as root or with CAP_BPF and CAP_PERFMON (systemd: \
+                     AmbientCapabilities=CAP_BPF CAP_PERFMON; Kubernetes: \
+                     securityContext.capabilities.add [BPF, PERFMON])";
+
+impl Unavailable {
+    /// Sorts a failed step by the errno the kernel gave.
+    pub(super) fn from_kernel((what, errno): (String, Option<i32>)) -> Self {
+        let (missing, fix) = match errno {
+            Some(libc::EPERM | libc::EACCES) => (format!("permission ({what})"), GRANT.into()),
+            Some(libc::ENOSYS) => (
+                format!("the bpf() system call ({what})"),
+                "use a kernel built with CONFIG_BPF_SYSCALL (or the cgroup backend)".into(),
+            ),
+            Some(libc::EINVAL | libc::ENOENT | libc::E2BIG | libc::EOPNOTSUPP) => (
+                format!("kernel support ({what})"),
+                "the program needs Linux 5.17 or later (bpf_loop, test runs on a chosen CPU, \
+                 raw tracepoints); use the cgroup backend on older kernels"
+                    .into(),
+            ),
+            _ => (what, "see the kernel's answer above".into()),
+        };
+        Self { missing, fix }
+    }
+
+    /// cgperf's own object is not what the loader expects.
+    pub(super) fn broken(what: &str) -> Self {
+        Self {
+            missing: format!("a usable BPF object ({what})"),
+            fix: "this build of cgperf is broken: rebuild it from a clean checkout".into(),
+        }
+    }
+}
+
+/// Whether cgperf can count through BPF here: it loads and attaches its
+/// program (privileges, kernel version and features) and opens one
+/// system-wide counter (CAP_PERFMON or `perf_event_paranoid`), then lets
+/// both go.
+pub fn available() -> Result<(), Unavailable> {
+    let cpus = possible_cpus()?;
+    drop(Kernel::load(Layout::default(), 1, cpus)?);
+    let cpu = crate::cpus::online()
+        .ok()
+        .and_then(|online| online.first().copied())
+        .unwrap_or(0);
+    let clock = EventAttr {
+        type_: PERF_TYPE_SOFTWARE,
+        config: 0,
+        config1: 0,
+        config2: 0,
+        exclude_user: false,
+        exclude_kernel: false,
+        exclude_hv: false,
+    };
+    CounterGroup::open(&[clock], Target::AllTasks, cpu)
+        .map(drop)
+        .map_err(|e| {
+            Unavailable::from_kernel((
+                format!("opening a system-wide counter: {}", e.errno),
+                Some(e.errno.0),
+            ))
+        })
+}
+
+/// The number of CPUs the kernel may ever bring online: the program's
+/// maps are indexed by CPU number.
+pub(super) fn possible_cpus() -> Result<u32, Unavailable> {
+    aya::util::nr_cpus()
+        .ok()
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| Unavailable {
+            missing: "the list of possible CPUs (/sys/devices/system/cpu/possible)".into(),
+            fix: "mount sysfs at /sys".into(),
+        })
+}

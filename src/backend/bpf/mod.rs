@@ -1,0 +1,591 @@
+//! The BPF backend: one system-wide counter per (event, CPU), whatever the
+//! number of cgroups, and a BPF program at every context switch that
+//! charges what they counted to the cgroup switched out and to each of its
+//! monitored ancestors (see `count.bpf.c`). Descriptors and kernel memory
+//! per cgroup: one hash entry and one slot of totals, no perf event.
+//!
+//! Each cgroup gets a slot in the program's totals; a slot's readings are
+//! cumulative sums of (value, enabled, running) deltas per counter and CPU,
+//! turned into per-interval [`Delta`]s by a [`Baseline`] per (cgroup,
+//! group, CPU), exactly as the cgroup backend turns its group reads: the
+//! same scaling, the same never-ran rule.
+//!
+//! `by:` tracepoints are still counted through the cgroup backend's rings
+//! (one sampled event per cgroup and CPU), which this backend drives.
+
+mod available;
+mod kernel;
+mod probe;
+
+pub use available::{Unavailable, available};
+pub use probe::BpfProbe;
+
+use super::budget::FdBudget;
+use super::cgroup::CgroupBackend;
+use super::{Backend, Cgroup, Outcome, Stats, Wanted};
+use crate::cpus::CpuChanges;
+use crate::ids::CgroupSlot;
+use crate::perf::{GroupRead, OpenFailure, open_failure_reason};
+use crate::plan::{GroupSpec, Plan};
+use crate::snapshot::{ErrorReason, Errors, Operation, SkipReason};
+use crate::totals::{Baseline, Delta, GroupKey, Handle, Totals};
+use kernel::{Kernel, Layout, NotOpened, OWN_FDS};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::MetadataExt;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+/// cgroups counted at most when no capacity is given. The totals take
+/// `possible CPUs × capacity × counters × 24` bytes of kernel memory: 1.5
+/// MiB with 2 CPUs and 8 counters at this default, 96 MiB with 64 CPUs and
+/// 16 counters.
+pub const DEFAULT_CAPACITY: usize = 4096;
+
+/// The ids of a group's events in the words [`Fed::advance`] makes: their
+/// positions.
+static IDS: [u64; kernel::MAX_EVENTS] = {
+    let mut ids = [0; kernel::MAX_EVENTS];
+    let mut i = 0;
+    while i < ids.len() {
+        ids[i] = i as u64;
+        i += 1;
+    }
+    ids
+};
+
+/// One counted group of a cgroup on one CPU: where its totals go, and the
+/// baseline its next reading is a delta from.
+#[derive(Debug)]
+struct Fed {
+    totals: Handle,
+    columns: Vec<usize>,
+    baseline: Baseline,
+}
+
+/// A counted group of a cgroup, per CPU.
+#[derive(Debug)]
+struct Charged {
+    spec: Arc<GroupSpec>,
+    cpus: BTreeMap<u32, Fed>,
+}
+
+/// A counted cgroup.
+#[derive(Debug)]
+struct Counted {
+    /// Its kernel id (its directory's inode), the program's key.
+    id: u64,
+    /// Its slot in the program's totals.
+    slot: u32,
+    groups: Vec<Charged>,
+}
+
+/// Counts per cgroup through a BPF program.
+#[derive(Debug)]
+pub struct BpfBackend {
+    /// `None` until a plan names a group to count.
+    kernel: Option<Kernel>,
+    /// The layout the plan in force asks for.
+    wanted: Layout,
+    capacity: u32,
+    cpus: u32,
+    tally: Arc<AtomicU64>,
+    /// The CPUs counted on.
+    online: Vec<u32>,
+    /// CPUs where a counter failed to open for a reason that passes.
+    unopened: BTreeSet<u32>,
+    cgroups: BTreeMap<CgroupSlot, Counted>,
+    /// Slots never used, and slots released.
+    next_slot: u32,
+    free: Vec<u32>,
+    /// Slots of removed cgroups, free once a flush has ended every run
+    /// that may still charge them.
+    released: Vec<u32>,
+    /// `by:` tracepoints.
+    rings: CgroupBackend,
+    errors: Errors,
+    logged: HashSet<(Arc<str>, OpenFailure)>,
+    /// Run time and count of programs replaced by a reload.
+    past_runs: (u64, u64),
+    /// Keeps the kernel's BPF statistics on while cgperf runs.
+    _stats: Option<OwnedFd>,
+    /// Reused for each reading.
+    words: Vec<u64>,
+}
+
+impl BpfBackend {
+    /// A backend counting at most `capacity` cgroups (at least one); `by:`
+    /// tracepoints within `budget` perf descriptors, with `ring_pages`
+    /// pages per ring, every perf descriptor counted in `tally`.
+    pub fn new(
+        capacity: usize,
+        budget: FdBudget,
+        tally: Arc<AtomicU64>,
+        ring_pages: usize,
+    ) -> Result<Self, Unavailable> {
+        available()?;
+        let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
+            .map_err(|e| {
+                tracing::info!(
+                    "BPF run-time statistics stay off unless kernel.bpf_stats_enabled=1 \
+                     (enabling them needs CAP_SYS_ADMIN): {e}"
+                );
+            })
+            .ok();
+        Ok(Self {
+            kernel: None,
+            wanted: Layout::default(),
+            capacity: u32::try_from(capacity.max(1)).unwrap_or(u32::MAX),
+            cpus: available::possible_cpus()?,
+            tally: tally.clone(),
+            online: Vec::new(),
+            unopened: BTreeSet::new(),
+            cgroups: BTreeMap::new(),
+            next_slot: 0,
+            free: Vec::new(),
+            released: Vec::new(),
+            rings: CgroupBackend::new(budget, tally, ring_pages),
+            errors: Errors::default(),
+            logged: HashSet::new(),
+            past_runs: (0, 0),
+            _stats: stats,
+            words: Vec::new(),
+        })
+    }
+
+    /// Makes the loaded program count the wanted layout: what the old one
+    /// counted is read last, then it goes; every counted cgroup keeps its
+    /// slot and totals, its baselines start anew with the new totals.
+    fn rebuild(&mut self, totals: &mut Totals) {
+        if let Some(old) = &self.kernel {
+            if old.layout().is(&self.wanted) {
+                return;
+            }
+            let (ns, n) = old.runs();
+            self.past_runs = (self.past_runs.0 + ns, self.past_runs.1 + n);
+            self.read_groups(totals);
+        }
+        self.kernel = None;
+        if self.wanted.groups().next().is_none() {
+            for counted in self.cgroups.values_mut() {
+                counted.groups.clear();
+            }
+            return;
+        }
+        let mut kernel = match Kernel::load(self.wanted.clone(), self.capacity, self.cpus) {
+            Ok(kernel) => kernel,
+            Err(e) => {
+                // Loaded once already (at start): the kernel refused
+                // memory or descriptors; the next reload tries again.
+                tracing::error!("cannot reload the BPF program, counting nothing: {e}");
+                self.errors
+                    .count(Operation::Open, ErrorReason::Kernel(OpenFailure::Other));
+                return;
+            }
+        };
+        let online = self.online.clone();
+        self.open_cpus(&mut kernel, &online);
+        for counted in self.cgroups.values_mut() {
+            for charged in &mut counted.groups {
+                charged.cpus.clear();
+            }
+            if let Err(e) = kernel.monitor(counted.id, counted.slot) {
+                tracing::warn!("cannot count cgroup id {}: {e}", counted.id);
+            }
+        }
+        self.kernel = Some(kernel);
+    }
+
+    /// Opens every counter on `cpus`; those that fail for a reason that
+    /// passes are tried again by [`Backend::retry`].
+    fn open_cpus(&mut self, kernel: &mut Kernel, cpus: &[u32]) {
+        for &cpu in cpus {
+            let failures = kernel.open_cpu(cpu, &self.tally);
+            if failures.iter().any(|f| f.error.errno.passes()) {
+                self.unopened.insert(cpu);
+            } else {
+                self.unopened.remove(&cpu);
+            }
+            self.note(failures);
+        }
+    }
+
+    /// Counts and logs (once per group and reason) counters that did not
+    /// open.
+    fn note(&mut self, failures: Vec<NotOpened>) {
+        for NotOpened { group, cpu, error } in failures {
+            let failure = OpenFailure::from_errno(error.errno);
+            self.errors
+                .count(Operation::Open, ErrorReason::Kernel(failure));
+            if self.logged.insert((group.shared_label(), failure)) {
+                tracing::warn!(
+                    group = %group, cpu,
+                    "cannot open group system-wide: {} (logged once per group and reason)",
+                    open_failure_reason(error.errno)
+                );
+            }
+        }
+    }
+
+    /// Flushes every CPU and adds what each counted cgroup's groups were
+    /// charged since the last read.
+    fn read_groups(&mut self, totals: &mut Totals) {
+        let Some(kernel) = &self.kernel else { return };
+        for errno in kernel.flush(kernel.cpus()) {
+            let reason = ErrorReason::Kernel(OpenFailure::from_errno(errno));
+            self.errors.count(Operation::Read, reason);
+        }
+        for counted in self.cgroups.values_mut() {
+            for charged in &mut counted.groups {
+                let Some(offset) = kernel.layout().offset(&charged.spec.name) else {
+                    continue;
+                };
+                let events = charged.spec.events.len();
+                for (&cpu, fed) in &mut charged.cpus {
+                    let mut delta = Delta::default();
+                    fed.advance(
+                        kernel,
+                        &mut self.words,
+                        cpu,
+                        counted.slot,
+                        offset,
+                        events,
+                        &mut delta,
+                    );
+                    if let Some(t) = totals.group_mut(fed.totals) {
+                        t.add(&fed.columns, &delta);
+                    }
+                }
+            }
+        }
+        // Every run that could still charge a released slot has ended.
+        self.free.append(&mut self.released);
+    }
+
+    /// A slot for a new cgroup, if one is free.
+    fn take_slot(&mut self) -> Option<u32> {
+        if self.free.is_empty() && self.next_slot >= self.capacity && !self.released.is_empty() {
+            if let Some(kernel) = &self.kernel {
+                kernel.flush(kernel.cpus());
+            }
+            self.free.append(&mut self.released);
+        }
+        if let Some(slot) = self.free.pop() {
+            return Some(slot);
+        }
+        (self.next_slot < self.capacity).then(|| {
+            self.next_slot += 1;
+            self.next_slot - 1
+        })
+    }
+
+    /// Gives `counted` the groups of `wanted` the program counts, on every
+    /// CPU counted on: groups it keeps keep their baselines; new ones start
+    /// from what the slot holds now.
+    fn charge(&mut self, key: CgroupSlot, wanted: &Wanted, totals: &mut Totals) {
+        let Some(counted) = self.cgroups.get_mut(&key) else {
+            return;
+        };
+        let Some(kernel) = &self.kernel else {
+            counted.groups.clear();
+            return;
+        };
+        let mut old = std::mem::take(&mut counted.groups);
+        for spec in &wanted.groups {
+            let Some(offset) = kernel.layout().offset(&spec.name) else {
+                continue;
+            };
+            let mut charged = match old.iter().position(|c| c.spec == *spec) {
+                Some(i) => old.swap_remove(i),
+                None => Charged {
+                    spec: spec.clone(),
+                    cpus: BTreeMap::new(),
+                },
+            };
+            for &cpu in &self.online {
+                if charged.cpus.contains_key(&cpu) {
+                    continue;
+                }
+                let fed = Fed::new(
+                    kernel,
+                    &mut self.words,
+                    (key, cpu, counted.slot),
+                    spec,
+                    offset,
+                    totals,
+                );
+                charged.cpus.insert(cpu, fed);
+            }
+            counted.groups.push(charged);
+        }
+    }
+
+    /// Counts a new cgroup, or says why not.
+    fn admit(&mut self, cgroup: &Cgroup) -> Outcome {
+        let id = match std::fs::metadata(&cgroup.dir) {
+            Ok(meta) => meta.ino(),
+            Err(_) => return Outcome::Gone,
+        };
+        let Some(slot) = self.take_slot() else {
+            return Outcome::Skipped(SkipReason::MaxCgroups);
+        };
+        if let Some(kernel) = &mut self.kernel
+            && let Err(e) = kernel.monitor(id, slot)
+        {
+            tracing::warn!(cgroup = %cgroup.path, "cannot count cgroup: {e}");
+            self.released.push(slot);
+            return Outcome::Skipped(SkipReason::MaxCgroups);
+        }
+        let counted = Counted {
+            id,
+            slot,
+            groups: Vec::new(),
+        };
+        self.cgroups.insert(cgroup.slot, counted);
+        Outcome::Counted
+    }
+}
+
+impl Fed {
+    /// Feeds `key`'s totals (cgroup, CPU, program slot) from now on: the
+    /// baseline is what the slot holds already, so that only what is
+    /// charged from now on is added.
+    fn new(
+        kernel: &Kernel,
+        words: &mut Vec<u64>,
+        (cgroup, cpu, slot): (CgroupSlot, u32, u32),
+        spec: &GroupSpec,
+        offset: usize,
+        totals: &mut Totals,
+    ) -> Self {
+        let handle = totals.group(&GroupKey {
+            cgroup,
+            group: spec.id(),
+            cpu,
+        });
+        let columns = totals
+            .group_mut(handle)
+            .map(|t| t.columns(&spec.event_ids()))
+            .unwrap_or_default();
+        let mut fed = Self {
+            totals: handle,
+            columns,
+            baseline: Baseline::new(spec.events.len()),
+        };
+        let mut ignored = Delta::default();
+        fed.advance(
+            kernel,
+            words,
+            cpu,
+            slot,
+            offset,
+            spec.events.len(),
+            &mut ignored,
+        );
+        fed
+    }
+
+    /// What the slot was charged for this group on `cpu` since the last
+    /// call, into `delta`: the group's time enabled and running are its
+    /// leader's, as in a group read.
+    #[allow(clippy::too_many_arguments)]
+    fn advance(
+        &mut self,
+        kernel: &Kernel,
+        words: &mut Vec<u64>,
+        cpu: u32,
+        slot: u32,
+        offset: usize,
+        events: usize,
+        delta: &mut Delta,
+    ) {
+        let leader = kernel.reading(cpu, slot, offset);
+        words.clear();
+        words.extend([events as u64, leader.enabled, leader.running]);
+        for i in 0..events {
+            words.extend([kernel.reading(cpu, slot, offset + i).value, i as u64]);
+        }
+        if let Ok(read) = GroupRead::parse(words) {
+            self.baseline
+                .delta(&read, &IDS[..events.min(IDS.len())], delta);
+        }
+    }
+}
+
+/// What the `by:` tracepoints of a cgroup are, for the rings.
+fn sampled_only(wanted: &Wanted) -> Wanted {
+    Wanted {
+        groups: Vec::new(),
+        sampled: wanted.sampled.clone(),
+    }
+}
+
+impl Backend for BpfBackend {
+    fn configure(&mut self, plan: &Plan) {
+        self.rings.configure(plan);
+        let every: Vec<usize> = (0..plan.selectors.len()).collect();
+        let (layout, left) = Layout::of(plan.groups_for(&every));
+        for spec in left {
+            tracing::warn!(
+                group = %spec.name,
+                "not counted: the BPF backend counts at most {} events per CPU",
+                kernel::MAX_EVENTS
+            );
+        }
+        self.wanted = layout;
+    }
+
+    fn admits(&self, wanted: &Wanted, cpus: usize) -> Result<(), SkipReason> {
+        let room =
+            (self.next_slot < self.capacity) || !self.free.is_empty() || !self.released.is_empty();
+        if !room {
+            return Err(SkipReason::MaxCgroups);
+        }
+        self.rings.admits(&sampled_only(wanted), cpus)
+    }
+
+    fn apply(
+        &mut self,
+        cgroups: &[(Cgroup, Wanted)],
+        online: &[u32],
+        totals: &mut Totals,
+    ) -> Vec<Outcome> {
+        if self.online.is_empty() {
+            self.online = online.to_vec();
+        }
+        let rebuild = match &self.kernel {
+            Some(kernel) => !kernel.layout().is(&self.wanted),
+            None => self.wanted.groups().next().is_some(),
+        };
+        if rebuild {
+            self.rebuild(totals);
+        }
+        let mut outcomes = Vec::with_capacity(cgroups.len());
+        for (cgroup, wanted) in cgroups {
+            let outcome = match self.cgroups.contains_key(&cgroup.slot) {
+                true => Outcome::Counted,
+                false => self.admit(cgroup),
+            };
+            if outcome == Outcome::Counted {
+                self.charge(cgroup.slot, wanted, totals);
+            }
+            outcomes.push(outcome);
+        }
+        let sampled: Vec<(Cgroup, Wanted)> = cgroups
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, o)| **o == Outcome::Counted)
+            .map(|((c, w), _)| (c.clone(), sampled_only(w)))
+            .collect();
+        let by = self.rings.apply(&sampled, online, totals);
+        let mut by = sampled.iter().zip(by);
+        for ((cgroup, _), outcome) in cgroups.iter().zip(&mut outcomes) {
+            if *outcome != Outcome::Counted {
+                continue;
+            }
+            if let Some((_, rings)) = by.next()
+                && rings != Outcome::Counted
+            {
+                self.remove(cgroup.slot);
+                *outcome = rings;
+            }
+        }
+        outcomes
+    }
+
+    fn remove(&mut self, slot: CgroupSlot) {
+        self.rings.remove(slot);
+        if let Some(gone) = self.cgroups.remove(&slot) {
+            if let Some(kernel) = &mut self.kernel {
+                kernel.unmonitor(gone.id);
+            }
+            self.released.push(gone.slot);
+        }
+    }
+
+    fn cpus_changed(&mut self, changes: &CpuChanges, totals: &mut Totals) {
+        self.rings.cpus_changed(changes, totals);
+        self.online.retain(|cpu| !changes.closed.contains(cpu));
+        for &cpu in &changes.open {
+            if !self.online.contains(&cpu) {
+                self.online.push(cpu);
+            }
+        }
+        self.online.sort_unstable();
+        let Some(mut kernel) = self.kernel.take() else {
+            return;
+        };
+        // What an offline CPU's counters counted was charged at its last
+        // switch (a CPU goes down through the stopper task): its totals
+        // stay, only its counters go.
+        for &cpu in &changes.closed {
+            kernel.close_cpu(cpu);
+            self.unopened.remove(&cpu);
+        }
+        self.open_cpus(&mut kernel, &changes.open);
+        self.kernel = Some(kernel);
+        let wanted: Vec<(CgroupSlot, Wanted)> = self
+            .cgroups
+            .iter()
+            .map(|(&key, c)| {
+                let groups = c.groups.iter().map(|g| g.spec.clone()).collect();
+                (
+                    key,
+                    Wanted {
+                        groups,
+                        sampled: Vec::new(),
+                    },
+                )
+            })
+            .collect();
+        for (key, wanted) in wanted {
+            self.charge(key, &wanted, totals);
+        }
+    }
+
+    fn retry(&mut self, online: &[u32], totals: &mut Totals) {
+        self.rings.retry(online, totals);
+        let Some(mut kernel) = self.kernel.take() else {
+            return;
+        };
+        let again: Vec<u32> = std::mem::take(&mut self.unopened)
+            .into_iter()
+            .filter(|cpu| online.contains(cpu) && self.online.contains(cpu))
+            .collect();
+        // Reopening a CPU starts all its counters anew: what they counted
+        // since the last switch there is charged first.
+        kernel.flush(again.iter().copied());
+        self.open_cpus(&mut kernel, &again);
+        self.kernel = Some(kernel);
+    }
+
+    fn read(&mut self, totals: &mut Totals) {
+        self.rings.read(totals);
+        self.read_groups(totals);
+    }
+
+    fn drains(&self) -> bool {
+        self.rings.drains()
+    }
+
+    fn wait(&mut self, timeout: Duration) {
+        self.rings.wait(timeout);
+    }
+
+    fn drain(&mut self, totals: &mut Totals) {
+        self.rings.drain(totals);
+    }
+
+    fn stats(&self) -> Stats {
+        let mut stats = self.rings.stats();
+        let (ns, runs) = self.kernel.as_ref().map_or((0, 0), Kernel::runs);
+        if self.kernel.is_some() {
+            stats.open_fds += OWN_FDS;
+        }
+        stats.bpf_run_ns = self.past_runs.0 + ns;
+        stats.bpf_runs = self.past_runs.1 + runs;
+        stats.errors.add(&self.errors);
+        stats
+    }
+}

@@ -1,0 +1,325 @@
+//! The BPF backend on the real kernel: exact counts through the hierarchy,
+//! the same as the cgroup backend in the same run, the flush of a cgroup
+//! that never switches out, descriptors independent of the number of
+//! cgroups, removed cgroups, and the committed object matching its source.
+
+mod common;
+
+use cgperf::backend::Backend;
+use cgperf::backend::bpf::{BpfBackend, BpfProbe, DEFAULT_CAPACITY};
+use cgperf::backend::cgroup::CgroupProbe;
+use cgperf::discovery::{CgroupFs, Discovery};
+use cgperf::engine::{CpuTracker, Engine, FdBudget, raise_nofile_limit};
+use cgperf::machine::Machine;
+use cgperf::plan::{Plan, Probe};
+use cgperf::snapshot::Latest;
+use common::*;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+const GETPPID: &str = "syscalls:sys_enter_getppid";
+
+fn machine() -> Machine {
+    let fs = CgroupFs::locate().expect("cgroup2 is mounted");
+    let cpus = cgperf::cpus::online().expect("online CPUs");
+    Machine {
+        pmu_root: cgperf::events::PMU_ROOT.into(),
+        tracefs: cgperf::tracefs::Tracefs::locate(),
+        probe_cgroup: fs.root().to_path_buf(),
+        probe_cpu: cpus[0],
+    }
+}
+
+fn config(yaml: &str) -> cgperf::config::Config {
+    cgperf::config::parse("test", yaml).expect("the test config is valid")
+}
+
+fn plan(config: &cgperf::config::Config, probe: &dyn Probe) -> Plan {
+    Plan::build(config, &machine(), probe).expect("the plan builds")
+}
+
+fn discovery() -> Discovery {
+    Discovery::new(
+        CgroupFs::locate().expect("cgroup2"),
+        Duration::from_millis(1),
+    )
+}
+
+/// An engine counting `yaml` with the BPF backend, and where it publishes.
+fn bpf_engine(yaml: &str, capacity: usize) -> (Engine<BpfBackend>, Latest) {
+    require_root("the BPF backend loads a program and opens system-wide counters");
+    let config = config(yaml);
+    let probe = BpfProbe::new(&machine());
+    let plan = plan(&config, &probe);
+    let tally = Arc::new(AtomicU64::new(0));
+    let budget = FdBudget::from_limit(raise_nofile_limit());
+    let mut backend = BpfBackend::new(capacity, budget, tally.clone(), plan.ring_pages)
+        .unwrap_or_else(|e| panic!("this machine counts through BPF: {e}"));
+    backend.configure(&plan);
+    let latest = Latest::new();
+    let engine = Engine::with_backend(
+        &config,
+        plan,
+        discovery(),
+        backend,
+        CpuTracker::new(tally),
+        latest.clone(),
+    );
+    (engine, latest)
+}
+
+/// The same with the cgroup backend.
+fn cgroup_engine(yaml: &str) -> (Engine, Latest) {
+    let config = config(yaml);
+    let probe = CgroupProbe::new(&machine());
+    let plan = plan(&config, &probe);
+    let latest = Latest::new();
+    let budget = FdBudget::from_limit(raise_nofile_limit());
+    let engine = Engine::new(&config, plan, discovery(), budget, latest.clone());
+    (engine, latest)
+}
+
+/// The total of `event` in `cgroup` in the latest snapshot, if it has the
+/// series.
+fn count(latest: &Latest, cgroup: &str, event: &str) -> Option<f64> {
+    let snapshot = latest.get();
+    let mut found = None;
+    for c in &snapshot.counters {
+        if &*c.cgroup == cgroup && &*c.event == event {
+            *found.get_or_insert(0.0) += c.value;
+        }
+    }
+    found
+}
+
+#[test]
+fn the_committed_object_is_what_its_source_compiles_to() {
+    let out = tempfile::NamedTempFile::new().expect("temp file");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backend/bpf");
+    let status = std::process::Command::new(dir.join("build.sh"))
+        .arg(out.path())
+        .status()
+        .expect("build.sh runs (scripts/test installs clang and libbpf-dev)");
+    assert!(status.success(), "build.sh failed");
+    let built = std::fs::read(out.path()).expect("built object");
+    let committed = std::fs::read(dir.join("count.bpf.o")).expect("committed object");
+    assert!(
+        built == committed,
+        "src/backend/bpf/count.bpf.o is not what count.bpf.c compiles to: run src/backend/bpf/build.sh and commit the object"
+    );
+}
+
+#[test]
+fn a_parent_counts_its_own_tasks_and_its_children_exactly_as_the_cgroup_backend() {
+    let parent = TestCgroup::create("cgperf-bpf-nest");
+    let child = TestCgroup::create_under(&parent.rel, "child");
+    let grandchild = TestCgroup::create_under(&child.rel, "leaf");
+    let outside = TestCgroup::create("cgperf-bpf-nest-outside");
+    let yaml = format!(
+        "interval: 1s
+groups:
+  sched: [task-clock, context-switches]
+tracepoints:
+  - {GETPPID}
+cgroups:
+  - path: /
+  - path: {}
+  - path: {}
+  - path: {}
+",
+        parent.rel, child.rel, grandchild.rel
+    );
+    let (mut bpf, by_bpf) = bpf_engine(&yaml, DEFAULT_CAPACITY);
+    let (mut cg, by_cgroup) = cgroup_engine(&yaml);
+    bpf.collect();
+    cg.collect();
+    let root_before = count(&by_bpf, "/", GETPPID).expect("the root is counted");
+    let (own, in_child, in_leaf, elsewhere) = (1_111, 22_222, 33_333, 44_444);
+    getppid_workload(Some(&parent.dir), own);
+    getppid_workload(Some(&child.dir), in_child);
+    getppid_workload(Some(&grandchild.dir), in_leaf);
+    getppid_workload(Some(&outside.dir), elsewhere);
+    bpf.collect();
+    cg.collect();
+    let want = [
+        (&parent.rel, own + in_child + in_leaf),
+        (&child.rel, in_child + in_leaf),
+        (&grandchild.rel, in_leaf),
+    ];
+    for (cgroup, n) in want {
+        assert_eq!(
+            count(&by_bpf, cgroup, GETPPID),
+            Some(n as f64),
+            "bpf, {cgroup}"
+        );
+        assert_eq!(
+            count(&by_cgroup, cgroup, GETPPID),
+            Some(n as f64),
+            "cgroup backend, {cgroup}"
+        );
+    }
+    let root = count(&by_bpf, "/", GETPPID).expect("the root is counted") - root_before;
+    assert!(
+        root >= (own + in_child + in_leaf + elsewhere) as f64,
+        "/ includes everything: {root}"
+    );
+    let clock = count(&by_bpf, &grandchild.rel, "task-clock").expect("task-clock series");
+    assert!(clock > 0.0, "the leaf ran: {clock}");
+    assert!(
+        count(&by_bpf, &outside.rel, GETPPID).is_none(),
+        "an unmonitored cgroup has no series"
+    );
+}
+
+#[test]
+fn a_cgroup_that_never_switches_out_is_counted_while_it_runs() {
+    let cg = TestCgroup::create("cgperf-bpf-flush");
+    let yaml = format!(
+        "interval: 1s
+tracepoints:
+  - {GETPPID}
+cgroups:
+  - path: {}
+",
+        cg.rel
+    );
+    let (mut engine, latest) = bpf_engine(&yaml, 16);
+    engine.collect();
+    let cpus = cgperf::cpus::online().expect("online CPUs");
+    let spin_cpu = *cpus.last().expect("a CPU");
+    let n = 54_321u64;
+    let mut ready = [0i32; 2];
+    // SAFETY: a pipe into the array we own.
+    assert_eq!(unsafe { libc::pipe(ready.as_mut_ptr()) }, 0);
+    let procs = cg.dir.join("cgroup.procs");
+    let procs = std::ffi::CString::new(procs.into_os_string().into_encoded_bytes()).expect("path");
+    // SAFETY: the child makes raw syscalls only, then spins until killed.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork");
+    if pid == 0 {
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(spin_cpu as usize, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+            if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                libc::_exit(3);
+            }
+            libc::close(fd);
+            // Switched out by the move, if at all: from here on it runs.
+            for _ in 0..n {
+                libc::syscall(libc::SYS_getppid);
+            }
+            libc::write(ready[1], b"x".as_ptr().cast(), 1);
+            loop {
+                std::hint::spin_loop();
+            }
+        }
+    }
+    let mut byte = [0u8; 1];
+    // SAFETY: reading one byte into our buffer.
+    let got = unsafe { libc::read(ready[0], byte.as_mut_ptr().cast(), 1) };
+    engine.collect();
+    let counted = count(&latest, &cg.rel, GETPPID);
+    // SAFETY: killing and reaping our own child.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+        libc::close(ready[0]);
+        libc::close(ready[1]);
+    }
+    assert_eq!(got, 1, "the spinning child did its syscalls");
+    assert_eq!(counted, Some(n as f64), "counted while it still runs");
+}
+
+/// perf event descriptors this process holds now.
+fn perf_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("procfs")
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.as_os_str() == "anon_inode:[perf_event]")
+        .count()
+}
+
+#[test]
+fn a_thousand_cgroups_take_no_more_descriptors_and_removed_ones_lose_their_series() {
+    let parent = TestCgroup::create("cgperf-bpf-many");
+    let children: Vec<TestCgroup> = (0..1000)
+        .map(|i| TestCgroup::create_under(&parent.rel, &format!("c{i}")))
+        .collect();
+    let yaml = format!(
+        "interval: 1s
+groups:
+  sched: [task-clock, context-switches, cpu-migrations, page-faults]
+tracepoints:
+  - {GETPPID}
+  - sched:sched_switch
+cgroups:
+  - path: {}
+  - match: {}/*
+",
+        parent.rel, parent.rel
+    );
+    let (mut engine, latest) = bpf_engine(&yaml, DEFAULT_CAPACITY);
+    engine.collect();
+    let snapshot = latest.get();
+    assert_eq!(snapshot.monitored_cgroups, 1001, "every cgroup is counted");
+    let cpus = cgperf::cpus::online().expect("online CPUs").len();
+    assert!(
+        snapshot.open_fds <= 64,
+        "{} descriptors for 1,001 cgroups on {cpus} CPUs",
+        snapshot.open_fds
+    );
+    assert!(perf_fds() <= 64, "{} perf descriptors", perf_fds());
+    let n = 7_777;
+    getppid_workload(Some(&children[500].dir), n);
+    engine.collect();
+    assert_eq!(count(&latest, &children[500].rel, GETPPID), Some(n as f64));
+    assert_eq!(count(&latest, &children[499].rel, GETPPID), Some(0.0));
+    assert_eq!(count(&latest, &parent.rel, GETPPID), Some(n as f64));
+
+    children[500].remove();
+    engine.collect();
+    assert_eq!(
+        count(&latest, &children[500].rel, GETPPID),
+        None,
+        "its series are gone"
+    );
+    assert_eq!(latest.get().monitored_cgroups, 1000);
+    // Its slot is reused by a new cgroup, which starts from zero.
+    let again = TestCgroup::create_under(&parent.rel, "again");
+    engine.collect();
+    engine.collect();
+    assert_eq!(count(&latest, &again.rel, GETPPID), Some(0.0));
+    getppid_workload(Some(&again.dir), 3);
+    engine.collect();
+    assert_eq!(count(&latest, &again.rel, GETPPID), Some(3.0));
+}
+
+#[test]
+fn past_its_capacity_a_cgroup_is_skipped_as_max_cgroups() {
+    let parent = TestCgroup::create("cgperf-bpf-full");
+    let _children: Vec<TestCgroup> = (0..5)
+        .map(|i| TestCgroup::create_under(&parent.rel, &format!("c{i}")))
+        .collect();
+    let yaml = format!(
+        "interval: 1s
+tracepoints:
+  - {GETPPID}
+cgroups:
+  - match: {}/*
+",
+        parent.rel
+    );
+    let (mut engine, latest) = bpf_engine(&yaml, 3);
+    engine.collect();
+    let snapshot = latest.get();
+    assert_eq!(snapshot.monitored_cgroups, 3);
+    assert_eq!(
+        snapshot
+            .skipped
+            .get(&cgperf::snapshot::SkipReason::MaxCgroups),
+        Some(&2)
+    );
+}
