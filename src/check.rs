@@ -1,16 +1,16 @@
 //! `cgperf check`: what this machine can count of a (valid) config, event by
 //! event, and why not.
 
-use crate::backend::cgroup::CgroupProbe;
+use crate::backend::choose::choose;
 use crate::config::{CgroupPattern, Config};
 use crate::ids::GroupId;
 use crate::list::{NAME_MAX, column_width};
 use crate::machine::{Discovered, Machine};
 use crate::plan::Probe;
 use crate::plan::{self, Plan};
+use anyhow::Context;
 use std::io::Write;
 use std::path::Path;
-use std::sync::Arc;
 
 /// One line of the table.
 struct Row {
@@ -42,9 +42,11 @@ pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<()> {
         "kernel.perf_event_paranoid: {}",
         crate::perf::paranoid_level()
     )?;
+    let chosen = choose(config.backend).context("backend: bpf")?;
+    writeln!(out, "backend:     {}", chosen.describe())?;
     writeln!(out)?;
 
-    let probe = Arc::new(CgroupProbe::new(&machine));
+    let probe = chosen.probe(&machine);
     let plan = Plan::build_in_time(config, &machine, probe.clone())?;
     let rows = rows(config, &machine.pmu_root, &*probe, &plan);
     let width = |f: fn(&Row) -> usize| column_width(rows.iter().map(f), 5, NAME_MAX);

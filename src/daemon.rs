@@ -4,7 +4,7 @@
 //! [`Daemon::shutdown`] stops it all within fixed bounds. The command line
 //! ([`crate::cli`]) only parses arguments and hands them here.
 
-use crate::backend::cgroup::CgroupProbe;
+use crate::backend::choose::{Kind, Opened, choose};
 use crate::config::{Config, OtlpConfig};
 use crate::cri::Names;
 use crate::discovery::{CgroupFs, Discovery};
@@ -151,13 +151,19 @@ impl Daemon {
             env!("CARGO_PKG_VERSION")
         );
         let latest = Latest::new();
-        let probe = Arc::new(CgroupProbe::new(&machine));
-        let plan = Plan::build_in_time(&config, &machine, probe)?;
+        let chosen = choose(config.backend).context("backend: bpf")?;
+        tracing::info!("counting with the {} backend", chosen.describe());
+        let probe = chosen.probe(&machine);
+        let plan = Plan::build_in_time(&config, &machine, probe.clone())?;
+        let opened = chosen
+            .open(&config, &plan, FdBudget::from_limit(nofile))
+            .context("starting the bpf backend")?;
         let listener = listen.bind().context("--web.listen-address")?;
         listener
             .set_nonblocking(true)
             .context("making the listener non-blocking")?;
-        match crate::privileges::drop_unneeded(!config.probes.is_empty()) {
+        let bpf = chosen.kind == Kind::Bpf;
+        match crate::privileges::drop_unneeded(!config.probes.is_empty(), bpf) {
             Ok(d) if d.dropped.is_empty() => {
                 tracing::debug!(kept = ?d.kept, "no capabilities to drop");
             }
@@ -202,7 +208,7 @@ impl Daemon {
             config: &config,
             plan,
             cgroupfs,
-            nofile,
+            opened,
             latest: latest.clone(),
             names,
         })?;
@@ -211,6 +217,8 @@ impl Daemon {
             config_file: config_file.clone(),
             last_read: loaded,
             machine,
+            chosen,
+            backend: config.backend,
             sampler: sampler.control.clone(),
             web: web_config_file.clone().map(|path| (path, web_sender)),
         }
@@ -333,8 +341,8 @@ struct SamplerInputs<'a> {
     config: &'a Config,
     plan: Plan,
     cgroupfs: CgroupFs,
-    /// The open-files limit, which bounds the perf descriptors.
-    nofile: u64,
+    /// The backend, opened before the capability drop.
+    opened: Opened,
     latest: Latest,
     /// The container runtime's names, when labels ask for them.
     names: Option<Names>,
@@ -353,7 +361,7 @@ impl SamplerThread {
             inputs.config,
             inputs.plan,
             Discovery::new(inputs.cgroupfs, FULL_RESCAN),
-            FdBudget::from_limit(inputs.nofile),
+            inputs.opened,
             inputs.latest,
         );
         if let Some(names) = inputs.names {

@@ -8,6 +8,8 @@
 //! without it the tracepoints are left out with a note on stderr.
 
 use crate::backend::cgroup::CgroupProbe;
+use crate::backend::choose::choose;
+use crate::config::BackendChoice;
 use crate::events::{self, EventKind, ResolveError, parse_event};
 use crate::tracefs::Tracefs;
 use perf_event_open_sys::bindings as sys;
@@ -124,9 +126,14 @@ pub fn run(args: &ListArgs, out: &mut dyn Write) -> io::Result<()> {
     let mut listing = listing.filtered(args.filter.as_deref().unwrap_or(""));
     match crate::machine::Machine::discover() {
         Ok(crate::machine::Discovered { machine, .. }) => {
-            let probe = CgroupProbe::new(&machine);
+            // The backend `backend: auto` would count with: what it can
+            // open is what counts here.
+            let probe = match choose(BackendChoice::Auto) {
+                Ok(chosen) => chosen.probe(&machine),
+                Err(_) => std::sync::Arc::new(CgroupProbe::new(&machine)),
+            };
             listing.judge(|name| match parse_event(name) {
-                Ok(event) => match crate::plan::probe_event(&event, &machine.pmu_root, &probe) {
+                Ok(event) => match crate::plan::probe_event(&event, &machine.pmu_root, &*probe) {
                     Ok(()) => Countable::Yes,
                     Err(refusal) if refusal.permission => Countable::Unknown,
                     Err(_) => Countable::No,

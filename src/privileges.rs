@@ -39,11 +39,12 @@ pub struct Dropped {
 /// (and, when allowed, the bounding set) to [`KEPT`], plus `CAP_SYS_ADMIN`
 /// when `probes` is set: the kernel's uprobe and kprobe PMUs refuse
 /// `CAP_PERFMON` alone (EACCES, measured on Linux 6.18), and a CPU coming
-/// back online reopens them.
+/// back online reopens them; plus `CAP_BPF` when `bpf` is set: the BPF
+/// backend loads its program again when a reload changes the groups.
 ///
 /// On a kernel older than `CAP_PERFMON` (5.8) perf needs `CAP_SYS_ADMIN`,
 /// so nothing is dropped there.
-pub fn drop_unneeded(probes: bool) -> Result<Dropped, String> {
+pub fn drop_unneeded(probes: bool, bpf: bool) -> Result<Dropped, String> {
     if !perfmon_known() {
         return Err(
             "this kernel predates CAP_PERFMON (Linux 5.8), so perf still needs \
@@ -55,6 +56,9 @@ pub fn drop_unneeded(probes: bool) -> Result<Dropped, String> {
     let mut kept: CapsHashSet = KEPT.into_iter().collect();
     if probes {
         kept.insert(Capability::CAP_SYS_ADMIN);
+    }
+    if bpf {
+        kept.insert(Capability::CAP_BPF);
     }
     let permitted = caps::read(None, CapSet::Permitted).map_err(|e| fail("reading", e))?;
     let effective = caps::read(None, CapSet::Effective).map_err(|e| fail("reading", e))?;
@@ -114,7 +118,7 @@ mod tests {
                 had.contains(&Capability::CAP_SYS_ADMIN),
                 "this test must run as root (it checks that CAP_SYS_ADMIN is dropped)"
             );
-            let dropped = drop_unneeded(false).expect("drop");
+            let dropped = drop_unneeded(false, false).expect("drop");
             let now = caps::read(None, CapSet::Permitted).expect("read");
             let effective = caps::read(None, CapSet::Effective).expect("read");
             (dropped, now, effective)
@@ -139,13 +143,26 @@ mod tests {
     #[test]
     fn probes_keep_cap_sys_admin() {
         let (dropped, now) = std::thread::spawn(|| {
-            let dropped = drop_unneeded(true).expect("drop");
+            let dropped = drop_unneeded(true, false).expect("drop");
             (dropped, caps::read(None, CapSet::Permitted).expect("read"))
         })
         .join()
         .expect("thread");
         assert!(now.contains(&Capability::CAP_SYS_ADMIN), "{dropped:?}");
         assert!(!now.contains(&Capability::CAP_SYS_PTRACE), "{dropped:?}");
+        assert_eq!(now.len(), KEPT.len() + 1);
+    }
+
+    #[test]
+    fn the_bpf_backend_keeps_cap_bpf_and_nothing_else_more() {
+        let (dropped, now) = std::thread::spawn(|| {
+            let dropped = drop_unneeded(false, true).expect("drop");
+            (dropped, caps::read(None, CapSet::Permitted).expect("read"))
+        })
+        .join()
+        .expect("thread");
+        assert!(now.contains(&Capability::CAP_BPF), "{dropped:?}");
+        assert!(!now.contains(&Capability::CAP_SYS_ADMIN), "{dropped:?}");
         assert_eq!(now.len(), KEPT.len() + 1);
     }
 }

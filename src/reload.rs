@@ -14,8 +14,8 @@
 //! collections go on; the worker stays blocked in the kernel until the file
 //! system answers and its result is then dropped.
 
-use crate::backend::cgroup::CgroupProbe;
-use crate::config::{self, Config, ConfigError};
+use crate::backend::choose::Chosen;
+use crate::config::{self, BackendChoice, Config, ConfigError};
 use crate::deadline::{self, with_deadline};
 use crate::engine::{Control, NewConfig};
 use crate::exporter::web::{self, WebConfig};
@@ -69,6 +69,10 @@ pub struct Reloader {
     pub last_read: Option<Vec<u8>>,
     /// Where plans are built (its `probe_cpu` is refreshed per reload).
     pub machine: Machine,
+    /// The backend counting, whose probe judges new plans.
+    pub chosen: Chosen,
+    /// The `backend:` it was chosen for: a reload cannot change it.
+    pub backend: BackendChoice,
     /// Where new configs go.
     pub sampler: Sender<Control>,
     /// The web config, reloaded on SIGHUP.
@@ -107,13 +111,17 @@ impl Reloader {
         let path = self.config_file.clone();
         let last = self.last_read.clone();
         let mut machine = self.machine.clone();
+        let (chosen, backend) = (self.chosen.clone(), self.backend);
         if let Some(&cpu) = crate::cpus::online().ok().as_ref().and_then(|c| c.first()) {
             machine.probe_cpu = cpu;
         }
         let attempt = with_deadline(deadline::FILES, move || {
             let Some(path) = path else {
                 let result = config::default_config().map_err(|e| e.to_string());
-                return Some((None, result.and_then(|c| plan(c, &machine))));
+                return Some((
+                    None,
+                    result.and_then(|c| plan(c, &machine, &chosen, backend)),
+                ));
             };
             // Replaced by rename: the file comes back in a moment.
             if !signal && std::fs::symlink_metadata(&path).is_err() {
@@ -128,7 +136,7 @@ impl Reloader {
             }
             let result = config::from_bytes(&path.display().to_string(), bytes.clone())
                 .map_err(|e| e.to_string())
-                .and_then(|c| plan(c, &machine));
+                .and_then(|c| plan(c, &machine, &chosen, backend));
             Some((Some(bytes), result))
         });
         let result = match attempt {
@@ -181,10 +189,25 @@ impl Reloader {
     }
 }
 
-/// `config` with its plan on `machine`, probed by the counting backend.
-fn plan(config: Config, machine: &Machine) -> Result<Box<NewConfig>, String> {
-    let probe = CgroupProbe::new(machine);
-    let plan = Plan::build(&config, machine, &probe).map_err(|e| e.to_string())?;
+/// `config` with its plan on `machine`, probed by the `chosen` backend,
+/// which keeps counting: a new `backend:` (the running one was chosen for
+/// `running`) takes effect at the next start, and the log says so.
+fn plan(
+    config: Config,
+    machine: &Machine,
+    chosen: &Chosen,
+    running: BackendChoice,
+) -> Result<Box<NewConfig>, String> {
+    if config.backend != running {
+        tracing::warn!(
+            "`backend: {}` takes effect when cgperf restarts; counting goes on with the {} \
+             backend",
+            config.backend.name(),
+            chosen.kind.name()
+        );
+    }
+    let probe = chosen.probe(machine);
+    let plan = Plan::build(&config, machine, &*probe).map_err(|e| e.to_string())?;
     Ok(Box::new(NewConfig { config, plan }))
 }
 

@@ -241,6 +241,22 @@ pub struct Snapshot {
     pub cri_failures: u64,
     /// When a config was last loaded successfully.
     pub reload_success_time: SystemTime,
+    /// Which backend counts.
+    pub backend: BackendInfo,
+    /// Seconds cgperf's BPF programs ran in the kernel, while the kernel
+    /// keeps BPF statistics.
+    pub bpf_run_seconds: f64,
+    /// Times cgperf's BPF programs ran.
+    pub bpf_runs: u64,
+}
+
+/// Which backend counts, for `cgperf_backend_info`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackendInfo {
+    /// `cgroup` or `bpf`; empty before the engine starts.
+    pub name: &'static str,
+    /// Why `backend: auto` did not count through BPF.
+    pub fallback: Option<Arc<str>>,
 }
 
 impl Snapshot {
@@ -265,6 +281,9 @@ impl Snapshot {
             reload_ok: true,
             cri_failures: 0,
             reload_success_time: SystemTime::now(),
+            backend: BackendInfo::default(),
+            bpf_run_seconds: 0.0,
+            bpf_runs: 0,
         }
     }
 }

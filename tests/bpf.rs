@@ -5,7 +5,6 @@
 
 mod common;
 
-use cgperf::backend::Backend;
 use cgperf::backend::bpf::{BpfBackend, BpfProbe, DEFAULT_CAPACITY};
 use cgperf::backend::cgroup::CgroupProbe;
 use cgperf::discovery::{CgroupFs, Discovery};
@@ -54,9 +53,8 @@ fn bpf_engine(yaml: &str, capacity: usize) -> (Engine<BpfBackend>, Latest) {
     let plan = plan(&config, &probe);
     let tally = Arc::new(AtomicU64::new(0));
     let budget = FdBudget::from_limit(raise_nofile_limit());
-    let mut backend = BpfBackend::new(capacity, budget, tally.clone(), plan.ring_pages)
+    let backend = BpfBackend::new(capacity, budget, tally.clone(), plan.ring_pages)
         .unwrap_or_else(|e| panic!("this machine counts through BPF: {e}"));
-    backend.configure(&plan);
     let latest = Latest::new();
     let engine = Engine::with_backend(
         &config,
@@ -76,7 +74,14 @@ fn cgroup_engine(yaml: &str) -> (Engine, Latest) {
     let plan = plan(&config, &probe);
     let latest = Latest::new();
     let budget = FdBudget::from_limit(raise_nofile_limit());
-    let engine = Engine::new(&config, plan, discovery(), budget, latest.clone());
+    let chosen = cgperf::backend::choose::Chosen {
+        kind: cgperf::backend::choose::Kind::Cgroup,
+        fallback: None,
+    };
+    let opened = chosen
+        .open(&config, &plan, budget)
+        .unwrap_or_else(|e| panic!("the cgroup backend opens: {e}"));
+    let engine = Engine::new(&config, plan, discovery(), opened, latest.clone());
     (engine, latest)
 }
 

@@ -66,7 +66,11 @@ impl Running {
         let cg = TestCgroup::create(name);
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("cgperf.yaml");
-        std::fs::write(&path, yaml.replace("{cg}", &cg.rel)).expect("write config");
+        std::fs::write(
+            &path,
+            common::with_test_backend(&yaml.replace("{cg}", &cg.rel)),
+        )
+        .expect("write config");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
         cmd.arg(format!("--config.file={}", path.display()));
         let exporter = Exporter::spawn(cmd);
@@ -97,7 +101,11 @@ impl Running {
     /// scrape taken after the reload (the collection that follows it).
     fn reload(&self, yaml: &str) -> String {
         let loaded = reload_time(&self.exporter.scrape());
-        std::fs::write(&self.path, yaml.replace("{cg}", &self.cg.rel)).expect("rewrite config");
+        std::fs::write(
+            &self.path,
+            common::with_test_backend(&yaml.replace("{cg}", &self.cg.rel)),
+        )
+        .expect("rewrite config");
         // SAFETY: sending a signal to our own child.
         assert_eq!(unsafe { libc::kill(self.exporter.pid(), libc::SIGHUP) }, 0);
         let body = self
@@ -316,13 +324,17 @@ cgroups:
         .collect();
     for i in 0..100 {
         let yaml = configs[i % 3].replace("{cg}", &run.cg.rel);
-        std::fs::write(&run.path, yaml).expect("rewrite config");
+        std::fs::write(&run.path, common::with_test_backend(&yaml)).expect("rewrite config");
         // SAFETY: sending a signal to our own child.
         assert_eq!(unsafe { libc::kill(run.exporter.pid(), libc::SIGHUP) }, 0);
         std::thread::sleep(Duration::from_millis(15));
     }
     // Ends on a valid config.
-    std::fs::write(&run.path, configs[0].replace("{cg}", &run.cg.rel)).expect("rewrite config");
+    std::fs::write(
+        &run.path,
+        common::with_test_backend(&configs[0].replace("{cg}", &run.cg.rel)),
+    )
+    .expect("rewrite config");
     // SAFETY: as above.
     assert_eq!(unsafe { libc::kill(run.exporter.pid(), libc::SIGHUP) }, 0);
     stop.store(true, Ordering::Relaxed);

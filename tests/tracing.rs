@@ -365,7 +365,7 @@ fn filter_which_1(exporter: &Exporter, config: &tempfile::NamedTempFile, first: 
         "    by: [which]\n",
         "    by: [which]\n    filter: \"which == 1\"\n",
     );
-    std::fs::write(config.path(), second).expect("rewrite config");
+    std::fs::write(config.path(), common::with_test_backend(&second)).expect("rewrite config");
     // SAFETY: sending a signal to our own child.
     assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
     exporter.wait_for("the reload", |b| reload_time(b) > loaded);

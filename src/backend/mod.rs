@@ -9,6 +9,7 @@
 pub mod bpf;
 pub mod budget;
 pub mod cgroup;
+pub mod choose;
 
 use crate::cpus::CpuChanges;
 use crate::ids::CgroupSlot;
@@ -136,4 +137,56 @@ pub trait Backend {
 
     /// Its statistics now.
     fn stats(&self) -> Stats;
+}
+
+/// A backend chosen at run time (see [`choose`]) counts as itself.
+impl<B: Backend + ?Sized> Backend for Box<B> {
+    fn configure(&mut self, plan: &Plan) {
+        (**self).configure(plan)
+    }
+
+    fn admits(&self, wanted: &Wanted, cpus: usize) -> Result<(), SkipReason> {
+        (**self).admits(wanted, cpus)
+    }
+
+    fn apply(
+        &mut self,
+        cgroups: &[(Cgroup, Wanted)],
+        online: &[u32],
+        totals: &mut Totals,
+    ) -> Vec<Outcome> {
+        (**self).apply(cgroups, online, totals)
+    }
+
+    fn remove(&mut self, slot: CgroupSlot) {
+        (**self).remove(slot)
+    }
+
+    fn cpus_changed(&mut self, changes: &CpuChanges, totals: &mut Totals) {
+        (**self).cpus_changed(changes, totals)
+    }
+
+    fn retry(&mut self, online: &[u32], totals: &mut Totals) {
+        (**self).retry(online, totals)
+    }
+
+    fn read(&mut self, totals: &mut Totals) {
+        (**self).read(totals)
+    }
+
+    fn drains(&self) -> bool {
+        (**self).drains()
+    }
+
+    fn wait(&mut self, timeout: Duration) {
+        (**self).wait(timeout)
+    }
+
+    fn drain(&mut self, totals: &mut Totals) {
+        (**self).drain(totals)
+    }
+
+    fn stats(&self) -> Stats {
+        (**self).stats()
+    }
 }

@@ -20,6 +20,7 @@
 //!     tracepoints: []     # default: all tracepoints
 //! max_cgroups: 1000       # 1 ..= 1_000_000; default: no limit
 //! labels: [kubernetes, systemd, containers]   # default: none
+//! backend: auto           # auto, cgroup or bpf; default auto
 //! otlp:                   # push to an OpenTelemetry collector; default: off
 //!   endpoint: http://127.0.0.1:4317
 //! ```
@@ -101,6 +102,38 @@ pub const DEFAULT_RING_PAGES: usize = 64;
 /// Largest `ring_pages` (4 MiB per CPU with 4 KiB pages).
 pub const MAX_RING_PAGES: usize = 1024;
 
+/// How cgperf counts (`backend:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendChoice {
+    /// Through BPF where the kernel and cgperf's privileges allow it, else
+    /// with the cgroup backend, saying why.
+    #[default]
+    Auto,
+    /// One perf event per cgroup, event and CPU.
+    Cgroup,
+    /// One counter per event and CPU, charged to cgroups by a BPF program
+    /// at context switches; a machine that cannot is a start-up error.
+    Bpf,
+}
+
+impl BackendChoice {
+    /// Every choice, in the order the docs list them.
+    pub const ALL: [Self; 3] = [Self::Auto, Self::Cgroup, Self::Bpf];
+
+    /// As written in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Cgroup => "cgroup",
+            Self::Bpf => "bpf",
+        }
+    }
+}
+
+/// The hint of a bad `backend:`.
+pub(crate) const BACKEND_HINT: &str =
+    "write `backend: auto` (BPF where possible), `backend: cgroup` or `backend: bpf`";
+
 /// A validated config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -129,6 +162,8 @@ pub struct Config {
     /// empty (key absent) adds no labels. The embedded default config
     /// enables all of them.
     pub labels: Vec<Extractor>,
+    /// How to count; [`BackendChoice::Auto`] when absent.
+    pub backend: BackendChoice,
     /// The `otlp:` section as written; `None` when absent. The push it
     /// describes also depends on `OTEL_*` variables: see [`resolve_otlp`].
     pub otlp: Option<OtlpSection>,

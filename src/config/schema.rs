@@ -34,6 +34,7 @@ pub(crate) struct RawConfig {
     pub max_cgroups: Option<Spanned<i64>>,
     pub labels: Option<TextList>,
     pub otlp: Option<Spanned<RawOtlp>>,
+    pub backend: Option<Text>,
 }
 
 /// The `otlp:` section; every key may be left to the environment or the

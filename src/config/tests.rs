@@ -1548,3 +1548,43 @@ fn probe_errors() {
         "defined probes: x",
     );
 }
+
+#[test]
+fn backend_defaults_to_auto_and_takes_each_name() {
+    let backend = |v: Option<&str>| {
+        let text = match v {
+            Some(v) => format!("{GROUPS}backend: {v}\n"),
+            None => GROUPS.to_owned(),
+        };
+        ok(&text).backend
+    };
+    assert_eq!(backend(None), BackendChoice::Auto);
+    assert_eq!(backend(Some("null")), BackendChoice::Auto);
+    for choice in BackendChoice::ALL {
+        assert_eq!(backend(Some(choice.name())), choice);
+    }
+}
+
+#[test]
+fn bad_backend() {
+    let line = |v: &str| format!("{GROUPS}backend: {v}\n");
+    check(
+        &line("bfp"),
+        Some((4, 10)),
+        &["unknown backend \"bfp\""],
+        &format!("did you mean `bpf`? {BACKEND_HINT}"),
+    );
+    let err = check(
+        &line("ebpf-ish"),
+        Some((4, 10)),
+        &["unknown backend \"ebpf-ish\""],
+        BACKEND_HINT,
+    );
+    assert!(!err.hint.unwrap_or_default().contains("did you mean"));
+    check(
+        &line("[bpf]"),
+        Some((4, 10)),
+        &["`auto`, `cgroup` or `bpf`"],
+        BACKEND_HINT,
+    );
+}

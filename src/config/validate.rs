@@ -11,8 +11,8 @@ use super::duration::{MAX_INTERVAL, MIN_INTERVAL, human, parse_duration};
 use super::error::{ConfigError, about, quote, sanitize};
 use super::schema::{RawConfig, RawGroups, RawSelector, Text, TextList};
 use super::{
-    CgroupSelector, Config, DEFAULT_INTERVAL, DEFAULT_RING_PAGES, GroupDef, MAX_CGROUPS_LIMIT,
-    ProbeDef, RESERVED_GROUPS, TracepointDef,
+    BACKEND_HINT, BackendChoice, CgroupSelector, Config, DEFAULT_INTERVAL, DEFAULT_RING_PAGES,
+    GroupDef, MAX_CGROUPS_LIMIT, ProbeDef, RESERVED_GROUPS, TracepointDef,
 };
 use crate::events::{Event, TracepointName, parse_event, parse_tracepoint};
 use crate::suggest::did_you_mean;
@@ -112,6 +112,10 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
         Some(section) => Some(super::otlp::validate_section(source, section.value)?),
         None => None,
     };
+    let backend = match raw.backend {
+        Some(text) => v.backend(&text)?,
+        None => BackendChoice::default(),
+    };
     Ok(Config {
         interval,
         per_cpu: raw.per_cpu.unwrap_or(false),
@@ -122,6 +126,7 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
         cgroups,
         max_cgroups,
         labels,
+        backend,
         otlp,
     })
 }
@@ -180,6 +185,23 @@ impl Validator<'_> {
             }
         };
         Err(self.error(at, message).hint(MAX_CGROUPS_HINT))
+    }
+
+    /// `backend`: one of [`BackendChoice::ALL`] by name.
+    fn backend(&self, text: &Text) -> Result<BackendChoice, ConfigError> {
+        let names = BackendChoice::ALL.map(BackendChoice::name);
+        if let Some(choice) = BackendChoice::ALL
+            .into_iter()
+            .find(|c| c.name() == text.value)
+        {
+            return Ok(choice);
+        }
+        let hint = match did_you_mean(&text.value, names) {
+            Some(close) => format!("did you mean `{close}`? {BACKEND_HINT}"),
+            None => BACKEND_HINT.to_owned(),
+        };
+        let message = format!("unknown backend {}", quote(&text.value));
+        Err(self.error(text.referenced, message).hint(hint))
     }
 
     /// `labels`: known extractor names, each once; returned in

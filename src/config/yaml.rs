@@ -16,7 +16,7 @@ use serde_saphyr::{
 use super::error::{ConfigError, quote, sanitize, shorten};
 use super::schema::RawConfig;
 use super::validate::MAX_CGROUPS_HINT;
-use super::{MAX_CGROUPS_LIMIT, MAX_RING_PAGES, MAX_SERIES_LIMIT};
+use super::{BACKEND_HINT, MAX_CGROUPS_LIMIT, MAX_RING_PAGES, MAX_SERIES_LIMIT};
 use crate::suggest::did_you_mean;
 
 /// YAML limits: far above any real config, far below what hurts, so that
@@ -484,6 +484,7 @@ fn expectation(shape: &str) -> Option<(&'static str, &'static str)> {
             "a label extractor name",
             "label extractors: kubernetes, systemd, containers",
         ),
+        "backend" => ("`auto`, `cgroup` or `bpf`", BACKEND_HINT),
         "otlp" => (
             "a mapping of OTLP settings",
             "write e.g. `otlp: {endpoint: http://127.0.0.1:4317}`",

@@ -17,16 +17,14 @@ pub use crate::backend::budget::{FdBudget, raise_nofile_limit};
 pub use hotplug::CpuTracker;
 
 use crate::backend::Backend;
-use crate::backend::cgroup::CgroupBackend;
+use crate::backend::choose::Opened;
 use crate::config::Config;
 use crate::cri::Names;
 use crate::discovery::Discovery;
 use crate::plan::Plan;
-use crate::snapshot::{ErrorReason, Errors, Latest, Operation, Snapshot};
+use crate::snapshot::{BackendInfo, ErrorReason, Errors, Latest, Operation, Snapshot};
 use counting::{Counting, nameable};
 use series::AllSeries;
-use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -60,7 +58,7 @@ const DRAIN_EVERY: Duration = Duration::from_millis(10);
 
 /// Owns what is counted, the totals, and the loop that reads them.
 #[derive(Debug)]
-pub struct Engine<B = CgroupBackend> {
+pub struct Engine<B = Box<dyn Backend + Send>> {
     plan: Plan,
     discovery: Discovery,
     cpus: CpuTracker,
@@ -73,28 +71,23 @@ pub struct Engine<B = CgroupBackend> {
     collections: u64,
     /// Pod and container names from the container runtime, if asked for.
     names: Option<Names>,
+    /// Which backend counts, and why `auto` fell back.
+    backend: BackendInfo,
 }
 
-impl Engine<CgroupBackend> {
-    /// An engine counting with the cgroup backend within `budget`.
+impl Engine {
+    /// An engine counting with an `opened` backend.
     pub fn new(
         config: &Config,
         plan: Plan,
         discovery: Discovery,
-        budget: FdBudget,
+        opened: Opened,
         latest: Latest,
     ) -> Self {
-        // Every perf descriptor, the hotplug canaries' and rings' included.
-        let tally = Arc::new(AtomicU64::new(0));
-        let backend = CgroupBackend::new(budget, tally.clone(), plan.ring_pages);
-        Self::with_backend(
-            config,
-            plan,
-            discovery,
-            backend,
-            CpuTracker::new(tally),
-            latest,
-        )
+        let cpus = CpuTracker::new(opened.tally);
+        let mut engine = Self::with_backend(config, plan, discovery, opened.backend, cpus, latest);
+        engine.backend = opened.info;
+        engine
     }
 }
 
@@ -104,11 +97,12 @@ impl<B: Backend> Engine<B> {
         config: &Config,
         plan: Plan,
         discovery: Discovery,
-        backend: B,
+        mut backend: B,
         cpus: CpuTracker,
         latest: Latest,
     ) -> Self {
         log_support(&plan);
+        backend.configure(&plan);
         Self {
             plan,
             discovery,
@@ -120,6 +114,7 @@ impl<B: Backend> Engine<B> {
             latest,
             collections: 0,
             names: None,
+            backend: BackendInfo::default(),
         }
     }
 
@@ -297,6 +292,9 @@ impl<B: Backend> Engine<B> {
             reload_ok: self.reload_ok,
             cri_failures: self.names.as_ref().map_or(0, Names::failures),
             reload_success_time: self.reload_success_time,
+            backend: self.backend.clone(),
+            bpf_run_seconds: stats.bpf_run_ns as f64 / 1e9,
+            bpf_runs: stats.bpf_runs,
         }
     }
 }

@@ -313,6 +313,24 @@ const CRI_FAILURES: Family = Family {
     seconds: false,
     kind: Kind::Counter,
 };
+const BACKEND: Family = Family {
+    name: "cgperf_backend",
+    help: "The counting backend in use (`cgroup` or `bpf`), and why `backend: auto` did not count through BPF (`fallback`, empty when it did or was not asked to).",
+    seconds: false,
+    kind: Kind::Info,
+};
+const BPF_RUN_TIME: Family = Family {
+    name: "cgperf_bpf_program_run",
+    help: "Time cgperf's BPF programs ran in the kernel (at context switches and the flush before each read), while the kernel keeps BPF statistics (cgperf turns them on when it has CAP_SYS_ADMIN); 0 with the cgroup backend.",
+    seconds: true,
+    kind: Kind::Counter,
+};
+const BPF_RUNS: Family = Family {
+    name: "cgperf_bpf_program_runs",
+    help: "Times cgperf's BPF programs ran, while the kernel keeps BPF statistics; 0 with the cgroup backend.",
+    seconds: false,
+    kind: Kind::Counter,
+};
 const BUILD: Family = Family {
     name: "cgperf_build",
     help: "cgperf build information: version, git revision and Rust toolchain.",
@@ -517,6 +535,13 @@ pub fn visit<V: Visitor>(
         scalar(snap.samples_undecodable as f64),
     )?;
     v.family(&CRI_FAILURES, scalar(snap.cri_failures as f64))?;
+    if !snap.backend.name.is_empty() {
+        let fallback = snap.backend.fallback.as_deref().unwrap_or("");
+        let labels = Labels::two(("backend", snap.backend.name), ("fallback", fallback));
+        v.family(&BACKEND, std::iter::once(Point::fixed(labels, 1.0)))?;
+    }
+    v.family(&BPF_RUN_TIME, scalar(snap.bpf_run_seconds))?;
+    v.family(&BPF_RUNS, scalar(snap.bpf_runs as f64))?;
     v.family(
         &BUILD,
         std::iter::once(Point::fixed(

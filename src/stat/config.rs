@@ -37,6 +37,7 @@ pub fn build(
             .collect(),
         probes: Vec::new(),
         ring_pages: config::DEFAULT_RING_PAGES,
+        backend: config::BackendChoice::default(),
         cgroups: Vec::new(),
         max_cgroups: None,
         labels: Vec::new(),

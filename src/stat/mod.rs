@@ -13,7 +13,7 @@ mod table;
 
 pub use args::{EventListError, StatArgs};
 
-use crate::backend::cgroup::CgroupProbe;
+use crate::backend::choose::choose;
 use crate::config::{CgroupPattern, ConfigError};
 use crate::discovery::{CgroupFs, Discovery};
 use crate::engine::{Engine, FdBudget, raise_nofile_limit};
@@ -25,7 +25,6 @@ use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitCode};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use table::Counts;
 
@@ -167,12 +166,15 @@ fn stat(args: &StatArgs, config_file: Option<&Path>) -> Result<Outcome, StatErro
     let latest = Latest::new();
     let discovery = Discovery::new(cgroupfs, RESCAN);
     let budget = FdBudget::from_limit(raise_nofile_limit());
-    let probe = Arc::new(CgroupProbe::new(&machine));
-    let plan = Plan::build_in_time(&config, &machine, probe).map_err(|e| {
+    let chosen = choose(config.backend).map_err(|e| StatError::Machine(e.into()))?;
+    let plan = Plan::build_in_time(&config, &machine, chosen.probe(&machine)).map_err(|e| {
         e.downcast::<ConfigError>()
             .map_or_else(StatError::Machine, StatError::Config)
     })?;
-    let mut sampler = Engine::new(&config, plan, discovery, budget, latest.clone());
+    let opened = chosen
+        .open(&config, &plan, budget)
+        .map_err(|e| StatError::Machine(e.into()))?;
+    let mut sampler = Engine::new(&config, plan, discovery, opened, latest.clone());
     sampler.collect(); // Opens every group: counting starts here.
     let mut counting = Counting::new(&config, cpus, latest);
     let child = match start_command(&args.command, fresh.as_ref())? {

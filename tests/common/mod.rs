@@ -195,9 +195,13 @@ impl Exporter {
     /// Starts cgperf on `yaml` (or the embedded default config when `None`)
     /// on a free loopback port and waits until it serves.
     pub fn start(yaml: Option<&str>) -> Self {
+        // The embedded default config, written out when the tests choose
+        // the backend.
+        let yaml = yaml.or_else(|| backend_asked().map(|_| cgperf::config::DEFAULT_YAML));
         let config = yaml.map(|yaml| {
             let mut file = tempfile::NamedTempFile::new().expect("temp file");
-            file.write_all(yaml.as_bytes()).expect("write config");
+            file.write_all(with_test_backend(yaml).as_bytes())
+                .expect("write config");
             file
         });
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
@@ -504,8 +508,34 @@ pub fn config_file(yaml: &str) -> tempfile::NamedTempFile {
         .suffix(".yaml")
         .tempfile()
         .expect("temp file");
-    file.write_all(yaml.as_bytes()).expect("write");
+    file.write_all(with_test_backend(yaml).as_bytes())
+        .expect("write");
     file
+}
+
+/// The backend the tests are asked to count with: `CGPERF_TEST_BACKEND`
+/// (`cgroup`, `bpf` or `auto`), which `scripts/test` sets to run the
+/// counting tests under each backend; `None` leaves configs to the default.
+pub fn backend_asked() -> Option<String> {
+    std::env::var("CGPERF_TEST_BACKEND")
+        .ok()
+        .filter(|b| !b.is_empty())
+}
+
+/// `yaml` with `backend:` set to [`backend_asked`], unless the config sets
+/// it itself. Appended, so that line and column numbers of errors stay.
+pub fn with_test_backend(yaml: &str) -> String {
+    match backend_asked() {
+        Some(backend) if !yaml.lines().any(|l| l.starts_with("backend:")) => {
+            let sep = if yaml.ends_with('\n') || yaml.is_empty() {
+                ""
+            } else {
+                "\n"
+            };
+            format!("{yaml}{sep}backend: {backend}\n")
+        }
+        _ => yaml.to_owned(),
+    }
 }
 
 /// Fails, saying why (`why`: what the tests do that needs root), unless the

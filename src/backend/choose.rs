@@ -1,0 +1,130 @@
+//! Which backend counts (`backend:`): `bpf` where asked and possible,
+//! `cgroup` where asked, and for `auto` BPF where the kernel and cgperf's
+//! privileges allow it, else the cgroup backend, with the reason kept for
+//! the log, `cgperf check` and `cgperf_backend_info`.
+
+use super::Backend;
+use super::bpf::{self, BpfBackend, BpfProbe, Unavailable};
+use super::budget::FdBudget;
+use super::cgroup::{CgroupBackend, CgroupProbe};
+use crate::config::{BackendChoice, Config};
+use crate::machine::Machine;
+use crate::plan::{Plan, Probe};
+use crate::snapshot::BackendInfo;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+/// A counting mechanism cgperf has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// [`CgroupBackend`].
+    Cgroup,
+    /// [`BpfBackend`].
+    Bpf,
+}
+
+impl Kind {
+    /// The `backend` label, as `backend:` names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Cgroup => "cgroup",
+            Self::Bpf => "bpf",
+        }
+    }
+}
+
+/// An opened backend, ready for the engine.
+pub struct Opened {
+    /// The backend.
+    pub backend: Box<dyn Backend + Send>,
+    /// Every perf descriptor of the process, the backend's included.
+    pub tally: Arc<AtomicU64>,
+    /// What it is, for `cgperf_backend_info`.
+    pub info: BackendInfo,
+}
+
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opened").field("info", &self.info).finish()
+    }
+}
+
+/// The backend chosen, and why `auto` did not choose BPF.
+#[derive(Debug, Clone)]
+pub struct Chosen {
+    /// What counts.
+    pub kind: Kind,
+    /// For `auto` on a machine that cannot count through BPF: why not.
+    pub fallback: Option<Unavailable>,
+}
+
+/// The backend `choice` means on this machine, for this process; `Err`
+/// when `bpf` is asked for and cannot be had.
+pub fn choose(choice: BackendChoice) -> Result<Chosen, Unavailable> {
+    let chosen = |kind, fallback| Chosen { kind, fallback };
+    match choice {
+        BackendChoice::Cgroup => Ok(chosen(Kind::Cgroup, None)),
+        BackendChoice::Bpf => bpf::available().map(|()| chosen(Kind::Bpf, None)),
+        BackendChoice::Auto => Ok(match bpf::available() {
+            Ok(()) => chosen(Kind::Bpf, None),
+            Err(why) => chosen(Kind::Cgroup, Some(why)),
+        }),
+    }
+}
+
+impl Chosen {
+    /// What planning, `cgperf check` and `cgperf list` ask: this backend's
+    /// probe.
+    pub fn probe(&self, machine: &Machine) -> Arc<dyn Probe> {
+        match self.kind {
+            Kind::Cgroup => Arc::new(CgroupProbe::new(machine)),
+            Kind::Bpf => Arc::new(BpfProbe::new(machine)),
+        }
+    }
+
+    /// The backend, within `budget` perf descriptors. Opened before the
+    /// daemon drops the capabilities only start-up needs: the BPF backend
+    /// turns the kernel's BPF statistics on (`CAP_SYS_ADMIN`) for as long as
+    /// it lives.
+    pub fn open(
+        &self,
+        config: &Config,
+        plan: &Plan,
+        budget: FdBudget,
+    ) -> Result<Opened, Unavailable> {
+        // Every perf descriptor, the hotplug canaries' and rings' included.
+        let tally = Arc::new(AtomicU64::new(0));
+        let backend: Box<dyn Backend + Send> = match self.kind {
+            Kind::Cgroup => Box::new(CgroupBackend::new(budget, tally.clone(), plan.ring_pages)),
+            Kind::Bpf => {
+                let capacity = config.max_cgroups.unwrap_or(bpf::DEFAULT_CAPACITY);
+                Box::new(BpfBackend::new(
+                    capacity,
+                    budget,
+                    tally.clone(),
+                    plan.ring_pages,
+                )?)
+            }
+        };
+        let info = BackendInfo {
+            name: self.kind.name(),
+            fallback: self.fallback.as_ref().map(|why| why.to_string().into()),
+        };
+        Ok(Opened {
+            backend,
+            tally,
+            info,
+        })
+    }
+
+    /// One line for the log and `cgperf check`.
+    pub fn describe(&self) -> String {
+        match (&self.fallback, self.kind) {
+            (None, Kind::Bpf) => "bpf (one counter per event and CPU, charged to cgroups at \
+                                  context switches)"
+                .into(),
+            (None, Kind::Cgroup) => "cgroup (one perf event per cgroup, event and CPU)".into(),
+            (Some(why), kind) => format!("{} (`auto`: {why})", kind.name()),
+        }
+    }
+}
