@@ -159,7 +159,9 @@ fn a_cpu_back_while_descriptors_are_short_is_counted_once_they_are_free() {
     let job = TestCgroup::create_under(&parent.rel, "job");
     let other = TestCgroup::create_under(&parent.rel, "other");
     let config = config_file(&format!(
-        "interval: 200ms\nper_cpu: true\ntracepoints: [syscalls:sys_enter_getppid]\n\
+        // The cgroup backend's descriptor budget (the bpf backend's
+        // descriptors do not grow with cgroups).
+        "backend: cgroup\ninterval: 200ms\nper_cpu: true\ntracepoints: [syscalls:sys_enter_getppid]\n\
          cgroups:\n  - match: {}/*\n",
         parent.rel
     ));

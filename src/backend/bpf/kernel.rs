@@ -324,7 +324,8 @@ impl Kernel {
     /// there: a cgroup that never switches out is counted all the same.
     /// Also waits for runs in progress there to end (the test run is
     /// queued behind them), which makes a slot taken out of `monitored`
-    /// safe to reuse. Returns the errnos of the CPUs that failed.
+    /// safe to reuse. Returns the errnos of the CPUs that failed (a CPU gone
+    /// offline is not a failure).
     pub fn flush(&self, cpus: impl Iterator<Item = u32>) -> Vec<Errno> {
         let Some(program) = self.ebpf.program(PROGRAM) else {
             return vec![Errno(libc::ENOENT)];
@@ -339,8 +340,13 @@ impl Kernel {
                 ..RawTracePointRunOptions::new()
             };
             if let Err(e) = program.test_run(opts) {
-                let (_, errno) = failed_errno(&e);
-                failed.push(Errno(errno.unwrap_or(libc::EIO)));
+                match failed_errno(&e).1 {
+                    // Gone offline since the last collection: what it
+                    // counted was charged at its last switch, and the
+                    // engine follows the CPU going offline next.
+                    Some(libc::ENXIO) => {}
+                    errno => failed.push(Errno(errno.unwrap_or(libc::EIO))),
+                }
             }
         }
         failed
