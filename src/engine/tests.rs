@@ -80,19 +80,24 @@ struct Fake {
 }
 
 impl Fake {
+    /// Opens `spec` for `slot` on `cpu`, counting from zero.
+    fn open_one(&mut self, slot: CgroupSlot, spec: &Arc<GroupSpec>, cpu: u32, totals: &mut Totals) {
+        let key = GroupKey {
+            cgroup: slot,
+            group: spec.id(),
+            cpu,
+        };
+        let group = FakeGroup::open(spec, &key, totals);
+        self.open.insert((slot, spec.id(), cpu), group);
+    }
+
     fn open_all(&mut self, slot: CgroupSlot, cpus: &[u32], totals: &mut Totals) {
-        let Some(wanted) = self.wanted.get(&slot) else {
+        let Some(wanted) = self.wanted.get(&slot).cloned() else {
             return;
         };
         for spec in &wanted.groups {
             for &cpu in cpus {
-                let key = GroupKey {
-                    cgroup: slot,
-                    group: spec.id(),
-                    cpu,
-                };
-                let group = FakeGroup::open(spec, &key, totals);
-                self.open.insert((slot, spec.id(), cpu), group);
+                self.open_one(slot, spec, cpu, totals);
             }
         }
     }
@@ -153,13 +158,7 @@ impl Backend for Fake {
                     continue;
                 }
                 for &cpu in online {
-                    let key = GroupKey {
-                        cgroup: slot,
-                        group: spec.id(),
-                        cpu,
-                    };
-                    let group = FakeGroup::open(spec, &key, totals);
-                    self.open.insert((slot, spec.id(), cpu), group);
+                    self.open_one(slot, spec, cpu, totals);
                 }
             }
         }
