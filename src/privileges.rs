@@ -42,6 +42,11 @@ pub struct Dropped {
 /// back online reopens them; plus `CAP_BPF` when `bpf` is set: the BPF
 /// backend loads its program again when a reload changes the groups.
 ///
+/// The kernel lets `CAP_SYS_ADMIN` stand in for `CAP_PERFMON` and `CAP_BPF`
+/// (container runtimes that predate them grant only it): where one of those
+/// is needed but not permitted, `CAP_SYS_ADMIN` is what grants it, and is
+/// kept.
+///
 /// On a kernel older than `CAP_PERFMON` (5.8) perf needs `CAP_SYS_ADMIN`,
 /// so nothing is dropped there.
 pub fn drop_unneeded(probes: bool, bpf: bool) -> Result<Dropped, String> {
@@ -61,6 +66,10 @@ pub fn drop_unneeded(probes: bool, bpf: bool) -> Result<Dropped, String> {
         kept.insert(Capability::CAP_BPF);
     }
     let permitted = caps::read(None, CapSet::Permitted).map_err(|e| fail("reading", e))?;
+    let standing_in = |cap| kept.contains(&cap) && !permitted.contains(&cap);
+    if standing_in(Capability::CAP_PERFMON) || standing_in(Capability::CAP_BPF) {
+        kept.insert(Capability::CAP_SYS_ADMIN);
+    }
     let effective = caps::read(None, CapSet::Effective).map_err(|e| fail("reading", e))?;
     // The bounding set can only be reduced with CAP_SETPCAP in effect, so
     // before anything else is dropped.
@@ -164,5 +173,35 @@ mod tests {
         assert!(now.contains(&Capability::CAP_BPF), "{dropped:?}");
         assert!(!now.contains(&Capability::CAP_SYS_ADMIN), "{dropped:?}");
         assert_eq!(now.len(), KEPT.len() + 1);
+    }
+
+    /// The kept set after a thread of its own gives up `missing` first.
+    fn kept_without(missing: Capability, bpf: bool) -> (Dropped, CapsHashSet) {
+        std::thread::spawn(move || {
+            caps::drop(None, CapSet::Effective, missing).expect("drop from effective");
+            caps::drop(None, CapSet::Permitted, missing).expect("drop from permitted");
+            let dropped = drop_unneeded(false, bpf).expect("drop");
+            (dropped, caps::read(None, CapSet::Permitted).expect("read"))
+        })
+        .join()
+        .expect("thread")
+    }
+
+    #[test]
+    fn cap_sys_admin_is_kept_where_it_stands_in_for_cap_bpf() {
+        let (dropped, now) = kept_without(Capability::CAP_BPF, true);
+        assert!(now.contains(&Capability::CAP_SYS_ADMIN), "{dropped:?}");
+        assert_eq!(now.len(), KEPT.len() + 1, "{dropped:?}");
+        // The cgroup backend loads no program: CAP_BPF is not needed.
+        let (dropped, now) = kept_without(Capability::CAP_BPF, false);
+        assert!(!now.contains(&Capability::CAP_SYS_ADMIN), "{dropped:?}");
+    }
+
+    #[test]
+    fn cap_sys_admin_is_kept_where_it_stands_in_for_cap_perfmon() {
+        let (dropped, now) = kept_without(Capability::CAP_PERFMON, false);
+        assert!(now.contains(&Capability::CAP_SYS_ADMIN), "{dropped:?}");
+        assert!(!now.contains(&Capability::CAP_PERFMON), "{dropped:?}");
+        assert_eq!(now.len(), KEPT.len(), "{dropped:?}");
     }
 }
