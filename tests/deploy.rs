@@ -89,11 +89,11 @@ fn systemd_unit_verifies_cleanly() {
     );
     assert_eq!(
         unit_values(&unit, "AmbientCapabilities"),
-        ["CAP_PERFMON CAP_DAC_READ_SEARCH"]
+        ["CAP_BPF CAP_PERFMON CAP_DAC_READ_SEARCH"]
     );
     assert_eq!(
         unit_values(&unit, "CapabilityBoundingSet"),
-        ["CAP_PERFMON CAP_DAC_READ_SEARCH"]
+        ["CAP_BPF CAP_PERFMON CAP_DAC_READ_SEARCH"]
     );
     for hardening in [
         "NoNewPrivileges=yes",
@@ -118,7 +118,7 @@ fn the_units_capabilities_are_enough_to_count_exactly_as_nobody() {
     cgperf::tracefs::Tracefs::locate().expect("tracefs mounted");
     let cg = TestCgroup::create("cgperf-nobody");
     let config = config_file(&format!(
-        "interval: 200ms\ngroups:\n  sched: [context-switches]\ntracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - path: {}\n",
+        "interval: 200ms\nbackend: auto\ngroups:\n  sched: [context-switches]\ntracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - path: {}\n",
         cg.rel
     ));
     // Readable by nobody.
@@ -155,6 +155,11 @@ fn the_units_capabilities_are_enough_to_count_exactly_as_nobody() {
         "{body}"
     );
     assert_eq!(total(&body, "cgperf_open_errors_total"), 0.0, "{body}");
+    assert_eq!(
+        backend_info(&body),
+        ("bpf".into(), String::new()),
+        "the unit's capabilities are enough for `auto` to count through BPF"
+    );
 }
 
 #[derive(Deserialize)]
@@ -235,7 +240,7 @@ fn kubernetes_daemonset_uses_capabilities_and_read_only_host_mounts() {
     let sc = &c.security_context;
     assert!(!sc.privileged && !sc.allow_privilege_escalation && sc.read_only_root_filesystem);
     assert_eq!(sc.capabilities.drop, ["ALL"]);
-    assert_eq!(sc.capabilities.add, ["PERFMON", "DAC_READ_SEARCH"]);
+    assert_eq!(sc.capabilities.add, ["BPF", "PERFMON", "DAC_READ_SEARCH"]);
     assert!(c.resources.requests.contains_key("cpu") && c.resources.limits.contains_key("memory"));
     for (host, mount) in [
         ("/sys/fs/cgroup", "/sys/fs/cgroup"),
@@ -403,21 +408,12 @@ fn otel_collector_config_names_real_components_consistently() {
     assert!(metrics.receivers.contains(&"otlp".to_string()));
 }
 
-/// A capability set from a `/proc/PID/status` line (`CapEff:\t...`).
-fn status_caps(pid: i32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    let hex = status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .unwrap_or_else(|| panic!("no {key} in status"))
-        .trim();
-    u64::from_str_radix(hex, 16).expect("hex capability set")
-}
-
 #[test]
 fn started_as_root_it_keeps_only_what_reload_and_hotplug_need() {
-    // CAP_DAC_READ_SEARCH (2), CAP_IPC_LOCK (14), CAP_PERFMON (38).
+    // CAP_DAC_READ_SEARCH (2), CAP_IPC_LOCK (14), CAP_PERFMON (38); and
+    // CAP_BPF (39) when the bpf backend counts: it loads its program again.
     const KEPT: u64 = 1 << 2 | 1 << 14 | 1 << 38;
+    const CAP_BPF: u64 = 1 << 39;
     let name = format!("cgperf-caps-{}", std::process::id());
     let rel = format!("/{name}");
     let first = format!(
@@ -438,8 +434,14 @@ cgroups:
         status_caps(exporter.pid(), "CapPrm:") & 1 << 21 == 0,
         "CAP_SYS_ADMIN must be gone"
     );
+    let (backend, _) = backend_info(&exporter.scrape());
+    let kept = if backend == "bpf" {
+        KEPT | CAP_BPF
+    } else {
+        KEPT
+    };
     for key in ["CapEff:", "CapPrm:", "CapBnd:"] {
-        assert_eq!(status_caps(exporter.pid(), key), KEPT, "{key}");
+        assert_eq!(status_caps(exporter.pid(), key), kept, "{key} ({backend})");
     }
     assert_eq!(status_caps(exporter.pid(), "CapInh:"), 0);
 
@@ -875,6 +877,11 @@ fn the_systemd_unit_runs_as_written_and_counts_exactly() {
     });
     exec_workload(&cg.dir, 321);
     let body = exporter.wait_collections(2);
+    assert_eq!(
+        backend_info(&body),
+        ("bpf".into(), String::new()),
+        "the unit's capabilities are enough for `auto` to count through BPF"
+    );
     for event in ["sched:sched_process_exec", "sched:sched_process_fork"] {
         assert_eq!(
             value(&body, "cgperf_events_total", &counted(event)),
@@ -1065,6 +1072,7 @@ fn capability_bit(name: &str) -> u64 {
         "IPC_LOCK" => 14,
         "SYS_ADMIN" => 21,
         "PERFMON" => 38,
+        "BPF" => 39,
         other => panic!("capability {other}: add its number here"),
     };
     1 << number
@@ -1239,6 +1247,11 @@ fn the_daemonset_runs_as_written_with_the_pods_capabilities_and_counts_exactly()
     });
     exec_workload(&cg.dir, 123);
     let body = exporter.wait_collections(2);
+    assert_eq!(
+        backend_info(&body),
+        ("bpf".into(), String::new()),
+        "the pod's capabilities are enough for `auto` to count through BPF"
+    );
     assert_eq!(
         value(
             &body,

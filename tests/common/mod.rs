@@ -189,6 +189,8 @@ pub struct Exporter {
     _config: Option<tempfile::NamedTempFile>,
     /// The network namespace it serves in, when not the tests' own.
     netns: Option<std::fs::File>,
+    /// Every line it has logged so far.
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Exporter {
@@ -232,10 +234,13 @@ impl Exporter {
             .expect("cgperf binary starts");
         let stderr = child.stderr.take().expect("piped stderr");
         let (tx, rx) = std::sync::mpsc::channel();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let lines = log.clone();
         std::thread::spawn(move || {
             let mut sent = false;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 eprintln!("[cgperf] {line}");
+                lines.lock().expect("log lock").push(line.clone());
                 if !sent && let Some(addr) = served_address(&line) {
                     sent = tx.send(addr).is_ok();
                 }
@@ -255,7 +260,13 @@ impl Exporter {
             addr,
             _config: None,
             netns,
+            log,
         }
+    }
+
+    /// What cgperf has logged so far, one line per line.
+    pub fn log(&self) -> String {
+        self.log.lock().expect("log lock").join("\n")
     }
 
     /// `GET path` with `accept`, from cgperf's network namespace:
@@ -460,6 +471,19 @@ pub fn value(body: &str, name: &str, want: &[(&str, &str)]) -> Option<f64> {
         })
 }
 
+/// `cgperf_backend_info`'s (backend, fallback) in a scrape. Parsed by hand:
+/// a fallback's reason has commas of its own.
+pub fn backend_info(body: &str) -> (String, String) {
+    let line = body
+        .lines()
+        .find_map(|l| l.strip_prefix("cgperf_backend_info{backend=\""))
+        .unwrap_or_else(|| panic!("no cgperf_backend_info:\n{body}"));
+    let (backend, rest) = line.split_once("\",fallback=\"").expect("fallback label");
+    let (fallback, value) = rest.rsplit_once("\"} ").expect("a sample");
+    assert_eq!(value.trim(), "1", "{line}");
+    (backend.to_owned(), fallback.to_owned())
+}
+
 /// When the config was last loaded successfully, from a scrape.
 pub fn reload_time(body: &str) -> f64 {
     value(
@@ -536,6 +560,17 @@ pub fn with_test_backend(yaml: &str) -> String {
         }
         _ => yaml.to_owned(),
     }
+}
+
+/// A capability set from a `/proc/PID/status` line (`CapEff:\t...`).
+pub fn status_caps(pid: i32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .unwrap_or_else(|| panic!("no {key} in status"))
+        .trim();
+    u64::from_str_radix(hex, 16).expect("hex capability set")
 }
 
 /// Fails, saying why (`why`: what the tests do that needs root), unless the

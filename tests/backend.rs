@@ -1,0 +1,357 @@
+//! Which backend counts, under which privileges: the real `cgperf` binary
+//! run through `setpriv` with capabilities taken away, or as `nobody` with
+//! exactly the capabilities the README documents, counting a workload
+//! exactly, and keeping exactly what it needs after the start-up drop.
+
+mod common;
+
+use caps::Capability;
+use common::*;
+use std::process::Command;
+
+/// A counting config for `cgroup` under `backend`: a counter group and a
+/// counted tracepoint. Readable by `nobody`.
+fn counting_config(backend: &str, cgroup: &str) -> tempfile::NamedTempFile {
+    let config = config_file(&format!(
+        "interval: 200ms\nbackend: {backend}\ngroups:\n  sched: [context-switches]\n\
+         tracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - path: {cgroup}\n"
+    ));
+    std::fs::set_permissions(
+        config.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .expect("chmod");
+    config
+}
+
+/// `setpriv` with `privs`, running `cgperf` with `args`.
+fn restricted(privs: &[String], args: &[String]) -> Command {
+    let mut cmd = Command::new("setpriv");
+    cmd.args(privs).arg(env!("CARGO_BIN_EXE_cgperf")).args(args);
+    cmd
+}
+
+/// The arguments of [`restricted`] that run as root without `caps`: gone
+/// from the bounding set, so that exec does not grant them.
+fn root_without(caps: &[Capability]) -> Vec<String> {
+    let list = setpriv_list('-', caps);
+    vec![
+        format!("--bounding-set={list}"),
+        format!("--inh-caps={list}"),
+    ]
+}
+
+/// The arguments of [`restricted`] that run as `nobody` (uid and gid 65534,
+/// no supplementary groups) with exactly `caps`, ambient.
+fn nobody_with(caps: &[Capability]) -> Vec<String> {
+    let list = setpriv_list('+', caps);
+    vec![
+        "--reuid=65534".into(),
+        "--regid=65534".into(),
+        "--clear-groups".into(),
+        format!("--inh-caps=-all,{list}"),
+        format!("--ambient-caps=-all,{list}"),
+        format!("--bounding-set=-all,{list}"),
+    ]
+}
+
+/// setpriv's spelling of `caps`, each with `sign`: `-bpf,-sys_admin`.
+fn setpriv_list(sign: char, caps: &[Capability]) -> String {
+    caps.iter()
+        .map(|c| {
+            let name = c.to_string();
+            format!(
+                "{sign}{}",
+                name.trim_start_matches("CAP_").to_ascii_lowercase()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn mask(caps: &[Capability]) -> u64 {
+    caps.iter().fold(0, |m, c| m | c.bitmask())
+}
+
+/// cgperf's `--config.file=` argument for `config`.
+fn config_arg(config: &tempfile::NamedTempFile) -> String {
+    format!("--config.file={}", config.path().display())
+}
+
+/// Waits until `cgroup` is counted, runs 2,500 getppid in it and asserts
+/// that exactly those were counted, and that the counter group opened;
+/// returns the last scrape.
+fn counts_exactly(exporter: &Exporter, cgroup: &TestCgroup) -> String {
+    exporter.wait_for("the cgroup's series", |b| {
+        getppid_of(b, &cgroup.rel).is_some()
+    });
+    getppid_workload(Some(&cgroup.dir), 2500);
+    let body = exporter.wait_collections(2);
+    assert_eq!(getppid_of(&body, &cgroup.rel), Some(2500.0), "{body}");
+    assert_eq!(
+        value(&body, "cgperf_group_supported", &[("group", "sched")]),
+        Some(1.0),
+        "{body}"
+    );
+    assert_eq!(total(&body, "cgperf_open_errors_total"), 0.0, "{body}");
+    body
+}
+
+/// The tests of this file one at a time: those that run cgperf with
+/// `CAP_SYS_ADMIN` turn the kernel's BPF statistics on for every program,
+/// and one test asserts that they stay off without it.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Who keeps the kernel's BPF statistics on: `kernel.bpf_stats_enabled`,
+/// and every process holding a `bpf-stats` descriptor (`BPF_ENABLE_STATS`).
+fn bpf_stats_holders() -> Vec<String> {
+    let mut holders = Vec::new();
+    let sysctl = std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled")
+        .expect("kernel.bpf_stats_enabled");
+    if sysctl.trim() != "0" {
+        holders.push("kernel.bpf_stats_enabled".to_owned());
+    }
+    for process in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(fds) = std::fs::read_dir(process.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == "anon_inode:bpf-stats")
+        });
+        if holds {
+            let comm = std::fs::read_to_string(process.path().join("comm")).unwrap_or_default();
+            holders.push(format!(
+                "pid {} ({})",
+                process.file_name().to_string_lossy(),
+                comm.trim()
+            ));
+        }
+    }
+    holders
+}
+
+/// Asserts that the first line of `text` containing `about` says each of
+/// `needed`.
+fn says(text: &str, about: &str, needed: &[&str]) {
+    let line = text
+        .lines()
+        .find(|l| l.contains(about))
+        .unwrap_or_else(|| panic!("nothing says {about:?} in:\n{text}"));
+    for n in needed {
+        assert!(line.contains(n), "no {n:?} in {line}");
+    }
+}
+
+/// The kernel lets `CAP_SYS_ADMIN` load BPF programs too: taking `CAP_BPF`
+/// away means taking both.
+const NO_BPF: [Capability; 2] = [Capability::CAP_BPF, Capability::CAP_SYS_ADMIN];
+
+#[test]
+fn auto_falls_back_to_the_cgroup_backend_saying_why_without_cap_bpf() {
+    let _serial = serial();
+    require_root("create cgroups and take capabilities away from root");
+    cgperf::tracefs::Tracefs::locate().expect("tracefs mounted");
+    let cg = TestCgroup::create("cgperf-auto-fallback");
+    let config = counting_config("auto", &cg.rel);
+    let exporter = Exporter::spawn(restricted(&root_without(&NO_BPF), &[config_arg(&config)]));
+    assert_eq!(
+        status_caps(exporter.pid(), "CapBnd:") & mask(&NO_BPF),
+        0,
+        "setpriv took them away"
+    );
+    let body = counts_exactly(&exporter, &cg);
+    let (backend, fallback) = backend_info(&body);
+    assert_eq!(backend, "cgroup", "{body}");
+    assert!(
+        fallback.contains("permission") && fallback.contains("CAP_BPF"),
+        "the reason names the missing privilege: {fallback:?}"
+    );
+    says(
+        &exporter.log(),
+        "counting with the cgroup",
+        &["`auto`", "permission", "CAP_BPF"],
+    );
+
+    // `cgperf check` under the same restriction says the same.
+    let out = restricted(
+        &root_without(&NO_BPF),
+        &["check".into(), config_arg(&config)],
+    )
+    .output()
+    .expect("setpriv runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    says(
+        &stdout,
+        "backend:",
+        &["cgroup (`auto`:", "permission", "CAP_BPF"],
+    );
+}
+
+#[test]
+fn backend_bpf_without_cap_bpf_is_a_start_up_error_naming_it_and_the_fix() {
+    let _serial = serial();
+    require_root("take capabilities away from root");
+    let cg = TestCgroup::create("cgperf-bpf-refused");
+    let config = counting_config("bpf", &cg.rel);
+    for args in [
+        vec![
+            config_arg(&config),
+            "--web.listen-address=127.0.0.1:0".into(),
+        ],
+        vec!["check".into(), config_arg(&config)],
+    ] {
+        let out = restricted(&root_without(&NO_BPF), &args)
+            .output()
+            .expect("setpriv runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} must fail:\n{stderr}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}:\n{stderr}");
+        says(
+            &stderr,
+            "cgperf: backend: bpf",
+            &[
+                "cannot count through BPF",
+                "permission",
+                "CAP_BPF",
+                // The fix, for systemd and Kubernetes.
+                "AmbientCapabilities=CAP_BPF CAP_PERFMON",
+                "capabilities.add [BPF, PERFMON]",
+            ],
+        );
+    }
+}
+
+/// Runs cgperf as `nobody` with exactly `caps` on `backend`, counting a
+/// cgroup exactly; asserts that it kept exactly `caps`; returns it with its
+/// last scrape.
+fn as_nobody(backend: &str, caps: &[Capability]) -> (Exporter, String) {
+    require_root("create cgroups and run cgperf as nobody with capabilities");
+    // As root, make sure tracefs is mounted: nobody cannot mount it.
+    cgperf::tracefs::Tracefs::locate().expect("tracefs mounted");
+    let cg = TestCgroup::create(&format!("cgperf-nobody-{backend}"));
+    let config = counting_config(backend, &cg.rel);
+    let exporter = Exporter::spawn(restricted(&nobody_with(caps), &[config_arg(&config)]));
+    let body = counts_exactly(&exporter, &cg);
+    assert_eq!(
+        backend_info(&body),
+        (backend.to_owned(), String::new()),
+        "{body}"
+    );
+    // The process as it runs, after the start-up drop.
+    for key in ["CapPrm:", "CapEff:"] {
+        assert_eq!(
+            status_caps(exporter.pid(), key),
+            mask(caps),
+            "{key} of cgperf as nobody with {caps:?}"
+        );
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", exporter.pid()))
+        .expect("cgperf's status");
+    let uid = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .expect("Uid line");
+    assert_eq!(
+        uid.split_whitespace().collect::<Vec<_>>(),
+        ["Uid:", "65534", "65534", "65534", "65534"]
+    );
+    (exporter, body)
+}
+
+#[test]
+fn the_bpf_backend_counts_as_nobody_with_exactly_cap_bpf_cap_perfmon_cap_dac_read_search() {
+    let _serial = serial();
+    let (exporter, body) = as_nobody(
+        "bpf",
+        &[
+            Capability::CAP_BPF,
+            Capability::CAP_PERFMON,
+            Capability::CAP_DAC_READ_SEARCH,
+        ],
+    );
+    // The kernel's BPF statistics need CAP_SYS_ADMIN to be turned on: the
+    // programs' cost stays 0, and the log says why at info level. They are
+    // the whole kernel's: no one else may have had them on meanwhile.
+    let others = bpf_stats_holders();
+    assert!(
+        others.is_empty(),
+        "the kernel kept BPF statistics while cgperf ran ({others:?}): \
+         run this test while nothing else turns them on"
+    );
+    for family in [
+        "cgperf_bpf_program_run_seconds_total",
+        "cgperf_bpf_program_runs_total",
+    ] {
+        assert_eq!(
+            value(&body, family, &[]),
+            Some(0.0),
+            "{family} (the statistics are the whole kernel's: did something else turn \
+             them on while cgperf ran?)\n{body}"
+        );
+    }
+    says(
+        &exporter.log(),
+        "BPF run-time statistics stay off",
+        &[" INFO ", "CAP_SYS_ADMIN"],
+    );
+}
+
+#[test]
+fn the_cgroup_backend_counts_as_nobody_with_exactly_cap_perfmon_cap_dac_read_search() {
+    let _serial = serial();
+    as_nobody(
+        "cgroup",
+        &[Capability::CAP_PERFMON, Capability::CAP_DAC_READ_SEARCH],
+    );
+}
+
+#[test]
+fn cap_sys_admin_standing_in_for_cap_bpf_is_kept_and_the_bpf_backend_counts() {
+    let _serial = serial();
+    require_root("create cgroups and take capabilities away from root");
+    cgperf::tracefs::Tracefs::locate().expect("tracefs mounted");
+    let cg = TestCgroup::create("cgperf-sys-admin-bpf");
+    let config = counting_config("auto", &cg.rel);
+    // Container runtimes that predate CAP_BPF grant CAP_SYS_ADMIN instead.
+    let exporter = Exporter::spawn(restricted(
+        &root_without(&[Capability::CAP_BPF]),
+        &[config_arg(&config)],
+    ));
+    // The backend loads its program after the start-up drop too.
+    let body = counts_exactly(&exporter, &cg);
+    assert_eq!(backend_info(&body), ("bpf".into(), String::new()), "{body}");
+    let kept = status_caps(exporter.pid(), "CapPrm:");
+    assert_ne!(kept & Capability::CAP_SYS_ADMIN.bitmask(), 0, "{kept:x}");
+    assert_eq!(kept & Capability::CAP_BPF.bitmask(), 0, "{kept:x}");
+}
+
+#[test]
+fn cap_sys_admin_standing_in_for_cap_perfmon_is_kept_and_new_cgroups_are_counted() {
+    let _serial = serial();
+    require_root("create cgroups and take capabilities away from root");
+    cgperf::tracefs::Tracefs::locate().expect("tracefs mounted");
+    let name = format!("cgperf-sys-admin-perfmon-{}", std::process::id());
+    let config = counting_config("cgroup", &format!("/{name}"));
+    let exporter = Exporter::spawn(restricted(
+        &root_without(&[Capability::CAP_PERFMON]),
+        &[config_arg(&config)],
+    ));
+    // A cgroup that appears after the start-up drop: opened with what
+    // cgperf kept.
+    exporter.wait_collections(1);
+    let cg = TestCgroup::create_under("", &name);
+    counts_exactly(&exporter, &cg);
+    let kept = status_caps(exporter.pid(), "CapPrm:");
+    assert_ne!(kept & Capability::CAP_SYS_ADMIN.bitmask(), 0, "{kept:x}");
+    assert_eq!(kept & Capability::CAP_PERFMON.bitmask(), 0, "{kept:x}");
+}
