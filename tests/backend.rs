@@ -151,14 +151,24 @@ fn says(text: &str, about: &str, needed: &[&str]) {
 /// away means taking both.
 const NO_BPF: [Capability; 2] = [Capability::CAP_BPF, Capability::CAP_SYS_ADMIN];
 
+/// cgperf as root without `caps`, on `backend: auto`, counting a new cgroup
+/// named after `name`.
+fn counting_as_root_without(
+    caps: &[Capability],
+    name: &str,
+) -> (Exporter, TestCgroup, tempfile::NamedTempFile) {
+    require_root("create cgroups and take capabilities away from root");
+    cgperf::tracefs::Tracefs::locate().expect("tracefs mounted");
+    let cg = TestCgroup::create(name);
+    let config = counting_config("auto", &cg.rel);
+    let exporter = Exporter::spawn(restricted(&root_without(caps), &[config_arg(&config)]));
+    (exporter, cg, config)
+}
+
 #[test]
 fn auto_falls_back_to_the_cgroup_backend_saying_why_without_cap_bpf() {
     let _serial = serial();
-    require_root("create cgroups and take capabilities away from root");
-    cgperf::tracefs::Tracefs::locate().expect("tracefs mounted");
-    let cg = TestCgroup::create("cgperf-auto-fallback");
-    let config = counting_config("auto", &cg.rel);
-    let exporter = Exporter::spawn(restricted(&root_without(&NO_BPF), &[config_arg(&config)]));
+    let (exporter, cg, config) = counting_as_root_without(&NO_BPF, "cgperf-auto-fallback");
     assert_eq!(
         status_caps(exporter.pid(), "CapBnd:") & mask(&NO_BPF),
         0,
@@ -318,15 +328,9 @@ fn the_cgroup_backend_counts_as_nobody_with_exactly_cap_perfmon_cap_dac_read_sea
 #[test]
 fn cap_sys_admin_standing_in_for_cap_bpf_is_kept_and_the_bpf_backend_counts() {
     let _serial = serial();
-    require_root("create cgroups and take capabilities away from root");
-    cgperf::tracefs::Tracefs::locate().expect("tracefs mounted");
-    let cg = TestCgroup::create("cgperf-sys-admin-bpf");
-    let config = counting_config("auto", &cg.rel);
     // Container runtimes that predate CAP_BPF grant CAP_SYS_ADMIN instead.
-    let exporter = Exporter::spawn(restricted(
-        &root_without(&[Capability::CAP_BPF]),
-        &[config_arg(&config)],
-    ));
+    let (exporter, cg, _config) =
+        counting_as_root_without(&[Capability::CAP_BPF], "cgperf-sys-admin-bpf");
     // The backend loads its program after the start-up drop too.
     let body = counts_exactly(&exporter, &cg);
     assert_eq!(backend_info(&body), ("bpf".into(), String::new()), "{body}");
