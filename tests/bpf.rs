@@ -178,6 +178,59 @@ cgroups:
 }
 
 #[test]
+fn an_ancestor_counted_after_a_reload_is_charged_for_a_child_seen_before() {
+    // The program caches, per CPU, which monitored ancestors a cgroup has;
+    // counting one more must make it look again. Every workload runs on
+    // one CPU, where the child's chain was cached.
+    let cpu = cgperf::cpus::online().expect("online CPUs")[0];
+    // SAFETY: a CPU set of our own, for this thread (its children inherit
+    // it).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu as usize, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0
+        );
+    }
+    let parent = TestCgroup::create("cgperf-bpf-chain");
+    let child = TestCgroup::create_under(&parent.rel, "child");
+    let only_child = format!(
+        "interval: 1s
+groups:
+  sched: [context-switches]
+tracepoints:
+  - {GETPPID}
+cgroups:
+  - path: {}
+",
+        child.rel
+    );
+    let (mut engine, latest) = bpf_engine(&only_child, DEFAULT_CAPACITY);
+    engine.collect();
+    getppid_workload(Some(&child.dir), 1_000);
+    engine.collect();
+    assert_eq!(count(&latest, &child.rel, GETPPID), Some(1_000.0));
+
+    let both = format!("{only_child}  - path: {}\n", parent.rel);
+    let config = config(&both);
+    engine.reload(&config, plan(&config, &BpfProbe::new(&machine())));
+    engine.collect();
+    let n = 4_321;
+    getppid_workload(Some(&child.dir), n);
+    engine.collect();
+    assert_eq!(
+        count(&latest, &child.rel, GETPPID),
+        Some((1_000 + n) as f64)
+    );
+    assert_eq!(
+        count(&latest, &parent.rel, GETPPID),
+        Some(n as f64),
+        "the parent includes its child from its first interval"
+    );
+}
+
+#[test]
 fn a_cgroup_that_never_switches_out_is_counted_while_it_runs() {
     let cg = TestCgroup::create("cgperf-bpf-flush");
     let yaml = format!(
@@ -326,5 +379,172 @@ cgroups:
             .skipped
             .get(&cgperf::snapshot::SkipReason::MaxCgroups),
         Some(&2)
+    );
+}
+
+/// The cross-cgroup pipe ping-pong of `scripts/bench-switch`: two processes
+/// in cgroups `a` and `b`, pinned to `cpu`, pass a byte back and forth;
+/// prints the nanoseconds per round trip.
+const PINGPONG: &str = r#"
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+static void enter(const char *dir, int cpu) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+    FILE *f = fopen(path, "w");
+    if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f) != 0) exit(2);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) exit(2);
+}
+int main(int argc, char **argv) {
+    int cpu = atoi(argv[3]);
+    long trips = atol(argv[4]);
+    int ab[2], ba[2];
+    char c = 0;
+    if (pipe(ab) || pipe(ba)) return 2;
+    pid_t child = fork();
+    if (child == 0) {
+        enter(argv[2], cpu);
+        for (long i = 0; i < trips; i++)
+            if (read(ab[0], &c, 1) != 1 || write(ba[1], &c, 1) != 1) _exit(2);
+        _exit(0);
+    }
+    enter(argv[1], cpu);
+    if (write(ab[1], &c, 1) != 1 || read(ba[0], &c, 1) != 1) return 2;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 1; i < trips; i++)
+        if (write(ab[1], &c, 1) != 1 || read(ba[0], &c, 1) != 1) return 2;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    int status;
+    waitpid(child, &status, 0);
+    printf("%.1f\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / (trips - 1));
+    return 0;
+}
+"#;
+
+/// The program's run time and count so far, from bpftool.
+fn program_runs() -> (f64, f64) {
+    let out = std::process::Command::new("bpftool")
+        .args(["prog", "show", "name", "charge", "--json"])
+        .output()
+        .expect("bpftool runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |name: &str| -> f64 {
+        text.split(&format!("\"{name}\":"))
+            .nth(1)
+            .and_then(|s| s.split([',', '}']).next())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    (field("run_time_ns"), field("run_cnt"))
+}
+
+/// What counting 6 software events in two cgroups costs a cross-cgroup
+/// ping-pong under each backend, as ratios to unmonitored in the same run,
+/// and the BPF program's own time per run. A benchmark, not a check:
+/// `cargo test --release --test bpf -- --ignored --nocapture switch_cost`.
+#[test]
+#[ignore]
+fn switch_cost() {
+    require_root("the benchmark creates cgroups and loads the program");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = dir.path().join("pingpong.c");
+    let exe = dir.path().join("pingpong");
+    std::fs::write(&src, PINGPONG).expect("source written");
+    let cc = std::process::Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .expect("cc runs");
+    assert!(cc.success());
+    let parent = TestCgroup::create("cgperf-bpf-switch");
+    let a = TestCgroup::create_under(&parent.rel, "a");
+    let b = TestCgroup::create_under(&parent.rel, "b");
+    let yaml = format!(
+        "interval: 1s
+groups:
+  sched: [task-clock, context-switches, cpu-migrations, page-faults, minor-faults, major-faults]
+cgroups:
+  - match: {}/*
+",
+        parent.rel
+    );
+    let trips: u64 = std::env::var("TRIPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200_000);
+    let run = || -> f64 {
+        let out = std::process::Command::new(&exe)
+            .arg(&a.dir)
+            .arg(&b.dir)
+            .arg("0")
+            .arg(trips.to_string())
+            .output()
+            .expect("ping-pong runs");
+        assert!(out.status.success(), "ping-pong failed");
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("ns per trip")
+    };
+    let only = std::env::var("MODES").unwrap_or_default();
+    let modes: Vec<&str> = ["unmonitored", "bpf", "cgroup"]
+        .into_iter()
+        .filter(|m| only.is_empty() || *m == "unmonitored" || only.contains(m))
+        .collect();
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    let mut per_run = Vec::new();
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    for _ in 0..rounds {
+        for (i, mode) in modes.iter().enumerate() {
+            let t = match *mode {
+                "bpf" => {
+                    let (mut engine, _latest) = bpf_engine(&yaml, DEFAULT_CAPACITY);
+                    engine.collect();
+                    let before = program_runs();
+                    let t = run();
+                    let after = program_runs();
+                    per_run.push((after.0 - before.0) / (after.1 - before.1).max(1.0));
+                    t
+                }
+                "cgroup" => {
+                    let (mut engine, _latest) = cgroup_engine(&yaml);
+                    engine.collect();
+                    run()
+                }
+                _ => run(),
+            };
+            times[i].push(t);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let base = median(&mut times[0]);
+    for (i, mode) in modes.iter().enumerate() {
+        let m = median(&mut times[i]);
+        let least = times[i][0] / times[0][0];
+        println!(
+            "{mode}: median {:.2}x, least {least:.2}x ({:?})",
+            m / base,
+            times[i]
+        );
+    }
+    println!(
+        "bpf program: {:.0} ns per run (median)",
+        median(&mut per_run)
     );
 }

@@ -35,9 +35,12 @@ const PROGRAM: &str = "charge";
 /// Where it runs: the task switched out is still `current` there.
 const TRACEPOINT: &str = "sched_switch";
 /// The descriptors a loaded program holds besides the perf events: its
-/// maps (a perf event array per counter, and four), the program and its
+/// maps (a perf event array per counter, and five), the program and its
 /// attachment.
-pub(super) const OWN_FDS: u64 = MAX_EVENTS as u64 + 6;
+pub(super) const OWN_FDS: u64 = MAX_EVENTS as u64 + 7;
+
+/// Chains cached per CPU (`CHAINS` in `count.bpf.c`).
+const CHAINS: u32 = 64;
 
 /// `struct config` of `count.bpf.c`.
 #[repr(C)]
@@ -46,7 +49,11 @@ struct Config {
     events: u32,
     capacity: u32,
     cpus: u32,
-    unused: u32,
+    /// Bit `e` set: counter `e` leads its group.
+    leaders: u32,
+    /// Bumped after each change of `monitored`: the program's cached
+    /// chains of monitored ancestors are stale.
+    generation: u64,
 }
 // SAFETY: plain integers, no padding.
 unsafe impl Pod for Config {}
@@ -116,6 +123,14 @@ impl Layout {
             .map(|(_, offset)| *offset)
     }
 
+    /// A bit per counter that leads its group.
+    fn leaders(&self) -> u32 {
+        self.groups
+            .iter()
+            .filter(|(_, offset)| *offset < 32)
+            .fold(0, |bits, (_, offset)| bits | 1 << offset)
+    }
+
     /// The groups, in order.
     pub fn groups(&self) -> impl Iterator<Item = &Arc<GroupSpec>> {
         self.groups.iter().map(|(spec, _)| spec)
@@ -145,6 +160,8 @@ pub(super) struct Kernel {
     /// `totals`, mapped read-only.
     totals: MmapRaw,
     totals_len: usize,
+    /// What the program's config holds.
+    config: Config,
 }
 
 /// The error of a failed step with the errno it carries, if any.
@@ -183,6 +200,7 @@ impl Kernel {
             .map_max_entries("last", per_cpu)
             .map_max_entries("monitored", capacity.max(1))
             .map_max_entries("totals", cells_u32)
+            .map_max_entries("chains", cpus.saturating_mul(CHAINS))
             .load(&OBJECT.0)
             .map_err(|e| Unavailable::from_kernel(failed("loading the BPF maps", &e)))?;
         let program: &mut RawTracePoint = ebpf
@@ -219,19 +237,33 @@ impl Kernel {
             open: BTreeMap::new(),
             totals,
             totals_len: cells,
+            config: Config {
+                events: layout.events as u32,
+                capacity,
+                cpus,
+                leaders: layout.leaders(),
+                generation: 1,
+            },
             layout,
         };
-        let config = Config {
-            events: kernel.layout.events as u32,
-            capacity,
-            cpus,
-            unused: 0,
-        };
         kernel
-            .array::<Config>("config")
-            .and_then(|mut a| a.set(0, config, 0).map_err(|e| e.to_string()))
+            .configure()
             .map_err(|e| Unavailable::broken(&format!("configuring the program: {e}")))?;
         Ok(kernel)
+    }
+
+    /// Hands the program its config.
+    fn configure(&mut self) -> Result<(), String> {
+        let config = self.config;
+        self.array::<Config>("config")
+            .and_then(|mut a| a.set(0, config, 0).map_err(|e| e.to_string()))
+    }
+
+    /// Makes the program walk the hierarchy again at its next switch out
+    /// of any cgroup: `monitored` changed.
+    fn invalidate_chains(&mut self) -> Result<(), String> {
+        self.config.generation += 1;
+        self.configure()
     }
 
     fn array<V: Pod>(&mut self, name: &str) -> Result<Array<&mut MapData, V>, String> {
@@ -356,13 +388,25 @@ impl Kernel {
     pub fn monitor(&mut self, id: u64, slot: u32) -> Result<(), String> {
         self.monitored()?
             .insert(id, slot, 0)
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        self.invalidate_chains().inspect_err(|_| {
+            // Not charged at all rather than charged to only some of the
+            // cgroups that run beneath it.
+            if let Ok(mut map) = self.monitored() {
+                let _ = map.remove(&id);
+            }
+        })
     }
 
-    /// Stops charging cgroup `id`.
+    /// Stops charging cgroup `id`. The program's cached chains are stale
+    /// from here on; a run in progress may still charge its slot, hence
+    /// the flush before the slot is reused.
     pub fn unmonitor(&mut self, id: u64) {
         if let Ok(mut map) = self.monitored() {
             let _ = map.remove(&id);
+        }
+        if let Err(e) = self.invalidate_chains() {
+            tracing::warn!("cannot update the BPF program's config: {e}");
         }
     }
 
