@@ -23,20 +23,20 @@ impl AllSeries {
         per_cpu: bool,
     ) -> Self {
         let mut all = Self::default();
+        // Reused for every group: summing over CPUs allocates nothing.
+        let mut parts: Vec<&GroupTotals> = Vec::new();
         for entry in entries {
             for spec in &entry.wanted.groups {
                 let id = spec.id();
                 let cpus = totals.per_cpu(entry.slot, &id);
                 if per_cpu {
                     for (cpu, t) in cpus {
-                        all.push_group(entry, spec, Some(cpu), t);
+                        all.push_group(entry, spec, Some(cpu), &[t]);
                     }
                 } else {
-                    let mut sum = GroupTotals::default();
-                    for (_, t) in cpus {
-                        sum.add_totals(t);
-                    }
-                    all.push_group(entry, spec, None, &sum);
+                    parts.clear();
+                    parts.extend(cpus.map(|(_, t)| t));
+                    all.push_group(entry, spec, None, &parts);
                 }
             }
             for spec in &entry.wanted.sampled {
@@ -66,11 +66,19 @@ impl AllSeries {
         }
     }
 
-    /// Adds one group's series (one CPU, or the sum over CPUs).
-    fn push_group(&mut self, entry: &Entry, spec: &GroupSpec, cpu: Option<u32>, t: &GroupTotals) {
+    /// Adds one group's series: the sum of `parts` (one CPU's totals, or
+    /// every CPU's).
+    fn push_group(
+        &mut self,
+        entry: &Entry,
+        spec: &GroupSpec,
+        cpu: Option<u32>,
+        parts: &[&GroupTotals],
+    ) {
         let group = spec.id();
         for event in &spec.events {
-            let value = t.value(&event.id());
+            let id = event.id();
+            let value: f64 = parts.iter().map(|t| t.value(&id)).sum();
             self.counters.push(CounterSample {
                 cpu,
                 value: if event.clock { value / 1e9 } else { value },
@@ -83,9 +91,9 @@ impl AllSeries {
             labels: entry.labels.clone(),
             group: group.shared_label(),
             cpu,
-            enabled_seconds: t.enabled_ns as f64 / 1e9,
-            running_seconds: t.running_ns as f64 / 1e9,
-            never_ran_intervals: t.never_ran_intervals,
+            enabled_seconds: parts.iter().map(|t| t.enabled_ns).sum::<u64>() as f64 / 1e9,
+            running_seconds: parts.iter().map(|t| t.running_ns).sum::<u64>() as f64 / 1e9,
+            never_ran_intervals: parts.iter().map(|t| t.never_ran_intervals).sum(),
             start_time: entry.created,
         });
     }

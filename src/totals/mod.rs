@@ -17,8 +17,7 @@ pub use counts::{Counts, KEY_SEPARATOR, OTHER};
 pub use scale::{Baseline, Delta, GroupTotals, Interval};
 
 use crate::ids::{CgroupSlot, EventId, GroupId, SampledId};
-use std::collections::{BTreeMap, HashMap};
-use std::ops::Bound;
+use std::collections::HashMap;
 
 /// The totals of one group in one cgroup on one CPU.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -48,13 +47,14 @@ pub struct Handle {
 }
 
 /// Totals by cgroup and key within it, each in a slot that a [`Handle`]
-/// names. Indexed per cgroup, so that what a cgroup has is found, and
-/// dropped with it, without looking at the others.
+/// names. Indexed per cgroup (a cgroup has a few keys: its groups times its
+/// CPUs, kept sorted), so that what a cgroup has is found, and dropped with
+/// it, without looking at the others.
 #[derive(Debug)]
 struct Slab<K, V> {
     slots: Vec<(u32, Option<V>)>,
     free: Vec<u32>,
-    index: HashMap<CgroupSlot, BTreeMap<K, u32>>,
+    index: HashMap<CgroupSlot, Vec<(K, u32)>>,
 }
 
 impl<K: Ord + Clone, V: Default> Slab<K, V> {
@@ -67,10 +67,15 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
     }
 
     fn handle(&mut self, cgroup: CgroupSlot, key: &K) -> Handle {
-        if let Some(&index) = self.index.get(&cgroup).and_then(|keys| keys.get(key)) {
-            let generation = self.slots[index as usize].0;
-            return Handle { index, generation };
-        }
+        let keys = self.index.entry(cgroup).or_default();
+        let at = match keys.binary_search_by(|(k, _)| k.cmp(key)) {
+            Ok(at) => {
+                let index = keys[at].1;
+                let generation = self.slots[index as usize].0;
+                return Handle { index, generation };
+            }
+            Err(at) => at,
+        };
         let index = match self.free.pop() {
             Some(index) => {
                 let slot = &mut self.slots[index as usize];
@@ -83,10 +88,7 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
                 u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
             }
         };
-        self.index
-            .entry(cgroup)
-            .or_default()
-            .insert(key.clone(), index);
+        keys.insert(at, (key.clone(), index));
         Handle {
             index,
             generation: self.slots[index as usize].0,
@@ -101,21 +103,23 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
     }
 
     fn get(&self, cgroup: CgroupSlot, key: &K) -> Option<&V> {
-        let &index = self.index.get(&cgroup)?.get(key)?;
-        self.slots.get(index as usize)?.1.as_ref()
+        let keys = self.index.get(&cgroup)?;
+        let at = keys.binary_search_by(|(k, _)| k.cmp(key)).ok()?;
+        self.slots.get(keys[at].1 as usize)?.1.as_ref()
     }
 
-    fn range(
+    /// A cgroup's totals whose key `pick` accepts, in key order.
+    fn of(
         &self,
         cgroup: CgroupSlot,
-        from: Bound<K>,
-        to: Bound<K>,
+        mut pick: impl FnMut(&K) -> bool,
     ) -> impl Iterator<Item = (&K, &V)> {
         self.index
             .get(&cgroup)
             .into_iter()
-            .flat_map(move |keys| keys.range((from.clone(), to.clone())))
-            .filter_map(|(k, &i)| Some((k, self.slots.get(i as usize)?.1.as_ref()?)))
+            .flatten()
+            .filter(move |(k, _)| pick(k))
+            .filter_map(|(k, i)| Some((k, self.slots.get(*i as usize)?.1.as_ref()?)))
     }
 
     /// Keeps, of a cgroup's totals, those whose key `keep` accepts.
@@ -124,11 +128,11 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
             return;
         };
         let (slots, free) = (&mut self.slots, &mut self.free);
-        keys.retain(|key, &mut index| {
+        keys.retain(|(key, index)| {
             let kept = keep(key);
-            if !kept && let Some(slot) = slots.get_mut(index as usize) {
+            if !kept && let Some(slot) = slots.get_mut(*index as usize) {
                 slot.1 = None;
-                free.push(index);
+                free.push(*index);
             }
             kept
         });
@@ -196,10 +200,8 @@ impl Totals {
         cgroup: CgroupSlot,
         group: &GroupId,
     ) -> impl Iterator<Item = (u32, &GroupTotals)> {
-        let from = Bound::Included((group.clone(), 0));
-        let to = Bound::Included((group.clone(), u32::MAX));
         self.groups
-            .range(cgroup, from, to)
+            .of(cgroup, move |(g, _)| g == group)
             .map(|((_, cpu), v)| (*cpu, v))
     }
 

@@ -183,21 +183,6 @@ impl GroupTotals {
             .find(|c| c.live && c.id == *id)
             .map_or(0.0, |c| c.value)
     }
-
-    /// Adds `other` (the same group on another CPU) into `self`.
-    pub fn add_totals(&mut self, other: &GroupTotals) {
-        for column in other.columns.iter().filter(|c| c.live) {
-            match self.columns.iter_mut().find(|c| c.id == column.id) {
-                Some(sum) => sum.value += column.value,
-                None => self.columns.push(column.clone()),
-            }
-        }
-        self.enabled_ns = self.enabled_ns.saturating_add(other.enabled_ns);
-        self.running_ns = self.running_ns.saturating_add(other.running_ns);
-        self.never_ran_intervals = self
-            .never_ran_intervals
-            .saturating_add(other.never_ran_intervals);
-    }
 }
 
 #[cfg(test)]
@@ -364,20 +349,6 @@ mod tests {
         g.reopen(&["a", "b"], &[11, 12]);
         g.feed(&buf(1, 1, &[(11, 1), (12, 1)]));
         assert_eq!(g.values(), vec![1.0, 11.0]);
-    }
-
-    #[test]
-    fn sums_over_cpus_by_event() {
-        let mut cpu0 = Fed::new(&["a", "b"], &[1, 2]);
-        cpu0.feed(&buf(10, 10, &[(1, 5), (2, 7)]));
-        let mut cpu1 = Fed::new(&["b", "a"], &[3, 4]);
-        cpu1.feed(&buf(10, 5, &[(3, 1), (4, 2)]));
-        let mut sum = GroupTotals::default();
-        sum.add_totals(&cpu0.totals);
-        sum.add_totals(&cpu1.totals);
-        let [a, b] = [&ids(&["a"])[0], &ids(&["b"])[0]];
-        assert_eq!((sum.value(a), sum.value(b)), (9.0, 9.0));
-        assert_eq!((sum.enabled_ns, sum.running_ns), (20, 15));
     }
 
     proptest! {
