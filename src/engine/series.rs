@@ -76,9 +76,11 @@ impl AllSeries {
         parts: &[&GroupTotals],
     ) {
         let group = spec.id();
-        for event in &spec.events {
-            let id = event.id();
-            let value: f64 = parts.iter().map(|t| t.value(&id)).sum();
+        for (i, event) in spec.events.iter().enumerate() {
+            let value: f64 = parts
+                .iter()
+                .map(|t| t.value_at(i, &event.label, event.clock))
+                .sum();
             self.counters.push(CounterSample {
                 cpu,
                 value: if event.clock { value / 1e9 } else { value },

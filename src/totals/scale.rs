@@ -13,6 +13,7 @@
 
 use crate::ids::EventId;
 use crate::perf::GroupRead;
+use std::sync::Arc;
 
 /// What one group counted over one interval: raw, unscaled.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -178,9 +179,16 @@ impl GroupTotals {
 
     /// The total of event `id` (0 for one it has never counted).
     pub fn value(&self, id: &EventId) -> f64 {
-        self.columns
-            .iter()
-            .find(|c| c.live && c.id == *id)
+        self.value_at(usize::MAX, &id.label, id.clock)
+    }
+
+    /// The total of the event labelled `label` (counting nanoseconds if
+    /// `clock`), looked up at `position` first: where an event of a group
+    /// that never changed is.
+    pub fn value_at(&self, position: usize, label: &Arc<str>, clock: bool) -> f64 {
+        let is = |c: &&Column| c.live && c.id.clock == clock && c.id.label == *label;
+        let at = self.columns.get(position).filter(is);
+        at.or_else(|| self.columns.iter().find(is))
             .map_or(0.0, |c| c.value)
     }
 }
