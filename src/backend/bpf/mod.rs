@@ -124,7 +124,9 @@ impl BpfBackend {
         tally: Arc<AtomicU64>,
         ring_pages: usize,
     ) -> Result<Self, Unavailable> {
-        available()?;
+        // Whether the program loads here is `available`'s question, asked
+        // once by whoever chose this backend (`backend::choose`): loading
+        // it costs the verifier some 0.2 s of CPU.
         let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
             .map_err(|e| {
                 tracing::info!(
