@@ -126,9 +126,9 @@ pub fn run(args: &ListArgs, out: &mut dyn Write) -> io::Result<()> {
     let mut listing = listing.filtered(args.filter.as_deref().unwrap_or(""));
     match crate::machine::Machine::discover() {
         Ok(crate::machine::Discovered { machine, .. }) => {
-            // The backend `backend: auto` would count with: what it can
-            // open is what counts here.
-            let probe = match choose(BackendChoice::Auto) {
+            // The backend a config that does not name one counts with
+            // (choosing it loads no BPF program for the default, `cgroup`).
+            let probe = match choose(BackendChoice::default()) {
                 Ok(chosen) => chosen.probe(&machine),
                 Err(_) => std::sync::Arc::new(CgroupProbe::new(&machine)),
             };

@@ -122,6 +122,25 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
             .filter_map(|(k, i)| Some((k, self.slots.get(*i as usize)?.1.as_ref()?)))
     }
 
+    /// Calls `f` on each of a cgroup's totals whose key `pick` accepts.
+    fn each_mut(
+        &mut self,
+        cgroup: CgroupSlot,
+        mut pick: impl FnMut(&K) -> bool,
+        mut f: impl FnMut(&mut V),
+    ) {
+        let Some(keys) = self.index.get(&cgroup) else {
+            return;
+        };
+        for (key, index) in keys {
+            if pick(key)
+                && let Some((_, Some(value))) = self.slots.get_mut(*index as usize)
+            {
+                f(value);
+            }
+        }
+    }
+
     /// Keeps, of a cgroup's totals, those whose key `keep` accepts.
     fn retain(&mut self, cgroup: CgroupSlot, mut keep: impl FnMut(&K) -> bool) {
         let Some(keys) = self.index.get_mut(&cgroup) else {
@@ -238,18 +257,11 @@ impl Totals {
         self.groups
             .retain(cgroup, |(group, _)| groups.iter().any(|(g, _)| g == group));
         for (group, events) in groups {
-            let handles: Vec<Handle> = self
-                .per_cpu(cgroup, group)
-                .map(|(cpu, _)| (group.clone(), cpu))
-                .collect::<Vec<_>>()
-                .into_iter()
-                .map(|key| self.groups.handle(cgroup, &key))
-                .collect();
-            for handle in handles {
-                if let Some(totals) = self.groups.get_mut(handle) {
-                    totals.keep_only(events);
-                }
-            }
+            self.groups.each_mut(
+                cgroup,
+                |(g, _)| g == group,
+                |totals| totals.keep_only(events),
+            );
         }
         self.sampled.retain(cgroup, |id| sampled.contains(id));
     }
