@@ -6,9 +6,9 @@
 
 use cgperf::discovery::CgroupFs;
 use cgperf::events::{PMU_ROOT, parse_event};
-use cgperf::ids::EventId;
+use cgperf::ids::{CgroupSlot, EventId, GroupId};
 use cgperf::perf::{CounterGroup, Target, read_buffer_words};
-use cgperf::totals::{Baseline, Delta, GroupTotals};
+use cgperf::totals::{Baseline, GroupKey, Totals};
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::os::fd::{AsFd, AsRawFd};
@@ -73,15 +73,19 @@ fn bench(c: &mut Criterion) {
             clock: false,
         })
         .collect();
-    let mut totals = GroupTotals::default();
-    let columns = totals.columns(&events);
+    // Read into the totals store as the cgroup backend does.
+    let mut totals = Totals::default();
+    let handle = totals.group(&GroupKey {
+        cgroup: CgroupSlot(0),
+        group: GroupId::Named("bench".into()),
+        cpu: 0,
+    });
+    let columns = totals.columns(handle, &events);
     let mut baseline = Baseline::new(EVENTS.len());
-    let mut delta = Delta::default();
     c.bench_function("cgperf read + parse + scale", |b| {
         b.iter(|| {
             if let Ok((read, ids)) = group.read() {
-                baseline.delta(&read, ids, &mut delta);
-                black_box(totals.add(&columns, &delta));
+                black_box(totals.add(handle, &columns, |delta| baseline.delta(&read, ids, delta)));
             }
         })
     });

@@ -18,11 +18,27 @@ pub(super) struct AllSeries {
 impl AllSeries {
     /// The series of every entry, per CPU or summed over CPUs.
     pub fn of<'a>(
-        entries: impl Iterator<Item = &'a Entry>,
+        entries: impl Iterator<Item = &'a Entry> + Clone,
         totals: &Totals,
         per_cpu: bool,
     ) -> Self {
         let mut all = Self::default();
+        // Sized up front: a snapshot of thousands of cgroups is the largest
+        // thing cgperf holds, and growing it by doubling wastes up to half.
+        let (mut counters, mut times) = (0, 0);
+        for entry in entries.clone() {
+            for spec in &entry.wanted.groups {
+                let n = if per_cpu {
+                    totals.per_cpu(entry.slot, &spec.id()).count()
+                } else {
+                    1
+                };
+                counters += n * spec.events.len();
+                times += n;
+            }
+        }
+        all.counters.reserve_exact(counters);
+        all.group_times.reserve_exact(times);
         // Reused for every group: summing over CPUs allocates nothing.
         let mut parts: Vec<&GroupTotals> = Vec::new();
         for entry in entries {

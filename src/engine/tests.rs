@@ -35,10 +35,7 @@ struct FakeGroup {
 impl FakeGroup {
     fn open(spec: &Arc<GroupSpec>, key: &GroupKey, totals: &mut Totals) -> Self {
         let handle = totals.group(key);
-        let columns = totals
-            .group_mut(handle)
-            .map(|t| t.columns(&spec.event_ids()))
-            .unwrap_or_default();
+        let columns = totals.columns(handle, &spec.event_ids());
         Self {
             spec: spec.clone(),
             raw: vec![0; spec.events.len()],

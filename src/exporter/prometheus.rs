@@ -13,11 +13,16 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use std::fmt::Error;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Renders snapshots as `/metrics` bodies.
 #[derive(Debug)]
 pub struct Exposition {
     registry: Registry,
+    /// The length of the last body: the next one is about as long, and is
+    /// written into room of that size rather than grown by doubling (with
+    /// thousands of cgroups a body is megabytes).
+    last_len: AtomicUsize,
 }
 
 impl Exposition {
@@ -34,13 +39,17 @@ impl Exposition {
         sources.extend(others);
         let mut registry = Registry::default();
         registry.register_collector(Box::new(SnapshotCollector { latest, sources }));
-        Self { registry }
+        Self {
+            registry,
+            last_len: AtomicUsize::new(0),
+        }
     }
 
     /// OpenMetrics text, terminated by `# EOF`.
     pub fn openmetrics(&self) -> Result<String, Error> {
-        let mut out = String::new();
+        let mut out = String::with_capacity(self.last_len.load(Ordering::Relaxed) * 9 / 8);
         prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        self.last_len.store(out.len(), Ordering::Relaxed);
         Ok(out)
     }
 

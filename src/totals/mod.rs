@@ -16,6 +16,8 @@ mod scale;
 pub use counts::{Counts, KEY_SEPARATOR, OTHER};
 pub use scale::{Baseline, Delta, GroupTotals, Interval};
 
+use scale::Layouts;
+
 use crate::ids::{CgroupSlot, EventId, GroupId, SampledId};
 use std::collections::HashMap;
 
@@ -88,6 +90,8 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
                 u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
             }
         };
+        // A cgroup has a few keys, added one by one: no spare room.
+        keys.reserve_exact(1);
         keys.insert(at, (key.clone(), index));
         Handle {
             index,
@@ -172,6 +176,8 @@ pub struct Totals {
     groups: Slab<(GroupId, u32), GroupTotals>,
     /// Per cgroup, by `by:` tracepoint.
     sampled: Slab<SampledId, Counts>,
+    /// The columns the groups' totals share.
+    layouts: Layouts,
     /// Reused by [`Totals::add`]: a read allocates nothing.
     scratch: Delta,
 }
@@ -181,6 +187,7 @@ impl Default for Totals {
         Self {
             groups: Slab::new(),
             sampled: Slab::new(),
+            layouts: Layouts::default(),
             scratch: Delta::default(),
         }
     }
@@ -199,9 +206,20 @@ impl Totals {
         self.groups.get_mut(handle)
     }
 
+    /// The positions of `events` (a group's events in its order) in the
+    /// totals `handle` names, what [`Totals::add`] takes: an event the
+    /// totals had keeps its total, a new one starts at zero. Empty once
+    /// those totals were dropped.
+    pub fn columns(&mut self, handle: Handle, events: &[EventId]) -> Vec<usize> {
+        match self.groups.get_mut(handle) {
+            Some(totals) => totals.columns(events, &mut self.layouts),
+            None => Vec::new(),
+        }
+    }
+
     /// Adds one interval, which `fill` writes into a reused [`Delta`], to
     /// the totals `handle` names, its events at `columns` (see
-    /// [`GroupTotals::columns`]); `None` once those totals were dropped.
+    /// [`Totals::columns`]); `None` once those totals were dropped.
     pub fn add(
         &mut self,
         handle: Handle,
@@ -260,16 +278,18 @@ impl Totals {
             self.groups.each_mut(
                 cgroup,
                 |(g, _)| g == group,
-                |totals| totals.keep_only(events),
+                |totals| totals.keep_only(events, &mut self.layouts),
             );
         }
         self.sampled.retain(cgroup, |id| sampled.contains(id));
+        self.layouts.prune();
     }
 
     /// Drops every total of a cgroup that is no longer counted.
     pub fn remove(&mut self, cgroup: CgroupSlot) {
         self.groups.retain(cgroup, |_| false);
         self.sampled.retain(cgroup, |_| false);
+        self.layouts.prune();
     }
 }
 
@@ -336,9 +356,8 @@ mod tests {
         for cgroup in [1, 2] {
             for group in [named.clone(), GroupId::Tracepoints] {
                 let h = totals.group(&key(cgroup, group, 0));
-                let g = totals.group_mut(h).expect("live");
-                let columns = g.columns(&[event("a"), event("b")]);
-                g.add(
+                let columns = totals.columns(h, &[event("a"), event("b")]);
+                totals.group_mut(h).expect("live").add(
                     &columns,
                     &Delta {
                         enabled_ns: 1,

@@ -13,6 +13,7 @@
 
 use crate::ids::EventId;
 use crate::perf::GroupRead;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// What one group counted over one interval: raw, unscaled.
@@ -95,21 +96,50 @@ impl Interval {
     }
 }
 
-/// One event's running total in a group.
-#[derive(Debug, Clone, PartialEq)]
-struct Column {
+/// What one column of a group's totals counts: its event, and whether the
+/// event is still in the group (false once it left: its series is gone; a
+/// column is never removed, so that the positions backends hold stay
+/// valid).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct Column {
     id: EventId,
-    value: f64,
-    /// False once the event left the group: its series is gone; a column
-    /// is never removed, so that the positions backends hold stay valid.
     live: bool,
+}
+
+/// The columns of group totals, shared: every total of a group made for the
+/// same events (the group on each CPU of each cgroup) points at one copy,
+/// so a total holds its values and nothing per event besides.
+pub(super) type Columns = Arc<[Column]>;
+
+/// The distinct [`Columns`] in use: a total whose columns change takes the
+/// shared copy of its new ones from here.
+#[derive(Debug, Default)]
+pub(super) struct Layouts(HashSet<Columns>);
+
+impl Layouts {
+    /// The shared copy of `columns`.
+    fn intern(&mut self, columns: Vec<Column>) -> Columns {
+        if let Some(shared) = self.0.get(columns.as_slice()) {
+            return shared.clone();
+        }
+        let shared: Columns = columns.into();
+        self.0.insert(shared.clone());
+        shared
+    }
+
+    /// Forgets the columns no total holds any more.
+    pub(super) fn prune(&mut self) {
+        self.0.retain(|c| Arc::strong_count(c) > 1);
+    }
 }
 
 /// The running totals of one group in one cgroup on one CPU (or summed
 /// over CPUs): scaled counts per event, and the group's times.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GroupTotals {
-    columns: Vec<Column>,
+    columns: Columns,
+    /// The scaled count of each column.
+    values: Box<[f64]>,
     /// Nanoseconds the group was enabled.
     pub enabled_ns: u64,
     /// Nanoseconds the group was on the PMU.
@@ -123,35 +153,53 @@ impl GroupTotals {
     /// The positions of `events` (a group's events in its order), adding a
     /// zero total for each event that has none: what [`GroupTotals::add`]
     /// takes. An event that was in the group before keeps its total.
-    pub fn columns(&mut self, events: &[EventId]) -> Vec<usize> {
-        events
+    pub(super) fn columns(&mut self, events: &[EventId], layouts: &mut Layouts) -> Vec<usize> {
+        let mut columns = self.columns.to_vec();
+        let positions = events
             .iter()
-            .map(|id| match self.columns.iter().position(|c| c.id == *id) {
+            .map(|id| match columns.iter().position(|c| c.id == *id) {
                 Some(i) => {
-                    self.columns[i].live = true;
+                    columns[i].live = true;
                     i
                 }
                 None => {
-                    self.columns.push(Column {
+                    columns.push(Column {
                         id: id.clone(),
-                        value: 0.0,
                         live: true,
                     });
-                    self.columns.len() - 1
+                    columns.len() - 1
                 }
             })
-            .collect()
+            .collect();
+        self.relayout(columns, layouts);
+        positions
     }
 
     /// Drops the totals of events not in `events`: their series are gone
     /// (an event that comes back later starts from zero).
-    pub fn keep_only(&mut self, events: &[EventId]) {
-        for column in &mut self.columns {
+    pub(super) fn keep_only(&mut self, events: &[EventId], layouts: &mut Layouts) {
+        let mut columns = self.columns.to_vec();
+        for (column, value) in columns.iter_mut().zip(self.values.iter_mut()) {
             if !events.contains(&column.id) {
                 column.live = false;
-                column.value = 0.0;
+                *value = 0.0;
             }
         }
+        self.relayout(columns, layouts);
+    }
+
+    /// Takes `columns` (the present ones, changed or not), with a zero
+    /// value for each new one.
+    fn relayout(&mut self, columns: Vec<Column>, layouts: &mut Layouts) {
+        if *self.columns == *columns {
+            return;
+        }
+        if columns.len() != self.values.len() {
+            let mut values = std::mem::take(&mut self.values).into_vec();
+            values.resize(columns.len(), 0.0);
+            self.values = values.into_boxed_slice();
+        }
+        self.columns = layouts.intern(columns);
     }
 
     /// Adds one interval, scaled: `delta.values[i]` goes to the total at
@@ -165,10 +213,10 @@ impl GroupTotals {
         }
         let ratio = delta.enabled_ns as f64 / delta.running_ns as f64;
         for (&column, raw) in columns.iter().zip(&delta.values) {
-            let (Some(raw), Some(total)) = (raw, self.columns.get_mut(column)) else {
+            let (Some(raw), Some(total)) = (raw, self.values.get_mut(column)) else {
                 continue;
             };
-            total.value += match outcome {
+            *total += match outcome {
                 Interval::Full | Interval::Idle => *raw as f64,
                 Interval::Scaled => *raw as f64 * ratio,
                 Interval::NeverRan => 0.0,
@@ -186,10 +234,15 @@ impl GroupTotals {
     /// `clock`), looked up at `position` first: where an event of a group
     /// that never changed is.
     pub fn value_at(&self, position: usize, label: &Arc<str>, clock: bool) -> f64 {
-        let is = |c: &&Column| c.live && c.id.clock == clock && c.id.label == *label;
-        let at = self.columns.get(position).filter(is);
-        at.or_else(|| self.columns.iter().find(is))
-            .map_or(0.0, |c| c.value)
+        let is = |c: &Column| c.live && c.id.clock == clock && c.id.label == *label;
+        let at = self
+            .columns
+            .get(position)
+            .filter(|c| is(c))
+            .map(|_| position);
+        at.or_else(|| self.columns.iter().position(is))
+            .and_then(|i| self.values.get(i).copied())
+            .unwrap_or(0.0)
     }
 }
 
@@ -223,6 +276,7 @@ mod tests {
         kernel_ids: Vec<u64>,
         columns: Vec<usize>,
         totals: GroupTotals,
+        layouts: Layouts,
         events: Vec<EventId>,
     }
 
@@ -230,12 +284,14 @@ mod tests {
         fn new(labels: &[&str], kernel_ids: &[u64]) -> Self {
             let events = ids(labels);
             let mut totals = GroupTotals::default();
-            let columns = totals.columns(&events);
+            let mut layouts = Layouts::default();
+            let columns = totals.columns(&events, &mut layouts);
             Self {
                 baseline: Baseline::new(events.len()),
                 kernel_ids: kernel_ids.to_vec(),
                 columns,
                 totals,
+                layouts,
                 events,
             }
         }
@@ -250,8 +306,8 @@ mod tests {
         /// The group opened anew (new kernel ids), maybe with other events.
         fn reopen(&mut self, labels: &[&str], kernel_ids: &[u64]) {
             self.events = ids(labels);
-            self.totals.keep_only(&self.events);
-            self.columns = self.totals.columns(&self.events);
+            self.totals.keep_only(&self.events, &mut self.layouts);
+            self.columns = self.totals.columns(&self.events, &mut self.layouts);
             self.baseline = Baseline::new(labels.len());
             self.kernel_ids = kernel_ids.to_vec();
         }

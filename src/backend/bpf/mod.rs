@@ -366,10 +366,7 @@ impl Fed {
             group: spec.id(),
             cpu,
         });
-        let columns = totals
-            .group_mut(handle)
-            .map(|t| t.columns(&spec.event_ids()))
-            .unwrap_or_default();
+        let columns = totals.columns(handle, &spec.event_ids());
         let mut fed = Self {
             totals: handle,
             columns,

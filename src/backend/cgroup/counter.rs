@@ -28,9 +28,7 @@ pub(super) struct CpuCounter {
     pub cpu: u32,
     open: Option<(Held, Baseline)>,
     totals: Handle,
-    /// The position of each event's total (see [`GroupTotals::columns`]).
-    ///
-    /// [`GroupTotals::columns`]: crate::totals::GroupTotals::columns
+    /// The position of each event's total (see [`Totals::columns`]).
     columns: Vec<usize>,
 }
 
@@ -59,11 +57,10 @@ impl GroupState {
                     group: self.spec.id(),
                     cpu,
                 });
-                let events = self.spec.event_ids();
-                let columns = totals
-                    .group_mut(handle)
-                    .map(|t| t.columns(&events))
-                    .unwrap_or_default();
+                let columns = totals.columns(handle, &self.spec.event_ids());
+                // One CPU at a time: no spare room in the many small
+                // vectors of a host with thousands of cgroups.
+                self.cpus.reserve_exact(1);
                 self.cpus.push(CpuCounter {
                     cpu,
                     open: None,

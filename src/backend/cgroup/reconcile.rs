@@ -81,8 +81,9 @@ pub(super) fn reconcile(
             plans.push(Vec::new());
             continue;
         }
-        let mut plan = Vec::new();
-        for spec in std::mem::take(&mut c.wanted.groups) {
+        let wanted = std::mem::take(&mut c.wanted.groups);
+        let mut plan = Vec::with_capacity(wanted.len());
+        for spec in wanted {
             if let Some(i) = old.iter().position(|g| *g.spec == *spec) {
                 plan.push(Planned {
                     group: old.swap_remove(i),
@@ -106,7 +107,11 @@ pub(super) fn reconcile(
     hand_over(cgroups, &mut plans, &mut evicted, online, opener, totals);
     for ((c, plan), evicted) in cgroups.iter_mut().zip(plans).zip(&evicted) {
         if !evicted {
-            c.state.groups = plan.into_iter().map(|p| p.group).collect();
+            let mut groups: Vec<GroupState> = plan.into_iter().map(|p| p.group).collect();
+            // Collected in the plan's larger allocation: a host has
+            // thousands of these.
+            groups.shrink_to_fit();
+            c.state.groups = groups;
         }
     }
     evicted
