@@ -303,9 +303,9 @@ fn perf_fds() -> usize {
 }
 
 #[test]
-fn a_thousand_cgroups_take_no_more_descriptors_and_removed_ones_lose_their_series() {
+fn ten_thousand_cgroups_take_no_more_descriptors_and_removed_ones_lose_their_series() {
     let parent = TestCgroup::create("cgperf-bpf-many");
-    let children: Vec<TestCgroup> = (0..1000)
+    let children: Vec<TestCgroup> = (0..10_000)
         .map(|i| TestCgroup::create_under(&parent.rel, &format!("c{i}")))
         .collect();
     let yaml = format!(
@@ -321,32 +321,34 @@ cgroups:
 ",
         parent.rel, parent.rel
     );
-    let (mut engine, latest) = bpf_engine(&yaml, DEFAULT_CAPACITY);
+    let (mut engine, latest) = bpf_engine(&yaml, 10_001);
     engine.collect();
     let snapshot = latest.get();
-    assert_eq!(snapshot.monitored_cgroups, 1001, "every cgroup is counted");
+    assert_eq!(snapshot.monitored_cgroups, 10_001, "every cgroup is counted");
     let cpus = cgperf::cpus::online().expect("online CPUs").len();
     assert!(
         snapshot.open_fds <= 64,
-        "{} descriptors for 1,001 cgroups on {cpus} CPUs",
+        "{} descriptors for 10,001 cgroups on {cpus} CPUs",
         snapshot.open_fds
     );
     assert!(perf_fds() <= 64, "{} perf descriptors", perf_fds());
     let n = 7_777;
-    getppid_workload(Some(&children[500].dir), n);
+    getppid_workload(Some(&children[5000].dir), n);
+    getppid_workload(Some(&children[9999].dir), 11);
     engine.collect();
-    assert_eq!(count(&latest, &children[500].rel, GETPPID), Some(n as f64));
-    assert_eq!(count(&latest, &children[499].rel, GETPPID), Some(0.0));
-    assert_eq!(count(&latest, &parent.rel, GETPPID), Some(n as f64));
+    assert_eq!(count(&latest, &children[5000].rel, GETPPID), Some(n as f64));
+    assert_eq!(count(&latest, &children[9999].rel, GETPPID), Some(11.0));
+    assert_eq!(count(&latest, &children[4999].rel, GETPPID), Some(0.0));
+    assert_eq!(count(&latest, &parent.rel, GETPPID), Some(n as f64 + 11.0));
 
-    children[500].remove();
+    children[5000].remove();
     engine.collect();
     assert_eq!(
-        count(&latest, &children[500].rel, GETPPID),
+        count(&latest, &children[5000].rel, GETPPID),
         None,
         "its series are gone"
     );
-    assert_eq!(latest.get().monitored_cgroups, 1000);
+    assert_eq!(latest.get().monitored_cgroups, 10_000);
     // Its slot is reused by a new cgroup, which starts from zero.
     let again = TestCgroup::create_under(&parent.rel, "again");
     engine.collect();
