@@ -385,3 +385,176 @@ cgroups:
         Some(&2)
     );
 }
+
+/// Runs `getppid_workload` chunks of `chunk` calls in each of `dirs`, one
+/// thread each (every chunk a process that moves itself into its cgroup),
+/// while `during` runs; returns the calls made in each.
+fn getppid_chunks_during(dirs: &[&std::path::Path], chunk: u64, during: impl FnOnce()) -> Vec<u64> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = dirs
+        .iter()
+        .map(|dir| {
+            let (stop, dir) = (stop.clone(), dir.to_path_buf());
+            std::thread::spawn(move || {
+                let mut calls = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    getppid_workload(Some(&dir), chunk);
+                    calls += chunk;
+                }
+                calls
+            })
+        })
+        .collect();
+    during();
+    stop.store(true, Ordering::Relaxed);
+    workers
+        .into_iter()
+        .map(|w| w.join().expect("workload thread"))
+        .collect()
+}
+
+#[test]
+fn a_changed_group_hands_over_on_every_cpu_without_a_gap_or_a_double_count() {
+    // The counted getppid tracepoint's filter changes at every reload
+    // (each filter passes every call), its group with it, and a group of
+    // software events gains and loses one, while two cgroups call getppid
+    // on both CPUs: the series must stay exact (the program stays loaded;
+    // per CPU, one run of it ends the old counters and starts the new
+    // ones).
+    let parent = TestCgroup::create("cgperf-bpf-handover");
+    let a = TestCgroup::create_under(&parent.rel, "a");
+    let b = TestCgroup::create_under(&parent.rel, "b");
+    let config_with = |filter: &str, sw: &str| {
+        format!(
+            "interval: 1s
+groups:
+  sw: [{sw}]
+tracepoints:
+  - name: {GETPPID}
+    filter: \"{filter}\"
+cgroups:
+  - path: {}
+  - match: {}/*
+",
+            parent.rel, parent.rel
+        )
+    };
+    let first = config_with("__syscall_nr >= 0", "page-faults");
+    let configs = [
+        config(&first),
+        config(&config_with(
+            "__syscall_nr > -1",
+            "page-faults, context-switches",
+        )),
+        config(&config_with("__syscall_nr != -1", "context-switches")),
+    ];
+    let (mut engine, latest) = bpf_engine(&first, DEFAULT_CAPACITY);
+    engine.collect();
+    let calls = getppid_chunks_during(&[&a.dir, &b.dir], 20_000, || {
+        for i in 0..60 {
+            let config = &configs[(i + 1) % configs.len()];
+            engine.reload(config, plan(config, &BpfProbe::new(&machine())));
+            engine.collect();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    assert!(calls.iter().all(|&n| n > 0), "the workloads ran: {calls:?}");
+    engine.collect();
+    let counted = [
+        count(&latest, &a.rel, GETPPID),
+        count(&latest, &b.rel, GETPPID),
+        count(&latest, &parent.rel, GETPPID),
+    ];
+    let want = [calls[0], calls[1], calls[0] + calls[1]].map(|n| Some(n as f64));
+    assert_eq!(counted, want, "(a, b, parent) across 60 reloads");
+}
+
+#[test]
+fn tasks_that_move_themselves_into_cgroups_are_charged_exactly() {
+    // Every chunk is a process forked in the test's cgroup that moves
+    // itself into its cgroup and calls getppid at once, with no context
+    // switch in between, two at a time on two CPUs, while cgperf reads.
+    let parent = TestCgroup::create("cgperf-bpf-movers");
+    let a = TestCgroup::create_under(&parent.rel, "a");
+    let b = TestCgroup::create_under(&parent.rel, "b");
+    let yaml = format!(
+        "interval: 1s
+tracepoints:
+  - {GETPPID}
+cgroups:
+  - path: {}
+  - match: {}/*
+",
+        parent.rel, parent.rel
+    );
+    let (mut engine, latest) = bpf_engine(&yaml, DEFAULT_CAPACITY);
+    engine.collect();
+    let calls = getppid_chunks_during(&[&a.dir, &b.dir], 50_000, || {
+        for _ in 0..40 {
+            std::thread::sleep(Duration::from_millis(50));
+            engine.collect();
+        }
+    });
+    engine.collect();
+    let counted = [
+        count(&latest, &a.rel, GETPPID),
+        count(&latest, &b.rel, GETPPID),
+    ];
+    assert_eq!(counted, [calls[0], calls[1]].map(|n| Some(n as f64)));
+}
+
+#[test]
+fn what_a_task_counted_before_moving_itself_stays_with_the_cgroup_it_left() {
+    let parent = TestCgroup::create("cgperf-bpf-move");
+    let from = TestCgroup::create_under(&parent.rel, "from");
+    let to = TestCgroup::create_under(&parent.rel, "to");
+    let yaml = format!(
+        "interval: 1s
+tracepoints:
+  - {GETPPID}
+cgroups:
+  - match: {}/*
+",
+        parent.rel
+    );
+    let (mut engine, latest) = bpf_engine(&yaml, DEFAULT_CAPACITY);
+    engine.collect();
+    let (before, after) = (123_457u64, 7_777u64);
+    let procs = std::ffi::CString::new(
+        to.dir
+            .join("cgroup.procs")
+            .into_os_string()
+            .into_encoded_bytes(),
+    )
+    .expect("path");
+    for _ in 0..5 {
+        // In `from` (a sleep after the move, so that it starts there
+        // afresh), then straight into `to`, calling all along.
+        in_child(Some(&from.dir), || {
+            // SAFETY: raw syscalls only.
+            unsafe {
+                libc::usleep(1_000);
+                for _ in 0..before {
+                    libc::syscall(libc::SYS_getppid);
+                }
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    libc::_exit(4);
+                }
+                for _ in 0..after {
+                    libc::syscall(libc::SYS_getppid);
+                }
+            }
+        });
+    }
+    engine.collect();
+    assert_eq!(
+        [
+            count(&latest, &from.rel, GETPPID),
+            count(&latest, &to.rel, GETPPID)
+        ],
+        [Some(5.0 * before as f64), Some(5.0 * after as f64)],
+        "(the cgroup left, the cgroup entered)"
+    );
+}

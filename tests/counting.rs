@@ -161,23 +161,10 @@ fn software_events_and_tracepoints_agree_with_perf_stat() {
     let faults = delta("cgperf_events_total", "page-faults");
     let perf_faults = perf.get("page-faults").copied().unwrap_or(f64::NAN);
     let margin = 0.02 * perf_faults + 5.0;
-    let bpf = value(&after, "cgperf_backend_info", &[("backend", "bpf")]).is_some();
-    if bpf {
-        // Each process moves itself into the cgroup after fork, without a
-        // context switch: the bpf backend charges what it counted since its
-        // last switch (the faults of its first steps) to the cgroup it moves
-        // into, as README's "Backends" says; cgroup mode never sees them.
-        let before_move = 6.0 * 64.0;
-        assert!(
-            faults >= perf_faults - margin && faults <= perf_faults + margin + before_move,
-            "cgperf (bpf) {faults} vs perf {perf_faults}"
-        );
-    } else {
-        assert!(
-            (faults - perf_faults).abs() <= margin,
-            "cgperf {faults} vs perf {perf_faults}"
-        );
-    }
+    assert!(
+        (faults - perf_faults).abs() <= margin,
+        "cgperf {faults} vs perf {perf_faults}"
+    );
     let cs = delta("cgperf_events_total", "context-switches");
     let perf_cs = perf.get("context-switches").copied().unwrap_or(f64::NAN);
     assert!(

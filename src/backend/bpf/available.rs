@@ -2,7 +2,7 @@
 //! what is missing and how to get it: asked by loading the real program,
 //! since only the kernel knows (its version, config, privileges, lockdown).
 
-use super::kernel::{Kernel, Layout};
+use super::kernel::Kernel;
 use crate::events::{EventAttr, PERF_TYPE_SOFTWARE};
 use crate::perf::{CounterGroup, Target};
 
@@ -33,7 +33,8 @@ impl Unavailable {
             Some(libc::EINVAL | libc::ENOENT | libc::E2BIG | libc::EOPNOTSUPP) => (
                 format!("kernel support ({what})"),
                 "the program needs Linux 5.17 or later (bpf_loop, test runs on a chosen CPU, \
-                 raw tracepoints); use the cgroup backend on older kernels"
+                 raw tracepoints) built with BTF (CONFIG_DEBUG_INFO_BTF: \
+                 /sys/kernel/btf/vmlinux); use the cgroup backend elsewhere"
                     .into(),
             ),
             _ => (what, "see the kernel's answer above".into()),
@@ -56,7 +57,7 @@ impl Unavailable {
 /// both go.
 pub fn available() -> Result<(), Unavailable> {
     let cpus = possible_cpus()?;
-    drop(Kernel::load(Layout::default(), 1, cpus)?);
+    drop(Kernel::load(1, cpus)?);
     let cpu = crate::cpus::online()
         .ok()
         .and_then(|online| online.first().copied())

@@ -1,9 +1,11 @@
-//! One loaded counting program (`count.bpf.c`), its maps, and the
-//! system-wide counters it reads: everything that lives and dies with one
-//! [`Layout`] of counters.
+//! The loaded counting program (`count.bpf.c`), its maps, and the
+//! system-wide counters it reads. It stays loaded for cgperf's life: a
+//! reload that changes the counted groups places their counters at free
+//! indices and retires the old ones on each CPU in one run of the program
+//! ([`Kernel::cut`]), so that nothing is lost or counted twice.
 //!
 //! The program charges what each CPU's counters counted since its last run
-//! to the cgroup running there and every monitored ancestor, into the
+//! to the cgroup that ran there and every monitored ancestor, into the
 //! `totals` map; cgperf reads `totals` through a read-only mapping (no
 //! syscall per cgroup) after flushing every CPU.
 
@@ -19,7 +21,7 @@ use memmap2::{MmapOptions, MmapRaw};
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The compiled program, aligned as the ELF parser requires.
 #[repr(C, align(8))]
@@ -28,31 +30,38 @@ static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!("count.bpf.o"));
 
 /// Counters per CPU at most (`MAX_EVENTS` in `count.bpf.c`): one perf
 /// event array each (aya caps a perf event array at one entry per CPU),
-/// and the stride of the `last` map.
+/// and the stride of the `last` and `totals` maps.
 pub(super) const MAX_EVENTS: usize = 16;
-/// The program, as named in `count.bpf.c`.
+/// The program that charges at context switches, and flushes when
+/// test-run, as named in `count.bpf.c`.
 const PROGRAM: &str = "charge";
 /// Where it runs: the task switched out is still `current` there.
 const TRACEPOINT: &str = "sched_switch";
-/// The descriptors a loaded program holds besides the perf events: its
-/// maps (a perf event array per counter, and five), the program and its
-/// attachment.
-pub(super) const OWN_FDS: u64 = MAX_EVENTS as u64 + 7;
+/// The program that charges a task moving itself to the cgroup it leaves.
+const MOVED: &str = "moved";
+/// Where that one runs: after a move, in the mover's context.
+const ATTACH: &str = "cgroup_attach_task";
+/// The descriptors the loaded programs hold besides the perf events: their
+/// maps (a perf event array per counter, and eight), the programs and
+/// their attachments.
+pub(super) const OWN_FDS: u64 = MAX_EVENTS as u64 + 12;
 
 /// Chains cached per CPU (`CHAINS` in `count.bpf.c`).
 const CHAINS: u32 = 64;
+
+/// The bits of a CPU's `state` word (see `count.bpf.c`).
+const FRESH: u32 = 16;
+const RETIRE: u32 = 32;
+const LEADERS: u32 = 48;
 
 /// `struct config` of `count.bpf.c`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 struct Config {
-    events: u32,
     capacity: u32,
     cpus: u32,
-    /// Bit `e` set: counter `e` leads its group.
-    leaders: u32,
-    /// Bumped after each change of `monitored`: the program's cached
-    /// chains of monitored ancestors are stale.
+    /// Bumped after each change of `monitored`: the program's chains of
+    /// monitored ancestors are stale.
     generation: u64,
 }
 // SAFETY: plain integers, no padding.
@@ -68,22 +77,11 @@ pub(super) struct Reading {
     pub running: u64,
 }
 
-/// `struct last` of `count.bpf.c`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-struct Last {
-    seen: Reading,
-    delta: Reading,
-}
-// SAFETY: plain integers, no padding.
-unsafe impl Pod for Last {}
-
-/// Where each counted group's events sit among a CPU's counters: the
-/// groups in plan order, one after the other.
+/// The groups wanted, in plan order, as many as fit in [`MAX_EVENTS`]
+/// counters per CPU.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Layout {
-    groups: Vec<(Arc<GroupSpec>, usize)>,
-    events: usize,
+    groups: Vec<Arc<GroupSpec>>,
 }
 
 impl Layout {
@@ -92,48 +90,55 @@ impl Layout {
     pub fn of(groups: Vec<Arc<GroupSpec>>) -> (Self, Vec<Arc<GroupSpec>>) {
         let mut layout = Self::default();
         let mut left = Vec::new();
+        let mut events = 0;
         for spec in groups {
             let n = spec.events.len();
-            if layout.events + n > MAX_EVENTS {
+            if events + n > MAX_EVENTS {
                 left.push(spec);
                 continue;
             }
-            layout.groups.push((spec, layout.events));
-            layout.events += n;
+            events += n;
+            layout.groups.push(spec);
         }
         (layout, left)
     }
 
-    /// Whether it counts exactly these groups, events and filters alike.
-    pub fn is(&self, other: &Layout) -> bool {
-        self.events == other.events
-            && self.groups.len() == other.groups.len()
-            && self
-                .groups
-                .iter()
-                .zip(&other.groups)
-                .all(|((a, _), (b, _))| a == b)
-    }
-
-    /// The position of a group's leader among a CPU's counters.
-    pub fn offset(&self, group: &GroupId) -> Option<usize> {
-        self.groups
-            .iter()
-            .find(|(spec, _)| spec.name == *group)
-            .map(|(_, offset)| *offset)
-    }
-
-    /// A bit per counter that leads its group.
-    fn leaders(&self) -> u32 {
-        self.groups
-            .iter()
-            .filter(|(_, offset)| *offset < 32)
-            .fold(0, |bits, (_, offset)| bits | 1 << offset)
-    }
-
     /// The groups, in order.
     pub fn groups(&self) -> impl Iterator<Item = &Arc<GroupSpec>> {
-        self.groups.iter().map(|(spec, _)| spec)
+        self.groups.iter()
+    }
+}
+
+/// Where a placed group stands in a change of the counted groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Counted.
+    Live,
+    /// Placed, counted on each CPU from its [`Kernel::cut`] on.
+    New,
+    /// Counted on each CPU until its [`Kernel::cut`].
+    Retiring,
+}
+
+/// A group placed at counter indices, and its counters per CPU.
+#[derive(Debug)]
+pub(super) struct Placed {
+    pub spec: Arc<GroupSpec>,
+    /// The indices of its events, leader first.
+    pub at: Vec<usize>,
+    pub phase: Phase,
+    held: BTreeMap<u32, Held>,
+}
+
+impl Placed {
+    /// A bit per index it takes.
+    fn bits(&self) -> u64 {
+        self.at.iter().fold(0, |bits, &i| bits | 1 << i)
+    }
+
+    /// The bit of its leader.
+    fn leader(&self) -> u64 {
+        self.at.first().map_or(0, |&i| 1 << i)
     }
 }
 
@@ -145,21 +150,24 @@ pub(super) struct NotOpened {
     pub error: OpenError,
 }
 
-/// The program, its maps and counters for one layout.
+/// The program, its maps and counters.
 #[derive(Debug)]
 pub(super) struct Kernel {
     ebpf: Ebpf,
-    layout: Layout,
     capacity: u32,
     cpus: u32,
     /// The perf event arrays the program reads counters from: counter `e`
     /// of CPU `c` at index `c` of array `e`.
     counters: Vec<MapData>,
-    /// Per CPU, per group of the layout: its counters while open.
-    open: BTreeMap<u32, Vec<Option<Held>>>,
+    /// The groups placed, live or changing.
+    placed: Vec<Placed>,
+    /// The CPUs counted on.
+    online: std::collections::BTreeSet<u32>,
     /// `totals`, mapped read-only.
     totals: MmapRaw,
     totals_len: usize,
+    /// `state`, mapped read-write: a word per CPU.
+    state: MmapRaw,
     /// What the program's config holds.
     config: Config,
 }
@@ -181,39 +189,59 @@ fn failed(step: &str, e: &(dyn std::error::Error + 'static)) -> (String, Option<
     (text, errno)
 }
 
+/// Maps a `BPF_F_MMAPABLE` array of the object, `len` bytes.
+fn map_array(ebpf: &Ebpf, name: &str, len: usize, write: bool) -> Result<MmapRaw, Unavailable> {
+    let Some(Map::Array(data)) = ebpf.map(name) else {
+        return Err(Unavailable::broken(&format!(
+            "the object has no {name} array"
+        )));
+    };
+    let fd = data.fd().as_fd().as_raw_fd();
+    let options = MmapOptions::new().len(len).to_owned();
+    let mapped = match write {
+        true => options.map_raw(fd),
+        false => options.map_raw_read_only(fd),
+    };
+    mapped.map_err(|e| Unavailable::from_kernel(failed(&format!("mapping {name}"), &e)))
+}
+
 impl Kernel {
-    /// Loads and attaches the program for `layout`, with room for
-    /// `capacity` cgroups on `cpus` possible CPUs. No counter is open yet
-    /// ([`Kernel::open_cpu`]).
-    pub fn load(layout: Layout, capacity: u32, cpus: u32) -> Result<Self, Unavailable> {
+    /// Loads and attaches the program with room for `capacity` cgroups on
+    /// `cpus` possible CPUs. No group is placed yet ([`Kernel::place`]).
+    pub fn load(capacity: u32, cpus: u32) -> Result<Self, Unavailable> {
         let per_cpu = cpus.saturating_mul(MAX_EVENTS as u32);
         let names: Vec<String> = (0..MAX_EVENTS).map(|e| format!("counters{e}")).collect();
         let cells = (cpus as usize)
             .saturating_mul(capacity as usize)
-            .saturating_mul(layout.events)
+            .saturating_mul(MAX_EVENTS)
             .max(1);
         let cells_u32 = u32::try_from(cells).map_err(|_| Unavailable {
-            missing: format!("room for {capacity} cgroups × {} counters", layout.events),
-            fix: "lower max_cgroups or count fewer events".into(),
+            missing: format!("room for {capacity} cgroups × {MAX_EVENTS} counters"),
+            fix: "lower max_cgroups".into(),
         })?;
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("last", per_cpu)
             .map_max_entries("monitored", capacity.max(1))
             .map_max_entries("totals", cells_u32)
+            .map_max_entries("state", cpus.max(1))
+            .map_max_entries("running", cpus.max(1))
+            .map_max_entries("splits", cpus.max(1))
             .map_max_entries("chains", cpus.saturating_mul(CHAINS))
             .load(&OBJECT.0)
             .map_err(|e| Unavailable::from_kernel(failed("loading the BPF maps", &e)))?;
-        let program: &mut RawTracePoint = ebpf
-            .program_mut(PROGRAM)
-            .ok_or_else(|| Unavailable::broken("the object has no program"))?
-            .try_into()
-            .map_err(|e| Unavailable::from_kernel(failed("the BPF program", &e)))?;
-        program
-            .load()
-            .map_err(|e| Unavailable::from_kernel(failed("loading the BPF program", &e)))?;
-        program
-            .attach(TRACEPOINT)
-            .map_err(|e| Unavailable::from_kernel(failed("attaching to sched_switch", &e)))?;
+        for (name, tracepoint) in [(PROGRAM, TRACEPOINT), (MOVED, ATTACH)] {
+            let program: &mut RawTracePoint = ebpf
+                .program_mut(name)
+                .ok_or_else(|| Unavailable::broken("the object lacks a program"))?
+                .try_into()
+                .map_err(|e| Unavailable::from_kernel(failed("the BPF program", &e)))?;
+            program
+                .load()
+                .map_err(|e| Unavailable::from_kernel(failed("loading the BPF program", &e)))?;
+            program.attach(tracepoint).map_err(|e| {
+                Unavailable::from_kernel(failed(&format!("attaching to {tracepoint}"), &e))
+            })?;
+        }
         let mut counters = Vec::with_capacity(MAX_EVENTS);
         for name in &names {
             match ebpf.take_map(name) {
@@ -221,30 +249,23 @@ impl Kernel {
                 _ => return Err(Unavailable::broken("the object lacks a perf event array")),
             }
         }
-        let totals_len = cells * std::mem::size_of::<Reading>();
-        let totals = match ebpf.map("totals") {
-            Some(Map::Array(data)) => MmapOptions::new()
-                .len(totals_len)
-                .map_raw_read_only(data.fd().as_fd().as_raw_fd())
-                .map_err(|e| Unavailable::from_kernel(failed("mapping the totals", &e)))?,
-            _ => return Err(Unavailable::broken("the object has no totals array")),
-        };
+        let totals = map_array(&ebpf, "totals", cells * size_of::<Reading>(), false)?;
+        let state = map_array(&ebpf, "state", cpus.max(1) as usize * 8, true)?;
         let mut kernel = Self {
             ebpf,
             capacity,
             cpus,
             counters,
-            open: BTreeMap::new(),
+            placed: Vec::new(),
+            online: Default::default(),
             totals,
             totals_len: cells,
+            state,
             config: Config {
-                events: layout.events as u32,
                 capacity,
                 cpus,
-                leaders: layout.leaders(),
                 generation: 1,
             },
-            layout,
         };
         kernel
             .configure()
@@ -255,20 +276,17 @@ impl Kernel {
     /// Hands the program its config.
     fn configure(&mut self) -> Result<(), String> {
         let config = self.config;
-        self.array::<Config>("config")
-            .and_then(|mut a| a.set(0, config, 0).map_err(|e| e.to_string()))
+        let map = self.ebpf.map_mut("config").ok_or("no such map")?;
+        let mut array: Array<&mut MapData, Config> =
+            Array::try_from(map).map_err(|e| e.to_string())?;
+        array.set(0, config, 0).map_err(|e| e.to_string())
     }
 
-    /// Makes the program walk the hierarchy again at its next switch out
-    /// of any cgroup: `monitored` changed.
+    /// Makes the program walk the hierarchy again at its next charge:
+    /// `monitored` changed.
     fn invalidate_chains(&mut self) -> Result<(), String> {
         self.config.generation += 1;
         self.configure()
-    }
-
-    fn array<V: Pod>(&mut self, name: &str) -> Result<Array<&mut MapData, V>, String> {
-        let map = self.ebpf.map_mut(name).ok_or("no such map")?;
-        Array::try_from(map).map_err(|e| e.to_string())
     }
 
     fn monitored(&mut self) -> Result<BpfHashMap<&mut MapData, u64, u32>, String> {
@@ -276,112 +294,297 @@ impl Kernel {
         BpfHashMap::try_from(map).map_err(|e| e.to_string())
     }
 
-    /// The layout it counts.
-    pub fn layout(&self) -> &Layout {
-        &self.layout
+    /// `cpu`'s state word, shared with the program.
+    fn state(&self, cpu: u32) -> Option<&AtomicU64> {
+        if cpu >= self.cpus {
+            return None;
+        }
+        // SAFETY: the mapping holds `cpus` aligned u64 words (page-aligned
+        // start), which live as long as `self`; the program changes them
+        // only by compare-and-swap.
+        Some(unsafe {
+            &*self
+                .state
+                .as_mut_ptr()
+                .cast::<AtomicU64>()
+                .add(cpu as usize)
+        })
     }
 
-    /// Opens every group of the layout system-wide on `cpu` and hands the
-    /// counters to the program, each starting from zero. What was open
-    /// there before is closed first (a CPU back online: its old counters
-    /// are dead). Returns what failed to open.
-    pub fn open_cpu(&mut self, cpu: u32, tally: &Arc<AtomicU64>) -> Vec<NotOpened> {
-        self.close_cpu(cpu);
+    /// Changes `cpu`'s state word atomically.
+    fn update_state(&self, cpu: u32, f: impl Fn(u64) -> u64) {
+        if let Some(word) = self.state(cpu) {
+            let _ = word.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| Some(f(s)));
+        }
+    }
+
+    /// The placed group `spec`, if any (live, new or retiring).
+    pub fn placement(&self, spec: &Arc<GroupSpec>) -> Option<&Placed> {
+        self.placed
+            .iter()
+            .find(|p| Arc::ptr_eq(&p.spec, spec))
+            .or_else(|| self.placed.iter().find(|p| p.spec == *spec))
+    }
+
+    /// Starts changing the placed groups to `wanted`: those identical stay
+    /// where they are, the others become [`Phase::Retiring`], and each new
+    /// one (or changed one) is placed at free indices ([`Phase::New`]), as
+    /// many as fit beside those retiring. Then, per CPU,
+    /// [`Kernel::open_new`], [`Kernel::cut`] and [`Kernel::close_retiring`],
+    /// and [`Kernel::settle`] at the end. Returns whether anything changes.
+    pub fn place(&mut self, wanted: &Layout) -> bool {
+        let mut kept = vec![false; self.placed.len()];
+        let mut new = Vec::new();
+        for spec in wanted.groups() {
+            match self.placed.iter().position(|p| p.spec == *spec) {
+                Some(i) => kept[i] = true,
+                None => new.push(spec.clone()),
+            }
+        }
+        let mut changed = false;
+        for (p, kept) in self.placed.iter_mut().zip(kept) {
+            if !kept {
+                p.phase = Phase::Retiring;
+                changed = true;
+            }
+        }
+        let mut used = self.placed.iter().fold(0u64, |bits, p| bits | p.bits());
+        for spec in new {
+            let free: Vec<usize> = (0..MAX_EVENTS).filter(|i| used & 1 << i == 0).collect();
+            if free.len() < spec.events.len() {
+                continue;
+            }
+            let at = free[..spec.events.len()].to_vec();
+            let p = Placed {
+                spec,
+                at,
+                phase: Phase::New,
+                held: BTreeMap::new(),
+            };
+            used |= p.bits();
+            self.placed.push(p);
+            changed = true;
+        }
+        changed
+    }
+
+    /// Opens the new groups on `cpu` and hands their counters to the
+    /// program, not yet read there (until [`Kernel::cut`]). Returns what
+    /// failed to open.
+    pub fn open_new(&mut self, cpu: u32, tally: &Arc<AtomicU64>) -> Vec<NotOpened> {
+        self.open_where(cpu, tally, |p| p.phase == Phase::New)
+    }
+
+    /// Opens the placed groups `pick` chooses that are not open on `cpu`.
+    fn open_where(
+        &mut self,
+        cpu: u32,
+        tally: &Arc<AtomicU64>,
+        pick: impl Fn(&Placed) -> bool,
+    ) -> Vec<NotOpened> {
         let mut failures = Vec::new();
-        let groups = self.layout.groups.clone();
-        let mut held = Vec::with_capacity(groups.len());
-        for (spec, offset) in &groups {
-            let opened =
-                CounterGroup::open_filtered(&spec.attrs(), &spec.filters(), Target::AllTasks, cpu);
-            match opened {
+        for i in 0..self.placed.len() {
+            let p = &self.placed[i];
+            if !pick(p) || p.held.contains_key(&cpu) {
+                continue;
+            }
+            let spec = p.spec.clone();
+            let at = p.at.clone();
+            match CounterGroup::open_filtered(&spec.attrs(), &spec.filters(), Target::AllTasks, cpu)
+            {
                 Ok(group) => {
-                    for (i, fd) in group.fds().enumerate() {
-                        if let Err(errno) = self.install(cpu, offset + i, fd) {
+                    let mut installed = true;
+                    for (index, (fd, &e)) in group.fds().zip(&at).enumerate() {
+                        if let Err(errno) = self.install(cpu, e, fd) {
+                            installed = false;
                             failures.push(NotOpened {
                                 group: spec.id(),
                                 cpu,
-                                error: OpenError { index: i, errno },
+                                error: OpenError { index, errno },
                             });
                         }
                     }
-                    held.push(Some(Held::new(group, tally)));
+                    if installed {
+                        self.placed[i].held.insert(cpu, Held::new(group, tally));
+                    } else {
+                        for &e in &at {
+                            self.uninstall(cpu, e);
+                        }
+                    }
                 }
-                Err(error) => {
-                    failures.push(NotOpened {
-                        group: spec.id(),
-                        cpu,
-                        error,
-                    });
-                    held.push(None);
-                }
+                Err(error) => failures.push(NotOpened {
+                    group: spec.id(),
+                    cpu,
+                    error,
+                }),
             }
         }
-        self.open.insert(cpu, held);
+        self.online.insert(cpu);
+        failures
+    }
+
+    /// The change on `cpu`, in one run of the program there: the new
+    /// groups' counters start counting for the cgroups (their first
+    /// reading a baseline), the retiring groups' counters are read one last
+    /// time and no more. Every moment is counted by exactly one of them,
+    /// whatever runs there meanwhile, if the calling thread runs on `cpu`
+    /// (then the run is not an interrupt, which could come between the new
+    /// and the old counter counting one tracepoint hit). `Err` when the
+    /// program could not be run there (its next run there makes the
+    /// change).
+    pub fn cut(&self, cpu: u32) -> Result<(), Errno> {
+        let (mut live, mut leaders, mut retire) = (0u64, 0u64, 0u64);
+        for p in &self.placed {
+            match p.phase {
+                Phase::New if p.held.contains_key(&cpu) => {
+                    live |= p.bits();
+                    leaders |= p.leader();
+                }
+                Phase::Retiring if p.held.contains_key(&cpu) => retire |= p.bits(),
+                _ => {}
+            }
+        }
+        self.update_state(cpu, |s| {
+            let kept_leaders = (s >> LEADERS) & !live;
+            (s & 0xffff)
+                | live
+                | (((s >> FRESH) & 0xffff) | live) << FRESH
+                | (((s >> RETIRE) & 0xffff) | retire) << RETIRE
+                | (kept_leaders | leaders) << LEADERS
+        });
+        self.flush_one(cpu)
+    }
+
+    /// Takes the retiring groups' counters on `cpu` from the program and
+    /// closes them: after [`Kernel::cut`], they are no longer read there.
+    pub fn close_retiring(&mut self, cpu: u32) {
+        let mut gone = Vec::new();
+        for p in &mut self.placed {
+            if p.phase == Phase::Retiring && p.held.remove(&cpu).is_some() {
+                gone.extend(p.at.iter().copied());
+            }
+        }
+        for e in gone {
+            self.uninstall(cpu, e);
+        }
+    }
+
+    /// Ends a change: retiring groups are gone (their indices free), new
+    /// ones are live.
+    pub fn settle(&mut self) {
+        self.placed.retain(|p| p.phase != Phase::Retiring);
+        for p in &mut self.placed {
+            p.phase = Phase::Live;
+        }
+    }
+
+    /// Opens every live group on `cpu` (coming online, or at start) and
+    /// hands the counters to the program, each read first as a baseline.
+    /// What was open there before is closed first (a CPU back online: its
+    /// old counters are dead). Returns what failed to open.
+    pub fn open_cpu(&mut self, cpu: u32, tally: &Arc<AtomicU64>) -> Vec<NotOpened> {
+        self.close_cpu(cpu);
+        self.reopen(cpu, tally)
+    }
+
+    /// Opens the live groups that are not open on `cpu` (failed before),
+    /// each read first as a baseline. Returns what failed again.
+    pub fn reopen(&mut self, cpu: u32, tally: &Arc<AtomicU64>) -> Vec<NotOpened> {
+        let before: Vec<bool> = self
+            .placed
+            .iter()
+            .map(|p| p.held.contains_key(&cpu))
+            .collect();
+        let failures = self.open_where(cpu, tally, |p| p.phase == Phase::Live);
+        let (mut live, mut leaders) = (0u64, 0u64);
+        for (p, before) in self.placed.iter().zip(before) {
+            if !before && p.held.contains_key(&cpu) {
+                live |= p.bits();
+                leaders |= p.leader();
+            }
+        }
+        if live != 0 {
+            self.update_state(cpu, |s| {
+                (s & 0xffff)
+                    | live
+                    | (((s >> FRESH) & 0xffff) | live) << FRESH
+                    | ((s >> RETIRE) & 0xffff) << RETIRE
+                    | (((s >> LEADERS) & !live) | leaders) << LEADERS
+            });
+            // A CPU just online may not run it yet: its first switch will.
+            let _ = self.flush_one(cpu);
+        }
         failures
     }
 
     /// Takes `cpu`'s counters from the program and closes them.
     pub fn close_cpu(&mut self, cpu: u32) {
-        if self.open.remove(&cpu).is_some() {
-            for array in self.counters.iter().take(self.layout.events) {
-                // Absent already when its group failed to open.
-                let _ = map_delete(array.fd().as_fd(), cpu);
+        self.update_state(cpu, |_| 0);
+        let mut gone = Vec::new();
+        for p in &mut self.placed {
+            if p.held.remove(&cpu).is_some() {
+                gone.extend(p.at.iter().copied());
             }
         }
+        for e in gone {
+            self.uninstall(cpu, e);
+        }
+        self.online.remove(&cpu);
     }
 
     /// The CPUs counters are open on.
     pub fn cpus(&self) -> impl Iterator<Item = u32> + '_ {
-        self.open.keys().copied()
+        self.online.iter().copied()
     }
 
-    /// Makes `fd` counter `event` of `cpu`, its last reading zero: the
-    /// program never sees the new counter with the old one's reading (the
-    /// old one is taken out first, and a missing counter changes nothing).
+    /// Makes `fd` counter `event` of `cpu`. The program does not read it
+    /// until its bit is live, and reads it first as a baseline (fresh).
     fn install(&mut self, cpu: u32, event: usize, fd: BorrowedFd<'_>) -> Result<(), Errno> {
         let array = self.counters.get(event).ok_or(Errno(libc::E2BIG))?;
-        let _ = map_delete(array.fd().as_fd(), cpu);
-        let index = cpu
-            .saturating_mul(MAX_EVENTS as u32)
-            .saturating_add(event as u32);
-        self.array::<Last>("last")
-            .and_then(|mut a| a.set(index, Last::default(), 0).map_err(|e| e.to_string()))
-            .map_err(|_| Errno(libc::EINVAL))?;
         let value = u32::try_from(fd.as_raw_fd()).map_err(|_| Errno(libc::EBADF))?;
-        let array = self.counters.get(event).ok_or(Errno(libc::E2BIG))?;
         map_update(array.fd().as_fd(), cpu, value)
+    }
+
+    /// Takes counter `event` of `cpu` from the program (absent already
+    /// when it failed to install).
+    fn uninstall(&mut self, cpu: u32, event: usize) {
+        if let Some(array) = self.counters.get(event) {
+            let _ = map_delete(array.fd().as_fd(), cpu);
+        }
+    }
+
+    /// Runs the program on `cpu`: it charges the interval in progress
+    /// there, makes any change pending there, and waits for runs in
+    /// progress there to end (the test run is queued behind them). A CPU
+    /// gone offline is not a failure: what it counted was charged at its
+    /// last switch.
+    fn flush_one(&self, cpu: u32) -> Result<(), Errno> {
+        let Some(program) = self.ebpf.program(PROGRAM) else {
+            return Err(Errno(libc::ENOENT));
+        };
+        let Ok(program) = <&RawTracePoint>::try_from(program) else {
+            return Err(Errno(libc::EINVAL));
+        };
+        let opts = RawTracePointRunOptions {
+            cpu: Some(cpu),
+            ..RawTracePointRunOptions::new()
+        };
+        match program.test_run(opts) {
+            Ok(_) => Ok(()),
+            Err(e) => match failed_errno(&e).1 {
+                Some(libc::ENXIO) => Ok(()),
+                errno => Err(Errno(errno.unwrap_or(libc::EIO))),
+            },
+        }
     }
 
     /// Charges the interval in progress on each of `cpus` to what runs
     /// there: a cgroup that never switches out is counted all the same.
-    /// Also waits for runs in progress there to end (the test run is
-    /// queued behind them), which makes a slot taken out of `monitored`
-    /// safe to reuse. Returns the errnos of the CPUs that failed (a CPU gone
-    /// offline is not a failure).
+    /// Also waits for runs in progress there to end, which makes a slot
+    /// taken out of `monitored` safe to reuse. Returns the errnos of the
+    /// CPUs that failed.
     pub fn flush(&self, cpus: impl Iterator<Item = u32>) -> Vec<Errno> {
-        let Some(program) = self.ebpf.program(PROGRAM) else {
-            return vec![Errno(libc::ENOENT)];
-        };
-        let Ok(program) = <&RawTracePoint>::try_from(program) else {
-            return vec![Errno(libc::EINVAL)];
-        };
-        let mut failed = Vec::new();
-        for cpu in cpus {
-            let opts = RawTracePointRunOptions {
-                cpu: Some(cpu),
-                ..RawTracePointRunOptions::new()
-            };
-            if let Err(e) = program.test_run(opts) {
-                match failed_errno(&e).1 {
-                    // Gone offline since the last collection: what it
-                    // counted was charged at its last switch, and the
-                    // engine follows the CPU going offline next.
-                    Some(libc::ENXIO) => {}
-                    errno => failed.push(Errno(errno.unwrap_or(libc::EIO))),
-                }
-            }
-        }
-        failed
+        cpus.filter_map(|cpu| self.flush_one(cpu).err()).collect()
     }
 
     /// Counts cgroup `id` (a cgroup directory's inode) in `slot`.
@@ -398,9 +601,9 @@ impl Kernel {
         })
     }
 
-    /// Stops charging cgroup `id`. The program's cached chains are stale
-    /// from here on; a run in progress may still charge its slot, hence
-    /// the flush before the slot is reused.
+    /// Stops charging cgroup `id`. The program's chains are stale from
+    /// here on; a run in progress may still charge its slot, hence the
+    /// flush before the slot is reused.
     pub fn unmonitor(&mut self, id: u64) {
         if let Ok(mut map) = self.monitored() {
             let _ = map.remove(&id);
@@ -410,22 +613,23 @@ impl Kernel {
         }
     }
 
-    /// What `slot` was charged on `cpu` for counter `event` so far.
-    pub fn reading(&self, cpu: u32, slot: u32, event: usize) -> Reading {
-        let index = (cpu as usize * self.capacity as usize + slot as usize)
-            .saturating_mul(self.layout.events)
-            .saturating_add(event);
-        if cpu >= self.cpus || slot >= self.capacity || index >= self.totals_len {
+    /// What `slot` was charged on `cpu` for counter `index` so far.
+    pub fn reading(&self, cpu: u32, slot: u32, index: usize) -> Reading {
+        let at = (cpu as usize * self.capacity as usize + slot as usize)
+            .saturating_mul(MAX_EVENTS)
+            .saturating_add(index);
+        if cpu >= self.cpus || slot >= self.capacity || index >= MAX_EVENTS || at >= self.totals_len
+        {
             return Reading::default();
         }
         let cell = self.totals.as_ptr().cast::<u64>();
-        // SAFETY: `index` is within the mapping (checked above), which
-        // holds `totals_len` readings of three u64s, page-aligned; the
-        // program writes these words concurrently, so each is read once,
-        // volatile: a word is never torn, and a reading whose words come
-        // from two runs is only split differently between intervals.
+        // SAFETY: `at` is within the mapping (checked above), which holds
+        // `totals_len` readings of three u64s, page-aligned; the program
+        // writes these words concurrently, so each is read once, volatile:
+        // a word is never torn, and a reading whose words come from two
+        // runs is only split differently between intervals.
         unsafe {
-            let at = cell.add(index * 3);
+            let at = cell.add(at * 3);
             Reading {
                 value: at.read_volatile(),
                 enabled: at.add(1).read_volatile(),
@@ -434,14 +638,14 @@ impl Kernel {
         }
     }
 
-    /// The program's run time and run count so far (while statistics are
+    /// The programs' run time and run count so far (while statistics are
     /// enabled).
     pub fn runs(&self) -> (u64, u64) {
-        self.ebpf
-            .program(PROGRAM)
-            .and_then(|p| p.info().ok())
-            .map_or((0, 0), |info| {
-                (info.run_time().as_nanos() as u64, info.run_count())
+        [PROGRAM, MOVED]
+            .iter()
+            .filter_map(|name| self.ebpf.program(name)?.info().ok())
+            .fold((0, 0), |(ns, n), info| {
+                (ns + info.run_time().as_nanos() as u64, n + info.run_count())
             })
     }
 }

@@ -29,7 +29,7 @@ use crate::perf::{GroupRead, OpenFailure, open_failure_reason};
 use crate::plan::{GroupSpec, Plan};
 use crate::snapshot::{ErrorReason, Errors, Operation, SkipReason};
 use crate::totals::{Baseline, Delta, GroupKey, Handle, Totals};
-use kernel::{Kernel, Layout, NotOpened, OWN_FDS};
+use kernel::{Kernel, Layout, NotOpened, OWN_FDS, Phase};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
@@ -38,9 +38,10 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 /// cgroups counted at most when no capacity is given. The totals take
-/// `possible CPUs × capacity × counters × 24` bytes of kernel memory: 1.5
-/// MiB with 2 CPUs and 8 counters at this default, 96 MiB with 64 CPUs and
-/// 16 counters.
+/// `possible CPUs × capacity × 16 counters × 24` bytes of kernel memory,
+/// whatever the number of events counted (a counter keeps its place across
+/// reloads, so the stride is the most counters a CPU may have): 3 MiB with
+/// 2 CPUs at this default, 96 MiB with 64 CPUs, 192 MiB with 128.
 pub const DEFAULT_CAPACITY: usize = 4096;
 
 /// The ids of a group's events in the words [`Fed::advance`] makes: their
@@ -68,6 +69,8 @@ struct Fed {
 #[derive(Debug)]
 struct Charged {
     spec: Arc<GroupSpec>,
+    /// Where its events stand among a CPU's counters, leader first.
+    at: Vec<usize>,
     cpus: BTreeMap<u32, Fed>,
 }
 
@@ -106,8 +109,6 @@ pub struct BpfBackend {
     rings: CgroupBackend,
     errors: Errors,
     logged: HashSet<(Arc<str>, OpenFailure)>,
-    /// Run time and count of programs replaced by a reload.
-    past_runs: (u64, u64),
     /// Keeps the kernel's BPF statistics on while cgperf runs.
     _stats: Option<OwnedFd>,
     /// Reused for each reading.
@@ -150,53 +151,144 @@ impl BpfBackend {
             rings: CgroupBackend::new(budget, tally, ring_pages),
             errors: Errors::default(),
             logged: HashSet::new(),
-            past_runs: (0, 0),
             _stats: stats,
             words: Vec::new(),
         })
     }
 
-    /// Makes the loaded program count the wanted layout: what the old one
-    /// counted is read last, then it goes; every counted cgroup keeps its
-    /// slot and totals, its baselines start anew with the new totals.
-    fn rebuild(&mut self, totals: &mut Totals) {
-        if let Some(old) = &self.kernel {
-            if old.layout().is(&self.wanted) {
+    /// Makes the program count the wanted layout, loading it the first
+    /// time. It stays loaded: groups kept keep their counters, baselines
+    /// and totals; on each CPU, in one run of the program there
+    /// ([`Kernel::cut`]), new and changed groups start counting and those
+    /// they replace are counted one last time, and read then. So a changed
+    /// group's events that stay count every moment exactly once, whatever
+    /// runs on that CPU meanwhile.
+    fn relayout(&mut self, cgroups: &[(Cgroup, Wanted)], totals: &mut Totals) {
+        if self.kernel.is_none() {
+            if self.wanted.groups().next().is_none() {
                 return;
             }
-            let (ns, n) = old.runs();
-            self.past_runs = (self.past_runs.0 + ns, self.past_runs.1 + n);
-            self.read_groups(totals);
-        }
-        self.kernel = None;
-        if self.wanted.groups().next().is_none() {
-            for counted in self.cgroups.values_mut() {
-                counted.groups.clear();
+            let mut kernel = match Kernel::load(self.capacity, self.cpus) {
+                Ok(kernel) => kernel,
+                Err(e) => {
+                    // Loaded once already (choosing the backend): the kernel
+                    // refused memory or descriptors; the next reload tries
+                    // again.
+                    tracing::error!("cannot load the BPF program, counting nothing: {e}");
+                    self.errors
+                        .count(Operation::Open, ErrorReason::Kernel(OpenFailure::Other));
+                    return;
+                }
+            };
+            for counted in self.cgroups.values() {
+                if let Err(e) = kernel.monitor(counted.id, counted.slot) {
+                    tracing::warn!("cannot count cgroup id {}: {e}", counted.id);
+                }
             }
+            self.kernel = Some(kernel);
+        }
+        let Some(mut kernel) = self.kernel.take() else {
             return;
-        }
-        let mut kernel = match Kernel::load(self.wanted.clone(), self.capacity, self.cpus) {
-            Ok(kernel) => kernel,
-            Err(e) => {
-                // Loaded once already (at start): the kernel refused
-                // memory or descriptors; the next reload tries again.
-                tracing::error!("cannot reload the BPF program, counting nothing: {e}");
-                self.errors
-                    .count(Operation::Open, ErrorReason::Kernel(OpenFailure::Other));
-                return;
-            }
         };
-        let online = self.online.clone();
-        self.open_cpus(&mut kernel, &online);
-        for counted in self.cgroups.values_mut() {
-            for charged in &mut counted.groups {
-                charged.cpus.clear();
+        // The cut on each CPU runs there from this thread, not from an
+        // interrupt: an interrupt may come while a tracepoint or software
+        // event is counted, after the new counter counted it and before
+        // the old one did, which would lose it. On its CPU, this thread
+        // never runs inside such a count. (A CPU it may not move to gets
+        // the cut by interrupt.)
+        let mut pin = None;
+        // A changed group that does not fit beside the one it replaces is
+        // placed in a second round, once that one is gone.
+        for _ in 0..2 {
+            if !kernel.place(&self.wanted) {
+                break;
             }
-            if let Err(e) = kernel.monitor(counted.id, counted.slot) {
-                tracing::warn!("cannot count cgroup id {}: {e}", counted.id);
+            let pin = pin.get_or_insert_with(crate::cpus::Pin::new);
+            for cpu in self.online.clone() {
+                pin.to(cpu);
+                let failures = kernel.open_new(cpu, &self.tally);
+                if failures.iter().any(|f| f.error.errno.passes()) {
+                    self.unopened.insert(cpu);
+                }
+                self.note(failures);
+                self.feed_new(&kernel, cpu, cgroups, totals);
+                if let Err(errno) = kernel.cut(cpu) {
+                    let reason = ErrorReason::Kernel(OpenFailure::from_errno(errno));
+                    self.errors.count(Operation::Read, reason);
+                }
+                self.read_retiring(&kernel, cpu, totals);
+                kernel.close_retiring(cpu);
+            }
+            kernel.settle();
+            for counted in self.cgroups.values_mut() {
+                counted
+                    .groups
+                    .retain(|c| kernel.placement(&c.spec).is_some());
             }
         }
         self.kernel = Some(kernel);
+    }
+
+    /// Gives each counted cgroup of `cgroups` the new groups it wants on
+    /// `cpu`, before they count there: their baselines are what their
+    /// slots hold then, which nothing charges until [`Kernel::cut`].
+    fn feed_new(
+        &mut self,
+        kernel: &Kernel,
+        cpu: u32,
+        cgroups: &[(Cgroup, Wanted)],
+        totals: &mut Totals,
+    ) {
+        for (cgroup, wanted) in cgroups {
+            let Some(counted) = self.cgroups.get_mut(&cgroup.slot) else {
+                continue;
+            };
+            for spec in &wanted.groups {
+                let Some(placed) = kernel.placement(spec).filter(|p| p.phase == Phase::New) else {
+                    continue;
+                };
+                let at = match counted.groups.iter().position(|c| c.spec == *spec) {
+                    Some(at) => at,
+                    None => {
+                        counted.groups.push(Charged {
+                            spec: spec.clone(),
+                            at: placed.at.clone(),
+                            cpus: BTreeMap::new(),
+                        });
+                        counted.groups.len() - 1
+                    }
+                };
+                let charged = &mut counted.groups[at];
+                if !charged.cpus.contains_key(&cpu) {
+                    let key = (cgroup.slot, cpu, counted.slot);
+                    let fed = Fed::new(kernel, &mut self.words, key, spec, &charged.at, totals);
+                    charged.cpus.insert(cpu, fed);
+                }
+            }
+        }
+    }
+
+    /// Reads, one last time on `cpu`, every counted cgroup's groups that
+    /// retire: after [`Kernel::cut`], nothing charges them there.
+    fn read_retiring(&mut self, kernel: &Kernel, cpu: u32, totals: &mut Totals) {
+        for counted in self.cgroups.values_mut() {
+            for charged in &mut counted.groups {
+                let retiring = kernel
+                    .placement(&charged.spec)
+                    .is_some_and(|p| p.phase == Phase::Retiring);
+                if !retiring {
+                    continue;
+                }
+                if let Some(mut fed) = charged.cpus.remove(&cpu) {
+                    let mut delta = Delta::default();
+                    let at = &charged.at;
+                    fed.advance(kernel, &mut self.words, cpu, counted.slot, at, &mut delta);
+                    if let Some(t) = totals.group_mut(fed.totals) {
+                        t.add(&fed.columns, &delta);
+                    }
+                }
+            }
+        }
     }
 
     /// Opens every counter on `cpus`; those that fail for a reason that
@@ -240,10 +332,6 @@ impl BpfBackend {
         }
         for counted in self.cgroups.values_mut() {
             for charged in &mut counted.groups {
-                let Some(offset) = kernel.layout().offset(&charged.spec.name) else {
-                    continue;
-                };
-                let events = charged.spec.events.len();
                 for (&cpu, fed) in &mut charged.cpus {
                     let mut delta = Delta::default();
                     fed.advance(
@@ -251,8 +339,7 @@ impl BpfBackend {
                         &mut self.words,
                         cpu,
                         counted.slot,
-                        offset,
-                        events,
+                        &charged.at,
                         &mut delta,
                     );
                     if let Some(t) = totals.group_mut(fed.totals) {
@@ -295,13 +382,17 @@ impl BpfBackend {
         };
         let mut old = std::mem::take(&mut counted.groups);
         for spec in &wanted.groups {
-            let Some(offset) = kernel.layout().offset(&spec.name) else {
+            let Some(placed) = kernel
+                .placement(spec)
+                .filter(|p| p.phase != Phase::Retiring)
+            else {
                 continue;
             };
             let mut charged = match old.iter().position(|c| c.spec == *spec) {
                 Some(i) => old.swap_remove(i),
                 None => Charged {
                     spec: spec.clone(),
+                    at: placed.at.clone(),
                     cpus: BTreeMap::new(),
                 },
             };
@@ -314,7 +405,7 @@ impl BpfBackend {
                     &mut self.words,
                     (key, cpu, counted.slot),
                     spec,
-                    offset,
+                    &charged.at,
                     totals,
                 );
                 charged.cpus.insert(cpu, fed);
@@ -358,7 +449,7 @@ impl Fed {
         words: &mut Vec<u64>,
         (cgroup, cpu, slot): (CgroupSlot, u32, u32),
         spec: &GroupSpec,
-        offset: usize,
+        at: &[usize],
         totals: &mut Totals,
     ) -> Self {
         let handle = totals.group(&GroupKey {
@@ -373,37 +464,29 @@ impl Fed {
             baseline: Baseline::new(spec.events.len()),
         };
         let mut ignored = Delta::default();
-        fed.advance(
-            kernel,
-            words,
-            cpu,
-            slot,
-            offset,
-            spec.events.len(),
-            &mut ignored,
-        );
+        fed.advance(kernel, words, cpu, slot, at, &mut ignored);
         fed
     }
 
     /// What the slot was charged for this group on `cpu` since the last
     /// call, into `delta`: the group's time enabled and running are its
     /// leader's, as in a group read.
-    #[allow(clippy::too_many_arguments)]
     fn advance(
         &mut self,
         kernel: &Kernel,
         words: &mut Vec<u64>,
         cpu: u32,
         slot: u32,
-        offset: usize,
-        events: usize,
+        at: &[usize],
         delta: &mut Delta,
     ) {
-        let leader = kernel.reading(cpu, slot, offset);
+        let events = at.len();
+        let leader = at.first().map(|&e| kernel.reading(cpu, slot, e));
+        let leader = leader.unwrap_or_default();
         words.clear();
         words.extend([events as u64, leader.enabled, leader.running]);
-        for i in 0..events {
-            words.extend([kernel.reading(cpu, slot, offset + i).value, i as u64]);
+        for (i, &e) in at.iter().enumerate() {
+            words.extend([kernel.reading(cpu, slot, e).value, i as u64]);
         }
         if let Ok(read) = GroupRead::parse(words) {
             self.baseline
@@ -453,13 +536,7 @@ impl Backend for BpfBackend {
         if self.online.is_empty() {
             self.online = online.to_vec();
         }
-        let rebuild = match &self.kernel {
-            Some(kernel) => !kernel.layout().is(&self.wanted),
-            None => self.wanted.groups().next().is_some(),
-        };
-        if rebuild {
-            self.rebuild(totals);
-        }
+        self.relayout(cgroups, totals);
         let mut outcomes = Vec::with_capacity(cgroups.len());
         for (cgroup, wanted) in cgroups {
             let outcome = match self.cgroups.contains_key(&cgroup.slot) {
@@ -552,10 +629,14 @@ impl Backend for BpfBackend {
             .into_iter()
             .filter(|cpu| online.contains(cpu) && self.online.contains(cpu))
             .collect();
-        // Reopening a CPU starts all its counters anew: what they counted
-        // since the last switch there is charged first.
-        kernel.flush(again.iter().copied());
-        self.open_cpus(&mut kernel, &again);
+        // Only what is missing opens: the counters open there count on.
+        for cpu in again {
+            let failures = kernel.reopen(cpu, &self.tally);
+            if failures.iter().any(|f| f.error.errno.passes()) {
+                self.unopened.insert(cpu);
+            }
+            self.note(failures);
+        }
         self.kernel = Some(kernel);
     }
 
@@ -582,8 +663,8 @@ impl Backend for BpfBackend {
         if self.kernel.is_some() {
             stats.open_fds += OWN_FDS;
         }
-        stats.bpf_run_ns = self.past_runs.0 + ns;
-        stats.bpf_runs = self.past_runs.1 + runs;
+        stats.bpf_run_ns = ns;
+        stats.bpf_runs = runs;
         stats.errors.add(&self.errors);
         stats
     }
