@@ -250,7 +250,7 @@ static __always_inline __u64 read_value(__u32 e)
 // Reads the live counters of `cpu` into their `last` entries: the delta
 // since the last reading, none for a fresh counter (its first reading is a
 // baseline) or one that cannot be read (none there, yet or any more).
-static __noinline int read_all(__u32 cpu, __u64 s)
+__noinline int read_all(__u32 cpu, __u64 s)
 {
 	__u32 live = LIVE(s), fresh = FRESH(s), leaders = LEADERS(s);
 	for (__u32 e = 0; e < MAX_EVENTS; e++) {
@@ -289,8 +289,9 @@ static __noinline int read_all(__u32 cpu, __u64 s)
 // Makes the reading taken at a move the last reading of this CPU's live
 // counters (not fresh ones: their first reading is a baseline), with the
 // deltas up to it.
-static __noinline int read_split(__u32 cpu, __u64 s, struct split *sp)
+__noinline int read_split(__u32 cpu, __u64 s)
 {
+	struct split *sp = bpf_map_lookup_elem(&splits, &cpu);
 	if (!sp)
 		return 0;
 	__u32 use = LIVE(s) & ~FRESH(s) & sp->ok;
@@ -314,7 +315,7 @@ static __noinline int read_split(__u32 cpu, __u64 s, struct split *sp)
 }
 
 // Adds this CPU's deltas to `slot`.
-static __noinline int charge_slot(__u32 cpu, __u32 capacity, __u32 slot)
+__noinline int charge_slot(__u32 cpu, __u32 capacity, __u32 slot)
 {
 	if (slot >= capacity)
 		return 0;
@@ -390,9 +391,11 @@ static long walk_level(__u32 level, struct walk *w)
 	return 0;
 }
 
-// Walks `c->cgroup`'s ancestors into `c` (charging them if `charge`).
-static __noinline int walk_chain(struct chain *c, __u32 cpu, __u32 capacity, __u32 charge)
+// Walks the ancestors of the cgroup recorded as running on `cpu` into its
+// chain (charging them if `charge`).
+__noinline int walk_chain(__u32 cpu, __u32 capacity, __u32 charge)
 {
+	struct chain *c = bpf_map_lookup_elem(&running, &cpu);
 	if (!c)
 		return 0;
 	struct cgroup *cgroup = (struct cgroup *)c->cgroup;
@@ -415,23 +418,27 @@ static __noinline int walk_chain(struct chain *c, __u32 cpu, __u32 capacity, __u
 	return 0;
 }
 
-// Charges this CPU's deltas to every slot of `c`.
-static __noinline int charge_chain(struct chain *c, __u32 cpu, __u32 capacity)
+// Charges this CPU's deltas to every slot of the chain recorded as
+// running on `cpu`.
+__noinline int charge_chain(__u32 cpu, __u32 capacity)
 {
+	struct chain *c = bpf_map_lookup_elem(&running, &cpu);
 	if (!c)
 		return 0;
 	if (c->n > CACHED_SLOTS)
-		return walk_chain(c, cpu, capacity, 1);
+		return walk_chain(cpu, capacity, 1);
 	__u32 n = c->n;
 	for (__u32 i = 0; i < CACHED_SLOTS && i < n; i++)
 		charge_slot(cpu, capacity, c->slots[i]);
 	return 0;
 }
 
-// Makes `r` the chain of the cgroup it names (`id`, `cgroup`) at
-// `generation`, from this CPU's cache or by a walk.
-static __noinline int record(struct chain *r, __u32 cpu, __u32 capacity, __u64 generation)
+// Makes the chain recorded as running on `cpu` that of the cgroup it
+// names (`id`, `cgroup`) at `generation`, from this CPU's cache or by a
+// walk.
+__noinline int record(__u32 cpu, __u32 capacity, __u64 generation)
 {
+	struct chain *r = bpf_map_lookup_elem(&running, &cpu);
 	if (!r)
 		return 0;
 	__u64 id = r->id, cgroup = r->cgroup;
@@ -442,7 +449,7 @@ static __noinline int record(struct chain *r, __u32 cpu, __u32 capacity, __u64 g
 		return 0;
 	}
 	r->generation = generation;
-	walk_chain(r, cpu, capacity, 0);
+	walk_chain(cpu, capacity, 0);
 	if (c)
 		*c = *r;
 	return 0;
@@ -464,7 +471,7 @@ static __always_inline void become(struct chain *r, __u64 cgroup, __u64 id, __u3
 		return;
 	r->id = id;
 	r->cgroup = cgroup;
-	record(r, cpu, capacity, generation);
+	record(cpu, capacity, generation);
 }
 
 // Charges what this CPU counted since its last run to the cgroup of the
@@ -499,11 +506,11 @@ static __always_inline int run(struct task_struct *next)
 	sp->task = 0;
 	if (split) {
 		// Up to the move, for the cgroup recorded as running then.
-		read_split(cpu, s, sp);
+		read_split(cpu, s);
 		if (r->generation != generation)
-			record(r, cpu, capacity, generation);
+			record(cpu, capacity, generation);
 		if (r->id)
-			charge_chain(r, cpu, capacity);
+			charge_chain(cpu, capacity);
 	}
 	read_all(cpu, s);
 	// The task's own cgroup, which it may have entered since its switch
@@ -511,7 +518,7 @@ static __always_inline int run(struct task_struct *next)
 	if (id)
 		become(r, cgroup, id, cpu, capacity, generation);
 	if (r->id)
-		charge_chain(r, cpu, capacity);
+		charge_chain(cpu, capacity);
 	if (FRESH(s) || RETIRE(s)) {
 		__u64 done = (s & ~(0xffffffffull << 16)) & ~(__u64)RETIRE(s);
 		__sync_val_compare_and_swap(st, s, done);
