@@ -42,7 +42,7 @@ pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<()> {
         "kernel.perf_event_paranoid: {}",
         crate::perf::paranoid_level()
     )?;
-    let chosen = choose(config.backend).context("backend: bpf")?;
+    let chosen = choose(config.backend, config.max_cgroups).context("backend: bpf")?;
     writeln!(out, "backend:     {}", chosen.describe())?;
     writeln!(out)?;
 

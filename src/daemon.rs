@@ -151,7 +151,7 @@ impl Daemon {
             env!("CARGO_PKG_VERSION")
         );
         let latest = Latest::new();
-        let chosen = choose(config.backend).context("backend: bpf")?;
+        let chosen = choose(config.backend, config.max_cgroups).context("backend: bpf")?;
         tracing::info!("counting with the {} backend", chosen.describe());
         let probe = chosen.probe(&machine);
         let plan = Plan::build_in_time(&config, &machine, probe.clone())?;

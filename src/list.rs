@@ -128,7 +128,7 @@ pub fn run(args: &ListArgs, out: &mut dyn Write) -> io::Result<()> {
         Ok(crate::machine::Discovered { machine, .. }) => {
             // The backend a config that does not name one counts with
             // (choosing it loads no BPF program for the default, `cgroup`).
-            let probe = match choose(BackendChoice::default()) {
+            let probe = match choose(BackendChoice::default(), None) {
                 Ok(chosen) => chosen.probe(&machine),
                 Err(_) => std::sync::Arc::new(CgroupProbe::new(&machine)),
             };

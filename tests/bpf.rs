@@ -53,7 +53,7 @@ fn bpf_engine(yaml: &str, capacity: usize) -> (Engine<BpfBackend>, Latest) {
     let plan = plan(&config, &probe);
     let tally = Arc::new(AtomicU64::new(0));
     let budget = FdBudget::from_limit(raise_nofile_limit());
-    cgperf::backend::bpf::available()
+    cgperf::backend::bpf::available(capacity)
         .unwrap_or_else(|e| panic!("this machine counts through BPF: {e}"));
     let backend = BpfBackend::new(capacity, budget, tally.clone(), plan.ring_pages)
         .unwrap_or_else(|e| panic!("this machine counts through BPF: {e}"));

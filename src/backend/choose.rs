@@ -58,14 +58,15 @@ pub struct Chosen {
     pub fallback: Option<Unavailable>,
 }
 
-/// The backend `choice` means on this machine, for this process; `Err`
-/// when `bpf` is asked for and cannot be had.
-pub fn choose(choice: BackendChoice) -> Result<Chosen, Unavailable> {
+/// The backend `choice` means on this machine, for this process, counting
+/// at most `max_cgroups`; `Err` when `bpf` is asked for and cannot be had.
+pub fn choose(choice: BackendChoice, max_cgroups: Option<usize>) -> Result<Chosen, Unavailable> {
     let chosen = |kind, fallback| Chosen { kind, fallback };
+    let capacity = max_cgroups.unwrap_or(bpf::DEFAULT_CAPACITY);
     match choice {
         BackendChoice::Cgroup => Ok(chosen(Kind::Cgroup, None)),
-        BackendChoice::Bpf => bpf::available().map(|()| chosen(Kind::Bpf, None)),
-        BackendChoice::Auto => Ok(match bpf::available() {
+        BackendChoice::Bpf => bpf::available(capacity).map(|()| chosen(Kind::Bpf, None)),
+        BackendChoice::Auto => Ok(match bpf::available(capacity) {
             Ok(()) => chosen(Kind::Bpf, None),
             Err(why) => chosen(Kind::Cgroup, Some(why)),
         }),

@@ -166,7 +166,8 @@ fn stat(args: &StatArgs, config_file: Option<&Path>) -> Result<Outcome, StatErro
     let latest = Latest::new();
     let discovery = Discovery::new(cgroupfs, RESCAN);
     let budget = FdBudget::from_limit(raise_nofile_limit());
-    let chosen = choose(config.backend).map_err(|e| StatError::Machine(e.into()))?;
+    let chosen =
+        choose(config.backend, config.max_cgroups).map_err(|e| StatError::Machine(e.into()))?;
     let plan = Plan::build_in_time(&config, &machine, chosen.probe(&machine)).map_err(|e| {
         e.downcast::<ConfigError>()
             .map_or_else(StatError::Machine, StatError::Config)

@@ -5,6 +5,7 @@
 use super::kernel::Kernel;
 use crate::events::{EventAttr, PERF_TYPE_SOFTWARE};
 use crate::perf::{CounterGroup, Target};
+use std::sync::Mutex;
 
 /// Why cgperf cannot count through BPF here.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,13 +52,27 @@ impl Unavailable {
     }
 }
 
-/// Whether cgperf can count through BPF here: it loads and attaches its
-/// program (privileges, kernel version and features) and opens one
-/// system-wide counter (CAP_PERFMON or `perf_event_paranoid`), then lets
-/// both go.
-pub fn available() -> Result<(), Unavailable> {
+/// The program [`available`] loaded, and for how many cgroups: the
+/// backend that follows takes it ([`loaded`]) rather than load it again
+/// (a load costs the verifier and the BTF relocations some 30 ms of CPU).
+static LOADED: Mutex<Option<(usize, Kernel)>> = Mutex::new(None);
+
+/// The program [`available`] loaded for `capacity` cgroups, if any.
+pub(super) fn loaded(capacity: usize) -> Option<Kernel> {
+    let mut slot = LOADED.lock().ok()?;
+    match slot.take() {
+        Some((c, kernel)) if c == capacity => Some(kernel),
+        _ => None,
+    }
+}
+
+/// Whether cgperf can count through BPF here, counting at most `capacity`
+/// cgroups: it loads and attaches its program (privileges, kernel version
+/// and features; kept for the backend, see [`loaded`]) and opens one
+/// system-wide counter (CAP_PERFMON or `perf_event_paranoid`).
+pub fn available(capacity: usize) -> Result<(), Unavailable> {
     let cpus = possible_cpus()?;
-    drop(Kernel::load(1, cpus)?);
+    let kernel = Kernel::load(capacity_u32(capacity), cpus)?;
     let cpu = crate::cpus::online()
         .ok()
         .and_then(|online| online.first().copied())
@@ -78,7 +93,16 @@ pub fn available() -> Result<(), Unavailable> {
                 format!("opening a system-wide counter: {}", e.errno),
                 Some(e.errno.0),
             ))
-        })
+        })?;
+    if let Ok(mut slot) = LOADED.lock() {
+        *slot = Some((capacity, kernel));
+    }
+    Ok(())
+}
+
+/// `capacity` as the program's maps take it: at least one.
+pub(super) fn capacity_u32(capacity: usize) -> u32 {
+    u32::try_from(capacity.max(1)).unwrap_or(u32::MAX)
 }
 
 /// The number of CPUs the kernel may ever bring online: the program's

@@ -87,7 +87,8 @@ struct Counted {
 /// Counts per cgroup through a BPF program.
 #[derive(Debug)]
 pub struct BpfBackend {
-    /// `None` until a plan names a group to count.
+    /// `None` until a plan names a group to count, unless `available`
+    /// loaded it.
     kernel: Option<Kernel>,
     /// The layout the plan in force asks for.
     wanted: Layout,
@@ -126,8 +127,8 @@ impl BpfBackend {
         ring_pages: usize,
     ) -> Result<Self, Unavailable> {
         // Whether the program loads here is `available`'s question, asked
-        // once by whoever chose this backend (`backend::choose`): loading
-        // it costs the verifier some 0.2 s of CPU.
+        // once by whoever chose this backend (`backend::choose`), which
+        // keeps what it loaded for this backend.
         let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
             .map_err(|e| {
                 tracing::info!(
@@ -137,9 +138,9 @@ impl BpfBackend {
             })
             .ok();
         Ok(Self {
-            kernel: None,
+            kernel: available::loaded(capacity),
             wanted: Layout::default(),
-            capacity: u32::try_from(capacity.max(1)).unwrap_or(u32::MAX),
+            capacity: available::capacity_u32(capacity),
             cpus: available::possible_cpus()?,
             tally: tally.clone(),
             online: Vec::new(),
