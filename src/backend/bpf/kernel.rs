@@ -10,6 +10,8 @@
 //! syscall per cgroup) after flushing every CPU.
 
 use super::Unavailable;
+use super::placement::{self, Layout, Phase, Placed};
+use super::sys::{failed, failed_errno, map_delete, map_update};
 use crate::backend::budget::Held;
 use crate::ids::GroupId;
 use crate::perf::{CounterGroup, Errno, OpenError, Target};
@@ -18,7 +20,6 @@ use aya::maps::{Array, HashMap as BpfHashMap, Map, MapData};
 use aya::programs::{RawTracePoint, RawTracePointRunOptions, TestRun};
 use aya::{Ebpf, EbpfLoader, Pod};
 use memmap2::{MmapOptions, MmapRaw};
-use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -77,71 +78,6 @@ pub(super) struct Reading {
     pub running: u64,
 }
 
-/// The groups wanted, in plan order, as many as fit in [`MAX_EVENTS`]
-/// counters per CPU.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Layout {
-    groups: Vec<Arc<GroupSpec>>,
-}
-
-impl Layout {
-    /// The groups in this order, as many as fit in [`MAX_EVENTS`]; the
-    /// others, returned second, cannot be counted through BPF.
-    pub fn of(groups: Vec<Arc<GroupSpec>>) -> (Self, Vec<Arc<GroupSpec>>) {
-        let mut layout = Self::default();
-        let mut left = Vec::new();
-        let mut events = 0;
-        for spec in groups {
-            let n = spec.events.len();
-            if events + n > MAX_EVENTS {
-                left.push(spec);
-                continue;
-            }
-            events += n;
-            layout.groups.push(spec);
-        }
-        (layout, left)
-    }
-
-    /// The groups, in order.
-    pub fn groups(&self) -> impl Iterator<Item = &Arc<GroupSpec>> {
-        self.groups.iter()
-    }
-}
-
-/// Where a placed group stands in a change of the counted groups.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Phase {
-    /// Counted.
-    Live,
-    /// Placed, counted on each CPU from its [`Kernel::cut`] on.
-    New,
-    /// Counted on each CPU until its [`Kernel::cut`].
-    Retiring,
-}
-
-/// A group placed at counter indices, and its counters per CPU.
-#[derive(Debug)]
-pub(super) struct Placed {
-    pub spec: Arc<GroupSpec>,
-    /// The indices of its events, leader first.
-    pub at: Vec<usize>,
-    pub phase: Phase,
-    held: BTreeMap<u32, Held>,
-}
-
-impl Placed {
-    /// A bit per index it takes.
-    fn bits(&self) -> u64 {
-        self.at.iter().fold(0, |bits, &i| bits | 1 << i)
-    }
-
-    /// The bit of its leader.
-    fn leader(&self) -> u64 {
-        self.at.first().map_or(0, |&i| 1 << i)
-    }
-}
-
 /// A counter group that could not be opened on a CPU.
 #[derive(Debug)]
 pub(super) struct NotOpened {
@@ -170,23 +106,6 @@ pub(super) struct Kernel {
     state: MmapRaw,
     /// What the program's config holds.
     config: Config,
-}
-
-/// The error of a failed step with the errno it carries, if any.
-fn failed(step: &str, e: &(dyn std::error::Error + 'static)) -> (String, Option<i32>) {
-    let mut errno = None;
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    let mut text = format!("{step}: {e}");
-    while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            errno = errno.or(io.raw_os_error());
-        }
-        if !text.contains(&s.to_string()) {
-            text.push_str(&format!(": {s}"));
-        }
-        source = s.source();
-    }
-    (text, errno)
 }
 
 /// Maps a `BPF_F_MMAPABLE` array of the object, `len` bytes.
@@ -326,46 +245,12 @@ impl Kernel {
             .or_else(|| self.placed.iter().find(|p| p.spec == *spec))
     }
 
-    /// Starts changing the placed groups to `wanted`: those identical stay
-    /// where they are, the others become [`Phase::Retiring`], and each new
-    /// one (or changed one) is placed at free indices ([`Phase::New`]), as
-    /// many as fit beside those retiring. Then, per CPU,
-    /// [`Kernel::open_new`], [`Kernel::cut`] and [`Kernel::close_retiring`],
-    /// and [`Kernel::settle`] at the end. Returns whether anything changes.
+    /// Starts changing the placed groups to `wanted` (see
+    /// [`placement::place`]); then, per CPU, [`Kernel::open_new`],
+    /// [`Kernel::cut`] and [`Kernel::close_retiring`], and
+    /// [`Kernel::settle`] at the end. Returns whether anything changes.
     pub fn place(&mut self, wanted: &Layout) -> bool {
-        let mut kept = vec![false; self.placed.len()];
-        let mut new = Vec::new();
-        for spec in wanted.groups() {
-            match self.placed.iter().position(|p| p.spec == *spec) {
-                Some(i) => kept[i] = true,
-                None => new.push(spec.clone()),
-            }
-        }
-        let mut changed = false;
-        for (p, kept) in self.placed.iter_mut().zip(kept) {
-            if !kept {
-                p.phase = Phase::Retiring;
-                changed = true;
-            }
-        }
-        let mut used = self.placed.iter().fold(0u64, |bits, p| bits | p.bits());
-        for spec in new {
-            let free: Vec<usize> = (0..MAX_EVENTS).filter(|i| used & 1 << i == 0).collect();
-            if free.len() < spec.events.len() {
-                continue;
-            }
-            let at = free[..spec.events.len()].to_vec();
-            let p = Placed {
-                spec,
-                at,
-                phase: Phase::New,
-                held: BTreeMap::new(),
-            };
-            used |= p.bits();
-            self.placed.push(p);
-            changed = true;
-        }
-        changed
+        placement::place(&mut self.placed, wanted)
     }
 
     /// Opens the new groups on `cpu` and hands their counters to the
@@ -648,60 +533,4 @@ impl Kernel {
                 (ns + info.run_time().as_nanos() as u64, n + info.run_count())
             })
     }
-}
-
-fn failed_errno(e: &(dyn std::error::Error + 'static)) -> (String, Option<i32>) {
-    failed("", e)
-}
-
-/// `union bpf_attr` for the element commands.
-#[repr(C)]
-struct ElemAttr {
-    map_fd: u32,
-    _pad: u32,
-    key: u64,
-    value: u64,
-    flags: u64,
-}
-
-fn map_elem(
-    cmd: libc::c_long,
-    map: BorrowedFd<'_>,
-    key: &u32,
-    value: Option<&u32>,
-) -> Result<(), Errno> {
-    let attr = ElemAttr {
-        map_fd: map.as_raw_fd() as u32,
-        _pad: 0,
-        key: std::ptr::from_ref(key) as u64,
-        value: value.map_or(0, |v| std::ptr::from_ref(v) as u64),
-        flags: 0,
-    };
-    // SAFETY: `attr` is a valid bpf_attr prefix for this command; the
-    // kernel reads the key and value it points at, which outlive the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd,
-            std::ptr::from_ref(&attr),
-            std::mem::size_of::<ElemAttr>(),
-        )
-    };
-    match r {
-        0 => Ok(()),
-        _ => Err(Errno::last()),
-    }
-}
-
-/// `BPF_MAP_UPDATE_ELEM` of a perf event array: aya's own type for it
-/// only takes the perf buffers it opens itself.
-fn map_update(map: BorrowedFd<'_>, index: u32, fd: u32) -> Result<(), Errno> {
-    const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
-    map_elem(BPF_MAP_UPDATE_ELEM, map, &index, Some(&fd))
-}
-
-/// `BPF_MAP_DELETE_ELEM` of a perf event array.
-fn map_delete(map: BorrowedFd<'_>, index: u32) -> Result<(), Errno> {
-    const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
-    map_elem(BPF_MAP_DELETE_ELEM, map, &index, None)
 }

@@ -1,0 +1,149 @@
+//! Changing the counted groups while the program stays loaded: on each
+//! CPU, in one run of the program there, new and changed groups start
+//! counting and the groups they replace are read one last time.
+
+use super::kernel::Kernel;
+use super::placement::Phase;
+use super::{BpfBackend, Charged, Fed};
+use crate::backend::{Cgroup, Wanted};
+use crate::perf::OpenFailure;
+use crate::snapshot::{ErrorReason, Operation};
+use crate::totals::{Delta, Totals};
+use std::collections::BTreeMap;
+
+impl BpfBackend {
+    /// Makes the program count the wanted layout, loading it the first
+    /// time. It stays loaded: groups kept keep their counters, baselines
+    /// and totals; on each CPU, in one run of the program there
+    /// ([`Kernel::cut`]), new and changed groups start counting and those
+    /// they replace are counted one last time, and read then. So a changed
+    /// group's events that stay count every moment exactly once, whatever
+    /// runs on that CPU meanwhile.
+    pub(super) fn relayout(&mut self, cgroups: &[(Cgroup, Wanted)], totals: &mut Totals) {
+        if self.kernel.is_none() {
+            if self.wanted.groups().next().is_none() {
+                return;
+            }
+            let mut kernel = match Kernel::load(self.capacity, self.cpus) {
+                Ok(kernel) => kernel,
+                Err(e) => {
+                    // Loaded once already (choosing the backend): the kernel
+                    // refused memory or descriptors; the next reload tries
+                    // again.
+                    tracing::error!("cannot load the BPF program, counting nothing: {e}");
+                    self.errors
+                        .count(Operation::Open, ErrorReason::Kernel(OpenFailure::Other));
+                    return;
+                }
+            };
+            for counted in self.cgroups.values() {
+                if let Err(e) = kernel.monitor(counted.id, counted.slot) {
+                    tracing::warn!("cannot count cgroup id {}: {e}", counted.id);
+                }
+            }
+            self.kernel = Some(kernel);
+        }
+        let Some(mut kernel) = self.kernel.take() else {
+            return;
+        };
+        // The cut on each CPU runs there from this thread, not from an
+        // interrupt: an interrupt may come while a tracepoint or software
+        // event is counted, after the new counter counted it and before
+        // the old one did, which would lose it. On its CPU, this thread
+        // never runs inside such a count. (A CPU it may not move to gets
+        // the cut by interrupt.)
+        let mut pin = None;
+        // A changed group that does not fit beside the one it replaces is
+        // placed in a second round, once that one is gone.
+        for _ in 0..2 {
+            if !kernel.place(&self.wanted) {
+                break;
+            }
+            let pin = pin.get_or_insert_with(crate::cpus::Pin::new);
+            for cpu in self.online.clone() {
+                pin.to(cpu);
+                let failures = kernel.open_new(cpu, &self.tally);
+                if failures.iter().any(|f| f.error.errno.passes()) {
+                    self.unopened.insert(cpu);
+                }
+                self.note(failures);
+                self.feed_new(&kernel, cpu, cgroups, totals);
+                if let Err(errno) = kernel.cut(cpu) {
+                    let reason = ErrorReason::Kernel(OpenFailure::from_errno(errno));
+                    self.errors.count(Operation::Read, reason);
+                }
+                self.read_retiring(&kernel, cpu, totals);
+                kernel.close_retiring(cpu);
+            }
+            kernel.settle();
+            for counted in self.cgroups.values_mut() {
+                counted
+                    .groups
+                    .retain(|c| kernel.placement(&c.spec).is_some());
+            }
+        }
+        self.kernel = Some(kernel);
+    }
+
+    /// Gives each counted cgroup of `cgroups` the new groups it wants on
+    /// `cpu`, before they count there: their baselines are what their
+    /// slots hold then, which nothing charges until [`Kernel::cut`].
+    fn feed_new(
+        &mut self,
+        kernel: &Kernel,
+        cpu: u32,
+        cgroups: &[(Cgroup, Wanted)],
+        totals: &mut Totals,
+    ) {
+        for (cgroup, wanted) in cgroups {
+            let Some(counted) = self.cgroups.get_mut(&cgroup.slot) else {
+                continue;
+            };
+            for spec in &wanted.groups {
+                let Some(placed) = kernel.placement(spec).filter(|p| p.phase == Phase::New) else {
+                    continue;
+                };
+                let at = match counted.groups.iter().position(|c| c.spec == *spec) {
+                    Some(at) => at,
+                    None => {
+                        counted.groups.push(Charged {
+                            spec: spec.clone(),
+                            at: placed.at.clone(),
+                            cpus: BTreeMap::new(),
+                        });
+                        counted.groups.len() - 1
+                    }
+                };
+                let charged = &mut counted.groups[at];
+                if !charged.cpus.contains_key(&cpu) {
+                    let key = (cgroup.slot, cpu, counted.slot);
+                    let fed = Fed::new(kernel, &mut self.words, key, spec, &charged.at, totals);
+                    charged.cpus.insert(cpu, fed);
+                }
+            }
+        }
+    }
+
+    /// Reads, one last time on `cpu`, every counted cgroup's groups that
+    /// retire: after [`Kernel::cut`], nothing charges them there.
+    fn read_retiring(&mut self, kernel: &Kernel, cpu: u32, totals: &mut Totals) {
+        for counted in self.cgroups.values_mut() {
+            for charged in &mut counted.groups {
+                let retiring = kernel
+                    .placement(&charged.spec)
+                    .is_some_and(|p| p.phase == Phase::Retiring);
+                if !retiring {
+                    continue;
+                }
+                if let Some(mut fed) = charged.cpus.remove(&cpu) {
+                    let mut delta = Delta::default();
+                    let at = &charged.at;
+                    fed.advance(kernel, &mut self.words, cpu, counted.slot, at, &mut delta);
+                    if let Some(t) = totals.group_mut(fed.totals) {
+                        t.add(&fed.columns, &delta);
+                    }
+                }
+            }
+        }
+    }
+}
