@@ -127,7 +127,7 @@ pub fn run(args: &ListArgs, out: &mut dyn Write) -> io::Result<()> {
     match crate::machine::Machine::discover() {
         Ok(crate::machine::Discovered { machine, .. }) => {
             // The backend a config that does not name one counts with
-            // (choosing it loads no BPF program for the default, `cgroup`).
+            // (`auto`: BPF where this process may load its program).
             let probe = match choose(BackendChoice::default(), None) {
                 Ok(chosen) => chosen.probe(&machine),
                 Err(_) => std::sync::Arc::new(CgroupProbe::new(&machine)),

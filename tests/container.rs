@@ -661,7 +661,7 @@ impl Drop for RuntimeCgroup {
 
 /// The task `pid` runs confined as the DaemonSet says: exactly its added
 /// capabilities (cgperf keeps all but `CAP_BPF`, which the test's config,
-/// on the default cgroup backend, does not use), no privilege gain, the
+/// naming the cgroup backend, does not use), no privilege gain, the
 /// runtime's seccomp filter, a read-only root filesystem.
 fn assert_confined(pid: &str) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("task status");
@@ -736,7 +736,7 @@ fn the_image_counts_a_workload_in_another_container_under_containerd() {
     std::fs::write(
         config_dir.path().join("cgperf.yaml"),
         format!(
-            "interval: 200ms\ntracepoints: [syscalls:sys_enter_getppid]\nlabels: [containers]\n\
+            "interval: 200ms\nbackend: cgroup\ntracepoints: [syscalls:sys_enter_getppid]\nlabels: [containers]\n\
              cgroups:\n  - match: {parent}/*\n"
         ),
     )

@@ -104,17 +104,16 @@ pub const MAX_RING_PAGES: usize = 1024;
 
 /// How cgperf counts (`backend:`).
 ///
-/// The default stays `cgroup` until the bpf backend counts exactly what
-/// the cgroup backend does in every case (see README, "Backends"): a reload
-/// that changes the counted groups, and a task that moves itself into a
-/// cgroup, are where they still differ.
+/// The default is `auto`: the bpf backend's descriptors and kernel memory
+/// do not grow with the number of cgroups, and it counts what the cgroup
+/// backend counts (README, "Backends", says where they still differ).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BackendChoice {
     /// Through BPF where the kernel and cgperf's privileges allow it, else
     /// with the cgroup backend, saying why.
+    #[default]
     Auto,
     /// One perf event per cgroup, event and CPU.
-    #[default]
     Cgroup,
     /// One counter per event and CPU, charged to cgroups by a BPF program
     /// at context switches; a machine that cannot is a start-up error.
@@ -167,7 +166,7 @@ pub struct Config {
     /// empty (key absent) adds no labels. The embedded default config
     /// enables all of them.
     pub labels: Vec<Extractor>,
-    /// How to count; [`BackendChoice::Cgroup`] when absent.
+    /// How to count; [`BackendChoice::Auto`] when absent.
     pub backend: BackendChoice,
     /// The `otlp:` section as written; `None` when absent. The push it
     /// describes also depends on `OTEL_*` variables: see [`resolve_otlp`].

@@ -1550,7 +1550,7 @@ fn probe_errors() {
 }
 
 #[test]
-fn backend_defaults_to_cgroup_and_takes_each_name() {
+fn backend_defaults_to_auto_and_takes_each_name() {
     let backend = |v: Option<&str>| {
         let text = match v {
             Some(v) => format!("{GROUPS}backend: {v}\n"),
@@ -1558,8 +1558,8 @@ fn backend_defaults_to_cgroup_and_takes_each_name() {
         };
         ok(&text).backend
     };
-    assert_eq!(backend(None), BackendChoice::Cgroup);
-    assert_eq!(backend(Some("null")), BackendChoice::Cgroup);
+    assert_eq!(backend(None), BackendChoice::Auto);
+    assert_eq!(backend(Some("null")), BackendChoice::Auto);
     for choice in BackendChoice::ALL {
         assert_eq!(backend(Some(choice.name())), choice);
     }
