@@ -308,23 +308,17 @@ fn ten_thousand_cgroups_take_no_more_descriptors_and_removed_ones_lose_their_ser
     let children: Vec<TestCgroup> = (0..10_000)
         .map(|i| TestCgroup::create_under(&parent.rel, &format!("c{i}")))
         .collect();
-    let yaml = format!(
-        "interval: 1s
-groups:
-  sched: [task-clock, context-switches, cpu-migrations, page-faults]
-tracepoints:
-  - {GETPPID}
-  - sched:sched_switch
-cgroups:
-  - path: {}
-  - match: {}/*
-",
-        parent.rel, parent.rel
+    let (mut engine, latest) = getppid_in_family(
+        &parent,
+        10_001,
+        "groups:\n  sched: [task-clock, context-switches, cpu-migrations, page-faults]\n",
+        "  - sched:sched_switch\n",
     );
-    let (mut engine, latest) = bpf_engine(&yaml, 10_001);
-    engine.collect();
     let snapshot = latest.get();
-    assert_eq!(snapshot.monitored_cgroups, 10_001, "every cgroup is counted");
+    assert_eq!(
+        snapshot.monitored_cgroups, 10_001,
+        "every cgroup is counted"
+    );
     let cpus = cgperf::cpus::online().expect("online CPUs").len();
     assert!(
         snapshot.open_fds <= 64,
@@ -386,6 +380,18 @@ cgroups:
     );
 }
 
+/// A new cgroup `name` and two children of it.
+fn family(name: &str, children: [&str; 2]) -> (TestCgroup, [TestCgroup; 2]) {
+    let parent = TestCgroup::create(name);
+    let children = children.map(|child| TestCgroup::create_under(&parent.rel, child));
+    (parent, children)
+}
+
+/// The getppid calls counted in each of `cgroups`.
+fn getppid_counts<const N: usize>(latest: &Latest, cgroups: [&TestCgroup; N]) -> [Option<f64>; N] {
+    cgroups.map(|cg| count(latest, &cg.rel, GETPPID))
+}
+
 /// Runs `getppid_workload` chunks of `chunk` calls in each of `dirs`, one
 /// thread each (every chunk a process that moves itself into its cgroup),
 /// while `during` runs; returns the calls made in each.
@@ -422,9 +428,7 @@ fn a_changed_group_hands_over_on_every_cpu_without_a_gap_or_a_double_count() {
     // on both CPUs: the series must stay exact (the program stays loaded;
     // per CPU, one run of it ends the old counters and starts the new
     // ones).
-    let parent = TestCgroup::create("cgperf-bpf-handover");
-    let a = TestCgroup::create_under(&parent.rel, "a");
-    let b = TestCgroup::create_under(&parent.rel, "b");
+    let (parent, [a, b]) = family("cgperf-bpf-handover", ["a", "b"]);
     let config_with = |filter: &str, sw: &str| {
         format!(
             "interval: 1s
@@ -461,13 +465,33 @@ cgroups:
     });
     assert!(calls.iter().all(|&n| n > 0), "the workloads ran: {calls:?}");
     engine.collect();
-    let counted = [
-        count(&latest, &a.rel, GETPPID),
-        count(&latest, &b.rel, GETPPID),
-        count(&latest, &parent.rel, GETPPID),
-    ];
+    let counted = getppid_counts(&latest, [&a, &b, &parent]);
     let want = [calls[0], calls[1], calls[0] + calls[1]].map(|n| Some(n as f64));
     assert_eq!(counted, want, "(a, b, parent) across 60 reloads");
+}
+
+/// A BPF engine counting getppid calls (and the `groups` and further
+/// `tracepoints` lines given) in `parent` and its children, room for
+/// `capacity` cgroups, after its first collection.
+fn getppid_in_family(
+    parent: &TestCgroup,
+    capacity: usize,
+    groups: &str,
+    tracepoints: &str,
+) -> (Engine<BpfBackend>, Latest) {
+    let yaml = format!(
+        "interval: 1s
+{groups}tracepoints:
+  - {GETPPID}
+{tracepoints}cgroups:
+  - path: {}
+  - match: {}/*
+",
+        parent.rel, parent.rel
+    );
+    let (mut engine, latest) = bpf_engine(&yaml, capacity);
+    engine.collect();
+    (engine, latest)
 }
 
 #[test]
@@ -475,21 +499,8 @@ fn tasks_that_move_themselves_into_cgroups_are_charged_exactly() {
     // Every chunk is a process forked in the test's cgroup that moves
     // itself into its cgroup and calls getppid at once, with no context
     // switch in between, two at a time on two CPUs, while cgperf reads.
-    let parent = TestCgroup::create("cgperf-bpf-movers");
-    let a = TestCgroup::create_under(&parent.rel, "a");
-    let b = TestCgroup::create_under(&parent.rel, "b");
-    let yaml = format!(
-        "interval: 1s
-tracepoints:
-  - {GETPPID}
-cgroups:
-  - path: {}
-  - match: {}/*
-",
-        parent.rel, parent.rel
-    );
-    let (mut engine, latest) = bpf_engine(&yaml, DEFAULT_CAPACITY);
-    engine.collect();
+    let (parent, [a, b]) = family("cgperf-bpf-movers", ["a", "b"]);
+    let (mut engine, latest) = getppid_in_family(&parent, DEFAULT_CAPACITY, "", "");
     let calls = getppid_chunks_during(&[&a.dir, &b.dir], 50_000, || {
         for _ in 0..40 {
             std::thread::sleep(Duration::from_millis(50));
@@ -497,29 +508,14 @@ cgroups:
         }
     });
     engine.collect();
-    let counted = [
-        count(&latest, &a.rel, GETPPID),
-        count(&latest, &b.rel, GETPPID),
-    ];
+    let counted = getppid_counts(&latest, [&a, &b]);
     assert_eq!(counted, [calls[0], calls[1]].map(|n| Some(n as f64)));
 }
 
 #[test]
 fn what_a_task_counted_before_moving_itself_stays_with_the_cgroup_it_left() {
-    let parent = TestCgroup::create("cgperf-bpf-move");
-    let from = TestCgroup::create_under(&parent.rel, "from");
-    let to = TestCgroup::create_under(&parent.rel, "to");
-    let yaml = format!(
-        "interval: 1s
-tracepoints:
-  - {GETPPID}
-cgroups:
-  - match: {}/*
-",
-        parent.rel
-    );
-    let (mut engine, latest) = bpf_engine(&yaml, DEFAULT_CAPACITY);
-    engine.collect();
+    let (parent, [from, to]) = family("cgperf-bpf-move", ["from", "to"]);
+    let (mut engine, latest) = getppid_in_family(&parent, DEFAULT_CAPACITY, "", "");
     let (before, after) = (123_457u64, 7_777u64);
     let procs = std::ffi::CString::new(
         to.dir
@@ -550,10 +546,7 @@ cgroups:
     }
     engine.collect();
     assert_eq!(
-        [
-            count(&latest, &from.rel, GETPPID),
-            count(&latest, &to.rel, GETPPID)
-        ],
+        getppid_counts(&latest, [&from, &to]),
         [Some(5.0 * before as f64), Some(5.0 * after as f64)],
         "(the cgroup left, the cgroup entered)"
     );

@@ -247,6 +247,31 @@ static __always_inline __u64 read_value(__u32 e)
 	return (__u64)-1;
 }
 
+// The `last` entry of counter e of `cpu`, with no delta yet.
+static __always_inline struct last *cleared(__u32 cpu, __u32 e)
+{
+	__u32 i = cpu * MAX_EVENTS + e;
+	struct last *l = bpf_map_lookup_elem(&last, &i);
+	if (l) {
+		l->delta.value = 0;
+		l->delta.enabled = 0;
+		l->delta.running = 0;
+	}
+	return l;
+}
+
+// Makes `now` the last reading of `l`, with the delta since the one before
+// (none if `baseline`: a fresh counter's first reading).
+static __always_inline void advance(struct last *l, struct reading *now, int baseline)
+{
+	if (!baseline) {
+		l->delta.value = now->value - l->seen.value;
+		l->delta.enabled = now->enabled - l->seen.enabled;
+		l->delta.running = now->running - l->seen.running;
+	}
+	l->seen = *now;
+}
+
 // Reads the live counters of `cpu` into their `last` entries: the delta
 // since the last reading, none for a fresh counter (its first reading is a
 // baseline) or one that cannot be read (none there, yet or any more).
@@ -254,14 +279,8 @@ __noinline int read_all(__u32 cpu, __u64 s)
 {
 	__u32 live = LIVE(s), fresh = FRESH(s), leaders = LEADERS(s);
 	for (__u32 e = 0; e < MAX_EVENTS; e++) {
-		__u32 i = cpu * MAX_EVENTS + e;
-		struct last *l = bpf_map_lookup_elem(&last, &i);
-		if (!l)
-			continue;
-		l->delta.value = 0;
-		l->delta.enabled = 0;
-		l->delta.running = 0;
-		if (!(live & (1u << e)))
+		struct last *l = cleared(cpu, e);
+		if (!l || !(live & (1u << e)))
 			continue;
 		struct reading now = {};
 		if (leaders & (1u << e)) {
@@ -276,12 +295,7 @@ __noinline int read_all(__u32 cpu, __u64 s)
 			if (now.value >= (__u64)-4095)
 				continue;
 		}
-		if (!(fresh & (1u << e))) {
-			l->delta.value = now.value - l->seen.value;
-			l->delta.enabled = now.enabled - l->seen.enabled;
-			l->delta.running = now.running - l->seen.running;
-		}
-		l->seen = now;
+		advance(l, &now, fresh & (1u << e));
 	}
 	return 0;
 }
@@ -296,20 +310,11 @@ __noinline int read_split(__u32 cpu, __u64 s)
 		return 0;
 	__u32 use = LIVE(s) & ~FRESH(s) & sp->ok;
 	for (__u32 e = 0; e < MAX_EVENTS; e++) {
-		__u32 i = cpu * MAX_EVENTS + e;
-		struct last *l = bpf_map_lookup_elem(&last, &i);
-		if (!l)
-			continue;
-		l->delta.value = 0;
-		l->delta.enabled = 0;
-		l->delta.running = 0;
-		if (!(use & (1u << e)))
+		struct last *l = cleared(cpu, e);
+		if (!l || !(use & (1u << e)))
 			continue;
 		struct reading now = sp->values[e];
-		l->delta.value = now.value - l->seen.value;
-		l->delta.enabled = now.enabled - l->seen.enabled;
-		l->delta.running = now.running - l->seen.running;
-		l->seen = now;
+		advance(l, &now, 0);
 	}
 	return 0;
 }
