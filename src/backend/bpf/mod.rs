@@ -16,6 +16,7 @@
 mod available;
 mod kernel;
 mod probe;
+mod sampled;
 
 pub use available::{Unavailable, available};
 pub use probe::BpfProbe;
@@ -102,8 +103,10 @@ pub struct BpfBackend {
     /// Slots of removed cgroups, free once a flush has ended every run
     /// that may still charge them.
     released: Vec<u32>,
-    /// `by:` tracepoints.
+    /// `by:` tracepoints counted through rings.
     rings: CgroupBackend,
+    /// `by:` tracepoints counted in the kernel.
+    by: sampled::InKernel,
     errors: Errors,
     logged: HashSet<(Arc<str>, OpenFailure)>,
     /// Run time and count of programs replaced by a reload.
@@ -147,6 +150,7 @@ impl BpfBackend {
             next_slot: 0,
             free: Vec::new(),
             released: Vec::new(),
+            by: sampled::InKernel::new(capacity, tally.clone()),
             rings: CgroupBackend::new(budget, tally, ring_pages),
             errors: Errors::default(),
             logged: HashSet::new(),
@@ -412,17 +416,10 @@ impl Fed {
     }
 }
 
-/// What the `by:` tracepoints of a cgroup are, for the rings.
-fn sampled_only(wanted: &Wanted) -> Wanted {
-    Wanted {
-        groups: Vec::new(),
-        sampled: wanted.sampled.clone(),
-    }
-}
-
 impl Backend for BpfBackend {
     fn configure(&mut self, plan: &Plan) {
         self.rings.configure(plan);
+        self.by.configure(plan);
         let every: Vec<usize> = (0..plan.selectors.len()).collect();
         let (layout, left) = Layout::of(plan.groups_for(&every));
         for spec in left {
@@ -441,7 +438,7 @@ impl Backend for BpfBackend {
         if !room {
             return Err(SkipReason::MaxCgroups);
         }
-        self.rings.admits(&sampled_only(wanted), cpus)
+        self.rings.admits(&self.by.rings_part(wanted), cpus)
     }
 
     fn apply(
@@ -471,11 +468,14 @@ impl Backend for BpfBackend {
             }
             outcomes.push(outcome);
         }
+        let counted = cgroups.iter().zip(&outcomes);
+        let counted = counted.filter(|(_, o)| **o == Outcome::Counted);
+        self.by.apply(counted.map(|((c, w), _)| (c, w)), totals);
         let sampled: Vec<(Cgroup, Wanted)> = cgroups
             .iter()
             .zip(&outcomes)
             .filter(|(_, o)| **o == Outcome::Counted)
-            .map(|((c, w), _)| (c.clone(), sampled_only(w)))
+            .map(|((c, w), _)| (c.clone(), self.by.rings_part(w)))
             .collect();
         let by = self.rings.apply(&sampled, online, totals);
         let mut by = sampled.iter().zip(by);
@@ -495,6 +495,7 @@ impl Backend for BpfBackend {
 
     fn remove(&mut self, slot: CgroupSlot) {
         self.rings.remove(slot);
+        self.by.remove(slot);
         if let Some(gone) = self.cgroups.remove(&slot) {
             if let Some(kernel) = &mut self.kernel {
                 kernel.unmonitor(gone.id);
@@ -560,6 +561,7 @@ impl Backend for BpfBackend {
     }
 
     fn read(&mut self, totals: &mut Totals) {
+        self.by.read(totals);
         self.rings.read(totals);
         self.read_groups(totals);
     }
@@ -584,6 +586,7 @@ impl Backend for BpfBackend {
         }
         stats.bpf_run_ns = self.past_runs.0 + ns;
         stats.bpf_runs = self.past_runs.1 + runs;
+        self.by.add_stats(&mut stats);
         stats.errors.add(&self.errors);
         stats
     }
