@@ -249,6 +249,16 @@ fn a_filtered_entry_counts_only_matching_hits_in_the_kernel() {
             && log.contains("common_pid"),
         "{log}"
     );
+    // `cgperf check` says which entry is counted where, and why.
+    let file = config_file(&yaml);
+    let path = file.path().to_str().expect("utf-8 path");
+    let (code, out, err) = run_cgperf(&["check", "--config.file", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("by: by_which: counted in the kernel"), "{out}");
+    assert!(
+        out.contains("by: by_pid: counted through ring buffers: field `common_pid`"),
+        "{out}"
+    );
     let accounted: f64 = series(&body, &cg.rel, "by_pid")
         .iter()
         .map(|(_, v)| v)
@@ -385,4 +395,36 @@ fn reloads_in_the_middle_of_a_burst_lose_nothing() {
         value(&body, "cgperf_config_last_reload_successful", &[]),
         Some(1.0)
     );
+}
+
+#[test]
+fn hits_the_map_refuses_are_reported_lost_exactly() {
+    let cg = TestCgroup::create("cgperf-by-full");
+    // Room for one cgroup × 2 series: the map holds 2 keys.
+    let first = config(&[&cg.rel], "    max_series: 2\n")
+        .replace("backend: bpf\n", "backend: bpf\nmax_cgroups: 1\n");
+    let file = config_file(&first);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", file.path().display()));
+    require_root("create cgroups and load BPF programs");
+    let exporter = Exporter::spawn(cmd);
+    exporter.wait_collections(1);
+    getpriority(&cg.dir, None, 0, 0, 10);
+    getpriority(&cg.dir, None, 1, 0, 10);
+    let loaded = reload_time(&exporter.wait_collections(1));
+    // A second entry: the map, sized at load, has no room for its keys.
+    let second = first.replace(
+        "cgroups:\n",
+        &format!("  - name: {TP}\n    by: [who]\n    as: by_who\ncgroups:\n"),
+    );
+    std::fs::write(file.path(), second).expect("rewrite config");
+    // SAFETY: sending a signal to our own child.
+    assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
+    exporter.wait_for("the reload", |b| reload_time(b) > loaded);
+    getpriority(&cg.dir, None, 0, 3, 500);
+    let body = exporter.wait_collections(2);
+    assert_eq!(by(&body, &cg.rel, "which", "0"), Some(510.0), "{body}");
+    assert_eq!(lost(&body, &cg.rel, "by_which"), Some(0.0), "{body}");
+    assert_eq!(series(&body, &cg.rel, "by_who"), vec![], "{body}");
+    assert_eq!(lost(&body, &cg.rel, "by_who"), Some(500.0), "{body}");
 }

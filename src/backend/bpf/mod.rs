@@ -20,6 +20,7 @@ mod sampled;
 
 pub use available::{Unavailable, available};
 pub use probe::BpfProbe;
+pub use sampled::counted_in_kernel;
 
 use super::budget::FdBudget;
 use super::cgroup::CgroupBackend;

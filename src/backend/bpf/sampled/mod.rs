@@ -35,6 +35,12 @@ use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
+/// Whether the bpf backend counts `spec` in the kernel, or why it counts
+/// it through ring buffers (`cgperf check` says which).
+pub fn counted_in_kernel(spec: &SampledSpec) -> Result<(), String> {
+    rules::compile(spec).map(|_| ())
+}
+
 /// An entry counted in the kernel: its spec, its index in `entries`.
 #[derive(Debug, Clone)]
 struct Entry {
