@@ -88,6 +88,16 @@ fn lost(body: &str, cgroup: &str, event: &str) -> Option<f64> {
     )
 }
 
+/// Rewrites `file` (cgperf's config) to `yaml`, sends SIGHUP and waits
+/// until the reload succeeded.
+fn reload(exporter: &Exporter, file: &tempfile::NamedTempFile, yaml: &str) {
+    let loaded = reload_time(&exporter.scrape());
+    std::fs::write(file.path(), yaml).expect("rewrite config");
+    // SAFETY: sending a signal to our own child.
+    assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
+    exporter.wait_for("the reload", |b| reload_time(b) > loaded);
+}
+
 /// Starts cgperf on `yaml` (which names its backend) and waits until
 /// `cgroup`'s `by_which` entry is counted.
 fn start(yaml: &str) -> Exporter {
@@ -180,17 +190,7 @@ fn values_beyond_max_series_go_to_other_exactly() {
         getpriority(&cg.dir, None, 0, who, 1_000 * who as u64);
     }
     let body = exporter.wait_collections(2);
-    let who = |v: &str| {
-        value(
-            &body,
-            "cgperf_events_total",
-            &[
-                ("cgroup", cg.rel.as_str()),
-                ("event", "by_which"),
-                ("who", v),
-            ],
-        )
-    };
+    let who = |v: &str| by(&body, &cg.rel, "who", v);
     assert_eq!(
         (who("1"), who("2"), who("other")),
         (Some(1_000.0), Some(2_000.0), Some(12_000.0)),
@@ -202,17 +202,7 @@ fn values_beyond_max_series_go_to_other_exactly() {
     getpriority(&cg.dir, None, 0, 2, 500);
     getpriority(&cg.dir, None, 0, 4, 500);
     let body = exporter.wait_collections(2);
-    let who = |v: &str| {
-        value(
-            &body,
-            "cgperf_events_total",
-            &[
-                ("cgroup", cg.rel.as_str()),
-                ("event", "by_which"),
-                ("who", v),
-            ],
-        )
-    };
+    let who = |v: &str| by(&body, &cg.rel, "who", v);
     assert_eq!(
         (who("2"), who("other")),
         (Some(2_500.0), Some(12_500.0)),
@@ -354,13 +344,6 @@ fn reloads_in_the_middle_of_a_burst_lose_nothing() {
     require_root("create cgroups and load BPF programs");
     let exporter = Exporter::spawn(cmd);
     exporter.wait_collections(1);
-    let reload = |yaml: &str| {
-        let loaded = reload_time(&exporter.scrape());
-        std::fs::write(file.path(), yaml).expect("rewrite config");
-        // SAFETY: sending a signal to our own child.
-        assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
-        exporter.wait_for("the reload", |b| reload_time(b) > loaded);
-    };
     let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -373,12 +356,16 @@ fn reloads_in_the_middle_of_a_burst_lose_nothing() {
             "cgroups:\n",
             &format!("  - name: {TP}\n    by: [who]\n    as: by_who\ncgroups:\n"),
         );
-        reload(&second);
+        reload(&exporter, &file, &second);
         // Its bound changes: a new entry in the kernel, the same series.
-        reload(&second.replace(
-            "    as: by_which\n",
-            "    as: by_which\n    max_series: 50\n",
-        ));
+        reload(
+            &exporter,
+            &file,
+            &second.replace(
+                "    as: by_which\n",
+                "    as: by_which\n    max_series: 50\n",
+            ),
+        );
         assert!(
             !done.load(std::sync::atomic::Ordering::SeqCst),
             "the burst ended before the reloads: make it longer"
@@ -411,16 +398,13 @@ fn hits_the_map_refuses_are_reported_lost_exactly() {
     exporter.wait_collections(1);
     getpriority(&cg.dir, None, 0, 0, 10);
     getpriority(&cg.dir, None, 1, 0, 10);
-    let loaded = reload_time(&exporter.wait_collections(1));
+    exporter.wait_collections(1);
     // A second entry: the map, sized at load, has no room for its keys.
     let second = first.replace(
         "cgroups:\n",
         &format!("  - name: {TP}\n    by: [who]\n    as: by_who\ncgroups:\n"),
     );
-    std::fs::write(file.path(), second).expect("rewrite config");
-    // SAFETY: sending a signal to our own child.
-    assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
-    exporter.wait_for("the reload", |b| reload_time(b) > loaded);
+    reload(&exporter, &file, &second);
     getpriority(&cg.dir, None, 0, 3, 500);
     let body = exporter.wait_collections(2);
     assert_eq!(by(&body, &cg.rel, "which", "0"), Some(510.0), "{body}");

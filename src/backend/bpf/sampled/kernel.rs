@@ -105,6 +105,18 @@ impl Loaded {
         (OWN_FDS + self.links.len() as u64, ns, runs)
     }
 
+    /// Hits at which the kernel did not run the program because another
+    /// BPF program was running on that CPU (a tracepoint hit in an
+    /// interrupt during one): not counted, so reported lost.
+    pub(super) fn missed(&self) -> u64 {
+        let fd = self
+            .ebpf
+            .program(PROGRAM)
+            .and_then(|p| p.fd().ok())
+            .map(|fd| fd.as_fd().as_raw_fd());
+        fd.and_then(|fd| recursion_misses(fd).ok()).unwrap_or(0)
+    }
+
     /// Loads the program with room for `capacity` cgroups and the series
     /// of `entries` in each.
     pub(super) fn load(capacity: u32, entries: &[Entry]) -> Result<Self, String> {
@@ -288,10 +300,12 @@ impl Loaded {
         }
     }
 
-    pub(super) fn cell(&mut self, slot: u32, index: u32) -> Option<Cell> {
-        self.map::<u64, Cell>("cells")?
-            .get(&((slot as u64) << 32 | index as u64), 0)
-            .ok()
+    /// Every (cgroup slot, entry) cell now.
+    pub(super) fn cells(&mut self) -> std::collections::HashMap<(u32, u32), Cell> {
+        self.read_all::<u64, Cell>("cells")
+            .into_iter()
+            .map(|(at, cell)| (((at >> 32) as u32, at as u32), cell))
+            .collect()
     }
 
     pub(super) fn insert_key(&mut self, key: &Key) -> Result<(), String> {
@@ -309,15 +323,137 @@ impl Loaded {
 
     /// Every key and its value now.
     pub(super) fn keys(&mut self) -> Vec<(Key, u64)> {
-        let Some(map) = self.map::<Key, u64>("counts") else {
-            return Vec::new();
+        self.read_all("counts")
+    }
+
+    /// Every element of the hash map `name`: a few batched lookups
+    /// (`BPF_MAP_LOOKUP_BATCH`, Linux 5.6), where the kernel has them,
+    /// rather than two system calls per element.
+    fn read_all<K: Pod + Default, V: Pod + Default>(&mut self, name: &str) -> Vec<(K, V)> {
+        let mut out = Vec::new();
+        let fd = match self.ebpf.map(name) {
+            Some(Map::HashMap(data)) => data.fd().as_fd().as_raw_fd(),
+            _ => return out,
         };
-        map.iter().filter_map(Result::ok).collect()
+        if lookup_batch(fd, &mut out).is_ok() {
+            return out;
+        }
+        out.clear();
+        if let Some(map) = self.map::<K, V>(name) {
+            out.extend(map.iter().filter_map(Result::ok));
+        }
+        out
+    }
+}
+
+/// Appends every element of the hash map `fd` to `out`, in batches.
+fn lookup_batch<K: Pod + Default, V: Pod + Default>(
+    fd: i32,
+    out: &mut Vec<(K, V)>,
+) -> Result<(), Errno> {
+    const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
+    #[repr(C)]
+    struct BatchAttr {
+        in_batch: u64,
+        out_batch: u64,
+        keys: u64,
+        values: u64,
+        count: u32,
+        map_fd: u32,
+        elem_flags: u64,
+        flags: u64,
+    }
+    let mut chunk = 1024;
+    let mut keys = vec![K::default(); chunk];
+    let mut values = vec![V::default(); chunk];
+    // The position to go on from (a bucket, for a hash map).
+    let (mut from, mut next) = (0u64, 0u64);
+    let mut first = true;
+    loop {
+        let mut attr = BatchAttr {
+            in_batch: if first {
+                0
+            } else {
+                std::ptr::from_ref(&from) as u64
+            },
+            out_batch: std::ptr::from_mut(&mut next) as u64,
+            keys: keys.as_mut_ptr() as u64,
+            values: values.as_mut_ptr() as u64,
+            count: chunk as u32,
+            map_fd: fd as u32,
+            elem_flags: 0,
+            flags: 0,
+        };
+        // SAFETY: `attr` is a valid bpf_attr prefix for this command; the
+        // kernel writes at most `count` keys and values into the buffers,
+        // which hold `chunk` of each, a position into `next`, and the
+        // count it wrote back into `attr`; all outlive the call.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_MAP_LOOKUP_BATCH,
+                std::ptr::from_mut(&mut attr),
+                std::mem::size_of::<BatchAttr>(),
+            )
+        };
+        let errno = (r < 0).then(Errno::last);
+        let n = (attr.count as usize).min(chunk);
+        out.extend(keys[..n].iter().copied().zip(values[..n].iter().copied()));
+        match errno {
+            None => {
+                from = next;
+                first = false;
+            }
+            // Done.
+            Some(Errno(libc::ENOENT)) => return Ok(()),
+            // A bucket holds more than a batch: a bigger one, same place.
+            Some(Errno(libc::ENOSPC)) if n == 0 && chunk < 1 << 20 => {
+                chunk *= 2;
+                keys.resize(chunk, K::default());
+                values.resize(chunk, V::default());
+            }
+            Some(errno) => return Err(errno),
+        }
     }
 }
 
 fn page() -> usize {
     crate::perf::page_size().unwrap_or(4096)
+}
+
+/// `recursion_misses` of a program's `struct bpf_prog_info` (Linux 5.12;
+/// 0 before), which aya's program info does not expose.
+fn recursion_misses(prog_fd: i32) -> Result<u64, Errno> {
+    const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+    /// The offset of `recursion_misses` in `struct bpf_prog_info`.
+    const AT: usize = 208;
+    #[repr(C)]
+    struct InfoAttr {
+        bpf_fd: u32,
+        info_len: u32,
+        info: u64,
+    }
+    let mut info = [0u64; 32];
+    let attr = InfoAttr {
+        bpf_fd: prog_fd as u32,
+        info_len: std::mem::size_of_val(&info) as u32,
+        info: info.as_mut_ptr() as u64,
+    };
+    // SAFETY: `attr` is a valid bpf_attr prefix for BPF_OBJ_GET_INFO_BY_FD;
+    // the kernel writes at most `info_len` bytes into `info`, which
+    // outlives the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_OBJ_GET_INFO_BY_FD,
+            std::ptr::from_ref(&attr),
+            std::mem::size_of::<InfoAttr>(),
+        )
+    };
+    if r < 0 {
+        return Err(Errno::last());
+    }
+    Ok(info.get(AT / 8).copied().unwrap_or(0))
 }
 
 /// `BPF_LINK_CREATE` of a perf event link with a cookie, which aya's

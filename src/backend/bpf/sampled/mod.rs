@@ -449,12 +449,14 @@ impl InKernel {
             loaded.remove_key(&key);
             self.last.remove(&key);
         }
+        let cells = loaded.cells();
         for watched in self.cgroups.values_mut() {
             for (&index, cell) in &mut watched.cells {
                 if !only.is_empty() && !only.contains(&index) {
                     continue;
                 }
-                let now = loaded.cell(watched.slot, index).unwrap_or(cell.last);
+                let now = cells.get(&(watched.slot, index)).copied();
+                let now = now.unwrap_or(cell.last);
                 let other = now.other.saturating_sub(cell.last.other);
                 let refused = now.refused.saturating_sub(cell.last.refused);
                 cell.last = now;
@@ -477,6 +479,7 @@ impl InKernel {
             stats.open_fds += fds;
             stats.bpf_run_ns += ns;
             stats.bpf_runs += runs;
+            stats.samples_lost += loaded.missed();
         }
     }
 }
