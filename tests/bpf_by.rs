@@ -412,3 +412,85 @@ fn hits_the_map_refuses_are_reported_lost_exactly() {
     assert_eq!(series(&body, &cg.rel, "by_who"), vec![], "{body}");
     assert_eq!(lost(&body, &cg.rel, "by_who"), Some(500.0), "{body}");
 }
+
+#[test]
+fn text_fields_are_counted_in_the_kernel_under_their_text() {
+    const N: u64 = 5_000;
+    let cg = TestCgroup::create("cgperf-by-text");
+    let yaml = format!(
+        "interval: 200ms
+backend: bpf
+ring_pages: 1
+tracepoints:
+  - name: task:task_rename
+    by: [oldcomm, newcomm]
+    as: renames
+cgroups:
+  - path: {}
+",
+        cg.rel
+    );
+    let exporter = start(&yaml);
+    in_child(Some(&cg.dir), || {
+        for _ in 0..N {
+            // SAFETY: prctl with a NUL-terminated name that outlives it.
+            unsafe {
+                libc::prctl(libc::PR_SET_NAME, c"cgperf-a".as_ptr());
+                libc::prctl(libc::PR_SET_NAME, c"cgperf-bb".as_ptr());
+            }
+        }
+    });
+    let body = exporter.wait_collections(2);
+    let renamed = |old: &str, new: &str| {
+        value(
+            &body,
+            "cgperf_events_total",
+            &[
+                ("cgroup", cg.rel.as_str()),
+                ("event", "renames"),
+                ("oldcomm", old),
+                ("newcomm", new),
+            ],
+        )
+    };
+    assert_eq!(renamed("cgperf-a", "cgperf-bb"), Some(N as f64), "{body}");
+    assert_eq!(
+        renamed("cgperf-bb", "cgperf-a"),
+        Some((N - 1) as f64),
+        "{body}"
+    );
+    // And the first rename, from the test's own name.
+    assert_eq!(series(&body, &cg.rel, "renames").len(), 3, "{body}");
+    assert_eq!(lost(&body, &cg.rel, "renames"), Some(0.0), "{body}");
+    let log = exporter.log();
+    assert!(!log.contains("counted through ring buffers"), "{log}");
+}
+
+#[test]
+fn a_cgroup_in_the_place_of_one_removed_at_full_capacity_is_counted() {
+    let parent = TestCgroup::create("cgperf-by-capacity");
+    let first = TestCgroup::create_under(&parent.rel, "a");
+    let _second = TestCgroup::create_under(&parent.rel, "b");
+    // Room for two cgroups; long intervals, so that the removal and the
+    // new cgroup are seen by one scan, with no collection between them.
+    let yaml = config(&[], "")
+        .replace("interval: 200ms", "interval: 2s")
+        .replace("backend: bpf\n", "backend: bpf\nmax_cgroups: 2\n")
+        .replace(
+            "cgroups:\n",
+            &format!("cgroups:\n  - match: {}/*\n", parent.rel),
+        );
+    let exporter = start(&yaml);
+    getpriority(&first.dir, None, 0, 0, 100);
+    exporter.wait_collections(1);
+    first.remove();
+    let next = TestCgroup::create_under(&parent.rel, "c");
+    let next_rel = next.rel.clone();
+    exporter.wait_for("the new cgroup", |b| {
+        b.contains(&format!("cgroup=\"{next_rel}\""))
+    });
+    getpriority(&next.dir, None, 1, 0, 3_000);
+    let body = exporter.wait_collections(2);
+    assert_eq!(by(&body, &next.rel, "which", "1"), Some(3_000.0), "{body}");
+    assert_eq!(series(&body, &next.rel, "by_which").len(), 1, "{body}");
+}

@@ -232,6 +232,12 @@ impl InKernel {
         upcoming: &[Entry],
         totals: &mut Totals,
     ) {
+        let full = self.free.is_empty() && self.next_slot >= self.capacity;
+        if full && !self.released.is_empty() && !self.cgroups.contains_key(&cgroup.slot) {
+            // The backend reuses a removed cgroup's place at once: so
+            // does this.
+            self.reclaim(totals);
+        }
         let Some(loaded) = self.loaded.as_mut() else {
             return;
         };
@@ -397,9 +403,14 @@ impl InKernel {
     /// Adds what every key and cell gained since the last read into the
     /// counts; sweeps the keys of removed cgroups and dropped cells.
     pub fn read(&mut self, totals: &mut Totals) {
-        if self.loaded.is_none() {
-            return;
+        if self.loaded.is_some() {
+            self.reclaim(totals);
         }
+    }
+
+    /// Reads everything, and frees the slots of removed cgroups once their
+    /// keys are swept.
+    fn reclaim(&mut self, totals: &mut Totals) {
         if !self.released.is_empty() {
             // No run still charges a released slot after this.
             settle_runs();
