@@ -324,7 +324,10 @@ cgroups:
     let (mut engine, latest) = bpf_engine(&yaml, 10_001);
     engine.collect();
     let snapshot = latest.get();
-    assert_eq!(snapshot.monitored_cgroups, 10_001, "every cgroup is counted");
+    assert_eq!(
+        snapshot.monitored_cgroups, 10_001,
+        "every cgroup is counted"
+    );
     let cpus = cgperf::cpus::online().expect("online CPUs").len();
     assert!(
         snapshot.open_fds <= 64,

@@ -133,11 +133,12 @@ struct {
 	__type(value, struct entry);
 } entries SEC(".maps");
 
-// (cookie << 1 | generation) -> the entries that attachment counts.
+// At cookie * 2 + generation: the entries that attachment counts (an
+// array: its lookups cost no hashing).
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 2 * MAX_ENTRIES);
-	__type(key, __u64);
+	__type(key, __u32);
 	__type(value, struct attached);
 } attached SEC(".maps");
 
@@ -279,7 +280,7 @@ static __always_inline void set_word(struct key *k, __u32 i, __u64 v)
 }
 
 // The entry's field values of this hit, into `k`.
-static __noinline void read_fields(void *ctx, const struct entry *e, struct key *k)
+static __always_inline void read_fields(void *ctx, const struct entry *e, struct key *k)
 {
 	for (__u32 i = 0; i < MAX_FIELDS; i++) {
 		if (i >= e->nfields)
@@ -298,7 +299,7 @@ static __noinline void read_fields(void *ctx, const struct entry *e, struct key 
 
 // Counts the hit keyed `k` (its slot and entry set), if that cgroup counts
 // that entry: its key is found at once when it has a series already.
-static __noinline void count(struct key *k, __u64 max_series)
+static __always_inline void count(struct key *k, __u64 max_series)
 {
 	__u64 *hits = bpf_map_lookup_elem(&counts, k);
 	if (hits) {
@@ -357,7 +358,7 @@ int by_fields(void *ctx)
 		return 1;
 	__u64 table = *(volatile __u64 *)&s->table;
 	__u64 watch = *(volatile __u64 *)&s->watch;
-	__u64 at = bpf_get_attach_cookie(ctx) << 1 | (table & 1);
+	__u32 at = (__u32)bpf_get_attach_cookie(ctx) * 2 + (table & 1);
 	struct attached *a = bpf_map_lookup_elem(&attached, &at);
 	if (!a || a->n == 0)
 		return 1;

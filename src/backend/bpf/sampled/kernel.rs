@@ -202,14 +202,17 @@ impl Loaded {
         }
         let idle = (self.table + 1) & 1;
         let links: Vec<(u64, u64)> = self.links.iter().map(|(&tp, l)| (tp, l.cookie)).collect();
+        // Runs that saw the idle table when it was in force have ended:
+        // it is written in place.
+        settle_runs();
         {
-            let mut map: BpfHashMap<&mut MapData, u64, Attached> =
-                BpfHashMap::try_from(self.ebpf.map_mut("attached").ok_or("no attached map")?)
+            let mut map: Array<&mut MapData, Attached> =
+                Array::try_from(self.ebpf.map_mut("attached").ok_or("no attached map")?)
                     .map_err(|e| e.to_string())?;
             for (tp, cookie) in &links {
-                let at = cookie << 1 | idle;
+                let at = u32::try_from(cookie * 2 + idle).map_err(|_| "too many tracepoints")?;
                 let table = tables.get(tp).copied().unwrap_or_default();
-                map.insert(at, table, 0)
+                map.set(at, table, 0)
                     .map_err(|e| failed("publishing the entries", e))?;
             }
         }
@@ -233,9 +236,9 @@ impl Loaded {
     /// Runs the program at every hit of `spec`'s tracepoint, its cookie the
     /// lowest one free.
     fn attach(&mut self, spec: &SampledSpec, tally: &Arc<AtomicU64>) -> Result<Link, String> {
-        let cookie = (0..)
+        let cookie = (0..MAX_ENTRIES as u64)
             .find(|c| !self.links.values().any(|l| l.cookie == *c))
-            .unwrap_or(0);
+            .ok_or("more tracepoints than the program has room for")?;
         // One event, on one CPU, never enabled: the program attached
         // through it is the tracepoint's, run at its hits on every CPU.
         let cpu = crate::cpus::online()
