@@ -10,8 +10,9 @@
 //! group, CPU), exactly as the cgroup backend turns its group reads: the
 //! same scaling, the same never-ran rule.
 //!
-//! `by:` tracepoints are still counted through the cgroup backend's rings
-//! (one sampled event per cgroup and CPU), which this backend drives.
+//! `by:` tracepoints are counted in the kernel by a second program
+//! (`sampled.bpf.c`); those it cannot express go through the cgroup backend's
+//! rings (one sampled event per cgroup and CPU), which this backend drives.
 
 mod available;
 mod kernel;
