@@ -494,3 +494,30 @@ fn a_cgroup_in_the_place_of_one_removed_at_full_capacity_is_counted() {
     assert_eq!(by(&body, &next.rel, "which", "1"), Some(3_000.0), "{body}");
     assert_eq!(series(&body, &next.rel, "by_which").len(), 1, "{body}");
 }
+
+#[test]
+fn descriptors_do_not_grow_with_the_cgroups_counted() {
+    let parent = TestCgroup::create("cgperf-by-fds");
+    let first = TestCgroup::create_under(&parent.rel, "c0");
+    let yaml = config(&[], "").replace(
+        "cgroups:\n",
+        &format!("cgroups:\n  - match: {}/*\n", parent.rel),
+    );
+    let exporter = start(&yaml);
+    let monitored = |b: &str| value(b, "cgperf_monitored_cgroups", &[]).unwrap_or(0.0);
+    let body = exporter.wait_for("one cgroup", |b| monitored(b) == 1.0);
+    let fds = value(&body, "cgperf_open_fds", &[]).expect("cgperf_open_fds");
+    let more: Vec<TestCgroup> = (1..=30)
+        .map(|i| TestCgroup::create_under(&parent.rel, &format!("c{i}")))
+        .collect();
+    let body = exporter.wait_for("31 cgroups", |b| monitored(b) == 31.0);
+    assert_eq!(value(&body, "cgperf_open_fds", &[]), Some(fds), "{body}");
+    // And every one of them counts.
+    for cg in more.iter().chain([&first]) {
+        getpriority(&cg.dir, None, 1, 0, 10);
+    }
+    let body = exporter.wait_collections(2);
+    for cg in more.iter().chain([&first]) {
+        assert_eq!(by(&body, &cg.rel, "which", "1"), Some(10.0), "{}", cg.rel);
+    }
+}
