@@ -98,6 +98,14 @@ fn reload(exporter: &Exporter, file: &tempfile::NamedTempFile, yaml: &str) {
     exporter.wait_for("the reload", |b| reload_time(b) > loaded);
 }
 
+/// A new cgroup `name` under `parent`, once cgperf counts it.
+fn counted_cgroup(exporter: &Exporter, parent: &TestCgroup, name: &str) -> TestCgroup {
+    let cg = TestCgroup::create_under(&parent.rel, name);
+    let label = format!("cgroup=\"{}\"", cg.rel);
+    exporter.wait_for("the new cgroup", |b| b.contains(&label));
+    cg
+}
+
 /// Starts cgperf on `yaml` (which names its backend) and waits until
 /// `cgroup`'s `by_which` entry is counted.
 fn start(yaml: &str) -> Exporter {
@@ -311,11 +319,7 @@ fn a_cgroup_removed_mid_burst_goes_and_the_others_stay_exact() {
         exporter.wait_for("the removed cgroup's series to go", |b| {
             !b.contains(&format!("cgroup=\"{gone_rel}\""))
         });
-        let next = TestCgroup::create_under(&parent.rel, "next");
-        let next_rel = next.rel.clone();
-        exporter.wait_for("the new cgroup", |b| {
-            b.contains(&format!("cgroup=\"{next_rel}\""))
-        });
+        let next = counted_cgroup(&exporter, &parent, "next");
         getpriority(&next.dir, None, 1, 0, 7);
         let body = exporter.wait_collections(2);
         // Only its own hits: nothing the removed cgroup left in the slot.
@@ -484,11 +488,7 @@ fn a_cgroup_in_the_place_of_one_removed_at_full_capacity_is_counted() {
     getpriority(&first.dir, None, 0, 0, 100);
     exporter.wait_collections(1);
     first.remove();
-    let next = TestCgroup::create_under(&parent.rel, "c");
-    let next_rel = next.rel.clone();
-    exporter.wait_for("the new cgroup", |b| {
-        b.contains(&format!("cgroup=\"{next_rel}\""))
-    });
+    let next = counted_cgroup(&exporter, &parent, "c");
     getpriority(&next.dir, None, 1, 0, 3_000);
     let body = exporter.wait_collections(2);
     assert_eq!(by(&body, &next.rel, "which", "1"), Some(3_000.0), "{body}");

@@ -387,19 +387,10 @@ fn lookup_batch<K: Pod + Default, V: Pod + Default>(
             elem_flags: 0,
             flags: 0,
         };
-        // SAFETY: `attr` is a valid bpf_attr prefix for this command; the
-        // kernel writes at most `count` keys and values into the buffers,
-        // which hold `chunk` of each, a position into `next`, and the
-        // count it wrote back into `attr`; all outlive the call.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_bpf,
-                BPF_MAP_LOOKUP_BATCH,
-                std::ptr::from_mut(&mut attr),
-                std::mem::size_of::<BatchAttr>(),
-            )
-        };
-        let errno = (r < 0).then(Errno::last);
+        // The kernel writes at most `count` keys and values into the
+        // buffers, which hold `chunk` of each, a position into `next`, and
+        // the count it wrote back into `attr`.
+        let errno = bpf(BPF_MAP_LOOKUP_BATCH, &mut attr).err();
         let n = (attr.count as usize).min(chunk);
         out.extend(keys[..n].iter().copied().zip(values[..n].iter().copied()));
         match errno {
@@ -424,6 +415,26 @@ fn page() -> usize {
     crate::perf::page_size().unwrap_or(4096)
 }
 
+/// The `bpf()` system call `cmd` on `attr`, a `union bpf_attr` prefix whose
+/// pointers point at memory that outlives the call.
+fn bpf<A>(cmd: libc::c_long, attr: &mut A) -> Result<i64, Errno> {
+    // SAFETY: `attr` is a valid bpf_attr prefix for `cmd` (the caller's
+    // part); the kernel reads and writes within its size and the buffers
+    // its pointers name.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            std::ptr::from_mut(attr),
+            std::mem::size_of::<A>(),
+        )
+    };
+    match r {
+        r if r < 0 => Err(Errno::last()),
+        r => Ok(r),
+    }
+}
+
 /// `recursion_misses` of a program's `struct bpf_prog_info` (Linux 5.12;
 /// 0 before), which aya's program info does not expose.
 fn recursion_misses(prog_fd: i32) -> Result<u64, Errno> {
@@ -437,25 +448,12 @@ fn recursion_misses(prog_fd: i32) -> Result<u64, Errno> {
         info: u64,
     }
     let mut info = [0u64; 32];
-    let attr = InfoAttr {
+    let mut attr = InfoAttr {
         bpf_fd: prog_fd as u32,
         info_len: std::mem::size_of_val(&info) as u32,
         info: info.as_mut_ptr() as u64,
     };
-    // SAFETY: `attr` is a valid bpf_attr prefix for BPF_OBJ_GET_INFO_BY_FD;
-    // the kernel writes at most `info_len` bytes into `info`, which
-    // outlives the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_OBJ_GET_INFO_BY_FD,
-            std::ptr::from_ref(&attr),
-            std::mem::size_of::<InfoAttr>(),
-        )
-    };
-    if r < 0 {
-        return Err(Errno::last());
-    }
+    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
     Ok(info.get(AT / 8).copied().unwrap_or(0))
 }
 
@@ -473,7 +471,7 @@ fn link_create(prog_fd: i32, perf_fd: i32, cookie: u64) -> Result<OwnedFd, Errno
         bpf_cookie: u64,
         unused: [u64; 3],
     }
-    let attr = LinkCreate {
+    let mut attr = LinkCreate {
         prog_fd: prog_fd as u32,
         target_fd: perf_fd as u32,
         attach_type: BPF_PERF_EVENT,
@@ -481,19 +479,7 @@ fn link_create(prog_fd: i32, perf_fd: i32, cookie: u64) -> Result<OwnedFd, Errno
         bpf_cookie: cookie,
         unused: [0; 3],
     };
-    // SAFETY: `attr` is a valid bpf_attr prefix for BPF_LINK_CREATE that
-    // outlives the call; the kernel returns a new descriptor we own.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_LINK_CREATE,
-            std::ptr::from_ref(&attr),
-            std::mem::size_of::<LinkCreate>(),
-        )
-    };
-    if fd < 0 {
-        return Err(Errno::last());
-    }
+    let fd = bpf(BPF_LINK_CREATE, &mut attr)?;
     // SAFETY: a descriptor the kernel just returned, owned by no one else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
