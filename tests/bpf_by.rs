@@ -521,3 +521,49 @@ fn descriptors_do_not_grow_with_the_cgroups_counted() {
         assert_eq!(by(&body, &cg.rel, "which", "1"), Some(10.0), "{}", cg.rel);
     }
 }
+
+#[test]
+fn an_entry_moving_between_kernel_and_rings_mid_burst_loses_no_hit() {
+    const BURST: u64 = 3_000_000;
+    let cg = TestCgroup::create("cgperf-by-move");
+    let first = config(&[&cg.rel], "");
+    let file = config_file(&first);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", file.path().display()));
+    require_root("create cgroups and load BPF programs");
+    let exporter = Exporter::spawn(cmd);
+    exporter.wait_collections(1);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            getpriority(&cg.dir, None, 0, 0, BURST);
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        // A filter the program cannot evaluate (a common field, true for
+        // every hit): the same series goes on through a one-page ring...
+        let rings = first.replace(
+            "    as: by_which\n",
+            "    as: by_which\n    filter: \"common_pid != 0\"\n",
+        );
+        reload(&exporter, &file, &rings);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        // ...and back into the kernel.
+        reload(&exporter, &file, &first);
+        assert!(
+            !done.load(std::sync::atomic::Ordering::SeqCst),
+            "the burst ended before the reloads: make it longer"
+        );
+    });
+    let body = exporter.wait_collections(2);
+    let values: f64 = series(&body, &cg.rel, "by_which")
+        .iter()
+        .map(|(_, v)| v)
+        .sum();
+    let lost = lost(&body, &cg.rel, "by_which").unwrap_or(0.0);
+    eprintln!("values {values} lost {lost} of {BURST}");
+    // No hit goes uncounted: each hand-over starts the new side before it
+    // stops the old one (the hits in between are counted by both, README).
+    assert!(values + lost >= BURST as f64, "values + lost:\n{body}");
+    assert!(values <= BURST as f64, "{body}");
+}

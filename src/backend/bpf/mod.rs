@@ -480,6 +480,7 @@ impl Backend for BpfBackend {
             .map(|((c, w), _)| (c.clone(), self.by.rings_part(w)))
             .collect();
         let by = self.rings.apply(&sampled, online, totals);
+        self.by.handed_over(totals);
         let mut by = sampled.iter().zip(by);
         for ((cgroup, _), outcome) in cgroups.iter().zip(&mut outcomes) {
             if *outcome != Outcome::Counted {

@@ -75,6 +75,9 @@ pub(super) struct InKernel {
     loaded: Option<Loaded>,
     /// The entries in force.
     entries: Vec<Entry>,
+    /// Entries that left the kernel and still count until the rings took
+    /// them over ([`InKernel::handed_over`]).
+    leaving: Vec<Entry>,
     /// The entries of the plan just configured: in force at the next
     /// [`InKernel::apply`].
     pending: Option<Vec<Entry>>,
@@ -104,6 +107,7 @@ impl InKernel {
             tally,
             loaded: None,
             entries: Vec::new(),
+            leaving: Vec::new(),
             pending: None,
             cgroups: BTreeMap::new(),
             by_slot: HashMap::new(),
@@ -139,8 +143,14 @@ impl InKernel {
                     .find(|e| *e.spec == *spec)
                     .map(|e| e.index)
                     .or_else(|| {
-                        (0..MAX_ENTRIES)
-                            .find(|i| !self.entries.iter().chain(&next).any(|e| e.index == *i))
+                        (0..MAX_ENTRIES).find(|i| {
+                            !self
+                                .entries
+                                .iter()
+                                .chain(&self.leaving)
+                                .chain(&next)
+                                .any(|e| e.index == *i)
+                        })
                     })
                     .ok_or_else(|| format!("more than {} `by:` entries", MAX_ENTRIES / 2))?;
                 Ok(index)
@@ -343,26 +353,57 @@ impl InKernel {
     }
 
     /// Puts `next` in force, then reads the entries it retires one last
-    /// time and forgets them.
+    /// time and forgets them. An entry whose series another entry of
+    /// `next` carries on is switched with one store; one that leaves the
+    /// kernel (for the rings, or for good) keeps counting until
+    /// [`InKernel::handed_over`], so that the rings start before it stops.
     fn switch(&mut self, next: Vec<Entry>, totals: &mut Totals) {
-        let Some(loaded) = self.loaded.as_mut() else {
+        let (mut retired, mut leaving) = (BTreeSet::new(), Vec::new());
+        for old in &self.entries {
+            if next.iter().any(|e| e.index == old.index) {
+                continue;
+            }
+            match next.iter().any(|e| e.spec.id() == old.spec.id()) {
+                true => retired.insert(old.index),
+                false => {
+                    leaving.push(old.clone());
+                    true
+                }
+            };
+        }
+        let published: Vec<Entry> = next.iter().chain(&leaving).cloned().collect();
+        self.entries = next;
+        self.leaving = leaving;
+        self.publish(&published);
+        self.retire(retired, totals);
+    }
+
+    /// Stops counting the entries that left the kernel, now that the
+    /// rings count those that went to them (see [`InKernel::switch`]).
+    pub fn handed_over(&mut self, totals: &mut Totals) {
+        if self.leaving.is_empty() {
             return;
-        };
-        if let Err(e) = loaded.publish(&next, &self.tally) {
+        }
+        let leaving: BTreeSet<u32> = self.leaving.drain(..).map(|e| e.index).collect();
+        let entries = self.entries.clone();
+        self.publish(&entries);
+        self.retire(leaving, totals);
+    }
+
+    fn publish(&mut self, entries: &[Entry]) {
+        if let Some(loaded) = self.loaded.as_mut()
+            && let Err(e) = loaded.publish(entries, &self.tally)
+        {
             tracing::error!("cannot attach the `by:` BPF program: {e}");
         }
-        let retired: BTreeSet<u32> = self
-            .entries
-            .iter()
-            .map(|e| e.index)
-            .filter(|i| !next.iter().any(|e| e.index == *i))
-            .collect();
-        self.entries = next;
+    }
+
+    /// Reads `retired` entries one last time, once no run uses them (they
+    /// are out of the table in force), and forgets them.
+    fn retire(&mut self, retired: BTreeSet<u32>, totals: &mut Totals) {
         if retired.is_empty() {
             return;
         }
-        // Every run that saw the old table has ended: what the retired
-        // entries counted is final.
         settle_runs();
         self.collect(totals, &retired);
         let Some(loaded) = self.loaded.as_mut() else {
