@@ -183,16 +183,9 @@ impl Loaded {
         let mut error = Ok(());
         for entry in entries {
             let tp = entry.spec.attr.config;
-            if !self.links.contains_key(&tp) {
-                match self.attach(&entry.spec, tally) {
-                    Ok(link) => {
-                        self.links.insert(tp, link);
-                    }
-                    Err(e) => {
-                        error = Err(e);
-                        continue;
-                    }
-                }
+            if let Err(e) = self.ensure_attached(&entry.spec, tally) {
+                error = Err(e);
+                continue;
             }
             let table = tables.entry(tp).or_default();
             if (table.n as usize) < TP_ENTRIES {
@@ -231,6 +224,21 @@ impl Loaded {
             }
         }
         error
+    }
+
+    /// Runs the program at every hit of `spec`'s tracepoint, if it does
+    /// not yet.
+    pub(super) fn ensure_attached(
+        &mut self,
+        spec: &SampledSpec,
+        tally: &Arc<AtomicU64>,
+    ) -> Result<(), String> {
+        let tp = spec.attr.config;
+        if !self.links.contains_key(&tp) {
+            let link = self.attach(spec, tally)?;
+            self.links.insert(tp, link);
+        }
+        Ok(())
     }
 
     /// Runs the program at every hit of `spec`'s tracepoint, its cookie the

@@ -29,7 +29,6 @@ use crate::perf::wait_for_samples_in_flight;
 use crate::plan::{Plan, SampledSpec};
 use crate::totals::{Handle, SampledKey, Totals};
 use kernel::{Cell, Key, Loaded, MAX_ENTRIES, TP_ENTRIES};
-use rules::{EntryConfig, KEY_WORDS};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
@@ -223,6 +222,22 @@ impl InKernel {
                     return;
                 }
             }
+        }
+        // An entry whose tracepoint the program cannot be attached to goes
+        // to the rings, which count what is wanted in the same apply.
+        if let (Some(loaded), Some(pending)) = (self.loaded.as_mut(), self.pending.as_mut()) {
+            pending.retain(|e| match loaded.ensure_attached(&e.spec, &self.tally) {
+                Ok(()) => true,
+                Err(why) => {
+                    if self.logged.insert((e.spec.label.clone(), why.clone())) {
+                        tracing::warn!(
+                            entry = %e.spec.label,
+                            "`by:` entry counted through ring buffers, not in the kernel: {why}"
+                        );
+                    }
+                    false
+                }
+            });
         }
         let upcoming: Vec<Entry> = self.upcoming().to_vec();
         for (cgroup, wanted) in cgroups {
@@ -493,7 +508,7 @@ impl InKernel {
             let Some(counts) = totals.sampled_mut(cell.counts) else {
                 continue;
             };
-            raw_record(&cell.spec, loaded_fields(&cell.spec), &key, &mut self.raw);
+            rules::record(&cell.spec, &key.words, &mut self.raw);
             cell.spec.key_of(&self.raw, &mut self.key, &mut self.value);
             counts.add_hits(Some(&self.key), delta, cell.spec.max_series);
         }
@@ -552,37 +567,5 @@ fn settle_runs() {
     if let Err(e) = wait_for_samples_in_flight() {
         tracing::debug!("membarrier refused ({e:?}); waiting 1 ms for runs in flight");
         std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-}
-
-/// Where each `by:` field of `spec` sits in a key.
-fn loaded_fields(spec: &SampledSpec) -> [rules::FieldAt; rules::MAX_FIELDS] {
-    rules::compile(spec)
-        .map(|c: EntryConfig| c.fields)
-        .unwrap_or_default()
-}
-
-/// A record with `key`'s field values at their offsets, for
-/// [`SampledSpec::key_of`]: the kernel's count is formatted exactly as a
-/// sample's record.
-fn raw_record(
-    spec: &SampledSpec,
-    fields: [rules::FieldAt; rules::MAX_FIELDS],
-    key: &Key,
-    raw: &mut Vec<u8>,
-) {
-    let mut words = [0u8; KEY_WORDS * 8];
-    for (i, w) in key.words.iter().enumerate() {
-        words[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
-    }
-    raw.clear();
-    for (at, _) in fields.iter().zip(&spec.fields) {
-        let (offset, size, word) = (at.offset as usize, at.size as usize, at.word as usize);
-        if raw.len() < offset + size {
-            raw.resize(offset + size, 0);
-        }
-        if let Some(bytes) = words.get(word * 8..word * 8 + size) {
-            raw[offset..offset + size].copy_from_slice(bytes);
-        }
     }
 }

@@ -33,11 +33,11 @@ const OP_OR: u8 = 9;
 /// `struct field` of `sampled.bpf.c`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct FieldAt {
-    pub offset: u32,
-    pub size: u16,
+struct FieldAt {
+    offset: u32,
+    size: u16,
     /// The first word of the key it goes to.
-    pub word: u16,
+    word: u16,
 }
 
 /// `struct rule` of `sampled.bpf.c`.
@@ -59,7 +59,7 @@ pub(super) struct EntryConfig {
     nfields: u32,
     nrules: u32,
     max_series: u64,
-    pub fields: [FieldAt; MAX_FIELDS],
+    fields: [FieldAt; MAX_FIELDS],
     rules: [Rule; MAX_RULES],
 }
 // SAFETY: plain integers, no padding (checked by the sizes in the tests).
@@ -71,6 +71,20 @@ pub(super) fn compile(spec: &SampledSpec) -> Result<EntryConfig, String> {
         max_series: spec.max_series as u64,
         ..EntryConfig::default()
     };
+    config.fields = layout(spec)?;
+    config.nfields = spec.fields.len() as u32;
+    if let Some(filter) = &spec.filter {
+        let text = filter.to_str().map_err(|_| "its filter is not UTF-8")?;
+        let rules = compile_filter(text, &spec.filter_fields)?;
+        config.nrules = rules.len() as u32;
+        config.rules[..rules.len()].copy_from_slice(&rules);
+    }
+    Ok(config)
+}
+
+/// Where each `by:` field of `spec` sits in the record and in the key.
+fn layout(spec: &SampledSpec) -> Result<[FieldAt; MAX_FIELDS], String> {
+    let mut fields = [FieldAt::default(); MAX_FIELDS];
     if spec.fields.len() > MAX_FIELDS {
         return Err(format!("more than {MAX_FIELDS} `by:` fields"));
     }
@@ -84,21 +98,35 @@ pub(super) fn compile(spec: &SampledSpec) -> Result<EntryConfig, String> {
                 KEY_WORDS * 8
             ));
         }
-        config.fields[i] = FieldAt {
+        fields[i] = FieldAt {
             offset: field.offset as u32,
             size: field.size as u16,
             word: word as u16,
         };
         word += words;
     }
-    config.nfields = spec.fields.len() as u32;
-    if let Some(filter) = &spec.filter {
-        let text = filter.to_str().map_err(|_| "its filter is not UTF-8")?;
-        let rules = compile_filter(text, &spec.filter_fields)?;
-        config.nrules = rules.len() as u32;
-        config.rules[..rules.len()].copy_from_slice(&rules);
+    Ok(fields)
+}
+
+/// A record with the field values of a key (`words`) at their offsets, for
+/// [`SampledSpec::key_of`]: a count from the kernel is formatted exactly as
+/// a sample's record.
+pub(super) fn record(spec: &SampledSpec, words: &[u64; KEY_WORDS], raw: &mut Vec<u8>) {
+    let mut bytes = [0u8; KEY_WORDS * 8];
+    for (i, w) in words.iter().enumerate() {
+        bytes[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
     }
-    Ok(config)
+    raw.clear();
+    let fields = layout(spec).unwrap_or_default();
+    for (at, _) in fields.iter().zip(&spec.fields) {
+        let (offset, size, word) = (at.offset as usize, at.size as usize, at.word as usize);
+        if raw.len() < offset + size {
+            raw.resize(offset + size, 0);
+        }
+        if let Some(value) = bytes.get(word * 8..word * 8 + size) {
+            raw[offset..offset + size].copy_from_slice(value);
+        }
+    }
 }
 
 /// Whether the program can read `field` as a value of at most `max` bytes.
