@@ -142,10 +142,12 @@ struct {
 	__type(value, struct attached);
 } attached SEC(".maps");
 
-// Monitored cgroups: cgroup id -> slot.
+// Monitored cgroups: cgroup id -> slot (looked up only when a CPU's
+// cached chain is stale, so allocated as used).
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u64);
 	__type(value, __u32);
 } watched SEC(".maps");

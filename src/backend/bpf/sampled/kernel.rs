@@ -122,7 +122,7 @@ impl Loaded {
     pub(super) fn load(capacity: u32, entries: &[Entry]) -> Result<Self, String> {
         let series: u64 = entries.iter().map(|e| e.spec.max_series as u64).sum();
         let keys = (series.max(1) * capacity as u64).min(MAX_KEYS as u64) as u32;
-        let cells = capacity.saturating_mul(MAX_ENTRIES / 4);
+        let cells = capacity.saturating_mul(MAX_ENTRIES / 4).min(MAX_KEYS);
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("watched", capacity)
             .map_max_entries("cells", cells)
