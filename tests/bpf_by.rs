@@ -106,6 +106,44 @@ fn counted_cgroup(exporter: &Exporter, parent: &TestCgroup, name: &str) -> TestC
     cg
 }
 
+/// cgperf started on `yaml` in a file that [`reload`] rewrites, once it
+/// collected.
+fn start_from_file(yaml: &str) -> (Exporter, tempfile::NamedTempFile) {
+    require_root("create cgroups and load BPF programs");
+    let file = config_file(yaml);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", file.path().display()));
+    let exporter = Exporter::spawn(cmd);
+    exporter.wait_collections(1);
+    (exporter, file)
+}
+
+/// `burst` hits of `which` = 0 in `cg`, counted by cgperf started on
+/// `first`, while `reloads` reloads it (after the burst began, and before it
+/// ends); the scrape once the burst is collected.
+fn burst_with_reloads(
+    cg: &TestCgroup,
+    burst: u64,
+    first: &str,
+    reloads: impl FnOnce(&Exporter, &tempfile::NamedTempFile),
+) -> String {
+    let (exporter, file) = start_from_file(first);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            getpriority(&cg.dir, None, 0, 0, burst);
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        reloads(&exporter, &file);
+        assert!(
+            !done.load(std::sync::atomic::Ordering::SeqCst),
+            "the burst ended before the reloads: make it longer"
+        );
+    });
+    exporter.wait_collections(2)
+}
+
 /// Starts cgperf on `yaml` (which names its backend) and waits until
 /// `cgroup`'s `by_which` entry is counted.
 fn start(yaml: &str) -> Exporter {
@@ -342,40 +380,23 @@ fn reloads_in_the_middle_of_a_burst_lose_nothing() {
     const BURST: u64 = 3_000_000;
     let cg = TestCgroup::create("cgperf-by-reload");
     let first = config(&[&cg.rel], "");
-    let file = config_file(&first);
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"));
-    cmd.arg(format!("--config.file={}", file.path().display()));
-    require_root("create cgroups and load BPF programs");
-    let exporter = Exporter::spawn(cmd);
-    exporter.wait_collections(1);
-    let done = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            getpriority(&cg.dir, None, 0, 0, BURST);
-            done.store(true, std::sync::atomic::Ordering::SeqCst);
-        });
-        std::thread::sleep(std::time::Duration::from_millis(100));
+    let body = burst_with_reloads(&cg, BURST, &first, |exporter, file| {
         // Another entry on the same tracepoint: the entry is kept.
         let second = first.replace(
             "cgroups:\n",
             &format!("  - name: {TP}\n    by: [who]\n    as: by_who\ncgroups:\n"),
         );
-        reload(&exporter, &file, &second);
+        reload(exporter, file, &second);
         // Its bound changes: a new entry in the kernel, the same series.
         reload(
-            &exporter,
-            &file,
+            exporter,
+            file,
             &second.replace(
                 "    as: by_which\n",
                 "    as: by_which\n    max_series: 50\n",
             ),
         );
-        assert!(
-            !done.load(std::sync::atomic::Ordering::SeqCst),
-            "the burst ended before the reloads: make it longer"
-        );
     });
-    let body = exporter.wait_collections(2);
     assert_eq!(
         by(&body, &cg.rel, "which", "0"),
         Some(BURST as f64),
@@ -394,12 +415,7 @@ fn hits_the_map_refuses_are_reported_lost_exactly() {
     // Room for one cgroup × 2 series: the map holds 2 keys.
     let first = config(&[&cg.rel], "    max_series: 2\n")
         .replace("backend: bpf\n", "backend: bpf\nmax_cgroups: 1\n");
-    let file = config_file(&first);
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"));
-    cmd.arg(format!("--config.file={}", file.path().display()));
-    require_root("create cgroups and load BPF programs");
-    let exporter = Exporter::spawn(cmd);
-    exporter.wait_collections(1);
+    let (exporter, file) = start_from_file(&first);
     getpriority(&cg.dir, None, 0, 0, 10);
     getpriority(&cg.dir, None, 1, 0, 10);
     exporter.wait_collections(1);
@@ -527,35 +543,18 @@ fn an_entry_moving_between_kernel_and_rings_mid_burst_loses_no_hit() {
     const BURST: u64 = 3_000_000;
     let cg = TestCgroup::create("cgperf-by-move");
     let first = config(&[&cg.rel], "");
-    let file = config_file(&first);
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"));
-    cmd.arg(format!("--config.file={}", file.path().display()));
-    require_root("create cgroups and load BPF programs");
-    let exporter = Exporter::spawn(cmd);
-    exporter.wait_collections(1);
-    let done = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            getpriority(&cg.dir, None, 0, 0, BURST);
-            done.store(true, std::sync::atomic::Ordering::SeqCst);
-        });
-        std::thread::sleep(std::time::Duration::from_millis(100));
+    let body = burst_with_reloads(&cg, BURST, &first, |exporter, file| {
         // A filter the program cannot evaluate (a common field, true for
         // every hit): the same series goes on through a one-page ring...
         let rings = first.replace(
             "    as: by_which\n",
             "    as: by_which\n    filter: \"common_pid != 0\"\n",
         );
-        reload(&exporter, &file, &rings);
+        reload(exporter, file, &rings);
         std::thread::sleep(std::time::Duration::from_millis(200));
         // ...and back into the kernel.
-        reload(&exporter, &file, &first);
-        assert!(
-            !done.load(std::sync::atomic::Ordering::SeqCst),
-            "the burst ended before the reloads: make it longer"
-        );
+        reload(exporter, file, &first);
     });
-    let body = exporter.wait_collections(2);
     let values: f64 = series(&body, &cg.rel, "by_which")
         .iter()
         .map(|(_, v)| v)
