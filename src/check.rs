@@ -1,7 +1,7 @@
 //! `cgperf check`: what this machine can count of a (valid) config, event by
 //! event, and why not.
 
-use crate::backend::choose::choose;
+use crate::backend::choose::{Kind, choose};
 use crate::config::{CgroupPattern, Config};
 use crate::ids::GroupId;
 use crate::list::{NAME_MAX, column_width};
@@ -79,6 +79,9 @@ pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<()> {
     for (i, reason) in reasons.iter().enumerate() {
         writeln!(out, "[{}] {reason}", i + 1)?;
     }
+    if chosen.kind == Kind::Bpf {
+        by_lines(&plan, out)?;
+    }
 
     writeln!(out)?;
     let found = cgroupfs.expand(&plan.selectors);
@@ -106,6 +109,27 @@ pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<()> {
         out,
         "{ok} of {all} groups can be counted on this machine; the others are disabled, the rest keeps counting."
     )?;
+    Ok(())
+}
+
+/// How the bpf backend counts each `by:` entry: in the kernel, or through
+/// ring buffers, and why.
+fn by_lines(plan: &Plan, out: &mut dyn Write) -> anyhow::Result<()> {
+    let every: Vec<usize> = (0..plan.selectors.len()).collect();
+    let sampled = plan.sampled_for(&every);
+    if !sampled.is_empty() {
+        writeln!(out)?;
+    }
+    for spec in sampled {
+        match crate::backend::bpf::counted_in_kernel(&spec) {
+            Ok(()) => writeln!(out, "by: {}: counted in the kernel", spec.label)?,
+            Err(why) => writeln!(
+                out,
+                "by: {}: counted through ring buffers: {why}",
+                spec.label
+            )?,
+        }
+    }
     Ok(())
 }
 

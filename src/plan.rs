@@ -116,6 +116,9 @@ pub struct SampledSpec {
     /// Distinct value combinations per cgroup before the rest goes to
     /// `other`.
     pub max_series: usize,
+    /// The fields its filter compares, as the format lays them out: what a
+    /// backend that evaluates the filter itself reads.
+    pub filter_fields: Vec<Field>,
 }
 
 impl SampledSpec {
@@ -124,6 +127,23 @@ impl SampledSpec {
         SampledId {
             label: self.label.clone(),
             fields: self.fields.iter().map(|(name, _)| name.clone()).collect(),
+        }
+    }
+
+    /// The count key of a hit whose raw record is `raw` (its field values
+    /// joined by [`KEY_SEPARATOR`](crate::totals::KEY_SEPARATOR)), into
+    /// `key`; `value` is scratch. A field the record is too short for
+    /// goes under `other` rather than a made-up value.
+    pub fn key_of(&self, raw: &[u8], key: &mut String, value: &mut String) {
+        key.clear();
+        for (i, (_, field)) in self.fields.iter().enumerate() {
+            if i > 0 {
+                key.push(crate::totals::KEY_SEPARATOR);
+            }
+            match field.format_value(raw, value) {
+                Ok(()) => key.push_str(value),
+                Err(_) => key.push_str(crate::totals::OTHER),
+            }
         }
     }
 }
@@ -429,6 +449,12 @@ fn plan_tracepoint(
     Ok(Ok(Planned::Sampled(SampledSpec {
         label: event.label,
         attr: event.attr,
+        filter_fields: match &def.filter {
+            Some(text) => fields::filter_fields(text)
+                .filter_map(|name| format.field(name).cloned())
+                .collect(),
+            None => Vec::new(),
+        },
         filter,
         fields,
         max_series: def.max_series,

@@ -159,6 +159,15 @@ fn open_one(
     open_event(&mut counting_attr(event, leader), target, cpu, group)
 }
 
+/// The event of `event` (a tracepoint) for all tasks on `cpu`, opened
+/// disabled and never enabled: what a BPF program is attached through. The
+/// program runs at the tracepoint's every hit on every CPU; the event itself
+/// is never scheduled in, so it counts and writes nothing and costs the hits
+/// nothing.
+pub fn open_attach_point(event: &EventAttr, cpu: u32) -> Result<OwnedFd, Errno> {
+    open_event(&mut counting_attr(event, true), Target::AllTasks, cpu, None)
+}
+
 /// One `perf_event_open` call for `target` on `cpu`, in the group of `group`
 /// (or as a leader).
 pub(crate) fn open_event(

@@ -15,7 +15,7 @@ mod ring;
 mod sampling;
 
 pub use errno::{Errno, OpenFailure, open_failure_reason, paranoid_level};
-pub use group::{CounterGroup, OpenError, ReadError, Target};
+pub use group::{CounterGroup, OpenError, ReadError, Target, open_attach_point};
 pub use group_read::{GroupRead, GroupReadError, read_buffer_words};
 pub use record::{
     PERF_RECORD_LOST, PERF_RECORD_SAMPLE, Record, RecordError, Sample, parse_record, record_len,

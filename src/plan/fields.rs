@@ -52,7 +52,7 @@ pub(super) fn check_filter(
 
 /// The identifiers of a filter that are compared with a value: the fields
 /// it names (`which == 1 && comm ~ "bash*"` names `which` and `comm`).
-fn filter_fields(text: &str) -> impl Iterator<Item = &str> {
+pub(super) fn filter_fields(text: &str) -> impl Iterator<Item = &str> {
     const OPERATORS: [&str; 8] = ["==", "!=", "<=", ">=", "<", ">", "&", "~"];
     let bytes = text.as_bytes();
     let mut i = 0;

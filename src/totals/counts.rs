@@ -34,13 +34,23 @@ impl Counts {
     /// Counts one hit under `key` (the field values joined by
     /// [`KEY_SEPARATOR`]), or under `other` past `max_series` keys.
     pub fn add(&mut self, key: &str, max_series: usize) {
-        self.decoded += 1;
+        self.add_hits(Some(key), 1, max_series);
+    }
+
+    /// Counts `hits` hits under `key` as [`Counts::add`] does, or under
+    /// `other` with no key (hits a kernel-side count folded already).
+    pub fn add_hits(&mut self, key: Option<&str>, hits: u64, max_series: usize) {
+        self.decoded = self.decoded.saturating_add(hits);
+        let Some(key) = key else {
+            self.other = self.other.saturating_add(hits);
+            return;
+        };
         if let Some(n) = self.by_value.get_mut(key) {
-            *n += 1;
+            *n = n.saturating_add(hits);
         } else if self.by_value.len() < max_series {
-            self.by_value.insert(key.into(), 1);
+            self.by_value.insert(key.into(), hits);
         } else {
-            self.other += 1;
+            self.other = self.other.saturating_add(hits);
         }
     }
 

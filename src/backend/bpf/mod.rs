@@ -10,18 +10,21 @@
 //! group, CPU), exactly as the cgroup backend turns its group reads: the
 //! same scaling, the same never-ran rule.
 //!
-//! `by:` tracepoints are still counted through the cgroup backend's rings
-//! (one sampled event per cgroup and CPU), which this backend drives.
+//! `by:` tracepoints are counted in the kernel by a second program
+//! (`sampled.bpf.c`); those it cannot express go through the cgroup backend's
+//! rings (one sampled event per cgroup and CPU), which this backend drives.
 
 mod available;
 mod handover;
 mod kernel;
 mod placement;
 mod probe;
+mod sampled;
 mod sys;
 
 pub use available::{Unavailable, available};
 pub use probe::BpfProbe;
+pub use sampled::counted_in_kernel;
 
 use super::budget::FdBudget;
 use super::cgroup::CgroupBackend;
@@ -110,8 +113,10 @@ pub struct BpfBackend {
     /// Slots of removed cgroups, free once a flush has ended every run
     /// that may still charge them.
     released: Vec<u32>,
-    /// `by:` tracepoints.
+    /// `by:` tracepoints counted through rings.
     rings: CgroupBackend,
+    /// `by:` tracepoints counted in the kernel.
+    by: sampled::InKernel,
     errors: Errors,
     logged: HashSet<(Arc<str>, OpenFailure)>,
     /// Keeps the kernel's BPF statistics on while cgperf runs.
@@ -153,6 +158,7 @@ impl BpfBackend {
             next_slot: 0,
             free: Vec::new(),
             released: Vec::new(),
+            by: sampled::InKernel::new(capacity, tally.clone()),
             rings: CgroupBackend::new(budget, tally, ring_pages),
             errors: Errors::default(),
             logged: HashSet::new(),
@@ -365,17 +371,10 @@ impl Fed {
     }
 }
 
-/// What the `by:` tracepoints of a cgroup are, for the rings.
-fn sampled_only(wanted: &Wanted) -> Wanted {
-    Wanted {
-        groups: Vec::new(),
-        sampled: wanted.sampled.clone(),
-    }
-}
-
 impl Backend for BpfBackend {
     fn configure(&mut self, plan: &Plan) {
         self.rings.configure(plan);
+        self.by.configure(plan);
         let every: Vec<usize> = (0..plan.selectors.len()).collect();
         let (layout, left) = Layout::of(plan.groups_for(&every));
         for spec in left {
@@ -394,7 +393,7 @@ impl Backend for BpfBackend {
         if !room {
             return Err(SkipReason::MaxCgroups);
         }
-        self.rings.admits(&sampled_only(wanted), cpus)
+        self.rings.admits(&self.by.rings_part(wanted), cpus)
     }
 
     fn apply(
@@ -418,13 +417,17 @@ impl Backend for BpfBackend {
             }
             outcomes.push(outcome);
         }
+        let counted = cgroups.iter().zip(&outcomes);
+        let counted = counted.filter(|(_, o)| **o == Outcome::Counted);
+        self.by.apply(counted.map(|((c, w), _)| (c, w)), totals);
         let sampled: Vec<(Cgroup, Wanted)> = cgroups
             .iter()
             .zip(&outcomes)
             .filter(|(_, o)| **o == Outcome::Counted)
-            .map(|((c, w), _)| (c.clone(), sampled_only(w)))
+            .map(|((c, w), _)| (c.clone(), self.by.rings_part(w)))
             .collect();
         let by = self.rings.apply(&sampled, online, totals);
+        self.by.handed_over(totals);
         let mut by = sampled.iter().zip(by);
         for ((cgroup, _), outcome) in cgroups.iter().zip(&mut outcomes) {
             if *outcome != Outcome::Counted {
@@ -442,6 +445,7 @@ impl Backend for BpfBackend {
 
     fn remove(&mut self, slot: CgroupSlot) {
         self.rings.remove(slot);
+        self.by.remove(slot);
         if let Some(gone) = self.cgroups.remove(&slot) {
             if let Some(kernel) = &mut self.kernel {
                 kernel.unmonitor(gone.id);
@@ -511,6 +515,7 @@ impl Backend for BpfBackend {
     }
 
     fn read(&mut self, totals: &mut Totals) {
+        self.by.read(totals);
         self.rings.read(totals);
         self.read_groups(totals);
     }
@@ -535,6 +540,7 @@ impl Backend for BpfBackend {
         }
         stats.bpf_run_ns = ns;
         stats.bpf_runs = runs;
+        self.by.add_stats(&mut stats);
         stats.errors.add(&self.errors);
         stats
     }

@@ -49,7 +49,7 @@ use crate::perf::{
     wait_for_samples_in_flight, wait_readable,
 };
 use crate::plan::SampledSpec;
-use crate::totals::{Counts, Handle, KEY_SEPARATOR, OTHER, Totals};
+use crate::totals::{Counts, Handle, Totals};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -238,18 +238,7 @@ fn count(
     key: &mut String,
     value: &mut String,
 ) {
-    key.clear();
-    for (i, (_, field)) in spec.fields.iter().enumerate() {
-        if i > 0 {
-            key.push(KEY_SEPARATOR);
-        }
-        match field.format_value(raw, value) {
-            Ok(()) => key.push_str(value),
-            // A record too short for its own format: count it, but
-            // under no value rather than a made-up one.
-            Err(_) => key.push_str(OTHER),
-        }
-    }
+    spec.key_of(raw, key, value);
     counts.add(key, spec.max_series);
 }
 

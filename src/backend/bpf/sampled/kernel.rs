@@ -1,0 +1,505 @@
+//! The loaded `by:` program (`sampled.bpf.c`): its maps, the attachment
+//! of each tracepoint, and the layout of the C structs they hold.
+
+use super::rules::{self, EntryConfig, KEY_WORDS};
+use super::{Entry, settle_runs};
+use crate::backend::budget::Tally;
+use crate::perf::{Errno, open_attach_point};
+use crate::plan::SampledSpec;
+use aya::maps::{Array, HashMap as BpfHashMap, Map, MapData};
+use aya::programs::TracePoint;
+use aya::{Ebpf, EbpfLoader, Pod};
+use memmap2::{MmapOptions, MmapRaw};
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The compiled program, aligned as the ELF parser requires.
+#[repr(C, align(8))]
+struct Aligned<T: ?Sized>(T);
+static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!("../sampled.bpf.o"));
+
+/// The program, as named in `sampled.bpf.c`.
+const PROGRAM: &str = "by_fields";
+/// `MAX_ENTRIES` and `TP_ENTRIES` of `sampled.bpf.c`.
+pub(super) const MAX_ENTRIES: u32 = 64;
+pub(super) const TP_ENTRIES: usize = 8;
+/// Keys the counts map holds at most, whatever `max_series` × cgroups
+/// asks: its buckets (16 bytes each, rounded up to a power of two) are
+/// allocated at load.
+pub(super) const MAX_KEYS: u32 = 1 << 22;
+/// Descriptors the loaded program holds besides its links: its seven maps
+/// and itself.
+const OWN_FDS: u64 = 8;
+/// `struct attached` of `sampled.bpf.c`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Attached {
+    n: u32,
+    entries: [u32; TP_ENTRIES],
+}
+// SAFETY: plain integers, no padding.
+unsafe impl Pod for Attached {}
+
+/// `struct key` of `sampled.bpf.c`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub(super) struct Key {
+    pub(super) slot: u32,
+    pub(super) entry: u32,
+    pub(super) words: [u64; KEY_WORDS],
+}
+// SAFETY: plain integers, no padding.
+unsafe impl Pod for Key {}
+
+/// `struct cell` of `sampled.bpf.c`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Cell {
+    pub(super) series: u64,
+    pub(super) other: u64,
+    pub(super) refused: u64,
+}
+// SAFETY: plain integers, no padding.
+unsafe impl Pod for Cell {}
+
+/// One attachment: the perf event of a tracepoint and the link that runs
+/// the program at its every hit, on every CPU.
+#[derive(Debug)]
+struct Link {
+    cookie: u64,
+    _event: OwnedFd,
+    _fd: Tally,
+    _link: OwnedFd,
+}
+
+/// The loaded program and its maps.
+#[derive(Debug)]
+pub(super) struct Loaded {
+    ebpf: Ebpf,
+    /// `settings`, mapped read-write.
+    settings: MmapRaw,
+    table: u64,
+    watch: u64,
+    /// By tracepoint id.
+    links: BTreeMap<u64, Link>,
+}
+
+/// The error of a failed step, as text.
+fn failed(step: &str, e: impl std::fmt::Display) -> String {
+    format!("{step}: {e}")
+}
+
+impl Loaded {
+    /// Descriptors held (each link holds its perf event, counted in the
+    /// tally, and itself), and the program's run time and count.
+    pub(super) fn stats(&self) -> (u64, u64, u64) {
+        let (ns, runs) = self
+            .ebpf
+            .program(PROGRAM)
+            .and_then(|p| p.info().ok())
+            .map_or((0, 0), |info| {
+                (info.run_time().as_nanos() as u64, info.run_count())
+            });
+        (OWN_FDS + self.links.len() as u64, ns, runs)
+    }
+
+    /// Hits at which the kernel did not run the program because another
+    /// BPF program was running on that CPU (a tracepoint hit in an
+    /// interrupt during one): not counted, so reported lost.
+    pub(super) fn missed(&self) -> u64 {
+        let fd = self
+            .ebpf
+            .program(PROGRAM)
+            .and_then(|p| p.fd().ok())
+            .map(|fd| fd.as_fd().as_raw_fd());
+        fd.and_then(|fd| recursion_misses(fd).ok()).unwrap_or(0)
+    }
+
+    /// Loads the program with room for `capacity` cgroups and the series
+    /// of `entries` in each.
+    pub(super) fn load(capacity: u32, entries: &[Entry]) -> Result<Self, String> {
+        let series: u64 = entries.iter().map(|e| e.spec.max_series as u64).sum();
+        let keys = (series.max(1) * capacity as u64).min(MAX_KEYS as u64) as u32;
+        let cells = capacity.saturating_mul(MAX_ENTRIES / 4).min(MAX_KEYS);
+        let mut ebpf = EbpfLoader::new()
+            .map_max_entries("watched", capacity)
+            .map_max_entries("cells", cells)
+            .map_max_entries("counts", keys)
+            .load(&OBJECT.0)
+            .map_err(|e| failed("loading the maps", e))?;
+        let program: &mut TracePoint = ebpf
+            .program_mut(PROGRAM)
+            .ok_or("the object has no program")?
+            .try_into()
+            .map_err(|e| failed("the program", e))?;
+        program
+            .load()
+            .map_err(|e| failed("loading the program", e))?;
+        let settings = match ebpf.map("settings") {
+            Some(Map::Array(data)) => MmapOptions::new()
+                .len(page())
+                .map_raw(data.fd().as_fd().as_raw_fd())
+                .map_err(|e| failed("mapping the settings", e))?,
+            _ => return Err("the object has no settings array".into()),
+        };
+        Ok(Self {
+            ebpf,
+            settings,
+            table: 0,
+            watch: 0,
+            links: BTreeMap::new(),
+        })
+    }
+
+    /// One word of the mapped settings.
+    fn word(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: the mapping is at least a page, page-aligned, and holds
+        // `struct settings` (two u64s) at its start; the program reads
+        // these words while cgperf writes them, so they are only accessed
+        // atomically.
+        unsafe { &*self.settings.as_ptr().cast::<AtomicU64>().add(i) }
+    }
+
+    /// Writes `entries`' configs and table into the idle generation,
+    /// attaches tracepoints that need it, switches tables, and detaches
+    /// tracepoints that no longer count anything.
+    pub(super) fn publish(
+        &mut self,
+        entries: &[Entry],
+        tally: &Arc<AtomicU64>,
+    ) -> Result<(), String> {
+        for entry in entries {
+            let config = rules::compile(&entry.spec)?;
+            let mut array: Array<&mut MapData, EntryConfig> =
+                Array::try_from(self.ebpf.map_mut("entries").ok_or("no entries map")?)
+                    .map_err(|e| e.to_string())?;
+            array
+                .set(entry.index, config, 0)
+                .map_err(|e| failed("configuring an entry", e))?;
+        }
+        let mut tables: BTreeMap<u64, Attached> = BTreeMap::new();
+        let mut error = Ok(());
+        for entry in entries {
+            let tp = entry.spec.attr.config;
+            if let Err(e) = self.ensure_attached(&entry.spec, tally) {
+                error = Err(e);
+                continue;
+            }
+            let table = tables.entry(tp).or_default();
+            if (table.n as usize) < TP_ENTRIES {
+                table.entries[table.n as usize] = entry.index;
+                table.n += 1;
+            }
+        }
+        let idle = (self.table + 1) & 1;
+        let links: Vec<(u64, u64)> = self.links.iter().map(|(&tp, l)| (tp, l.cookie)).collect();
+        // Runs that saw the idle table when it was in force have ended:
+        // it is written in place.
+        settle_runs();
+        {
+            let mut map: Array<&mut MapData, Attached> =
+                Array::try_from(self.ebpf.map_mut("attached").ok_or("no attached map")?)
+                    .map_err(|e| e.to_string())?;
+            for (tp, cookie) in &links {
+                let at = u32::try_from(cookie * 2 + idle).map_err(|_| "too many tracepoints")?;
+                let table = tables.get(tp).copied().unwrap_or_default();
+                map.set(at, table, 0)
+                    .map_err(|e| failed("publishing the entries", e))?;
+            }
+        }
+        self.table += 1;
+        self.word(0).store(self.table, Ordering::Release);
+        // Tracepoints nothing counts any more: once no run uses them.
+        let unused: Vec<u64> = links
+            .iter()
+            .filter(|(tp, _)| !tables.contains_key(tp))
+            .map(|(tp, _)| *tp)
+            .collect();
+        if !unused.is_empty() {
+            settle_runs();
+            for tp in unused {
+                self.links.remove(&tp);
+            }
+        }
+        error
+    }
+
+    /// Runs the program at every hit of `spec`'s tracepoint, if it does
+    /// not yet.
+    pub(super) fn ensure_attached(
+        &mut self,
+        spec: &SampledSpec,
+        tally: &Arc<AtomicU64>,
+    ) -> Result<(), String> {
+        let tp = spec.attr.config;
+        if !self.links.contains_key(&tp) {
+            let link = self.attach(spec, tally)?;
+            self.links.insert(tp, link);
+        }
+        Ok(())
+    }
+
+    /// Runs the program at every hit of `spec`'s tracepoint, its cookie the
+    /// lowest one free.
+    fn attach(&mut self, spec: &SampledSpec, tally: &Arc<AtomicU64>) -> Result<Link, String> {
+        let cookie = (0..MAX_ENTRIES as u64)
+            .find(|c| !self.links.values().any(|l| l.cookie == *c))
+            .ok_or("more tracepoints than the program has room for")?;
+        // One event, on one CPU, never enabled: the program attached
+        // through it is the tracepoint's, run at its hits on every CPU.
+        let cpu = crate::cpus::online()
+            .ok()
+            .and_then(|cpus| cpus.first().copied())
+            .unwrap_or(0);
+        let event =
+            open_attach_point(&spec.attr, cpu).map_err(|e| failed("opening the tracepoint", e))?;
+        let program: &TracePoint = self
+            .ebpf
+            .program(PROGRAM)
+            .ok_or("the object has no program")?
+            .try_into()
+            .map_err(|e| failed("the program", e))?;
+        let prog_fd = program
+            .fd()
+            .map_err(|e| failed("the program", e))?
+            .as_fd()
+            .as_raw_fd();
+        let link = link_create(prog_fd, event.as_raw_fd(), cookie)
+            .map_err(|e| failed("attaching the program", e))?;
+        Ok(Link {
+            cookie,
+            _event: event,
+            _fd: Tally::new(tally, 1),
+            _link: link,
+        })
+    }
+
+    fn map<K: Pod, V: Pod>(&mut self, name: &str) -> Option<BpfHashMap<&mut MapData, K, V>> {
+        BpfHashMap::try_from(self.ebpf.map_mut(name)?).ok()
+    }
+
+    pub(super) fn watch(&mut self, id: u64, slot: u32) -> Result<(), String> {
+        self.map::<u64, u32>("watched")
+            .ok_or("no watched map")?
+            .insert(id, slot, 0)
+            .map_err(|e| e.to_string())?;
+        self.watch += 1;
+        self.word(1).store(self.watch, Ordering::Release);
+        Ok(())
+    }
+
+    pub(super) fn unwatch(&mut self, id: u64) {
+        if let Some(mut map) = self.map::<u64, u32>("watched") {
+            let _ = map.remove(&id);
+        }
+        self.watch += 1;
+        self.word(1).store(self.watch, Ordering::Release);
+    }
+
+    pub(super) fn insert_cell(&mut self, slot: u32, index: u32, cell: Cell) -> Result<(), String> {
+        self.map::<u64, Cell>("cells")
+            .ok_or("no cells map")?
+            .insert((slot as u64) << 32 | index as u64, cell, 0)
+            .map_err(|e| e.to_string())
+    }
+
+    pub(super) fn drop_cell(&mut self, slot: u32, index: u32) {
+        if let Some(mut map) = self.map::<u64, Cell>("cells") {
+            let _ = map.remove(&((slot as u64) << 32 | index as u64));
+        }
+    }
+
+    /// Every (cgroup slot, entry) cell now.
+    pub(super) fn cells(&mut self) -> std::collections::HashMap<(u32, u32), Cell> {
+        self.read_all::<u64, Cell>("cells")
+            .into_iter()
+            .map(|(at, cell)| (((at >> 32) as u32, at as u32), cell))
+            .collect()
+    }
+
+    pub(super) fn insert_key(&mut self, key: &Key) -> Result<(), String> {
+        self.map::<Key, u64>("counts")
+            .ok_or("no counts map")?
+            .insert(key, 0, 0)
+            .map_err(|e| e.to_string())
+    }
+
+    pub(super) fn remove_key(&mut self, key: &Key) {
+        if let Some(mut map) = self.map::<Key, u64>("counts") {
+            let _ = map.remove(key);
+        }
+    }
+
+    /// Every key and its value now.
+    pub(super) fn keys(&mut self) -> Vec<(Key, u64)> {
+        self.read_all("counts")
+    }
+
+    /// Every element of the hash map `name`: a few batched lookups
+    /// (`BPF_MAP_LOOKUP_BATCH`, Linux 5.6), where the kernel has them,
+    /// rather than two system calls per element.
+    fn read_all<K: Pod + Default, V: Pod + Default>(&mut self, name: &str) -> Vec<(K, V)> {
+        let mut out = Vec::new();
+        let fd = match self.ebpf.map(name) {
+            Some(Map::HashMap(data)) => data.fd().as_fd().as_raw_fd(),
+            _ => return out,
+        };
+        if lookup_batch(fd, &mut out).is_ok() {
+            return out;
+        }
+        out.clear();
+        if let Some(map) = self.map::<K, V>(name) {
+            out.extend(map.iter().filter_map(Result::ok));
+        }
+        out
+    }
+}
+
+/// Appends every element of the hash map `fd` to `out`, in batches.
+fn lookup_batch<K: Pod + Default, V: Pod + Default>(
+    fd: i32,
+    out: &mut Vec<(K, V)>,
+) -> Result<(), Errno> {
+    const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
+    #[repr(C)]
+    struct BatchAttr {
+        in_batch: u64,
+        out_batch: u64,
+        keys: u64,
+        values: u64,
+        count: u32,
+        map_fd: u32,
+        elem_flags: u64,
+        flags: u64,
+    }
+    let mut chunk = 1024;
+    let mut keys = vec![K::default(); chunk];
+    let mut values = vec![V::default(); chunk];
+    // The position to go on from (a bucket, for a hash map).
+    let (mut from, mut next) = (0u64, 0u64);
+    let mut first = true;
+    loop {
+        let mut attr = BatchAttr {
+            in_batch: if first {
+                0
+            } else {
+                std::ptr::from_ref(&from) as u64
+            },
+            out_batch: std::ptr::from_mut(&mut next) as u64,
+            keys: keys.as_mut_ptr() as u64,
+            values: values.as_mut_ptr() as u64,
+            count: chunk as u32,
+            map_fd: fd as u32,
+            elem_flags: 0,
+            flags: 0,
+        };
+        // The kernel writes at most `count` keys and values into the
+        // buffers, which hold `chunk` of each, a position into `next`, and
+        // the count it wrote back into `attr`.
+        let errno = bpf(BPF_MAP_LOOKUP_BATCH, &mut attr).err();
+        let n = (attr.count as usize).min(chunk);
+        out.extend(keys[..n].iter().copied().zip(values[..n].iter().copied()));
+        match errno {
+            None => {
+                from = next;
+                first = false;
+            }
+            // Done.
+            Some(Errno(libc::ENOENT)) => return Ok(()),
+            // A bucket holds more than a batch: a bigger one, same place.
+            Some(Errno(libc::ENOSPC)) if n == 0 && chunk < 1 << 20 => {
+                chunk *= 2;
+                keys.resize(chunk, K::default());
+                values.resize(chunk, V::default());
+            }
+            Some(errno) => return Err(errno),
+        }
+    }
+}
+
+fn page() -> usize {
+    crate::perf::page_size().unwrap_or(4096)
+}
+
+/// The `bpf()` system call `cmd` on `attr`, a `union bpf_attr` prefix whose
+/// pointers point at memory that outlives the call.
+fn bpf<A>(cmd: libc::c_long, attr: &mut A) -> Result<i64, Errno> {
+    // SAFETY: `attr` is a valid bpf_attr prefix for `cmd` (the caller's
+    // part); the kernel reads and writes within its size and the buffers
+    // its pointers name.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            std::ptr::from_mut(attr),
+            std::mem::size_of::<A>(),
+        )
+    };
+    match r {
+        r if r < 0 => Err(Errno::last()),
+        r => Ok(r),
+    }
+}
+
+/// `recursion_misses` of a program's `struct bpf_prog_info` (Linux 5.12;
+/// 0 before), which aya's program info does not expose.
+fn recursion_misses(prog_fd: i32) -> Result<u64, Errno> {
+    const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+    /// The offset of `recursion_misses` in `struct bpf_prog_info`.
+    const AT: usize = 208;
+    #[repr(C)]
+    struct InfoAttr {
+        bpf_fd: u32,
+        info_len: u32,
+        info: u64,
+    }
+    let mut info = [0u64; 32];
+    let mut attr = InfoAttr {
+        bpf_fd: prog_fd as u32,
+        info_len: std::mem::size_of_val(&info) as u32,
+        info: info.as_mut_ptr() as u64,
+    };
+    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+    Ok(info.get(AT / 8).copied().unwrap_or(0))
+}
+
+/// `BPF_LINK_CREATE` of a perf event link with a cookie, which aya's
+/// tracepoint attachment does not pass.
+fn link_create(prog_fd: i32, perf_fd: i32, cookie: u64) -> Result<OwnedFd, Errno> {
+    const BPF_LINK_CREATE: libc::c_long = 28;
+    const BPF_PERF_EVENT: u32 = 41;
+    #[repr(C)]
+    struct LinkCreate {
+        prog_fd: u32,
+        target_fd: u32,
+        attach_type: u32,
+        flags: u32,
+        bpf_cookie: u64,
+        unused: [u64; 3],
+    }
+    let mut attr = LinkCreate {
+        prog_fd: prog_fd as u32,
+        target_fd: perf_fd as u32,
+        attach_type: BPF_PERF_EVENT,
+        flags: 0,
+        bpf_cookie: cookie,
+        unused: [0; 3],
+    };
+    let fd = bpf(BPF_LINK_CREATE, &mut attr)?;
+    // SAFETY: a descriptor the kernel just returned, owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_c_structs_have_the_sizes_of_sampled_bpf_c() {
+        assert_eq!(std::mem::size_of::<Key>(), 8 + 8 * KEY_WORDS);
+        assert_eq!(std::mem::size_of::<Cell>(), 24);
+        assert_eq!(std::mem::size_of::<Attached>(), 4 + 4 * TP_ENTRIES);
+    }
+}

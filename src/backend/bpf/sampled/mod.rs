@@ -1,0 +1,571 @@
+//! `by:` tracepoints counted in the kernel (`sampled.bpf.c`): each hit adds
+//! one to a hash map entry keyed by (cgroup slot, entry, field values), for
+//! the cgroup it happens in and each monitored ancestor, so that a cgroup's
+//! counts include its descendants as in cgroup mode. No ring buffer: exact
+//! at any rate, and the kernel holds one perf event and one link per `by:`
+//! tracepoint, whatever the number of cgroups and CPUs.
+//!
+//! The map's values are cumulative; each collection iterates the map and
+//! adds what each key gained since the last one (a copy of the last values
+//! is kept) into the entry's [`Counts`](crate::totals::Counts), formatted
+//! exactly as the rings format a sample. Per (cgroup, entry) the program
+//! keeps at most `max_series` keys; hits of other values go to its `other`
+//! cell, and hits the map refused (full) to its `refused` cell, which the
+//! counts report as lost.
+//!
+//! What can change under a running program is published so that a run sees
+//! it whole: the entries each tracepoint counts are written into the idle
+//! one of two tables, then one aligned store switches tables; what a run may
+//! still use (a retired entry, a removed cgroup's slot) is read or swept
+//! only after every run in progress has ended (an RCU grace period: the
+//! program runs with preemption disabled).
+
+mod kernel;
+mod rules;
+
+use crate::backend::{Stats, Wanted};
+use crate::ids::CgroupSlot;
+use crate::perf::wait_for_samples_in_flight;
+use crate::plan::{Plan, SampledSpec};
+use crate::totals::{Handle, SampledKey, Totals};
+use kernel::{Cell, Key, Loaded, MAX_ENTRIES, TP_ENTRIES};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+/// Whether the bpf backend counts `spec` in the kernel, or why it counts
+/// it through ring buffers (`cgperf check` says which).
+pub fn counted_in_kernel(spec: &SampledSpec) -> Result<(), String> {
+    rules::compile(spec).map(|_| ())
+}
+
+/// An entry counted in the kernel: its spec, its index in `entries`.
+#[derive(Debug, Clone)]
+struct Entry {
+    spec: Arc<SampledSpec>,
+    index: u32,
+}
+
+/// What a cgroup counts of one entry.
+#[derive(Debug)]
+struct CellState {
+    spec: Arc<SampledSpec>,
+    counts: Handle,
+    /// The cell as last read.
+    last: Cell,
+}
+
+/// A cgroup counted here.
+#[derive(Debug)]
+struct Watched {
+    /// Its kernel id (its directory's inode).
+    id: u64,
+    slot: u32,
+    /// By entry index.
+    cells: BTreeMap<u32, CellState>,
+}
+
+/// `by:` entries counted in the kernel.
+#[derive(Debug)]
+pub(super) struct InKernel {
+    capacity: u32,
+    tally: Arc<AtomicU64>,
+    loaded: Option<Loaded>,
+    /// The entries in force.
+    entries: Vec<Entry>,
+    /// Entries that left the kernel and still count until the rings took
+    /// them over ([`InKernel::handed_over`]).
+    leaving: Vec<Entry>,
+    /// The entries of the plan just configured: in force at the next
+    /// [`InKernel::apply`].
+    pending: Option<Vec<Entry>>,
+    cgroups: BTreeMap<CgroupSlot, Watched>,
+    /// Program slot → cgroup.
+    by_slot: HashMap<u32, CgroupSlot>,
+    next_slot: u32,
+    free: Vec<u32>,
+    /// Slots of removed cgroups: their keys are swept, then they are free.
+    released: Vec<u32>,
+    /// Every key's value as last read.
+    last: HashMap<Key, u64>,
+    /// Entries logged as counted through the rings, with why.
+    logged: HashSet<(Arc<str>, String)>,
+    /// Scratch for formatting keys.
+    raw: Vec<u8>,
+    key: String,
+    value: String,
+}
+
+impl InKernel {
+    /// Nothing loaded yet: the program loads when a plan has an entry it
+    /// can count; at most `capacity` cgroups.
+    pub fn new(capacity: usize, tally: Arc<AtomicU64>) -> Self {
+        Self {
+            capacity: u32::try_from(capacity.max(1)).unwrap_or(u32::MAX),
+            tally,
+            loaded: None,
+            entries: Vec::new(),
+            leaving: Vec::new(),
+            pending: None,
+            cgroups: BTreeMap::new(),
+            by_slot: HashMap::new(),
+            next_slot: 0,
+            free: Vec::new(),
+            released: Vec::new(),
+            last: HashMap::new(),
+            logged: HashSet::new(),
+            raw: Vec::new(),
+            key: String::new(),
+            value: String::new(),
+        }
+    }
+
+    /// Chooses, for the `by:` entries of `plan`, those counted in the
+    /// kernel (the others stay with the rings, with the reason in the log):
+    /// in force at the next [`InKernel::apply`].
+    pub fn configure(&mut self, plan: &Plan) {
+        let every: Vec<usize> = (0..plan.selectors.len()).collect();
+        let mut next: Vec<Entry> = Vec::new();
+        let mut per_tracepoint: BTreeMap<u64, usize> = BTreeMap::new();
+        for spec in plan.sampled_for(&every) {
+            let taken = per_tracepoint.entry(spec.attr.config).or_default();
+            let verdict = rules::compile(&spec).and_then(|_| {
+                if *taken >= TP_ENTRIES {
+                    return Err(format!(
+                        "more than {TP_ENTRIES} `by:` entries on one tracepoint"
+                    ));
+                }
+                let index = self
+                    .entries
+                    .iter()
+                    .find(|e| *e.spec == *spec)
+                    .map(|e| e.index)
+                    .or_else(|| {
+                        (0..MAX_ENTRIES).find(|i| {
+                            !self
+                                .entries
+                                .iter()
+                                .chain(&self.leaving)
+                                .chain(&next)
+                                .any(|e| e.index == *i)
+                        })
+                    })
+                    .ok_or_else(|| format!("more than {} `by:` entries", MAX_ENTRIES / 2))?;
+                Ok(index)
+            });
+            match verdict {
+                Ok(index) => {
+                    *taken += 1;
+                    next.push(Entry { spec, index });
+                }
+                Err(why) => {
+                    if self.logged.insert((spec.label.clone(), why.clone())) {
+                        tracing::warn!(
+                            entry = %spec.label,
+                            "`by:` entry counted through ring buffers, not in the kernel: {why}"
+                        );
+                    }
+                }
+            }
+        }
+        self.pending = Some(next);
+    }
+
+    /// The entries counted in the kernel from the next apply on.
+    fn upcoming(&self) -> &[Entry] {
+        self.pending.as_deref().unwrap_or(&self.entries)
+    }
+
+    /// What of `wanted` the rings count: the `by:` entries not counted
+    /// here.
+    pub fn rings_part(&self, wanted: &Wanted) -> Wanted {
+        let ours = self.upcoming();
+        Wanted {
+            groups: Vec::new(),
+            sampled: wanted
+                .sampled
+                .iter()
+                .filter(|s| !ours.iter().any(|e| *e.spec == ***s))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// Makes each cgroup of `cgroups` (all counted by the backend) count
+    /// its entries counted here, and puts the configured entries in force:
+    /// an entry kept keeps its counts; one whose spec changed under the
+    /// same series starts with the series it had, so that its values keep
+    /// their place within `max_series`, and the one it replaces is read one
+    /// last time once no run uses it.
+    pub fn apply<'a>(
+        &mut self,
+        cgroups: impl Iterator<Item = (&'a crate::backend::Cgroup, &'a Wanted)>,
+        totals: &mut Totals,
+    ) {
+        if self.loaded.is_none() && self.upcoming().is_empty() {
+            self.pending = None;
+            return;
+        }
+        if self.loaded.is_none() {
+            match Loaded::load(self.capacity, self.upcoming()) {
+                Ok(loaded) => self.loaded = Some(loaded),
+                Err(e) => {
+                    tracing::error!(
+                        "cannot load the `by:` BPF program, counting `by:` entries through \
+                         ring buffers: {e}"
+                    );
+                    // Everything goes to the rings, which count what is
+                    // wanted in the same apply.
+                    self.pending = None;
+                    self.entries.clear();
+                    return;
+                }
+            }
+        }
+        // An entry whose tracepoint the program cannot be attached to goes
+        // to the rings, which count what is wanted in the same apply.
+        if let (Some(loaded), Some(pending)) = (self.loaded.as_mut(), self.pending.as_mut()) {
+            pending.retain(|e| match loaded.ensure_attached(&e.spec, &self.tally) {
+                Ok(()) => true,
+                Err(why) => {
+                    if self.logged.insert((e.spec.label.clone(), why.clone())) {
+                        tracing::warn!(
+                            entry = %e.spec.label,
+                            "`by:` entry counted through ring buffers, not in the kernel: {why}"
+                        );
+                    }
+                    false
+                }
+            });
+        }
+        let upcoming: Vec<Entry> = self.upcoming().to_vec();
+        for (cgroup, wanted) in cgroups {
+            self.watch(cgroup, wanted, &upcoming, totals);
+        }
+        if let Some(next) = self.pending.take() {
+            self.switch(next, totals);
+        }
+    }
+
+    /// Counts `cgroup`'s entries among `upcoming` (watching it first if
+    /// new); drops the cells of entries it no longer counts.
+    fn watch(
+        &mut self,
+        cgroup: &crate::backend::Cgroup,
+        wanted: &Wanted,
+        upcoming: &[Entry],
+        totals: &mut Totals,
+    ) {
+        let full = self.free.is_empty() && self.next_slot >= self.capacity;
+        if full && !self.released.is_empty() && !self.cgroups.contains_key(&cgroup.slot) {
+            // The backend reuses a removed cgroup's place at once: so
+            // does this.
+            self.reclaim(totals);
+        }
+        let Some(loaded) = self.loaded.as_mut() else {
+            return;
+        };
+        let ours: Vec<&Entry> = upcoming
+            .iter()
+            .filter(|e| wanted.sampled.iter().any(|s| **s == *e.spec))
+            .collect();
+        if !self.cgroups.contains_key(&cgroup.slot) {
+            if ours.is_empty() {
+                return;
+            }
+            let Ok(meta) = std::fs::metadata(&cgroup.dir) else {
+                return; // Removed: the next scan drops it.
+            };
+            let Some(slot) = take_slot(&mut self.free, &mut self.next_slot, self.capacity) else {
+                tracing::warn!(cgroup = %cgroup.path, "no room left to count `by:` entries in the kernel");
+                return;
+            };
+            if let Err(e) = loaded.watch(meta.ino(), slot) {
+                tracing::warn!(cgroup = %cgroup.path, "cannot count `by:` entries: {e}");
+                self.free.push(slot);
+                return;
+            }
+            self.by_slot.insert(slot, cgroup.slot);
+            self.cgroups.insert(
+                cgroup.slot,
+                Watched {
+                    id: meta.ino(),
+                    slot,
+                    cells: BTreeMap::new(),
+                },
+            );
+        }
+        let Some(watched) = self.cgroups.get_mut(&cgroup.slot) else {
+            return;
+        };
+        let slot = watched.slot;
+        // Cells of entries it no longer counts, and not about to be
+        // retired with their entry: their series vanish, keys swept.
+        let unwanted: Vec<u32> = watched
+            .cells
+            .iter()
+            .filter(|(index, cell)| {
+                !ours.iter().any(|e| e.index == **index)
+                    && upcoming.iter().any(|e| e.index == **index)
+                    && !ours.iter().any(|e| e.spec.id() == cell.spec.id())
+            })
+            .map(|(index, _)| *index)
+            .collect();
+        for index in unwanted {
+            watched.cells.remove(&index);
+            loaded.drop_cell(slot, index);
+        }
+        for entry in ours {
+            if watched.cells.contains_key(&entry.index) {
+                continue;
+            }
+            let counts = totals.sampled(&SampledKey {
+                cgroup: cgroup.slot,
+                id: entry.spec.id(),
+            });
+            // The same series counted by another entry until now: its keys
+            // carry over.
+            let carried: Vec<Key> = watched
+                .cells
+                .iter()
+                .filter(|(_, c)| c.spec.id() == entry.spec.id())
+                .flat_map(|(&old, _)| {
+                    self.last
+                        .keys()
+                        .filter(move |k| k.slot == slot && k.entry == old)
+                        .copied()
+                })
+                .collect();
+            let mut series = 0;
+            for old in carried.into_iter().take(entry.spec.max_series) {
+                let key = Key {
+                    entry: entry.index,
+                    ..old
+                };
+                if loaded.insert_key(&key).is_ok() {
+                    self.last.insert(key, 0);
+                    series += 1;
+                }
+            }
+            let cell = Cell {
+                series,
+                ..Cell::default()
+            };
+            if let Err(e) = loaded.insert_cell(slot, entry.index, cell) {
+                tracing::warn!(cgroup = %cgroup.path, entry = %entry.spec.label, "cannot count in the kernel: {e}");
+                continue;
+            }
+            watched.cells.insert(
+                entry.index,
+                CellState {
+                    spec: entry.spec.clone(),
+                    counts,
+                    last: Cell::default(),
+                },
+            );
+        }
+    }
+
+    /// Puts `next` in force, then reads the entries it retires one last
+    /// time and forgets them. An entry whose series another entry of
+    /// `next` carries on is switched with one store; one that leaves the
+    /// kernel (for the rings, or for good) keeps counting until
+    /// [`InKernel::handed_over`], so that the rings start before it stops.
+    fn switch(&mut self, next: Vec<Entry>, totals: &mut Totals) {
+        let (mut retired, mut leaving) = (BTreeSet::new(), Vec::new());
+        for old in &self.entries {
+            if next.iter().any(|e| e.index == old.index) {
+                continue;
+            }
+            match next.iter().any(|e| e.spec.id() == old.spec.id()) {
+                true => retired.insert(old.index),
+                false => {
+                    leaving.push(old.clone());
+                    true
+                }
+            };
+        }
+        let published: Vec<Entry> = next.iter().chain(&leaving).cloned().collect();
+        self.entries = next;
+        self.leaving = leaving;
+        self.publish(&published);
+        self.retire(retired, totals);
+    }
+
+    /// Stops counting the entries that left the kernel, now that the
+    /// rings count those that went to them (see [`InKernel::switch`]).
+    pub fn handed_over(&mut self, totals: &mut Totals) {
+        if self.leaving.is_empty() {
+            return;
+        }
+        let leaving: BTreeSet<u32> = self.leaving.drain(..).map(|e| e.index).collect();
+        let entries = self.entries.clone();
+        self.publish(&entries);
+        self.retire(leaving, totals);
+    }
+
+    fn publish(&mut self, entries: &[Entry]) {
+        if let Some(loaded) = self.loaded.as_mut()
+            && let Err(e) = loaded.publish(entries, &self.tally)
+        {
+            tracing::error!("cannot attach the `by:` BPF program: {e}");
+        }
+    }
+
+    /// Reads `retired` entries one last time, once no run uses them (they
+    /// are out of the table in force), and forgets them.
+    fn retire(&mut self, retired: BTreeSet<u32>, totals: &mut Totals) {
+        if retired.is_empty() {
+            return;
+        }
+        settle_runs();
+        self.collect(totals, &retired);
+        let Some(loaded) = self.loaded.as_mut() else {
+            return;
+        };
+        for watched in self.cgroups.values_mut() {
+            for index in &retired {
+                if watched.cells.remove(index).is_some() {
+                    loaded.drop_cell(watched.slot, *index);
+                }
+            }
+        }
+        self.last.retain(|k, _| {
+            let gone = retired.contains(&k.entry);
+            if gone {
+                loaded.remove_key(k);
+            }
+            !gone
+        });
+    }
+
+    /// Stops counting a cgroup: its series vanish, its keys are swept at
+    /// the next read.
+    pub fn remove(&mut self, slot: CgroupSlot) {
+        let Some(gone) = self.cgroups.remove(&slot) else {
+            return;
+        };
+        self.by_slot.remove(&gone.slot);
+        if let Some(loaded) = self.loaded.as_mut() {
+            loaded.unwatch(gone.id);
+            for index in gone.cells.keys() {
+                loaded.drop_cell(gone.slot, *index);
+            }
+        }
+        self.released.push(gone.slot);
+    }
+
+    /// Adds what every key and cell gained since the last read into the
+    /// counts; sweeps the keys of removed cgroups and dropped cells.
+    pub fn read(&mut self, totals: &mut Totals) {
+        if self.loaded.is_some() {
+            self.reclaim(totals);
+        }
+    }
+
+    /// Reads everything, and frees the slots of removed cgroups once their
+    /// keys are swept.
+    fn reclaim(&mut self, totals: &mut Totals) {
+        if !self.released.is_empty() {
+            // No run still charges a released slot after this.
+            settle_runs();
+        }
+        self.collect(totals, &BTreeSet::new());
+        self.free.append(&mut self.released);
+    }
+
+    /// One pass over the counts map: each key's gain goes to its cell's
+    /// counts, keys without a cell go; then each cell's `other` and
+    /// `refused`. With `only` non-empty, just those entries.
+    fn collect(&mut self, totals: &mut Totals, only: &BTreeSet<u32>) {
+        let Some(loaded) = self.loaded.as_mut() else {
+            return;
+        };
+        let pairs = loaded.keys();
+        let mut gained: HashMap<(u32, u32), u64> = HashMap::new();
+        let mut stale = Vec::new();
+        for (key, value) in pairs {
+            if !only.is_empty() && !only.contains(&key.entry) {
+                continue;
+            }
+            let cell = self
+                .by_slot
+                .get(&key.slot)
+                .and_then(|c| self.cgroups.get(c))
+                .and_then(|w| w.cells.get(&key.entry));
+            let Some(cell) = cell else {
+                stale.push(key);
+                continue;
+            };
+            let last = self.last.entry(key).or_default();
+            let delta = value.saturating_sub(*last);
+            *last = value.max(*last);
+            if delta == 0 {
+                continue;
+            }
+            *gained.entry((key.slot, key.entry)).or_default() += delta;
+            let Some(counts) = totals.sampled_mut(cell.counts) else {
+                continue;
+            };
+            rules::record(&cell.spec, &key.words, &mut self.raw);
+            cell.spec.key_of(&self.raw, &mut self.key, &mut self.value);
+            counts.add_hits(Some(&self.key), delta, cell.spec.max_series);
+        }
+        for key in stale {
+            loaded.remove_key(&key);
+            self.last.remove(&key);
+        }
+        let cells = loaded.cells();
+        for watched in self.cgroups.values_mut() {
+            for (&index, cell) in &mut watched.cells {
+                if !only.is_empty() && !only.contains(&index) {
+                    continue;
+                }
+                let now = cells.get(&(watched.slot, index)).copied();
+                let now = now.unwrap_or(cell.last);
+                let other = now.other.saturating_sub(cell.last.other);
+                let refused = now.refused.saturating_sub(cell.last.refused);
+                cell.last = now;
+                let values = gained.get(&(watched.slot, index)).copied().unwrap_or(0);
+                if let Some(counts) = totals.sampled_mut(cell.counts) {
+                    counts.add_hits(None, other, cell.spec.max_series);
+                    // Every hit: those counted above and those the map
+                    // refused, which the counts then report lost.
+                    counts.counted(values + other + refused);
+                    counts.settle();
+                }
+            }
+        }
+    }
+
+    /// Adds its descriptors and its program's run time and count.
+    pub fn add_stats(&self, stats: &mut Stats) {
+        if let Some(loaded) = &self.loaded {
+            let (fds, ns, runs) = loaded.stats();
+            stats.open_fds += fds;
+            stats.bpf_run_ns += ns;
+            stats.bpf_runs += runs;
+            stats.samples_lost += loaded.missed();
+        }
+    }
+}
+
+/// A slot for a new cgroup, if one is free.
+fn take_slot(free: &mut Vec<u32>, next: &mut u32, capacity: u32) -> Option<u32> {
+    if let Some(slot) = free.pop() {
+        return Some(slot);
+    }
+    (*next < capacity).then(|| {
+        *next += 1;
+        *next - 1
+    })
+}
+
+/// Waits until every run of the program in progress has ended.
+fn settle_runs() {
+    if let Err(e) = wait_for_samples_in_flight() {
+        tracing::debug!("membarrier refused ({e:?}); waiting 1 ms for runs in flight");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}

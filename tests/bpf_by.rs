@@ -1,0 +1,568 @@
+//! `by:` entries counted in the kernel under the bpf backend: exact per
+//! value at any rate (bursts far beyond what a ring holds), `max_series`
+//! folding into `other` exactly as the rings do, filters evaluated by the
+//! program, a parent counting its children, cgroups removed and reloads in
+//! the middle of a burst, and the committed object matching its source.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+
+const TP: &str = "syscalls:sys_enter_getpriority";
+
+/// `n` calls of `getpriority(which, who)` in `cgroup`, pinned to `cpu` if
+/// given.
+fn getpriority(cgroup: &Path, cpu: Option<usize>, which: i32, who: u32, n: u64) {
+    in_child(Some(cgroup), || {
+        // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes into it; the
+        // rest are raw syscalls with integer arguments.
+        unsafe {
+            if let Some(cpu) = cpu {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
+                    libc::_exit(4);
+                }
+            }
+            for _ in 0..n {
+                libc::syscall(libc::SYS_getpriority, which, who);
+            }
+        }
+    });
+}
+
+/// The CPUs online, for spreading a burst over all of them.
+fn cpus() -> Vec<usize> {
+    cgperf::cpus::online()
+        .expect("online CPUs")
+        .into_iter()
+        .map(|c| c as usize)
+        .collect()
+}
+
+/// A bpf-backend config counting getpriority by `which` (as `by_which`) in
+/// each of `cgroups`, with one-page rings (a ring would lose most of any
+/// burst) and `entry` lines added to the entry.
+fn config(cgroups: &[&str], entry: &str) -> String {
+    let paths: String = cgroups.iter().map(|c| format!("  - path: {c}\n")).collect();
+    format!(
+        "interval: 200ms
+backend: bpf
+ring_pages: 1
+tracepoints:
+  - {TP}
+  - name: {TP}
+    by: [which]
+    as: by_which
+{entry}cgroups:
+{paths}"
+    )
+}
+
+/// Every `cgperf_events_total` series of `event` in `cgroup`: labels, value.
+fn series<'a>(body: &'a str, cgroup: &str, event: &str) -> Vec<(&'a str, f64)> {
+    let cgroup = format!("cgroup=\"{cgroup}\"");
+    let event = format!("event=\"{event}\"");
+    body.lines()
+        .filter(|l| l.starts_with("cgperf_events_total{"))
+        .filter(|l| l.contains(&cgroup) && l.contains(&event))
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter_map(|(labels, v)| Some((labels, v.parse().ok()?)))
+        .collect()
+}
+
+fn by(body: &str, cgroup: &str, label: &str, v: &str) -> Option<f64> {
+    value(
+        body,
+        "cgperf_events_total",
+        &[("cgroup", cgroup), ("event", "by_which"), (label, v)],
+    )
+}
+
+fn lost(body: &str, cgroup: &str, event: &str) -> Option<f64> {
+    value(
+        body,
+        "cgperf_events_lost_total",
+        &[("cgroup", cgroup), ("event", event)],
+    )
+}
+
+/// Rewrites `file` (cgperf's config) to `yaml`, sends SIGHUP and waits
+/// until the reload succeeded.
+fn reload(exporter: &Exporter, file: &tempfile::NamedTempFile, yaml: &str) {
+    let loaded = reload_time(&exporter.scrape());
+    std::fs::write(file.path(), yaml).expect("rewrite config");
+    // SAFETY: sending a signal to our own child.
+    assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
+    exporter.wait_for("the reload", |b| reload_time(b) > loaded);
+}
+
+/// A new cgroup `name` under `parent`, once cgperf counts it.
+fn counted_cgroup(exporter: &Exporter, parent: &TestCgroup, name: &str) -> TestCgroup {
+    let cg = TestCgroup::create_under(&parent.rel, name);
+    let label = format!("cgroup=\"{}\"", cg.rel);
+    exporter.wait_for("the new cgroup", |b| b.contains(&label));
+    cg
+}
+
+/// cgperf started on `yaml` in a file that [`reload`] rewrites, once it
+/// collected.
+fn start_from_file(yaml: &str) -> (Exporter, tempfile::NamedTempFile) {
+    require_root("create cgroups and load BPF programs");
+    let file = config_file(yaml);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", file.path().display()));
+    let exporter = Exporter::spawn(cmd);
+    exporter.wait_collections(1);
+    (exporter, file)
+}
+
+/// `burst` hits of `which` = 0 in `cg`, counted by cgperf started on
+/// `first`, while `reloads` reloads it (after the burst began, and before it
+/// ends); the scrape once the burst is collected.
+fn burst_with_reloads(
+    cg: &TestCgroup,
+    burst: u64,
+    first: &str,
+    reloads: impl FnOnce(&Exporter, &tempfile::NamedTempFile),
+) -> String {
+    let (exporter, file) = start_from_file(first);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            getpriority(&cg.dir, None, 0, 0, burst);
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        reloads(&exporter, &file);
+        assert!(
+            !done.load(std::sync::atomic::Ordering::SeqCst),
+            "the burst ended before the reloads: make it longer"
+        );
+    });
+    exporter.wait_collections(2)
+}
+
+/// Starts cgperf on `yaml` (which names its backend) and waits until
+/// `cgroup`'s `by_which` entry is counted.
+fn start(yaml: &str) -> Exporter {
+    require_root("create cgroups and load BPF programs");
+    let exporter = Exporter::start(Some(yaml));
+    exporter.wait_collections(1);
+    exporter
+}
+
+#[test]
+fn the_committed_object_is_what_its_source_compiles_to() {
+    let count = tempfile::NamedTempFile::new().expect("temp file");
+    let out = tempfile::NamedTempFile::new().expect("temp file");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backend/bpf");
+    let status = std::process::Command::new(dir.join("build.sh"))
+        .arg(count.path())
+        .arg(out.path())
+        .status()
+        .expect("build.sh runs (scripts/test installs clang and libbpf-dev)");
+    assert!(status.success(), "build.sh failed");
+    let built = std::fs::read(out.path()).expect("built object");
+    let committed = std::fs::read(dir.join("sampled.bpf.o")).expect("committed object");
+    assert!(
+        built == committed,
+        "src/backend/bpf/sampled.bpf.o is not what sampled.bpf.c compiles to: run \
+         src/backend/bpf/build.sh and commit the object"
+    );
+}
+
+#[test]
+fn a_burst_far_beyond_a_ring_is_exact_per_value_with_nothing_lost() {
+    const BURST: u64 = 200_000;
+    let cg = TestCgroup::create("cgperf-by-burst");
+    let exporter = start(&config(&[&cg.rel], ""));
+    // Every CPU at once, three values: 200,000 hits, of which a one-page
+    // ring would hold about a hundred between drains.
+    let cpus = cpus();
+    let per = BURST / (3 * cpus.len() as u64);
+    std::thread::scope(|s| {
+        for &cpu in &cpus {
+            let dir = &cg.dir;
+            s.spawn(move || {
+                for which in 0..3 {
+                    getpriority(dir, Some(cpu), which, 0, per);
+                }
+            });
+        }
+    });
+    let hits = per * cpus.len() as u64;
+    let body = exporter.wait_collections(2);
+    for which in ["0", "1", "2"] {
+        assert_eq!(
+            by(&body, &cg.rel, "which", which),
+            Some(hits as f64),
+            "which={which}:\n{body}"
+        );
+    }
+    assert_eq!(
+        series(&body, &cg.rel, "by_which").len(),
+        3,
+        "no other:\n{body}"
+    );
+    assert_eq!(lost(&body, &cg.rel, "by_which"), Some(0.0), "{body}");
+    assert_eq!(value(&body, "cgperf_samples_lost_total", &[]), Some(0.0));
+    // The tracepoint counted plainly too: the program keeps no hit from
+    // the tracepoint's perf events.
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_events_total",
+            &[("cgroup", cg.rel.as_str()), ("event", TP)]
+        ),
+        Some((3 * hits) as f64),
+        "{body}"
+    );
+    // No ring: one perf event and one link for the entry, not one per CPU.
+    let log = exporter.log();
+    assert!(!log.contains("counted through ring buffers"), "{log}");
+}
+
+#[test]
+fn values_beyond_max_series_go_to_other_exactly() {
+    let cg = TestCgroup::create("cgperf-by-other");
+    let yaml =
+        config(&[&cg.rel], "").replace("    by: [which]\n", "    by: [who]\n    max_series: 2\n");
+    let exporter = start(&yaml);
+    // who = 1..=5, 1,000 × who hits each, in this order: 1 and 2 get a
+    // series, 3, 4 and 5 go to `other`, as the rings would fold them.
+    for who in 1..=5u32 {
+        getpriority(&cg.dir, None, 0, who, 1_000 * who as u64);
+    }
+    let body = exporter.wait_collections(2);
+    let who = |v: &str| by(&body, &cg.rel, "who", v);
+    assert_eq!(
+        (who("1"), who("2"), who("other")),
+        (Some(1_000.0), Some(2_000.0), Some(12_000.0)),
+        "{body}"
+    );
+    assert_eq!(series(&body, &cg.rel, "by_which").len(), 3, "{body}");
+    assert_eq!(lost(&body, &cg.rel, "by_which"), Some(0.0), "{body}");
+    // A value that has its series keeps it: more of who = 2 and 4.
+    getpriority(&cg.dir, None, 0, 2, 500);
+    getpriority(&cg.dir, None, 0, 4, 500);
+    let body = exporter.wait_collections(2);
+    let who = |v: &str| by(&body, &cg.rel, "who", v);
+    assert_eq!(
+        (who("2"), who("other")),
+        (Some(2_500.0), Some(12_500.0)),
+        "{body}"
+    );
+}
+
+#[test]
+fn a_filtered_entry_counts_only_matching_hits_in_the_kernel() {
+    let cg = TestCgroup::create("cgperf-by-filter");
+    let yaml = config(&[&cg.rel], "    filter: \"which == 1 || (which >= 2 && who == 7)\"\n")
+        // And one the program cannot evaluate: a common field.
+        .replace(
+            "cgroups:\n",
+            &format!(
+                "  - name: {TP}\n    by: [which]\n    as: by_pid\n    filter: \"common_pid != 0\"\ncgroups:\n"
+            ),
+        );
+    let exporter = start(&yaml);
+    getpriority(&cg.dir, None, 0, 7, 30_000);
+    getpriority(&cg.dir, None, 1, 0, 40_000);
+    getpriority(&cg.dir, None, 2, 7, 50_000);
+    getpriority(&cg.dir, None, 2, 8, 60_000);
+    let body = exporter.wait_collections(2);
+    assert_eq!(by(&body, &cg.rel, "which", "0"), None, "{body}");
+    assert_eq!(by(&body, &cg.rel, "which", "1"), Some(40_000.0), "{body}");
+    assert_eq!(by(&body, &cg.rel, "which", "2"), Some(50_000.0), "{body}");
+    assert_eq!(lost(&body, &cg.rel, "by_which"), Some(0.0), "{body}");
+    // The other entry goes through the rings, and the log says why.
+    let log = exporter.log();
+    assert!(
+        log.contains("counted through ring buffers")
+            && log.contains("by_pid")
+            && log.contains("common_pid"),
+        "{log}"
+    );
+    // `cgperf check` says which entry is counted where, and why.
+    let file = config_file(&yaml);
+    let path = file.path().to_str().expect("utf-8 path");
+    let (code, out, err) = run_cgperf(&["check", "--config.file", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("by: by_which: counted in the kernel"), "{out}");
+    assert!(
+        out.contains("by: by_pid: counted through ring buffers: field `common_pid`"),
+        "{out}"
+    );
+    let accounted: f64 = series(&body, &cg.rel, "by_pid")
+        .iter()
+        .map(|(_, v)| v)
+        .sum::<f64>()
+        + lost(&body, &cg.rel, "by_pid").unwrap_or(0.0);
+    assert_eq!(accounted, 180_000.0, "{body}");
+}
+
+#[test]
+fn a_parent_counts_its_own_hits_and_its_childrens() {
+    let parent = TestCgroup::create("cgperf-by-nest");
+    let child = TestCgroup::create_under(&parent.rel, "child");
+    let leaf = TestCgroup::create_under(&child.rel, "leaf");
+    let exporter = start(&config(&[&parent.rel, &leaf.rel], ""));
+    getpriority(&parent.dir, None, 0, 0, 1_000);
+    getpriority(&child.dir, None, 0, 0, 20_000);
+    getpriority(&leaf.dir, None, 0, 0, 300_000);
+    getpriority(&leaf.dir, None, 1, 0, 4_000);
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        by(&body, &leaf.rel, "which", "0"),
+        Some(300_000.0),
+        "{body}"
+    );
+    assert_eq!(by(&body, &leaf.rel, "which", "1"), Some(4_000.0), "{body}");
+    assert_eq!(
+        by(&body, &parent.rel, "which", "0"),
+        Some(321_000.0),
+        "own + child + leaf:\n{body}"
+    );
+    assert_eq!(
+        by(&body, &parent.rel, "which", "1"),
+        Some(4_000.0),
+        "{body}"
+    );
+}
+
+#[test]
+fn a_cgroup_removed_mid_burst_goes_and_the_others_stay_exact() {
+    const KEPT: u64 = 2_000_000;
+    let kept = TestCgroup::create("cgperf-by-kept");
+    let parent = TestCgroup::create("cgperf-by-removed");
+    let gone = TestCgroup::create_under(&parent.rel, "gone");
+    let yaml = config(&[&kept.rel], "").replace(
+        "cgroups:\n",
+        &format!("cgroups:\n  - match: {}/*\n", parent.rel),
+    );
+    let exporter = start(&yaml);
+    let gone_rel = gone.rel.clone();
+    exporter.wait_for("the cgroup to remove", |b| {
+        b.contains(&format!("cgroup=\"{gone_rel}\""))
+    });
+    std::thread::scope(|s| {
+        s.spawn(|| getpriority(&kept.dir, None, 0, 0, KEPT));
+        // Meanwhile a cgroup counts, is removed, and another takes its place
+        // (and its slot in the program).
+        getpriority(&gone.dir, None, 1, 0, 10_000);
+        exporter.wait_collections(1);
+        gone.remove();
+        exporter.wait_for("the removed cgroup's series to go", |b| {
+            !b.contains(&format!("cgroup=\"{gone_rel}\""))
+        });
+        let next = counted_cgroup(&exporter, &parent, "next");
+        getpriority(&next.dir, None, 1, 0, 7);
+        let body = exporter.wait_collections(2);
+        // Only its own hits: nothing the removed cgroup left in the slot.
+        let got = series(&body, &next.rel, "by_which");
+        assert_eq!(got.len(), 1, "{body}");
+        assert!(got[0].0.contains("which=\"1\""), "{body}");
+        assert_eq!(got[0].1, 7.0, "{body}");
+    });
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        by(&body, &kept.rel, "which", "0"),
+        Some(KEPT as f64),
+        "{body}"
+    );
+    assert_eq!(series(&body, &kept.rel, "by_which").len(), 1, "{body}");
+}
+
+#[test]
+fn reloads_in_the_middle_of_a_burst_lose_nothing() {
+    const BURST: u64 = 3_000_000;
+    let cg = TestCgroup::create("cgperf-by-reload");
+    let first = config(&[&cg.rel], "");
+    let body = burst_with_reloads(&cg, BURST, &first, |exporter, file| {
+        // Another entry on the same tracepoint: the entry is kept.
+        let second = first.replace(
+            "cgroups:\n",
+            &format!("  - name: {TP}\n    by: [who]\n    as: by_who\ncgroups:\n"),
+        );
+        reload(exporter, file, &second);
+        // Its bound changes: a new entry in the kernel, the same series.
+        reload(
+            exporter,
+            file,
+            &second.replace(
+                "    as: by_which\n",
+                "    as: by_which\n    max_series: 50\n",
+            ),
+        );
+    });
+    assert_eq!(
+        by(&body, &cg.rel, "which", "0"),
+        Some(BURST as f64),
+        "{body}"
+    );
+    assert_eq!(lost(&body, &cg.rel, "by_which"), Some(0.0), "{body}");
+    assert_eq!(
+        value(&body, "cgperf_config_last_reload_successful", &[]),
+        Some(1.0)
+    );
+}
+
+#[test]
+fn hits_the_map_refuses_are_reported_lost_exactly() {
+    let cg = TestCgroup::create("cgperf-by-full");
+    // Room for one cgroup × 2 series: the map holds 2 keys.
+    let first = config(&[&cg.rel], "    max_series: 2\n")
+        .replace("backend: bpf\n", "backend: bpf\nmax_cgroups: 1\n");
+    let (exporter, file) = start_from_file(&first);
+    getpriority(&cg.dir, None, 0, 0, 10);
+    getpriority(&cg.dir, None, 1, 0, 10);
+    exporter.wait_collections(1);
+    // A second entry: the map, sized at load, has no room for its keys.
+    let second = first.replace(
+        "cgroups:\n",
+        &format!("  - name: {TP}\n    by: [who]\n    as: by_who\ncgroups:\n"),
+    );
+    reload(&exporter, &file, &second);
+    getpriority(&cg.dir, None, 0, 3, 500);
+    let body = exporter.wait_collections(2);
+    assert_eq!(by(&body, &cg.rel, "which", "0"), Some(510.0), "{body}");
+    assert_eq!(lost(&body, &cg.rel, "by_which"), Some(0.0), "{body}");
+    assert_eq!(series(&body, &cg.rel, "by_who"), vec![], "{body}");
+    assert_eq!(lost(&body, &cg.rel, "by_who"), Some(500.0), "{body}");
+}
+
+#[test]
+fn text_fields_are_counted_in_the_kernel_under_their_text() {
+    const N: u64 = 5_000;
+    let cg = TestCgroup::create("cgperf-by-text");
+    let yaml = format!(
+        "interval: 200ms
+backend: bpf
+ring_pages: 1
+tracepoints:
+  - name: task:task_rename
+    by: [oldcomm, newcomm]
+    as: renames
+cgroups:
+  - path: {}
+",
+        cg.rel
+    );
+    let exporter = start(&yaml);
+    in_child(Some(&cg.dir), || {
+        for _ in 0..N {
+            // SAFETY: prctl with a NUL-terminated name that outlives it.
+            unsafe {
+                libc::prctl(libc::PR_SET_NAME, c"cgperf-a".as_ptr());
+                libc::prctl(libc::PR_SET_NAME, c"cgperf-bb".as_ptr());
+            }
+        }
+    });
+    let body = exporter.wait_collections(2);
+    let renamed = |old: &str, new: &str| {
+        value(
+            &body,
+            "cgperf_events_total",
+            &[
+                ("cgroup", cg.rel.as_str()),
+                ("event", "renames"),
+                ("oldcomm", old),
+                ("newcomm", new),
+            ],
+        )
+    };
+    assert_eq!(renamed("cgperf-a", "cgperf-bb"), Some(N as f64), "{body}");
+    assert_eq!(
+        renamed("cgperf-bb", "cgperf-a"),
+        Some((N - 1) as f64),
+        "{body}"
+    );
+    // And the first rename, from the test's own name.
+    assert_eq!(series(&body, &cg.rel, "renames").len(), 3, "{body}");
+    assert_eq!(lost(&body, &cg.rel, "renames"), Some(0.0), "{body}");
+    let log = exporter.log();
+    assert!(!log.contains("counted through ring buffers"), "{log}");
+}
+
+#[test]
+fn a_cgroup_in_the_place_of_one_removed_at_full_capacity_is_counted() {
+    let parent = TestCgroup::create("cgperf-by-capacity");
+    let first = TestCgroup::create_under(&parent.rel, "a");
+    let _second = TestCgroup::create_under(&parent.rel, "b");
+    // Room for two cgroups; long intervals, so that the removal and the
+    // new cgroup are seen by one scan, with no collection between them.
+    let yaml = config(&[], "")
+        .replace("interval: 200ms", "interval: 2s")
+        .replace("backend: bpf\n", "backend: bpf\nmax_cgroups: 2\n")
+        .replace(
+            "cgroups:\n",
+            &format!("cgroups:\n  - match: {}/*\n", parent.rel),
+        );
+    let exporter = start(&yaml);
+    getpriority(&first.dir, None, 0, 0, 100);
+    exporter.wait_collections(1);
+    first.remove();
+    let next = counted_cgroup(&exporter, &parent, "c");
+    getpriority(&next.dir, None, 1, 0, 3_000);
+    let body = exporter.wait_collections(2);
+    assert_eq!(by(&body, &next.rel, "which", "1"), Some(3_000.0), "{body}");
+    assert_eq!(series(&body, &next.rel, "by_which").len(), 1, "{body}");
+}
+
+#[test]
+fn descriptors_do_not_grow_with_the_cgroups_counted() {
+    let parent = TestCgroup::create("cgperf-by-fds");
+    let first = TestCgroup::create_under(&parent.rel, "c0");
+    let yaml = config(&[], "").replace(
+        "cgroups:\n",
+        &format!("cgroups:\n  - match: {}/*\n", parent.rel),
+    );
+    let exporter = start(&yaml);
+    let monitored = |b: &str| value(b, "cgperf_monitored_cgroups", &[]).unwrap_or(0.0);
+    let body = exporter.wait_for("one cgroup", |b| monitored(b) == 1.0);
+    let fds = value(&body, "cgperf_open_fds", &[]).expect("cgperf_open_fds");
+    let more: Vec<TestCgroup> = (1..=30)
+        .map(|i| TestCgroup::create_under(&parent.rel, &format!("c{i}")))
+        .collect();
+    let body = exporter.wait_for("31 cgroups", |b| monitored(b) == 31.0);
+    assert_eq!(value(&body, "cgperf_open_fds", &[]), Some(fds), "{body}");
+    // And every one of them counts.
+    for cg in more.iter().chain([&first]) {
+        getpriority(&cg.dir, None, 1, 0, 10);
+    }
+    let body = exporter.wait_collections(2);
+    for cg in more.iter().chain([&first]) {
+        assert_eq!(by(&body, &cg.rel, "which", "1"), Some(10.0), "{}", cg.rel);
+    }
+}
+
+#[test]
+fn an_entry_moving_between_kernel_and_rings_mid_burst_loses_no_hit() {
+    const BURST: u64 = 3_000_000;
+    let cg = TestCgroup::create("cgperf-by-move");
+    let first = config(&[&cg.rel], "");
+    let body = burst_with_reloads(&cg, BURST, &first, |exporter, file| {
+        // A filter the program cannot evaluate (a common field, true for
+        // every hit): the same series goes on through a one-page ring...
+        let rings = first.replace(
+            "    as: by_which\n",
+            "    as: by_which\n    filter: \"common_pid != 0\"\n",
+        );
+        reload(exporter, file, &rings);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        // ...and back into the kernel.
+        reload(exporter, file, &first);
+    });
+    let values: f64 = series(&body, &cg.rel, "by_which")
+        .iter()
+        .map(|(_, v)| v)
+        .sum();
+    let lost = lost(&body, &cg.rel, "by_which").unwrap_or(0.0);
+    eprintln!("values {values} lost {lost} of {BURST}");
+    // No hit goes uncounted: each hand-over starts the new side before it
+    // stops the old one (the hits in between are counted by both, README).
+    assert!(values + lost >= BURST as f64, "values + lost:\n{body}");
+    assert!(values <= BURST as f64, "{body}");
+}
