@@ -18,6 +18,11 @@ use std::process::ExitCode;
 /// where the machine has no PMU. Needs cgroup v2 and root, or CAP_PERFMON
 /// plus CAP_DAC_READ_SEARCH.
 ///
+/// It counts through BPF (one counter per event and CPU, charged to cgroups
+/// at context switches) where the kernel and CAP_BPF allow it, else with a
+/// perf event per cgroup, event and CPU, and says which at start; the
+/// config's `backend:` (auto, bpf, cgroup) chooses.
+///
 /// The config is reloaded on SIGHUP and whenever its file changes.
 #[derive(Debug, Parser)]
 #[command(name = "cgperf", version, about, long_about)]
