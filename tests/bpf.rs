@@ -101,20 +101,25 @@ fn count(latest: &Latest, cgroup: &str, event: &str) -> Option<f64> {
 }
 
 #[test]
-fn the_committed_object_is_what_its_source_compiles_to() {
-    let out = tempfile::NamedTempFile::new().expect("temp file");
+fn the_committed_objects_are_what_their_sources_compile_to() {
+    let count = tempfile::NamedTempFile::new().expect("temp file");
+    let sampled = tempfile::NamedTempFile::new().expect("temp file");
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backend/bpf");
     let status = std::process::Command::new(dir.join("build.sh"))
-        .arg(out.path())
+        .arg(count.path())
+        .arg(sampled.path())
         .status()
         .expect("build.sh runs (scripts/test installs clang and libbpf-dev)");
     assert!(status.success(), "build.sh failed");
-    let built = std::fs::read(out.path()).expect("built object");
-    let committed = std::fs::read(dir.join("count.bpf.o")).expect("committed object");
-    assert!(
-        built == committed,
-        "src/backend/bpf/count.bpf.o is not what count.bpf.c compiles to: run src/backend/bpf/build.sh and commit the object"
-    );
+    for (built, name) in [(&count, "count"), (&sampled, "sampled")] {
+        let built = std::fs::read(built.path()).expect("built object");
+        let committed = std::fs::read(dir.join(format!("{name}.bpf.o"))).expect("committed object");
+        assert!(
+            built == committed,
+            "src/backend/bpf/{name}.bpf.o is not what {name}.bpf.c compiles to: run \
+             src/backend/bpf/build.sh and commit the object"
+        );
+    }
 }
 
 #[test]
