@@ -394,7 +394,8 @@ mod tests {
     #[test]
     fn comparisons_and_connectives_compile_to_postfix() {
         let fields = [int("which", 16, 8, false), int("who", 24, 4, true)];
-        let r = rules("(which == 1 || which >= 0x10) && who < -2", &fields).unwrap();
+        let r = rules("(which == 1 || which >= 0x10) && who < -2", &fields)
+            .expect("a filter of numeric comparisons compiles");
         let ops: Vec<u8> = r.iter().map(|r| r.op).collect();
         assert_eq!(ops, vec![OP_EQ, OP_GE, OP_OR, OP_LT, OP_AND]);
         assert_eq!(r[1].value, 16);
