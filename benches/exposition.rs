@@ -3,7 +3,7 @@
 //! Run: `cargo bench --bench exposition`.
 
 use cgperf::exporter::prometheus::Exposition;
-use cgperf::snapshot::{CounterSample, GroupTimeSample, Latest, Snapshot};
+use cgperf::snapshot::{CounterSample, GroupTimeSample, Latest, SeriesKey, Snapshot};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::sync::Arc;
@@ -25,17 +25,19 @@ fn snapshot() -> Snapshot {
         let cgroup: Arc<str> =
             format!("/kubepods.slice/kubepods-burstable.slice/pod{i:05}.slice").into();
         for (j, event) in events.iter().enumerate() {
-            snap.counters.push(CounterSample {
-                fields: Box::new([]),
-                cgroup: cgroup.clone(),
-                labels: Arc::from(Vec::new()),
-                group: group.clone(),
-                event: event.clone(),
-                cpu: None,
-                value: (i * 1000 + j) as f64 * 1.5,
-                clock: j == 0,
-                start_time: snap.taken_at,
-            });
+            snap.counters.push(CounterSample::new(
+                SeriesKey {
+                    fields: Box::new([]),
+                    cgroup: cgroup.clone(),
+                    labels: Arc::from(Vec::new()),
+                    group: group.clone(),
+                    event: event.clone(),
+                    cpu: None,
+                    clock: j == 0,
+                    start_time: snap.taken_at,
+                },
+                (i * 1000 + j) as f64 * 1.5,
+            ));
         }
         snap.group_times.push(GroupTimeSample {
             cgroup,

@@ -14,9 +14,12 @@ pub type Labels = Arc<[(&'static str, Box<str>)]>;
 /// empty for every other series.
 pub type FieldLabels = Box<[(Arc<str>, Box<str>)]>;
 
-/// One counter series.
+/// What names one counter series: everything but its value. The sampler
+/// makes it once and shares it with every snapshot while the series and
+/// its cgroup's labels last: a snapshot of thousands of series copies one
+/// pointer per series each interval, not its names.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CounterSample {
+pub struct SeriesKey {
     /// cgroup path relative to the cgroup2 root.
     pub cgroup: Arc<str>,
     /// Extra labels derived from the cgroup path.
@@ -29,8 +32,6 @@ pub struct CounterSample {
     pub fields: FieldLabels,
     /// The CPU, when per-CPU output is on.
     pub cpu: Option<u32>,
-    /// Scaled count; for clock events, seconds.
-    pub value: f64,
     /// True for `task-clock`/`cpu-clock`, exported in seconds.
     pub clock: bool,
     /// When this series began counting from zero: when the sampler started
@@ -38,6 +39,34 @@ pub struct CounterSample {
     /// created again, starts a new series with a later start (OTLP sends it
     /// as the start of the cumulative sum, so receivers see the reset).
     pub start_time: SystemTime,
+}
+
+/// One counter series: its names (read through it as through a
+/// [`SeriesKey`]) and its value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CounterSample {
+    /// What names it.
+    pub key: Arc<SeriesKey>,
+    /// Scaled count; for clock events, seconds.
+    pub value: f64,
+}
+
+impl CounterSample {
+    /// The series `key` with `value`.
+    pub fn new(key: SeriesKey, value: f64) -> Self {
+        Self {
+            key: Arc::new(key),
+            value,
+        }
+    }
+}
+
+impl std::ops::Deref for CounterSample {
+    type Target = SeriesKey;
+
+    fn deref(&self) -> &SeriesKey {
+        &self.key
+    }
 }
 
 /// Enabled and running time of one group in one cgroup.
@@ -58,7 +87,7 @@ pub struct GroupTimeSample {
     /// Intervals in which it was enabled but never ran.
     pub never_ran_intervals: u64,
     /// When these series began counting from zero (see
-    /// [`CounterSample::start_time`]).
+    /// [`SeriesKey::start_time`]).
     pub start_time: SystemTime,
 }
 

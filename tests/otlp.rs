@@ -8,7 +8,7 @@ mod common;
 
 use cgperf::config::{OtlpConfig, OtlpProtocol};
 use cgperf::exporter::otlp::{self, OtlpStats};
-use cgperf::snapshot::{CounterSample, Latest, Snapshot};
+use cgperf::snapshot::{CounterSample, Latest, SeriesKey, Snapshot};
 use common::*;
 use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
     MetricsService, MetricsServiceServer,
@@ -684,17 +684,19 @@ fn synthetic(cgroups: usize, events: usize) -> Snapshot {
         let cgroup: Arc<str> =
             format!("/kubepods.slice/kubepods-burstable.slice/pod{c:05}.slice").into();
         for e in 0..events {
-            snap.counters.push(CounterSample {
-                fields: Box::new([]),
-                cgroup: cgroup.clone(),
-                labels: Arc::from(Vec::new()),
-                group: "tracepoints".into(),
-                event: format!("syscalls:sys_enter_call{e:03}").into(),
-                cpu: None,
-                value: (c * events + e) as f64,
-                clock: false,
-                start_time: snap.taken_at,
-            });
+            snap.counters.push(CounterSample::new(
+                SeriesKey {
+                    fields: Box::new([]),
+                    cgroup: cgroup.clone(),
+                    labels: Arc::from(Vec::new()),
+                    group: "tracepoints".into(),
+                    event: format!("syscalls:sys_enter_call{e:03}").into(),
+                    cpu: None,
+                    clock: false,
+                    start_time: snap.taken_at,
+                },
+                (c * events + e) as f64,
+            ));
         }
     }
     snap

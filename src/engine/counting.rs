@@ -2,6 +2,7 @@
 //! within the limits, reconciling on reloads, and the totals that live
 //! while a cgroup is counted. The mechanism is a [`Backend`]'s.
 
+use super::series::SeriesKeys;
 use crate::backend::{Backend, Cgroup, Outcome, Wanted};
 use crate::cpus::CpuChanges;
 use crate::cri::Names;
@@ -32,6 +33,8 @@ pub(super) struct Entry {
     pub wanted: Wanted,
     /// When counting it began: the start of all its series.
     pub created: SystemTime,
+    /// The keys of its series, kept across snapshots.
+    pub keys: SeriesKeys,
 }
 
 /// The counted cgroups, their totals, and the backend that counts them.
@@ -217,6 +220,7 @@ impl<B: Backend> Counting<B> {
                     unnamed,
                     wanted,
                     created: SystemTime::now(),
+                    keys: SeriesKeys::default(),
                 };
                 self.entries.insert(f.path, entry);
                 Ok(())

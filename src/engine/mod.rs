@@ -263,13 +263,9 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    fn snapshot(&self, collection_seconds: f64) -> Snapshot {
-        let counting = &self.counting;
-        let series = AllSeries::of(
-            counting.entries.values(),
-            &counting.totals,
-            self.plan.per_cpu,
-        );
+    fn snapshot(&mut self, collection_seconds: f64) -> Snapshot {
+        let counting = &mut self.counting;
+        let series = AllSeries::of(&mut counting.entries, &counting.totals, self.plan.per_cpu);
         let stats = counting.backend.stats();
         let mut errors = stats.errors;
         errors.add(&self.errors);

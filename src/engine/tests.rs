@@ -11,7 +11,7 @@ use crate::discovery::{CgroupFs, Found};
 use crate::ids::{CgroupSlot, GroupId};
 use crate::perf::GroupRead;
 use crate::plan::{GroupSpec, Plan, Probe, Refusal, Trial};
-use crate::snapshot::SkipReason;
+use crate::snapshot::{SeriesKey, SkipReason};
 use crate::totals::{Baseline, Delta, GroupKey, Handle, Totals};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -328,8 +328,8 @@ impl Harness {
     }
 
     /// Every exported series as of the last read.
-    fn series(&self) -> BTreeMap<(String, String, String), f64> {
-        let series = AllSeries::of(self.counting.entries.values(), &self.counting.totals, false);
+    fn series(&mut self) -> BTreeMap<(String, String, String), f64> {
+        let series = AllSeries::of(&mut self.counting.entries, &self.counting.totals, false);
         series
             .counters
             .iter()
@@ -468,7 +468,7 @@ fn an_interval_enabled_but_never_run_adds_nothing_and_is_counted() {
     open.raw[0] += 50;
     open.enabled += 1000;
     h.counting.read();
-    let series = AllSeries::of(h.counting.entries.values(), &h.counting.totals, true);
+    let series = AllSeries::of(&mut h.counting.entries, &h.counting.totals, true);
     let times = series
         .group_times
         .iter()
@@ -481,6 +481,91 @@ fn an_interval_enabled_but_never_run_adds_nothing_and_is_counted() {
         .find(|c| &*c.event == "page-faults" && c.cpu == Some(0))
         .map(|c| c.value);
     assert_eq!(value, Some(3.0));
+}
+
+/// The keys of every series of a snapshot, by (cgroup, group, event, CPU).
+fn keys(
+    h: &mut Harness,
+    per_cpu: bool,
+) -> BTreeMap<(String, String, String, Option<u32>), Arc<SeriesKey>> {
+    let series = AllSeries::of(&mut h.counting.entries, &h.counting.totals, per_cpu);
+    series
+        .counters
+        .iter()
+        .map(|c| {
+            let at = (
+                c.cgroup.to_string(),
+                c.group.to_string(),
+                c.event.to_string(),
+                c.cpu,
+            );
+            (at, c.key.clone())
+        })
+        .collect()
+}
+
+#[test]
+fn series_keys_are_kept_across_snapshots_and_made_again_when_their_names_change() {
+    let mut h = Harness::new(0, &[("/a", 1), ("/b1", 2)]);
+    let first = keys(&mut h, false);
+    let second = keys(&mut h, false);
+    assert!(!first.is_empty());
+    assert_eq!(
+        first.keys().collect::<Vec<_>>(),
+        second.keys().collect::<Vec<_>>()
+    );
+    for (at, key) in &first {
+        assert!(Arc::ptr_eq(key, &second[at]), "{at:?} made again");
+    }
+    // Per CPU: one key per CPU, kept too.
+    let per_cpu = keys(&mut h, true);
+    let page_faults = |k: &BTreeMap<_, Arc<SeriesKey>>| {
+        k.iter()
+            .filter(|((c, _, e, _), _)| c == "/a" && e == "page-faults")
+            .map(|((_, _, _, cpu), key)| (*cpu, key.clone()))
+            .collect::<Vec<_>>()
+    };
+    let cpus = page_faults(&per_cpu);
+    assert_eq!(
+        cpus.iter().map(|(cpu, _)| *cpu).collect::<Vec<_>>(),
+        [Some(0), Some(1)]
+    );
+    for ((_, now), (_, before)) in page_faults(&keys(&mut h, true)).iter().zip(&cpus) {
+        assert!(Arc::ptr_eq(now, before));
+    }
+    // Names from the container runtime: the cgroup's keys carry them.
+    let before = keys(&mut h, false);
+    let entry = h.counting.entries.get_mut("/a").expect("counted");
+    entry.labels = Arc::from(vec![("pod", Box::from("web-0"))]);
+    let named = keys(&mut h, false);
+    let at = (
+        "/a".to_string(),
+        "sw".to_string(),
+        "page-faults".to_string(),
+        None,
+    );
+    assert_eq!(&*named[&at].labels, &[("pod", Box::from("web-0"))]);
+    let b1 = (
+        "/b1".to_string(),
+        "sw".to_string(),
+        "page-faults".to_string(),
+        None,
+    );
+    assert!(
+        Arc::ptr_eq(&named[&b1], &before[&b1]),
+        "other cgroups keep theirs"
+    );
+    // A reload that changes a group: its series are named anew.
+    h.reload(1);
+    let reloaded = keys(&mut h, false);
+    let minor = (
+        "/a".to_string(),
+        "sw".to_string(),
+        "minor-faults".to_string(),
+        None,
+    );
+    assert!(reloaded.contains_key(&minor), "{reloaded:?}");
+    assert!(!reloaded.contains_key(&at), "page-faults left the group");
 }
 
 /// One step of a lifetime.

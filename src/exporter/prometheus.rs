@@ -174,46 +174,52 @@ pub fn openmetrics_to_text(openmetrics: &str) -> String {
 mod tests {
     use super::*;
     use crate::snapshot::{
-        CounterSample, ErrorReason, GroupTimeSample, Operation, Snapshot, Support,
+        CounterSample, ErrorReason, GroupTimeSample, Operation, SeriesKey, Snapshot, Support,
     };
     use std::sync::Arc;
 
     fn sample_snapshot() -> Snapshot {
         let mut snap = Snapshot::empty();
         let cg: Arc<str> = "/system.slice/a b\"c.service".into();
-        snap.counters.push(CounterSample {
-            fields: Box::new([]),
-            cgroup: cg.clone(),
-            labels: Arc::from(vec![("unit", Box::from("a.service"))]),
-            group: "sched".into(),
-            event: "context-switches".into(),
-            cpu: None,
-            value: 42.0,
-            clock: false,
-            start_time: snap.taken_at,
-        });
-        snap.counters.push(CounterSample {
-            fields: Box::new([]),
-            cgroup: cg.clone(),
-            labels: Arc::from(vec![("unit", Box::from("a.service"))]),
-            group: "sched".into(),
-            event: "task-clock".into(),
-            cpu: Some(1),
-            value: 1.5,
-            clock: true,
-            start_time: snap.taken_at,
-        });
-        snap.counters.push(CounterSample {
-            fields: Box::new([("which".into(), "1".into()), ("comm".into(), "a\"b".into())]),
-            cgroup: cg.clone(),
-            labels: Arc::from(Vec::new()),
-            group: "tracepoints".into(),
-            event: "by_which".into(),
-            cpu: None,
-            value: 7.0,
-            clock: false,
-            start_time: snap.taken_at,
-        });
+        snap.counters.push(CounterSample::new(
+            SeriesKey {
+                fields: Box::new([]),
+                cgroup: cg.clone(),
+                labels: Arc::from(vec![("unit", Box::from("a.service"))]),
+                group: "sched".into(),
+                event: "context-switches".into(),
+                cpu: None,
+                clock: false,
+                start_time: snap.taken_at,
+            },
+            42.0,
+        ));
+        snap.counters.push(CounterSample::new(
+            SeriesKey {
+                fields: Box::new([]),
+                cgroup: cg.clone(),
+                labels: Arc::from(vec![("unit", Box::from("a.service"))]),
+                group: "sched".into(),
+                event: "task-clock".into(),
+                cpu: Some(1),
+                clock: true,
+                start_time: snap.taken_at,
+            },
+            1.5,
+        ));
+        snap.counters.push(CounterSample::new(
+            SeriesKey {
+                fields: Box::new([("which".into(), "1".into()), ("comm".into(), "a\"b".into())]),
+                cgroup: cg.clone(),
+                labels: Arc::from(Vec::new()),
+                group: "tracepoints".into(),
+                event: "by_which".into(),
+                cpu: None,
+                clock: false,
+                start_time: snap.taken_at,
+            },
+            7.0,
+        ));
         snap.samples_lost = 5;
         snap.group_times.push(GroupTimeSample {
             cgroup: cg,

@@ -51,13 +51,27 @@ impl Baseline {
     /// `ids[i]` is the kernel id of event `i`. Counters wrap like the
     /// kernel's.
     pub fn delta(&mut self, read: &GroupRead<'_>, ids: &[u64], out: &mut Delta) {
-        out.enabled_ns = read.time_enabled.wrapping_sub(self.enabled);
-        out.running_ns = read.time_running.wrapping_sub(self.running);
-        self.enabled = read.time_enabled;
-        self.running = read.time_running;
+        let values = ids.iter().enumerate().map(|(i, &id)| read.value_of(id, i));
+        self.advance(read.time_enabled, read.time_running, values, out);
+    }
+
+    /// The interval ending with these cumulative times and values (one per
+    /// event in group order, `None` for one missing from this reading),
+    /// into `out`: what [`Baseline::delta`] does for a group read, for a
+    /// backend whose readings are not group reads.
+    pub fn advance(
+        &mut self,
+        enabled: u64,
+        running: u64,
+        values: impl Iterator<Item = Option<u64>>,
+        out: &mut Delta,
+    ) {
+        out.enabled_ns = enabled.wrapping_sub(self.enabled);
+        out.running_ns = running.wrapping_sub(self.running);
+        self.enabled = enabled;
+        self.running = running;
         out.values.clear();
-        for (i, &id) in ids.iter().enumerate() {
-            let now = read.value_of(id, i);
+        for (i, now) in values.enumerate() {
             let raw = match (now, self.values.get_mut(i)) {
                 (Some(value), Some(prev)) => {
                     let raw = value.wrapping_sub(*prev);

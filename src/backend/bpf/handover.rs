@@ -8,7 +8,7 @@ use super::{BpfBackend, Charged, Fed};
 use crate::backend::{Cgroup, Wanted};
 use crate::perf::OpenFailure;
 use crate::snapshot::{ErrorReason, Operation};
-use crate::totals::{Delta, Totals};
+use crate::totals::Totals;
 use std::collections::BTreeMap;
 
 impl BpfBackend {
@@ -117,7 +117,7 @@ impl BpfBackend {
                 let charged = &mut counted.groups[at];
                 if !charged.cpus.contains_key(&cpu) {
                     let key = (cgroup.slot, cpu, counted.slot);
-                    let fed = Fed::new(kernel, &mut self.words, key, spec, &charged.at, totals);
+                    let fed = Fed::new(kernel, key, spec, &charged.at, totals);
                     charged.cpus.insert(cpu, fed);
                 }
             }
@@ -136,12 +136,7 @@ impl BpfBackend {
                     continue;
                 }
                 if let Some(mut fed) = charged.cpus.remove(&cpu) {
-                    let mut delta = Delta::default();
-                    let at = &charged.at;
-                    fed.advance(kernel, &mut self.words, cpu, counted.slot, at, &mut delta);
-                    if let Some(t) = totals.group_mut(fed.totals) {
-                        t.add(&fed.columns, &delta);
-                    }
+                    fed.read(kernel, cpu, counted.slot, &charged.at, totals);
                 }
             }
         }

@@ -31,7 +31,7 @@ use super::cgroup::CgroupBackend;
 use super::{Backend, Cgroup, Outcome, Stats, Wanted};
 use crate::cpus::CpuChanges;
 use crate::ids::CgroupSlot;
-use crate::perf::{GroupRead, OpenFailure, open_failure_reason};
+use crate::perf::{OpenFailure, open_failure_reason};
 use crate::plan::{GroupSpec, Plan};
 use crate::snapshot::{ErrorReason, Errors, Operation, SkipReason};
 use crate::totals::{Baseline, Delta, GroupKey, Handle, Totals};
@@ -50,18 +50,6 @@ use std::time::Duration;
 /// reloads, so the stride is the most counters a CPU may have): 3 MiB with
 /// 2 CPUs at this default, 96 MiB with 64 CPUs, 192 MiB with 128.
 pub const DEFAULT_CAPACITY: usize = 4096;
-
-/// The ids of a group's events in the words [`Fed::advance`] makes: their
-/// positions.
-static IDS: [u64; kernel::MAX_EVENTS] = {
-    let mut ids = [0; kernel::MAX_EVENTS];
-    let mut i = 0;
-    while i < ids.len() {
-        ids[i] = i as u64;
-        i += 1;
-    }
-    ids
-};
 
 /// One counted group of a cgroup on one CPU: where its totals go, and the
 /// baseline its next reading is a delta from.
@@ -121,8 +109,6 @@ pub struct BpfBackend {
     logged: HashSet<(Arc<str>, OpenFailure)>,
     /// Keeps the kernel's BPF statistics on while cgperf runs.
     _stats: Option<OwnedFd>,
-    /// Reused for each reading.
-    words: Vec<u64>,
 }
 
 impl BpfBackend {
@@ -163,7 +149,6 @@ impl BpfBackend {
             errors: Errors::default(),
             logged: HashSet::new(),
             _stats: stats,
-            words: Vec::new(),
         })
     }
 
@@ -209,18 +194,7 @@ impl BpfBackend {
         for counted in self.cgroups.values_mut() {
             for charged in &mut counted.groups {
                 for (&cpu, fed) in &mut charged.cpus {
-                    let mut delta = Delta::default();
-                    fed.advance(
-                        kernel,
-                        &mut self.words,
-                        cpu,
-                        counted.slot,
-                        &charged.at,
-                        &mut delta,
-                    );
-                    if let Some(t) = totals.group_mut(fed.totals) {
-                        t.add(&fed.columns, &delta);
-                    }
+                    fed.read(kernel, cpu, counted.slot, &charged.at, totals);
                 }
             }
         }
@@ -276,14 +250,7 @@ impl BpfBackend {
                 if charged.cpus.contains_key(&cpu) {
                     continue;
                 }
-                let fed = Fed::new(
-                    kernel,
-                    &mut self.words,
-                    (key, cpu, counted.slot),
-                    spec,
-                    &charged.at,
-                    totals,
-                );
+                let fed = Fed::new(kernel, (key, cpu, counted.slot), spec, &charged.at, totals);
                 charged.cpus.insert(cpu, fed);
             }
             counted.groups.push(charged);
@@ -322,7 +289,6 @@ impl Fed {
     /// charged from now on is added.
     fn new(
         kernel: &Kernel,
-        words: &mut Vec<u64>,
         (cgroup, cpu, slot): (CgroupSlot, u32, u32),
         spec: &GroupSpec,
         at: &[usize],
@@ -340,7 +306,7 @@ impl Fed {
             baseline: Baseline::new(spec.events.len()),
         };
         let mut ignored = Delta::default();
-        fed.advance(kernel, words, cpu, slot, at, &mut ignored);
+        Self::advance(&mut fed.baseline, kernel, (cpu, slot), at, &mut ignored);
         fed
     }
 
@@ -348,26 +314,32 @@ impl Fed {
     /// call, into `delta`: the group's time enabled and running are its
     /// leader's, as in a group read.
     fn advance(
-        &mut self,
+        baseline: &mut Baseline,
         kernel: &Kernel,
-        words: &mut Vec<u64>,
-        cpu: u32,
-        slot: u32,
+        (cpu, slot): (u32, u32),
         at: &[usize],
         delta: &mut Delta,
     ) {
-        let events = at.len();
         let leader = at.first().map(|&e| kernel.reading(cpu, slot, e));
         let leader = leader.unwrap_or_default();
-        words.clear();
-        words.extend([events as u64, leader.enabled, leader.running]);
-        for (i, &e) in at.iter().enumerate() {
-            words.extend([kernel.reading(cpu, slot, e).value, i as u64]);
-        }
-        if let Ok(read) = GroupRead::parse(words) {
-            self.baseline
-                .delta(&read, &IDS[..events.min(IDS.len())], delta);
-        }
+        let values = at.iter().enumerate().map(|(i, &e)| match i {
+            0 => Some(leader.value),
+            _ => Some(kernel.reading(cpu, slot, e).value),
+        });
+        baseline.advance(leader.enabled, leader.running, values, delta);
+    }
+
+    /// Adds what the slot was charged for this group on `cpu` since the
+    /// last call to its totals.
+    fn read(&mut self, kernel: &Kernel, cpu: u32, slot: u32, at: &[usize], totals: &mut Totals) {
+        let Self {
+            totals: handle,
+            columns,
+            baseline,
+        } = self;
+        totals.add(*handle, columns, |delta| {
+            Self::advance(baseline, kernel, (cpu, slot), at, delta)
+        });
     }
 }
 

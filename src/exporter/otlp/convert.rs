@@ -309,22 +309,24 @@ mod tests {
         }
     }
     use super::*;
-    use crate::snapshot::{CounterSample, GroupTimeSample};
+    use crate::snapshot::{CounterSample, GroupTimeSample, SeriesKey};
     use std::sync::Arc;
     use std::time::Duration;
 
     fn sample(cgroup: &Arc<str>, event: usize, start: SystemTime) -> CounterSample {
-        CounterSample {
-            fields: Box::new([]),
-            cgroup: cgroup.clone(),
-            labels: Arc::from(vec![("unit", Box::from("a.service"))]),
-            group: "tracepoints".into(),
-            event: format!("syscalls:sys_enter_call{event}").into(),
-            cpu: None,
-            value: 1000.0 + event as f64,
-            clock: false,
-            start_time: start,
-        }
+        CounterSample::new(
+            SeriesKey {
+                fields: Box::new([]),
+                cgroup: cgroup.clone(),
+                labels: Arc::from(vec![("unit", Box::from("a.service"))]),
+                group: "tracepoints".into(),
+                event: format!("syscalls:sys_enter_call{event}").into(),
+                cpu: None,
+                clock: false,
+                start_time: start,
+            },
+            1000.0 + event as f64,
+        )
     }
 
     /// `cgroups` × `events` event series, plus one clock and one group-time
@@ -337,11 +339,14 @@ mod tests {
             for e in 0..events {
                 snap.counters.push(sample(&cgroup, e, start));
             }
-            let mut clock = sample(&cgroup, 0, start);
-            clock.event = "task-clock".into();
-            clock.clock = true;
-            clock.cpu = Some(1);
-            snap.counters.push(clock);
+            let clock = sample(&cgroup, 0, start);
+            let key = SeriesKey {
+                event: "task-clock".into(),
+                clock: true,
+                cpu: Some(1),
+                ..SeriesKey::clone(&clock.key)
+            };
+            snap.counters.push(CounterSample::new(key, clock.value));
             snap.group_times.push(GroupTimeSample {
                 cgroup,
                 labels: Arc::from(Vec::new()),
