@@ -42,11 +42,15 @@ pub struct SeriesKey {
 }
 
 /// One counter series: its names (read through it as through a
-/// [`SeriesKey`]) and its value.
+/// [`SeriesKey`]) and its value. The keys of a group's series are made
+/// together and shared as one: a snapshot holds one reference per series
+/// into them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CounterSample {
-    /// What names it.
-    pub key: Arc<SeriesKey>,
+    /// The keys of its group, one per event.
+    keys: Arc<[SeriesKey]>,
+    /// Its own among them (always one of them).
+    at: usize,
     /// Scaled count; for clock events, seconds.
     pub value: f64,
 }
@@ -55,9 +59,25 @@ impl CounterSample {
     /// The series `key` with `value`.
     pub fn new(key: SeriesKey, value: f64) -> Self {
         Self {
-            key: Arc::new(key),
+            keys: Arc::from([key]),
+            at: 0,
             value,
         }
+    }
+
+    /// The series named by the `at`th of `keys`, with `value`; `None` past
+    /// them.
+    pub fn of(keys: &Arc<[SeriesKey]>, at: usize, value: f64) -> Option<Self> {
+        (at < keys.len()).then(|| Self {
+            keys: keys.clone(),
+            at,
+            value,
+        })
+    }
+
+    /// Whether both are named by the same key, not just equal ones.
+    pub fn shares_key_with(&self, other: &CounterSample) -> bool {
+        Arc::ptr_eq(&self.keys, &other.keys) && self.at == other.at
     }
 }
 
@@ -65,7 +85,8 @@ impl std::ops::Deref for CounterSample {
     type Target = SeriesKey;
 
     fn deref(&self) -> &SeriesKey {
-        &self.key
+        // `at` is within `keys`: both constructors make sure of it.
+        &self.keys[self.at]
     }
 }
 

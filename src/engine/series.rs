@@ -27,7 +27,7 @@ pub(super) struct SeriesKeys {
     /// The labels they were made with.
     labels: Option<Labels>,
     groups: Vec<GroupKeys>,
-    lost: Vec<(Arc<SampledSpec>, Arc<SeriesKey>)>,
+    lost: Vec<(Arc<SampledSpec>, Arc<[SeriesKey]>)>,
 }
 
 /// The keys of one group's series on one CPU (or summed over CPUs).
@@ -35,7 +35,8 @@ pub(super) struct SeriesKeys {
 struct GroupKeys {
     spec: Arc<GroupSpec>,
     cpu: Option<u32>,
-    events: Box<[Arc<SeriesKey>]>,
+    /// One per event, in the group's order.
+    events: Arc<[SeriesKey]>,
 }
 
 impl SeriesKeys {
@@ -70,12 +71,10 @@ impl SeriesKeys {
             let events = spec
                 .events
                 .iter()
-                .map(|event| {
-                    Arc::new(SeriesKey {
-                        cpu,
-                        clock: event.clock,
-                        ..key(entry, &group, &event.label)
-                    })
+                .map(|event| SeriesKey {
+                    cpu,
+                    clock: event.clock,
+                    ..key(entry, &group, &event.label)
                 })
                 .collect();
             self.groups.push(GroupKeys {
@@ -88,12 +87,12 @@ impl SeriesKeys {
     }
 
     /// The key of the lost-hits series of the cgroup's `n`th `by:` entry.
-    fn lost(&mut self, n: usize, entry: &Entry, spec: &Arc<SampledSpec>) -> Arc<SeriesKey> {
+    fn lost(&mut self, n: usize, entry: &Entry, spec: &Arc<SampledSpec>) -> Arc<[SeriesKey]> {
         let same = self.lost.get(n).is_some_and(|(s, _)| Arc::ptr_eq(s, spec));
         if !same {
             self.lost.truncate(n);
             let group = GroupId::Tracepoints.shared_label();
-            let key = Arc::new(key(entry, &group, &spec.label));
+            let key = Arc::from([key(entry, &group, &spec.label)]);
             self.lost.push((spec.clone(), key));
         }
         self.lost[n].1.clone()
@@ -184,15 +183,14 @@ impl AllSeries {
         names: &GroupKeys,
         parts: &[&GroupTotals],
     ) {
-        for (i, (event, key)) in spec.events.iter().zip(&names.events).enumerate() {
+        for (i, event) in spec.events.iter().enumerate() {
             let value: f64 = parts
                 .iter()
                 .map(|t| t.value_at(i, &event.label, event.clock))
                 .sum();
-            self.counters.push(CounterSample {
-                key: key.clone(),
-                value: if event.clock { value / 1e9 } else { value },
-            });
+            let value = if event.clock { value / 1e9 } else { value };
+            self.counters
+                .extend(CounterSample::of(&names.events, i, value));
         }
         let group = names
             .events
@@ -218,7 +216,7 @@ impl AllSeries {
         entry: &Entry,
         spec: &SampledSpec,
         counts: &Counts,
-        lost: Arc<SeriesKey>,
+        lost: Arc<[SeriesKey]>,
     ) {
         let group = GroupId::Tracepoints.shared_label();
         for (values, n) in counts.series(spec.fields.len()) {
@@ -234,9 +232,7 @@ impl AllSeries {
             };
             self.counters.push(CounterSample::new(key, n as f64));
         }
-        self.events_lost.push(CounterSample {
-            key: lost,
-            value: counts.lost() as f64,
-        });
+        self.events_lost
+            .extend(CounterSample::of(&lost, 0, counts.lost() as f64));
     }
 }

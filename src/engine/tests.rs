@@ -11,7 +11,7 @@ use crate::discovery::{CgroupFs, Found};
 use crate::ids::{CgroupSlot, GroupId};
 use crate::perf::GroupRead;
 use crate::plan::{GroupSpec, Plan, Probe, Refusal, Trial};
-use crate::snapshot::{SeriesKey, SkipReason};
+use crate::snapshot::{CounterSample, SkipReason};
 use crate::totals::{Baseline, Delta, GroupKey, Handle, Totals};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -487,7 +487,7 @@ fn an_interval_enabled_but_never_run_adds_nothing_and_is_counted() {
 fn keys(
     h: &mut Harness,
     per_cpu: bool,
-) -> BTreeMap<(String, String, String, Option<u32>), Arc<SeriesKey>> {
+) -> BTreeMap<(String, String, String, Option<u32>), CounterSample> {
     let series = AllSeries::of(&mut h.counting.entries, &h.counting.totals, per_cpu);
     series
         .counters
@@ -499,7 +499,7 @@ fn keys(
                 c.event.to_string(),
                 c.cpu,
             );
-            (at, c.key.clone())
+            (at, c.clone())
         })
         .collect()
 }
@@ -515,11 +515,11 @@ fn series_keys_are_kept_across_snapshots_and_made_again_when_their_names_change(
         second.keys().collect::<Vec<_>>()
     );
     for (at, key) in &first {
-        assert!(Arc::ptr_eq(key, &second[at]), "{at:?} made again");
+        assert!(key.shares_key_with(&second[at]), "{at:?} made again");
     }
     // Per CPU: one key per CPU, kept too.
     let per_cpu = keys(&mut h, true);
-    let page_faults = |k: &BTreeMap<_, Arc<SeriesKey>>| {
+    let page_faults = |k: &BTreeMap<_, CounterSample>| {
         k.iter()
             .filter(|((c, _, e, _), _)| c == "/a" && e == "page-faults")
             .map(|((_, _, _, cpu), key)| (*cpu, key.clone()))
@@ -531,7 +531,7 @@ fn series_keys_are_kept_across_snapshots_and_made_again_when_their_names_change(
         [Some(0), Some(1)]
     );
     for ((_, now), (_, before)) in page_faults(&keys(&mut h, true)).iter().zip(&cpus) {
-        assert!(Arc::ptr_eq(now, before));
+        assert!(now.shares_key_with(before));
     }
     // Names from the container runtime: the cgroup's keys carry them.
     let before = keys(&mut h, false);
@@ -552,7 +552,7 @@ fn series_keys_are_kept_across_snapshots_and_made_again_when_their_names_change(
         None,
     );
     assert!(
-        Arc::ptr_eq(&named[&b1], &before[&b1]),
+        named[&b1].shares_key_with(&before[&b1]),
         "other cgroups keep theirs"
     );
     // A reload that changes a group: its series are named anew.

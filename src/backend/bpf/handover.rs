@@ -9,7 +9,7 @@ use crate::backend::{Cgroup, Wanted};
 use crate::perf::OpenFailure;
 use crate::snapshot::{ErrorReason, Operation};
 use crate::totals::Totals;
-use std::collections::BTreeMap;
+use litemap::LiteMap;
 
 impl BpfBackend {
     /// Makes the program count the wanted layout, loading it the first
@@ -109,7 +109,7 @@ impl BpfBackend {
                         counted.groups.push(Charged {
                             spec: spec.clone(),
                             at: placed.at.clone(),
-                            cpus: BTreeMap::new(),
+                            cpus: LiteMap::new(),
                         });
                         counted.groups.len() - 1
                     }

@@ -344,7 +344,7 @@ mod tests {
                 event: "task-clock".into(),
                 clock: true,
                 cpu: Some(1),
-                ..SeriesKey::clone(&clock.key)
+                ..SeriesKey::clone(&clock)
             };
             snap.counters.push(CounterSample::new(key, clock.value));
             snap.group_times.push(GroupTimeSample {
