@@ -244,7 +244,16 @@ fn backend_bpf_without_cap_bpf_is_a_start_up_error_naming_it_and_the_fix() {
 /// Runs cgperf as `nobody` with exactly `caps` on `backend`, counting a
 /// cgroup exactly; asserts that it kept exactly `caps`; returns it with its
 /// last scrape.
-fn as_nobody(backend: &str, caps: &[Capability]) -> (Exporter, String) {
+/// cgperf running as `nobody`, after a first exact count.
+struct Nobody {
+    exporter: Exporter,
+    /// The scrape after the count.
+    body: String,
+    cgroup: TestCgroup,
+    config: tempfile::NamedTempFile,
+}
+
+fn as_nobody(backend: &str, caps: &[Capability]) -> Nobody {
     require_root("create cgroups and run cgperf as nobody with capabilities");
     // As root, make sure tracefs is mounted: nobody cannot mount it.
     cgperf::tracefs::Tracefs::locate().expect("tracefs mounted");
@@ -275,20 +284,18 @@ fn as_nobody(backend: &str, caps: &[Capability]) -> (Exporter, String) {
         uid.split_whitespace().collect::<Vec<_>>(),
         ["Uid:", "65534", "65534", "65534", "65534"]
     );
-    (exporter, body)
+    Nobody {
+        exporter,
+        body,
+        cgroup: cg,
+        config,
+    }
 }
 
 #[test]
 fn the_bpf_backend_counts_as_nobody_with_exactly_cap_bpf_cap_perfmon_cap_dac_read_search() {
     let _serial = serial();
-    let (exporter, body) = as_nobody(
-        "bpf",
-        &[
-            Capability::CAP_BPF,
-            Capability::CAP_PERFMON,
-            Capability::CAP_DAC_READ_SEARCH,
-        ],
-    );
+    let Nobody { exporter, body, .. } = as_nobody("bpf", &BPF_AS_NOBODY);
     // The kernel's BPF statistics need CAP_SYS_ADMIN to be turned on: the
     // programs' cost stays 0, and the log says why at info level. They are
     // the whole kernel's: no one else may have had them on meanwhile.
@@ -314,6 +321,93 @@ fn the_bpf_backend_counts_as_nobody_with_exactly_cap_bpf_cap_perfmon_cap_dac_rea
         "BPF run-time statistics stay off",
         &[" INFO ", "CAP_SYS_ADMIN"],
     );
+}
+
+/// The capabilities the README documents for the bpf backend.
+const BPF_AS_NOBODY: [Capability; 3] = [
+    Capability::CAP_BPF,
+    Capability::CAP_PERFMON,
+    Capability::CAP_DAC_READ_SEARCH,
+];
+
+#[test]
+fn the_bpf_backend_as_nobody_reloads_into_a_new_group_and_a_by_entry_with_what_it_kept() {
+    // What the bpf backend does after the start-up drop with the
+    // capabilities it keeps: a reload opens new counters, places them,
+    // and attaches a `by:` entry to the program counting it in the kernel.
+    let _serial = serial();
+    let Nobody {
+        exporter,
+        cgroup,
+        config,
+        ..
+    } = as_nobody("bpf", &BPF_AS_NOBODY);
+    let loaded = reload_time(&exporter.scrape());
+    // One-page rings: a 100,000-hit burst is exact only in the kernel.
+    let yaml = format!(
+        "interval: 200ms\nbackend: bpf\nring_pages: 1\ngroups:\n  sched: [context-switches]\n  \
+         faults: [page-faults]\ntracepoints:\n  - syscalls:sys_enter_getppid\n  \
+         - name: syscalls:sys_enter_getpriority\n    by: [which]\n    as: by_which\n\
+         cgroups:\n  - path: {}\n",
+        cgroup.rel
+    );
+    std::fs::write(config.path(), yaml).expect("rewrite the config");
+    // SAFETY: signalling the child we spawned.
+    assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
+    let body = exporter.wait_for("the reload", |b| reload_time(b) > loaded);
+    assert_eq!(
+        value(&body, "cgperf_config_last_reload_successful", &[]),
+        Some(1.0),
+        "{body}"
+    );
+    exporter.wait_for("the new group's series", |b| {
+        value(
+            b,
+            "cgperf_events_total",
+            &[("cgroup", &cgroup.rel), ("event", "page-faults")],
+        )
+        .is_some()
+    });
+    in_child(Some(&cgroup.dir), || {
+        for i in 0..100_000 {
+            // SAFETY: getpriority has no memory arguments.
+            unsafe { libc::getpriority(if i % 4 == 0 { 1 } else { 0 }, 0) };
+        }
+    });
+    getppid_workload(Some(&cgroup.dir), 1000);
+    let body = exporter.wait_collections(2);
+    let by_which = |which: &str| {
+        value(
+            &body,
+            "cgperf_events_total",
+            &[
+                ("cgroup", &cgroup.rel),
+                ("event", "by_which"),
+                ("which", which),
+            ],
+        )
+    };
+    assert_eq!(
+        (by_which("0"), by_which("1")),
+        (Some(75_000.0), Some(25_000.0)),
+        "{body}"
+    );
+    assert_eq!(getppid_of(&body, &cgroup.rel), Some(3500.0), "{body}");
+    let faults = value(
+        &body,
+        "cgperf_events_total",
+        &[("cgroup", &cgroup.rel), ("event", "page-faults")],
+    );
+    assert!(faults.is_some_and(|f| f > 0.0), "{body}");
+    assert_eq!(total(&body, "cgperf_open_errors_total"), 0.0, "{body}");
+    assert_eq!(total(&body, "cgperf_events_lost_total"), 0.0, "{body}");
+    for key in ["CapPrm:", "CapEff:"] {
+        assert_eq!(
+            status_caps(exporter.pid(), key),
+            mask(&BPF_AS_NOBODY),
+            "{key}"
+        );
+    }
 }
 
 #[test]
