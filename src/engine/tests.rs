@@ -329,18 +329,9 @@ impl Harness {
 
     /// Every exported series as of the last read.
     fn series(&mut self) -> BTreeMap<(String, String, String), f64> {
-        let series = AllSeries::of(&mut self.counting.entries, &self.counting.totals, false);
-        series
-            .counters
-            .iter()
-            .map(|c| {
-                let key = (
-                    c.cgroup.to_string(),
-                    c.group.to_string(),
-                    c.event.to_string(),
-                );
-                (key, c.value)
-            })
+        keys(self, false)
+            .into_iter()
+            .map(|((cgroup, group, event, _), c)| ((cgroup, group, event), c.value))
             .collect()
     }
 }
@@ -538,19 +529,10 @@ fn series_keys_are_kept_across_snapshots_and_made_again_when_their_names_change(
     let entry = h.counting.entries.get_mut("/a").expect("counted");
     entry.labels = Arc::from(vec![("pod", Box::from("web-0"))]);
     let named = keys(&mut h, false);
-    let at = (
-        "/a".to_string(),
-        "sw".to_string(),
-        "page-faults".to_string(),
-        None,
-    );
+    let sw = |cgroup: &str, event: &str| (cgroup.into(), "sw".into(), event.into(), None);
+    let at = sw("/a", "page-faults");
     assert_eq!(&*named[&at].labels, &[("pod", Box::from("web-0"))]);
-    let b1 = (
-        "/b1".to_string(),
-        "sw".to_string(),
-        "page-faults".to_string(),
-        None,
-    );
+    let b1 = sw("/b1", "page-faults");
     assert!(
         named[&b1].shares_key_with(&before[&b1]),
         "other cgroups keep theirs"
@@ -558,12 +540,7 @@ fn series_keys_are_kept_across_snapshots_and_made_again_when_their_names_change(
     // A reload that changes a group: its series are named anew.
     h.reload(1);
     let reloaded = keys(&mut h, false);
-    let minor = (
-        "/a".to_string(),
-        "sw".to_string(),
-        "minor-faults".to_string(),
-        None,
-    );
+    let minor = sw("/a", "minor-faults");
     assert!(reloaded.contains_key(&minor), "{reloaded:?}");
     assert!(!reloaded.contains_key(&at), "page-faults left the group");
 }

@@ -181,32 +181,24 @@ mod tests {
     fn sample_snapshot() -> Snapshot {
         let mut snap = Snapshot::empty();
         let cg: Arc<str> = "/system.slice/a b\"c.service".into();
-        snap.counters.push(CounterSample::new(
-            SeriesKey {
-                fields: Box::new([]),
-                cgroup: cg.clone(),
-                labels: Arc::from(vec![("unit", Box::from("a.service"))]),
-                group: "sched".into(),
-                event: "context-switches".into(),
-                cpu: None,
-                clock: false,
-                start_time: snap.taken_at,
-            },
-            42.0,
-        ));
-        snap.counters.push(CounterSample::new(
-            SeriesKey {
-                fields: Box::new([]),
-                cgroup: cg.clone(),
-                labels: Arc::from(vec![("unit", Box::from("a.service"))]),
-                group: "sched".into(),
-                event: "task-clock".into(),
-                cpu: Some(1),
-                clock: true,
-                start_time: snap.taken_at,
-            },
-            1.5,
-        ));
+        let switches = SeriesKey {
+            fields: Box::new([]),
+            cgroup: cg.clone(),
+            labels: Arc::from(vec![("unit", Box::from("a.service"))]),
+            group: "sched".into(),
+            event: "context-switches".into(),
+            cpu: None,
+            clock: false,
+            start_time: snap.taken_at,
+        };
+        let clock = SeriesKey {
+            event: "task-clock".into(),
+            cpu: Some(1),
+            clock: true,
+            ..switches.clone()
+        };
+        snap.counters.push(CounterSample::new(switches, 42.0));
+        snap.counters.push(CounterSample::new(clock, 1.5));
         snap.counters.push(CounterSample::new(
             SeriesKey {
                 fields: Box::new([("which".into(), "1".into()), ("comm".into(), "a\"b".into())]),
