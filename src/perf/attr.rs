@@ -45,12 +45,20 @@ pub(crate) fn counting_attr(event: &EventAttr, leader: bool) -> perf_event_attr 
 /// place before the first sample. `sample_id_all` puts the sample id on the
 /// other records (such as `PERF_RECORD_LOST`) too. It carries no read format:
 /// samples never include counter values.
+///
+/// Sample times (`PERF_SAMPLE_TIME`) are on `CLOCK_MONOTONIC`, the clock of
+/// `clock_gettime(CLOCK_MONOTONIC)` and of BPF's `bpf_ktime_get_ns()`, so
+/// that they compare with times taken there. Every event writing into one
+/// ring must use the same clock (the kernel refuses the redirection
+/// otherwise), so every sampling event uses this one.
 pub(crate) fn sampling_attr(event: &EventAttr, sample_type: u64) -> perf_event_attr {
     let mut attr = counting_attr(event, true);
     attr.read_format = 0;
     attr.__bindgen_anon_1.sample_period = 1;
     attr.sample_type = sample_type;
     attr.set_sample_id_all(1);
+    attr.set_use_clockid(1);
+    attr.clockid = libc::CLOCK_MONOTONIC;
     attr
 }
 
@@ -102,6 +110,10 @@ mod tests {
         assert_eq!(attr.sample_id_all(), 1);
         assert_eq!(attr.disabled(), 1);
         assert_eq!(attr.read_format, 0);
+        assert_eq!(
+            (attr.use_clockid(), attr.clockid),
+            (1, libc::CLOCK_MONOTONIC)
+        );
         assert_eq!((attr.type_, attr.config, attr.exclude_kernel()), (1, 2, 1));
     }
 }

@@ -14,16 +14,19 @@ use super::errno::Errno;
 use super::group::{Target, event_id, open_event, set_filter};
 use super::ring::Ring;
 use crate::events::{EventAttr, PERF_TYPE_SOFTWARE};
-use perf_event_open_sys::bindings::{PERF_COUNT_SW_DUMMY, PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_RAW};
+use perf_event_open_sys::bindings::{
+    PERF_COUNT_SW_DUMMY, PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_RAW, PERF_SAMPLE_TIME,
+};
 use perf_event_open_sys::ioctls;
 use std::ffi::CStr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::Duration;
 
 /// The `sample_type` of every sampled event and of the ring owner: the
-/// event's kernel id, then the raw tracepoint entry. Decode the ring's
+/// event's kernel id, the time of the hit on `CLOCK_MONOTONIC` (see
+/// [`sampling_attr`]), then the raw tracepoint entry. Decode the ring's
 /// records with it ([`parse_record`](super::parse_record)).
-pub const SAMPLE_TYPE: u64 = (PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_RAW) as u64;
+pub const SAMPLE_TYPE: u64 = (PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW) as u64;
 
 /// The ring buffer of one CPU, owned by a dummy event that records nothing
 /// itself.
@@ -129,6 +132,22 @@ pub fn wait_readable(
         }
     }));
     Ok(())
+}
+
+/// Now on `CLOCK_MONOTONIC`, in nanoseconds: the clock of sample times
+/// and of BPF's `bpf_ktime_get_ns()`.
+pub fn monotonic_ns() -> Result<u64, Errno> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } != 0 {
+        return Err(Errno::last());
+    }
+    let secs = u64::try_from(ts.tv_sec).map_err(|_| Errno(libc::EINVAL))?;
+    let nanos = u64::try_from(ts.tv_nsec).map_err(|_| Errno(libc::EINVAL))?;
+    Ok(secs.saturating_mul(1_000_000_000).saturating_add(nanos))
 }
 
 /// `membarrier(MEMBARRIER_CMD_GLOBAL)` (linux/membarrier.h).

@@ -402,8 +402,9 @@ impl Backend for BpfBackend {
             .filter(|(_, o)| **o == Outcome::Counted)
             .map(|((c, w), _)| (c.clone(), self.by.rings_part(w)))
             .collect();
-        let by = self.rings.apply(&sampled, online, totals);
-        self.by.handed_over(totals);
+        let by = self
+            .by
+            .with_rings(&mut self.rings, &sampled, online, totals);
         let mut by = sampled.iter().zip(by);
         for ((cgroup, _), outcome) in cgroups.iter().zip(&mut outcomes) {
             if *outcome != Outcome::Counted {

@@ -18,6 +18,19 @@
 // fills the idle one, then switches `settings.table` in one aligned store,
 // so that a run sees either the old set or the new, never a mix.
 //
+// A reload that moves an entry between this program and perf ring buffers
+// (its filter becomes one the program cannot evaluate, or the reverse)
+// cuts both sides at one point per CPU, so that each hit is counted by
+// exactly one: cgperf publishes the entry arriving here as counting only
+// after the cut and the one leaving as counting only before it, then sets
+// `settings.cut` to a time T (CLOCK_MONOTONIC, the clock of
+// bpf_ktime_get_ns and of the rings' sample times). The first hit of a
+// tracepoint on a CPU that finds its time at or past T records that time
+// in `firsts`: every hit before it on that CPU is before the cut, it and
+// every one after are past it. The rings count a sample on their side of
+// that recorded time: a hit's sample is written after its run here, and
+// before the next hit's run on that CPU.
+//
 // Rebuilt by build.sh beside it; tests/bpf_by.rs checks that the committed
 // object is what this source compiles to.
 
@@ -71,10 +84,21 @@ struct rule {
 	__u64 value;
 };
 
+// When an entry counts, with respect to `settings.cut`.
+enum window {
+	ALWAYS = 0,
+	// Hits past the cut only (none while no cut is set).
+	FROM_CUT,
+	// Hits before the cut only (all while no cut is set).
+	UNTIL_CUT,
+};
+
 struct entry {
 	__u32 nfields;
 	__u32 nrules;
 	__u64 max_series;
+	// An enum window.
+	__u64 window;
 	struct field fields[MAX_FIELDS];
 	struct rule rules[MAX_RULES];
 };
@@ -85,6 +109,8 @@ struct settings {
 	// Bumped by cgperf after each change of `watched`: cached chains of
 	// an older one are stale.
 	__u64 watch;
+	// The cut of a reload moving entries in or out (see the top), or 0.
+	__u64 cut;
 };
 
 struct attached {
@@ -115,6 +141,14 @@ struct chain {
 	__u32 n;
 	__u32 slots[MAX_CHARGED];
 };
+
+// Per CPU, at a cookie: the time of the first hit at or past the cut.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_ENTRIES);
+	__type(key, __u32);
+	__type(value, __u64);
+} firsts SEC(".maps");
 
 // Sized by cgperf at load time (the max_entries here are placeholders).
 
@@ -360,7 +394,21 @@ int by_fields(void *ctx)
 		return 1;
 	__u64 table = *(volatile __u64 *)&s->table;
 	__u64 watch = *(volatile __u64 *)&s->watch;
-	__u32 at = (__u32)bpf_get_attach_cookie(ctx) * 2 + (table & 1);
+	__u64 cut = *(volatile __u64 *)&s->cut;
+	__u32 cookie = (__u32)bpf_get_attach_cookie(ctx);
+	__u32 at = cookie * 2 + (table & 1);
+	// Whether this hit is past the cut; the first such on this CPU says
+	// when, before anything can return (see the top).
+	int past = 0;
+	if (cut) {
+		__u64 now = bpf_ktime_get_ns();
+		if (now >= cut) {
+			past = 1;
+			__u64 *first = bpf_map_lookup_elem(&firsts, &cookie);
+			if (first && *first < cut)
+				*first = now;
+		}
+	}
 	struct attached *a = bpf_map_lookup_elem(&attached, &at);
 	if (!a || a->n == 0)
 		return 1;
@@ -385,7 +433,11 @@ int by_fields(void *ctx)
 			break;
 		__u32 index = a->entries[i];
 		struct entry *e = bpf_map_lookup_elem(&entries, &index);
-		if (!e || !passes(ctx, e))
+		if (!e)
+			continue;
+		if ((e->window == FROM_CUT && !past) || (e->window == UNTIL_CUT && past))
+			continue;
+		if (!passes(ctx, e))
 			continue;
 		struct key k = {.entry = index};
 		read_fields(ctx, e, &k);

@@ -15,16 +15,16 @@ pub use probe::CgroupProbe;
 use super::budget::FdBudget;
 use super::{Backend, Cgroup, Outcome, Stats, Wanted};
 use crate::cpus::CpuChanges;
-use crate::ids::CgroupSlot;
+use crate::ids::{CgroupSlot, SampledId};
 use crate::perf::OpenFailure;
-use crate::plan::Plan;
+use crate::plan::{Plan, SampledSpec};
 use crate::snapshot::{ErrorReason, Operation, SkipReason};
 use crate::totals::Totals;
 use counter::GroupState;
 use open::{Opener, or_later};
 use reconcile::{Reconciling, reconcile};
 use rings::SampledState;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -93,6 +93,68 @@ impl CgroupBackend {
         let retired = std::mem::take(&mut self.opener.retired);
         self.opener.rings.unregister(retired.into_iter());
         self.opener.rings.close_if_idle();
+    }
+}
+
+/// Handing `by:` entries between these rings and another counter (the bpf
+/// backend's program) at one cut per CPU (see [`rings`]' module doc).
+impl CgroupBackend {
+    /// Events of the entries `arriving` opened from now on count nothing
+    /// until [`CgroupBackend::cut`] says from when.
+    pub fn hold(&mut self, arriving: HashSet<SampledId>) {
+        self.opener.rings.held = arriving;
+    }
+
+    /// The entries of `ids` that the cgroup `slot` counts here now.
+    pub fn counting(&self, slot: CgroupSlot, ids: &HashSet<SampledId>) -> Vec<Arc<SampledSpec>> {
+        let Some(state) = self.cgroups.get(&slot) else {
+            return Vec::new();
+        };
+        let ours = state.sampled.iter().map(|s| &s.spec);
+        ours.filter(|s| ids.contains(&s.id())).cloned().collect()
+    }
+
+    /// Makes the events of the entries `arriving` count the hits at or
+    /// past `cut(tracepoint, cpu)` on each CPU, and those of the entries
+    /// `leaving` the hits before it (and stop: a later apply that no longer
+    /// wants them closes them); counts what the rings hold accordingly.
+    /// Every hit before the cut must have been written (or dropped) when
+    /// this is called: its sample is then drained here.
+    pub fn cut(
+        &mut self,
+        arriving: &HashSet<SampledId>,
+        leaving: &HashSet<SampledId>,
+        cut: impl Fn(u64, u32) -> u64,
+        totals: &mut Totals,
+    ) {
+        let rings = &mut self.opener.rings;
+        let moving = |s: &SampledState| {
+            let id = s.spec.id();
+            (arriving.contains(&id), leaving.contains(&id))
+        };
+        for state in self.cgroups.values_mut() {
+            for sampled in &mut state.sampled {
+                let config = sampled.spec.attr.config;
+                match moving(sampled) {
+                    (true, _) => sampled.window(rings, true, |cpu| cut(config, cpu)),
+                    (_, true) => sampled.window(rings, false, |cpu| cut(config, cpu)),
+                    _ => {}
+                }
+            }
+        }
+        // The last samples of the events leaving, now disabled.
+        rings::wait_for_writers();
+        rings.drain(totals);
+        for state in self.cgroups.values_mut() {
+            for sampled in &mut state.sampled {
+                match moving(sampled) {
+                    (true, _) => sampled.end_window(rings, true, totals),
+                    (_, true) => sampled.end_window(rings, false, totals),
+                    _ => {}
+                }
+            }
+        }
+        rings.held.clear();
     }
 }
 

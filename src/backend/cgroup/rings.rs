@@ -42,15 +42,26 @@
 //! counted under its value. Otherwise (the entry or its CPU's ring is gone)
 //! they are never decoded and stay in `counted − decoded`: lost, exactly as
 //! many as were not attributed.
+//!
+//! # Cuts: an entry handed between the rings and another counter
+//!
+//! The bpf backend moves a `by:` entry between its BPF program and these
+//! rings when a reload changes whether the program can evaluate it. Both
+//! sides then count from one cut per CPU: an event may count only the
+//! samples whose time (`CLOCK_MONOTONIC`, as the program's) is at or past
+//! its cut (an entry arriving here), or before it (one leaving), the others
+//! being skipped, and not counted in `counted` either
+//! ([`SampledState::end_window`]).
 
 use crate::backend::budget::Tally;
+use crate::ids::SampledId;
 use crate::perf::{
     Errno, Readiness, Record, RingOwner, SAMPLE_TYPE, SampledEvent, page_size, parse_record,
     wait_for_samples_in_flight, wait_readable,
 };
 use crate::plan::SampledSpec;
 use crate::totals::{Counts, Handle, Totals};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,13 +79,29 @@ pub(super) struct CpuRing {
 pub(super) struct Rings {
     rings: BTreeMap<u32, CpuRing>,
     /// Sample id → the counts it goes to, and how to decode it.
-    owners: HashMap<u64, (Handle, Arc<SampledSpec>)>,
+    owners: HashMap<u64, Owner>,
+    /// Entries whose events, as they open, count nothing until their cut
+    /// is known ([`SampledState::window`]).
+    pub held: HashSet<SampledId>,
     /// What the last wait found, per polled ring (reused).
     ready: Vec<Readiness>,
     /// Samples the kernel could not write because a ring was full.
     pub lost: u64,
     /// Records that could not be decoded, or rings found corrupt.
     pub undecodable: u64,
+}
+
+/// Where the samples of one open event go.
+#[derive(Debug)]
+struct Owner {
+    counts: Handle,
+    spec: Arc<SampledSpec>,
+    /// It counts samples of times in `from..until` (see the module doc on
+    /// cuts).
+    from: u64,
+    until: u64,
+    /// Samples outside that window.
+    skipped: u64,
 }
 
 /// A `by:` tracepoint in one cgroup: its descriptors while open, its counts
@@ -180,8 +207,37 @@ impl Rings {
 
     /// Notes that the samples of id `id` decode as `spec` says and count
     /// into `counts`.
+    /// An event of an entry [`Rings::held`] counts nothing until its
+    /// window is set.
     pub fn register(&mut self, id: u64, counts: Handle, spec: &Arc<SampledSpec>) {
-        self.owners.insert(id, (counts, spec.clone()));
+        let from = match self.held.contains(&spec.id()) {
+            true => u64::MAX,
+            false => 0,
+        };
+        let owner = Owner {
+            counts,
+            spec: spec.clone(),
+            from,
+            until: u64::MAX,
+            skipped: 0,
+        };
+        self.owners.insert(id, owner);
+    }
+
+    /// Counts, of the samples of event `id` drained from now on, those of
+    /// times in `from..until`.
+    fn set_window(&mut self, id: u64, from: u64, until: u64) {
+        if let Some(owner) = self.owners.get_mut(&id) {
+            (owner.from, owner.until) = (from, until);
+        }
+    }
+
+    /// Samples of event `id` skipped as outside its window since the last
+    /// call.
+    fn take_skipped(&mut self, id: u64) -> u64 {
+        self.owners
+            .get_mut(&id)
+            .map_or(0, |o| std::mem::take(&mut o.skipped))
     }
 
     /// Forgets sample ids whose events were closed.
@@ -198,17 +254,20 @@ impl Rings {
         let mut undecodable = 0;
         let (mut key, mut value) = (String::new(), String::new());
         for ring in self.rings.values_mut() {
-            let owners = &self.owners;
+            let owners = &mut self.owners;
             let stats =
                 ring.owner
                     .ring_mut()
                     .drain(|bytes| match parse_record(SAMPLE_TYPE, bytes) {
                         Ok(Record::Sample(sample)) => {
-                            let found = sample.identifier.and_then(|id| owners.get(&id));
+                            let found = sample.identifier.and_then(|id| owners.get_mut(&id));
                             match (found, sample.raw) {
-                                (Some((counts, spec)), Some(raw)) => {
-                                    if let Some(counts) = totals.sampled_mut(*counts) {
-                                        count(spec, counts, raw, &mut key, &mut value);
+                                (Some(owner), Some(raw)) => {
+                                    let time = sample.time.unwrap_or(0);
+                                    if time < owner.from || time >= owner.until {
+                                        owner.skipped += 1;
+                                    } else if let Some(counts) = totals.sampled_mut(owner.counts) {
+                                        count(&owner.spec, counts, raw, &mut key, &mut value);
                                     }
                                 }
                                 // A sample of an event closed since it was written.
@@ -301,6 +360,49 @@ impl SampledState {
             keep
         });
         ids
+    }
+
+    /// Counts, on each CPU, only the samples at or past (`arriving`) or
+    /// before (not `arriving`) the time `cut(cpu)`; an event leaving is
+    /// disabled, so that it writes nothing more. Then wait for the samples
+    /// in flight, drain, and [`SampledState::end_window`].
+    pub fn window(&mut self, rings: &mut Rings, arriving: bool, cut: impl Fn(u32) -> u64) {
+        for open in &self.open {
+            let at = cut(open.cpu);
+            match arriving {
+                true => rings.set_window(open.event.id(), at, u64::MAX),
+                false => {
+                    // A failed disable (the event is gone with its CPU)
+                    // leaves nothing more to count.
+                    let _ = open.event.disable();
+                    rings.set_window(open.event.id(), 0, at);
+                }
+            }
+        }
+    }
+
+    /// Once every sample outside its window is drained (see
+    /// [`SampledState::window`]), takes them out of what it counts: an
+    /// event arriving counted since it opened (and was not read since)
+    /// the hits before its cut, all drained now, unless a full ring
+    /// dropped some, which are then reported lost; one leaving has its
+    /// last count read, less the hits past its cut.
+    pub fn end_window(&mut self, rings: &mut Rings, arriving: bool, totals: &mut Totals) {
+        let mut counts = totals.sampled_mut(self.counts);
+        for open in &mut self.open {
+            let skipped = rings.take_skipped(open.event.id());
+            if arriving {
+                open.last = open.last.saturating_add(skipped);
+                continue;
+            }
+            if let Ok(now) = open.event.read_count() {
+                let before = now.saturating_sub(open.last).saturating_sub(skipped);
+                if let Some(counts) = counts.as_mut() {
+                    counts.counted(before);
+                }
+                open.last = now;
+            }
+        }
     }
 
     /// The ids of the open events.

@@ -6,7 +6,7 @@ use super::{Entry, settle_runs};
 use crate::backend::budget::Tally;
 use crate::perf::{Errno, open_attach_point};
 use crate::plan::SampledSpec;
-use aya::maps::{Array, HashMap as BpfHashMap, Map, MapData};
+use aya::maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray};
 use aya::programs::TracePoint;
 use aya::{Ebpf, EbpfLoader, Pod};
 use memmap2::{MmapOptions, MmapRaw};
@@ -29,9 +29,9 @@ pub(super) const TP_ENTRIES: usize = 8;
 /// asks: its buckets (16 bytes each, rounded up to a power of two) are
 /// allocated at load.
 pub(super) const MAX_KEYS: u32 = 1 << 22;
-/// Descriptors the loaded program holds besides its links: its seven maps
+/// Descriptors the loaded program holds besides its links: its eight maps
 /// and itself.
-const OWN_FDS: u64 = 8;
+const OWN_FDS: u64 = 9;
 /// `struct attached` of `sampled.bpf.c`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -156,7 +156,7 @@ impl Loaded {
     /// One word of the mapped settings.
     fn word(&self, i: usize) -> &AtomicU64 {
         // SAFETY: the mapping is at least a page, page-aligned, and holds
-        // `struct settings` (two u64s) at its start; the program reads
+        // `struct settings` (three u64s) at its start; the program reads
         // these words while cgperf writes them, so they are only accessed
         // atomically.
         unsafe { &*self.settings.as_ptr().cast::<AtomicU64>().add(i) }
@@ -171,7 +171,7 @@ impl Loaded {
         tally: &Arc<AtomicU64>,
     ) -> Result<(), String> {
         for entry in entries {
-            let config = rules::compile(&entry.spec)?;
+            let config = rules::compile(&entry.spec)?.within(entry.window);
             let mut array: Array<&mut MapData, EntryConfig> =
                 Array::try_from(self.ebpf.map_mut("entries").ok_or("no entries map")?)
                     .map_err(|e| e.to_string())?;
@@ -278,6 +278,34 @@ impl Loaded {
 
     fn map<K: Pod, V: Pod>(&mut self, name: &str) -> Option<BpfHashMap<&mut MapData, K, V>> {
         BpfHashMap::try_from(self.ebpf.map_mut(name)?).ok()
+    }
+
+    /// Sets the cut of a reload moving entries in or out (0: none), as
+    /// `sampled.bpf.c` describes it.
+    pub(super) fn set_cut(&self, at: u64) {
+        self.word(2).store(at, Ordering::Release);
+    }
+
+    /// By tracepoint id, per possible CPU: the time of the first hit at or
+    /// past the cut `at` there, if one came.
+    pub(super) fn firsts(&self, at: u64) -> std::collections::HashMap<u64, Vec<Option<u64>>> {
+        let mut out = std::collections::HashMap::new();
+        let Some(map) = self.ebpf.map("firsts") else {
+            return out;
+        };
+        let Ok(array) = PerCpuArray::<&MapData, u64>::try_from(map) else {
+            return out;
+        };
+        for (&tp, link) in &self.links {
+            let Ok(cookie) = u32::try_from(link.cookie) else {
+                continue;
+            };
+            if let Ok(values) = array.get(&cookie, 0) {
+                let per_cpu = values.iter().map(|&t| (t >= at).then_some(t)).collect();
+                out.insert(tp, per_cpu);
+            }
+        }
+        out
     }
 
     pub(super) fn watch(&mut self, id: u64, slot: u32) -> Result<(), String> {

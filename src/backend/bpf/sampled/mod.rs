@@ -13,6 +13,11 @@
 //! cell, and hits the map refused (full) to its `refused` cell, which the
 //! counts report as lost.
 //!
+//! A reload that moves an entry between the kernel and the rings (its
+//! filter becomes one the program cannot evaluate, or the reverse) hands it
+//! over at one cut per CPU, so that every hit is counted once: by the side
+//! before the cut or by the one past it ([`InKernel::with_rings`]).
+//!
 //! What can change under a running program is published so that a run sees
 //! it whole: the entries each tracepoint counts are written into the idle
 //! one of two tables, then one aligned store switches tables; what a run may
@@ -23,12 +28,14 @@
 mod kernel;
 mod rules;
 
-use crate::backend::{Stats, Wanted};
-use crate::ids::CgroupSlot;
-use crate::perf::wait_for_samples_in_flight;
+use crate::backend::cgroup::CgroupBackend;
+use crate::backend::{Backend, Cgroup, Outcome, Stats, Wanted};
+use crate::ids::{CgroupSlot, SampledId};
+use crate::perf::{monotonic_ns, wait_for_samples_in_flight};
 use crate::plan::{Plan, SampledSpec};
 use crate::totals::{Handle, SampledKey, Totals};
 use kernel::{Cell, Key, Loaded, MAX_ENTRIES, TP_ENTRIES};
+use rules::Window;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
@@ -40,11 +47,13 @@ pub fn counted_in_kernel(spec: &SampledSpec) -> Result<(), String> {
     rules::compile(spec).map(|_| ())
 }
 
-/// An entry counted in the kernel: its spec, its index in `entries`.
+/// An entry counted in the kernel: its spec, its index in `entries`, and
+/// when it counts while it is handed over to or from the rings.
 #[derive(Debug, Clone)]
 struct Entry {
     spec: Arc<SampledSpec>,
     index: u32,
+    window: Window,
 }
 
 /// What a cgroup counts of one entry.
@@ -80,6 +89,10 @@ pub(super) struct InKernel {
     /// The entries of the plan just configured: in force at the next
     /// [`InKernel::apply`].
     pending: Option<Vec<Entry>>,
+    /// The entries of that plan.
+    planned: HashSet<SampledId>,
+    /// The entries of the plan in force that the rings count.
+    on_rings: HashSet<SampledId>,
     cgroups: BTreeMap<CgroupSlot, Watched>,
     /// Program slot → cgroup.
     by_slot: HashMap<u32, CgroupSlot>,
@@ -108,6 +121,8 @@ impl InKernel {
             entries: Vec::new(),
             leaving: Vec::new(),
             pending: None,
+            planned: HashSet::new(),
+            on_rings: HashSet::new(),
             cgroups: BTreeMap::new(),
             by_slot: HashMap::new(),
             next_slot: 0,
@@ -128,7 +143,9 @@ impl InKernel {
         let every: Vec<usize> = (0..plan.selectors.len()).collect();
         let mut next: Vec<Entry> = Vec::new();
         let mut per_tracepoint: BTreeMap<u64, usize> = BTreeMap::new();
+        self.planned.clear();
         for spec in plan.sampled_for(&every) {
+            self.planned.insert(spec.id());
             let taken = per_tracepoint.entry(spec.attr.config).or_default();
             let verdict = rules::compile(&spec).and_then(|_| {
                 if *taken >= TP_ENTRIES {
@@ -157,7 +174,11 @@ impl InKernel {
             match verdict {
                 Ok(index) => {
                     *taken += 1;
-                    next.push(Entry { spec, index });
+                    next.push(Entry {
+                        spec,
+                        index,
+                        window: Window::Always,
+                    });
                 }
                 Err(why) => {
                     if self.logged.insert((spec.label.clone(), why.clone())) {
@@ -370,10 +391,17 @@ impl InKernel {
     /// Puts `next` in force, then reads the entries it retires one last
     /// time and forgets them. An entry whose series another entry of
     /// `next` carries on is switched with one store; one that leaves the
-    /// kernel (for the rings, or for good) keeps counting until
-    /// [`InKernel::handed_over`], so that the rings start before it stops.
-    fn switch(&mut self, next: Vec<Entry>, totals: &mut Totals) {
+    /// kernel (for the rings, or for good) counts the hits before the cut
+    /// of [`InKernel::with_rings`], and one that arrives from the rings
+    /// those past it.
+    fn switch(&mut self, mut next: Vec<Entry>, totals: &mut Totals) {
         let (mut retired, mut leaving) = (BTreeSet::new(), Vec::new());
+        for entry in &mut next {
+            let new = !self.entries.iter().any(|e| e.index == entry.index);
+            if new && self.on_rings.contains(&entry.spec.id()) {
+                entry.window = Window::FromCut;
+            }
+        }
         for old in &self.entries {
             if next.iter().any(|e| e.index == old.index) {
                 continue;
@@ -381,10 +409,17 @@ impl InKernel {
             match next.iter().any(|e| e.spec.id() == old.spec.id()) {
                 true => retired.insert(old.index),
                 false => {
-                    leaving.push(old.clone());
+                    leaving.push(Entry {
+                        window: Window::UntilCut,
+                        ..old.clone()
+                    });
                     true
                 }
             };
+        }
+        self.on_rings = self.planned.clone();
+        for entry in &next {
+            self.on_rings.remove(&entry.spec.id());
         }
         let published: Vec<Entry> = next.iter().chain(&leaving).cloned().collect();
         self.entries = next;
@@ -393,15 +428,122 @@ impl InKernel {
         self.retire(retired, totals);
     }
 
-    /// Stops counting the entries that left the kernel, now that the
-    /// rings count those that went to them (see [`InKernel::switch`]).
-    pub fn handed_over(&mut self, totals: &mut Totals) {
-        if self.leaving.is_empty() {
+    /// Has `rings` count the `sampled` entries of each cgroup that are
+    /// not counted here: as [`CgroupBackend::apply`] does, with its
+    /// outcomes, but when an entry moves between the kernel and the rings,
+    /// the side it leaves counts the hits before a cut and the side it
+    /// joins those past it, on each CPU, so that no hit is counted twice
+    /// or not at all:
+    ///
+    /// 1. The new side starts: the rings open the events of the entries
+    ///    joining them, counting nothing yet, and keep those of the entries
+    ///    leaving them; in the kernel, the entries joining it count hits
+    ///    past the cut, and those leaving it hits before it (all hits while
+    ///    no cut is set, [`InKernel::switch`]).
+    /// 2. The cut is set to now, and every run of the program that might
+    ///    not have seen it ends ([`InKernel::cut`]); on each CPU, the first
+    ///    hit past it records when it came.
+    /// 3. The rings count the samples on their side of that time on each
+    ///    CPU, and close the events of the entries leaving them.
+    /// 4. The entries leaving the kernel are read one last time and go;
+    ///    those that joined it count every hit again, and the cut goes
+    ///    ([`InKernel::handed_over`]).
+    pub fn with_rings(
+        &mut self,
+        rings: &mut CgroupBackend,
+        sampled: &[(Cgroup, Wanted)],
+        online: &[u32],
+        totals: &mut Totals,
+    ) -> Vec<Outcome> {
+        let to_rings: HashSet<SampledId> = self
+            .leaving
+            .iter()
+            .map(|e| e.spec.id())
+            .filter(|id| self.on_rings.contains(id))
+            .collect();
+        let from_rings: HashSet<SampledId> = self
+            .entries
+            .iter()
+            .filter(|e| e.window == Window::FromCut)
+            .map(|e| e.spec.id())
+            .collect();
+        if to_rings.is_empty() && from_rings.is_empty() {
+            let outcomes = rings.apply(sampled, online, totals);
+            self.handed_over(totals);
+            return outcomes;
+        }
+        rings.hold(to_rings.clone());
+        let kept: Vec<(Cgroup, Wanted)> = sampled
+            .iter()
+            .map(|(cgroup, wanted)| {
+                let mut wanted = wanted.clone();
+                let leaving = rings.counting(cgroup.slot, &from_rings);
+                wanted.sampled.extend(leaving);
+                (cgroup.clone(), wanted)
+            })
+            .collect();
+        rings.apply(&kept, online, totals);
+        self.cut(rings, &to_rings, &from_rings, totals);
+        let outcomes = rings.apply(sampled, online, totals);
+        self.handed_over(totals);
+        outcomes
+    }
+
+    /// Sets the cut (step 2 of [`InKernel::with_rings`]) and has `rings`
+    /// count on their side of it (step 3).
+    fn cut(
+        &mut self,
+        rings: &mut CgroupBackend,
+        to_rings: &HashSet<SampledId>,
+        from_rings: &HashSet<SampledId>,
+        totals: &mut Totals,
+    ) {
+        let Some(loaded) = self.loaded.as_ref() else {
+            // Nothing counts here: the rings count every hit.
+            rings.cut(to_rings, from_rings, |_, _| 0, totals);
+            return;
+        };
+        // Every run that may have read the tables before the windows of
+        // step 1 were published has ended: none counts past the cut an
+        // entry leaving.
+        settle_runs();
+        let at = monotonic_ns().unwrap_or_else(|e| {
+            tracing::error!("cannot read CLOCK_MONOTONIC ({e:?}): the hand-over may count twice");
+            1
+        });
+        loaded.set_cut(at);
+        // Every hit the program counted before the cut has ended, its
+        // sample written: on a CPU where no hit came past the cut yet, the
+        // next one comes after now.
+        settle_runs();
+        let now = monotonic_ns().unwrap_or(0);
+        let firsts = loaded.firsts(at);
+        let cut = |tp: u64, cpu: u32| {
+            let first = firsts.get(&tp).and_then(|f| f.get(cpu as usize).copied());
+            first.flatten().unwrap_or(now)
+        };
+        rings.cut(to_rings, from_rings, cut, totals);
+    }
+
+    /// Ends a hand-over (step 4 of [`InKernel::with_rings`]): stops
+    /// counting the entries that left the kernel and reads them one last
+    /// time; those that joined it count every hit.
+    fn handed_over(&mut self, totals: &mut Totals) {
+        let windows = self.entries.iter().any(|e| e.window != Window::Always);
+        if self.leaving.is_empty() && !windows {
             return;
         }
         let leaving: BTreeSet<u32> = self.leaving.drain(..).map(|e| e.index).collect();
+        for entry in &mut self.entries {
+            entry.window = Window::Always;
+        }
         let entries = self.entries.clone();
         self.publish(&entries);
+        // No run reads a window any more: the cut can go.
+        settle_runs();
+        if let Some(loaded) = &self.loaded {
+            loaded.set_cut(0);
+        }
         self.retire(leaving, totals);
     }
 

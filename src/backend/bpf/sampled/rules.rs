@@ -59,11 +59,37 @@ pub(super) struct EntryConfig {
     nfields: u32,
     nrules: u32,
     max_series: u64,
+    /// A [`Window`].
+    window: u64,
     fields: [FieldAt; MAX_FIELDS],
     rules: [Rule; MAX_RULES],
 }
 // SAFETY: plain integers, no padding (checked by the sizes in the tests).
 unsafe impl aya::Pod for EntryConfig {}
+
+/// `enum window` of `sampled.bpf.c`: when an entry counts, with respect to
+/// the cut of a reload that moves entries between the kernel and the
+/// rings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u64)]
+pub(super) enum Window {
+    #[default]
+    Always = 0,
+    /// Only hits past the cut (none while it is not set).
+    FromCut = 1,
+    /// Only hits before the cut (all while it is not set).
+    UntilCut = 2,
+}
+
+impl EntryConfig {
+    /// The same, counting in `window`.
+    pub(super) fn within(self, window: Window) -> Self {
+        Self {
+            window: window as u64,
+            ..self
+        }
+    }
+}
 
 /// How `spec` is counted in the kernel, or why it cannot be.
 pub(super) fn compile(spec: &SampledSpec) -> Result<EntryConfig, String> {
@@ -388,7 +414,7 @@ mod tests {
     fn the_c_structs_have_the_sizes_of_sampled_bpf_c() {
         assert_eq!(std::mem::size_of::<FieldAt>(), 8);
         assert_eq!(std::mem::size_of::<Rule>(), 16);
-        assert_eq!(std::mem::size_of::<EntryConfig>(), 16 + 8 * 4 + 16 * 16);
+        assert_eq!(std::mem::size_of::<EntryConfig>(), 24 + 8 * 4 + 16 * 16);
     }
 
     #[test]
