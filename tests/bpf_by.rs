@@ -615,3 +615,121 @@ fn an_entry_flipping_between_kernel_and_rings_mid_burst_counts_every_hit_once() 
         Some(1.0)
     );
 }
+
+/// Attaches programs to the tracepoint `id` until the kernel takes no
+/// more (it holds at most 64 per tracepoint): each a trivial program
+/// (`return 1`: every hit still reaches perf events) on a perf event of its
+/// own. Returns the descriptors that keep them attached and the error of
+/// the one refused.
+fn fill_with_programs(id: u64) -> (Vec<std::os::fd::OwnedFd>, std::io::Error) {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // r0 = 1; exit.
+    let insns: [u64; 2] = [0x0000_0001_0000_00b7, 0x95];
+    let license = c"GPL";
+    let mut held = Vec::new();
+    for _ in 0..1000 {
+        // The start of `union bpf_attr` for BPF_PROG_LOAD: prog_type
+        // (BPF_PROG_TYPE_TRACEPOINT), insn_cnt, insns, license; the rest 0.
+        let mut attr = [0u64; 16];
+        attr[0] = 5 | (insns.len() as u64) << 32;
+        attr[1] = insns.as_ptr() as u64;
+        attr[2] = license.as_ptr() as u64;
+        // SAFETY: a BPF_PROG_LOAD (5) attr whose pointers outlive the call.
+        let prog = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                5,
+                attr.as_mut_ptr(),
+                std::mem::size_of_val(&attr),
+            )
+        };
+        assert!(
+            prog >= 0,
+            "loading a program: {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: a descriptor the kernel just returned.
+        let prog = unsafe { OwnedFd::from_raw_fd(prog as i32) };
+        let mut pe = perf_event_open_sys::bindings::perf_event_attr {
+            type_: perf_event_open_sys::bindings::PERF_TYPE_TRACEPOINT,
+            size: std::mem::size_of::<perf_event_open_sys::bindings::perf_event_attr>() as u32,
+            config: id,
+            ..Default::default()
+        };
+        // SAFETY: a valid attr; system-wide on CPU 0.
+        let event = unsafe { perf_event_open_sys::perf_event_open(&mut pe, -1, 0, -1, 0) };
+        assert!(
+            event >= 0,
+            "opening the tracepoint: {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: a descriptor the kernel just returned.
+        let event = unsafe { OwnedFd::from_raw_fd(event) };
+        use std::os::fd::AsRawFd;
+        // SAFETY: both are descriptors we own.
+        let set = unsafe {
+            perf_event_open_sys::ioctls::SET_BPF(event.as_raw_fd(), prog.as_raw_fd() as u32)
+        };
+        if set < 0 {
+            return (held, std::io::Error::last_os_error());
+        }
+        held.extend([prog, event]);
+    }
+    panic!("the kernel took 1,000 programs on one tracepoint");
+}
+
+#[test]
+fn an_entry_whose_tracepoint_takes_no_more_programs_counts_through_the_rings() {
+    require_root("create cgroups and load BPF programs");
+    const SID: &str = "syscalls:sys_enter_getsid";
+    let id: u64 =
+        std::fs::read_to_string("/sys/kernel/tracing/events/syscalls/sys_enter_getsid/id")
+            .expect("tracefs lists sys_enter_getsid")
+            .trim()
+            .parse()
+            .expect("a tracepoint id");
+    let (_held, refused) = fill_with_programs(id);
+    assert_eq!(refused.raw_os_error(), Some(libc::E2BIG), "{refused}");
+    let cg = TestCgroup::create("cgperf-by-full-tp");
+    // Rings that hold the whole burst.
+    let yaml = config(&[&cg.rel], "")
+        .replace("ring_pages: 1\n", "ring_pages: 512\n")
+        .replace(
+            "cgroups:\n",
+            &format!("  - name: {SID}\n    by: [pid]\n    as: by_sid\ncgroups:\n"),
+        );
+    // `cgperf check` says which entry is counted where, and why.
+    let file = config_file(&yaml);
+    let path = file.path().to_str().expect("utf-8 path");
+    let (code, out, err) = run_cgperf(&["check", "--config.file", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("by: by_which: counted in the kernel"), "{out}");
+    assert!(
+        out.contains("by: by_sid: counted through ring buffers: attaching the program:"),
+        "{out}"
+    );
+    // The entry goes to the rings, the other stays in the kernel: both
+    // count exactly.
+    let exporter = start(&yaml);
+    getpriority(&cg.dir, None, 1, 0, 30_000);
+    in_child(Some(&cg.dir), || {
+        for _ in 0..20_000 {
+            // SAFETY: a raw syscall with an integer argument.
+            unsafe { libc::syscall(libc::SYS_getsid, 0) };
+        }
+    });
+    let body = exporter.wait_collections(2);
+    assert_eq!(by(&body, &cg.rel, "which", "1"), Some(30_000.0), "{body}");
+    let sid = value(
+        &body,
+        "cgperf_events_total",
+        &[("cgroup", &cg.rel), ("event", "by_sid"), ("pid", "0")],
+    );
+    assert_eq!(sid, Some(20_000.0), "{body}");
+    assert_eq!(lost(&body, &cg.rel, "by_sid"), Some(0.0), "{body}");
+    let log = exporter.log();
+    assert!(
+        log.contains("counted through ring buffers") && log.contains("by_sid"),
+        "{log}"
+    );
+}

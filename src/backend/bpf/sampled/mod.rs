@@ -42,9 +42,15 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 /// Whether the bpf backend counts `spec` in the kernel, or why it counts
-/// it through ring buffers (`cgperf check` says which).
+/// it through ring buffers (`cgperf check` says which): the program must
+/// evaluate its filter and fields, and load, and attach to its tracepoint
+/// (which the kernel refuses, for example, to a tracepoint that has as many
+/// BPF programs as it takes); each is tried here as the backend tries it.
 pub fn counted_in_kernel(spec: &SampledSpec) -> Result<(), String> {
-    rules::compile(spec).map(|_| ())
+    rules::compile(spec)?;
+    let mut loaded =
+        Loaded::load(1, &[]).map_err(|e| format!("cannot load the `by:` BPF program: {e}"))?;
+    loaded.ensure_attached(spec, &Arc::new(AtomicU64::new(0)))
 }
 
 /// An entry counted in the kernel: its spec, its index in `entries`, and
