@@ -733,3 +733,91 @@ fn an_entry_whose_tracepoint_takes_no_more_programs_counts_through_the_rings() {
         "{log}"
     );
 }
+
+/// In `cgroup`, one process per CPU of `cpus`, each pinned there, that
+/// calls `getpriority(v, 0)` once for each `v` in `0..values`, all of them
+/// at once for each value (a barrier in shared memory before each): every
+/// new value is first hit on every CPU at the same moment.
+fn in_lockstep(cgroup: &Path, cpus: &[usize], values: i32) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    // SAFETY: an anonymous shared mapping of one page, unmapped below;
+    // the children inherit it.
+    let page = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(page, libc::MAP_FAILED);
+    // SAFETY: page-aligned, zeroed, shared memory that outlives the
+    // children (waited for in the scope).
+    let arrived = unsafe { &*page.cast::<AtomicU64>() };
+    let n = cpus.len() as u64;
+    std::thread::scope(|s| {
+        for &cpu in cpus {
+            s.spawn(move || {
+                in_child(Some(cgroup), || {
+                    // SAFETY: as in `getpriority`.
+                    unsafe {
+                        let mut set: libc::cpu_set_t = std::mem::zeroed();
+                        libc::CPU_SET(cpu, &mut set);
+                        if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
+                            libc::_exit(4);
+                        }
+                        for v in 0..values {
+                            arrived.fetch_add(1, Ordering::SeqCst);
+                            while arrived.load(Ordering::SeqCst) < n * (v as u64 + 1) {
+                                std::hint::spin_loop();
+                            }
+                            libc::syscall(libc::SYS_getpriority, v, 0);
+                        }
+                    }
+                });
+            });
+        }
+    });
+    // SAFETY: the mapping made above, no longer used.
+    unsafe { libc::munmap(page, 4096) };
+}
+
+#[test]
+fn new_values_hit_on_every_cpu_at_once_are_each_a_series_or_other_never_both() {
+    const MAX: usize = 8;
+    const VALUES: i32 = 24;
+    const CGROUPS: usize = 30;
+    let cpus = cpus();
+    let parent = TestCgroup::create("cgperf-by-lockstep");
+    let children: Vec<TestCgroup> = (0..CGROUPS)
+        .map(|i| TestCgroup::create_under(&parent.rel, &format!("c{i}")))
+        .collect();
+    let paths: Vec<&str> = children.iter().map(|c| c.rel.as_str()).collect();
+    let exporter = start(&config(&paths, &format!("    max_series: {MAX}\n")));
+    for child in &children {
+        in_lockstep(&child.dir, &cpus, VALUES);
+    }
+    let body = exporter.wait_collections(2);
+    let hits = cpus.len() as f64;
+    for child in &children {
+        let all = series(&body, &child.rel, "by_which");
+        let other = by(&body, &child.rel, "which", "other").unwrap_or(0.0);
+        let values: Vec<f64> = all
+            .iter()
+            .filter(|(labels, _)| !labels.contains("which=\"other\""))
+            .map(|(_, v)| *v)
+            .collect();
+        // A value with a series has every hit of it there: none of them
+        // went to `other` (rings: the first max_series values seen).
+        assert!(values.len() <= MAX, "{}:\n{body}", child.rel);
+        assert!(values.iter().all(|v| *v == hits), "{}:\n{body}", child.rel);
+        assert_eq!(
+            values.iter().sum::<f64>() + other,
+            hits * VALUES as f64,
+            "{}:\n{body}",
+            child.rel
+        );
+    }
+}

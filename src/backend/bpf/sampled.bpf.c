@@ -333,8 +333,23 @@ static __always_inline void read_fields(void *ctx, const struct entry *e, struct
 	}
 }
 
+// The two high bits of a key's value: its hits are the rest. A key is
+// created UNDECIDED by the hit that first finds its values; that hit then
+// takes a place among the cell's max_series (clearing UNDECIDED), or finds
+// none left and makes it OTHER (hits of values past max_series, which
+// cgperf counts under `other`). Hits of the same values on other CPUs
+// meanwhile add to it, whatever it becomes: a value is either a series or
+// `other`, never both.
+#define UNDECIDED (1ULL << 63)
+#define OTHER (1ULL << 62)
+
 // Counts the hit keyed `k` (its slot and entry set), if that cgroup counts
-// that entry: its key is found at once when it has a series already.
+// that entry: its key is found at once when it has one already.
+//
+// `series` counts the keys that took a place, plus, for an instant, those
+// that found none (each takes one back at once): it reaches max_series
+// only once max_series keys took a place, and never goes below after, so a
+// hit that finds it there goes to `other` without a key.
 static __always_inline void count(struct key *k, __u64 max_series)
 {
 	__u64 *hits = bpf_map_lookup_elem(&counts, k);
@@ -346,22 +361,31 @@ static __always_inline void count(struct key *k, __u64 max_series)
 	struct cell *cell = bpf_map_lookup_elem(&cells, &where);
 	if (!cell)
 		return;
-	if (__sync_fetch_and_add(&cell->series, 1) >= max_series) {
-		__sync_fetch_and_add(&cell->series, -1);
+	if (*(volatile __u64 *)&cell->series >= max_series) {
 		__sync_fetch_and_add(&cell->other, 1);
 		return;
 	}
-	__u64 one = 1;
-	long err = bpf_map_update_elem(&counts, k, &one, BPF_NOEXIST);
-	if (err == 0)
-		return;
-	// Taken on another CPU meanwhile, or the map is full.
-	__sync_fetch_and_add(&cell->series, -1);
+	__u64 first = UNDECIDED | 1;
+	long err = bpf_map_update_elem(&counts, k, &first, BPF_NOEXIST);
 	hits = bpf_map_lookup_elem(&counts, k);
-	if (hits)
-		__sync_fetch_and_add(hits, 1);
-	else
-		__sync_fetch_and_add(&cell->refused, 1);
+	if (err != 0) {
+		// Created on another CPU meanwhile, or the map is full.
+		if (hits)
+			__sync_fetch_and_add(hits, 1);
+		else
+			__sync_fetch_and_add(&cell->refused, 1);
+		return;
+	}
+	// Created here (and gone only if cgperf dropped the cell meanwhile).
+	if (!hits)
+		return;
+	if (__sync_fetch_and_add(&cell->series, 1) < max_series) {
+		// Adding the top bit clears it.
+		__sync_fetch_and_add(hits, UNDECIDED);
+		return;
+	}
+	__sync_fetch_and_add(&cell->series, -1);
+	__sync_fetch_and_add(hits, UNDECIDED | OTHER);
 }
 
 struct walk {

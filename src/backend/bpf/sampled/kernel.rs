@@ -53,6 +53,20 @@ pub(super) struct Key {
 // SAFETY: plain integers, no padding.
 unsafe impl Pod for Key {}
 
+/// What a key's value in the counts map says (`UNDECIDED` and `OTHER` of
+/// `sampled.bpf.c`): its hits, and whether they go to `other` (its values
+/// came past `max_series`); `None` while the hit that created it has not
+/// yet decided (an instant: every key is decided once no run is in
+/// progress).
+pub(super) fn decode(value: u64) -> Option<(u64, bool)> {
+    const UNDECIDED: u64 = 1 << 63;
+    const OTHER: u64 = 1 << 62;
+    if value & UNDECIDED != 0 {
+        return None;
+    }
+    Some((value & !OTHER, value & OTHER != 0))
+}
+
 /// `struct cell` of `sampled.bpf.c`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -523,6 +537,20 @@ fn link_create(prog_fd: i32, perf_fd: i32, cookie: u64) -> Result<OwnedFd, Errno
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_is_counted_once_decided_as_a_series_or_as_other() {
+        assert_eq!(decode(1 << 63 | 5), None);
+        assert_eq!(decode(7), Some((7, false)));
+        assert_eq!(decode(1 << 62 | 7), Some((7, true)));
+        // Deciding is one addition to what other CPUs keep adding to.
+        assert_eq!(
+            decode((1 << 63 | 5u64).wrapping_add(1 << 63)),
+            Some((5, false))
+        );
+        let other = (1u64 << 63 | 5).wrapping_add(1 << 63 | 1 << 62);
+        assert_eq!(decode(other), Some((5, true)));
+    }
 
     #[test]
     fn the_c_structs_have_the_sizes_of_sampled_bpf_c() {

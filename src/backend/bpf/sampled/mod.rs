@@ -9,9 +9,10 @@
 //! adds what each key gained since the last one (a copy of the last values
 //! is kept) into the entry's [`Counts`](crate::totals::Counts), formatted
 //! exactly as the rings format a sample. Per (cgroup, entry) the program
-//! keeps at most `max_series` keys; hits of other values go to its `other`
-//! cell, and hits the map refused (full) to its `refused` cell, which the
-//! counts report as lost.
+//! keeps at most `max_series` keys of series; hits of other values go to
+//! its `other` cell, or to a key marked `other` when their first hit raced
+//! for the last place (see [`kernel::decode`]), and hits the map refused
+//! (full) to its `refused` cell, which the counts report as lost.
 //!
 //! A reload that moves an entry between the kernel and the rings (its
 //! filter becomes one the program cannot evaluate, or the reverse) hands it
@@ -106,8 +107,10 @@ pub(super) struct InKernel {
     free: Vec<u32>,
     /// Slots of removed cgroups: their keys are swept, then they are free.
     released: Vec<u32>,
-    /// Every key's value as last read.
+    /// Every key's hits as last read.
     last: HashMap<Key, u64>,
+    /// The keys whose hits go to `other` (see [`kernel::decode`]).
+    beyond: HashSet<Key>,
     /// Entries logged as counted through the rings, with why.
     logged: HashSet<(Arc<str>, String)>,
     /// Scratch for formatting keys.
@@ -135,6 +138,7 @@ impl InKernel {
             free: Vec::new(),
             released: Vec::new(),
             last: HashMap::new(),
+            beyond: HashSet::new(),
             logged: HashSet::new(),
             raw: Vec::new(),
             key: String::new(),
@@ -358,9 +362,11 @@ impl InKernel {
                 .iter()
                 .filter(|(_, c)| c.spec.id() == entry.spec.id())
                 .flat_map(|(&old, _)| {
+                    let beyond = &self.beyond;
                     self.last
                         .keys()
                         .filter(move |k| k.slot == slot && k.entry == old)
+                        .filter(move |k| !beyond.contains(k))
                         .copied()
                 })
                 .collect();
@@ -579,6 +585,7 @@ impl InKernel {
                 }
             }
         }
+        self.beyond.retain(|k| !retired.contains(&k.entry));
         self.last.retain(|k, _| {
             let gone = retired.contains(&k.entry);
             if gone {
@@ -646,6 +653,12 @@ impl InKernel {
                 stale.push(key);
                 continue;
             };
+            let Some((value, other)) = kernel::decode(value) else {
+                continue; // Read once decided.
+            };
+            if other {
+                self.beyond.insert(key);
+            }
             let last = self.last.entry(key).or_default();
             let delta = value.saturating_sub(*last);
             *last = value.max(*last);
@@ -656,6 +669,10 @@ impl InKernel {
             let Some(counts) = totals.sampled_mut(cell.counts) else {
                 continue;
             };
+            if other {
+                counts.add_hits(None, delta, cell.spec.max_series);
+                continue;
+            }
             rules::record(&cell.spec, &key.words, &mut self.raw);
             cell.spec.key_of(&self.raw, &mut self.key, &mut self.value);
             counts.add_hits(Some(&self.key), delta, cell.spec.max_series);
@@ -663,6 +680,7 @@ impl InKernel {
         for key in stale {
             loaded.remove_key(&key);
             self.last.remove(&key);
+            self.beyond.remove(&key);
         }
         let cells = loaded.cells();
         for watched in self.cgroups.values_mut() {
