@@ -15,16 +15,11 @@ const TP: &str = "syscalls:sys_enter_getpriority";
 /// given.
 fn getpriority(cgroup: &Path, cpu: Option<usize>, which: i32, who: u32, n: u64) {
     in_child(Some(cgroup), || {
-        // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes into it; the
-        // rest are raw syscalls with integer arguments.
+        if let Some(cpu) = cpu {
+            pin_or_exit(cpu);
+        }
+        // SAFETY: raw syscalls with integer arguments.
         unsafe {
-            if let Some(cpu) = cpu {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(cpu, &mut set);
-                if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
-                    libc::_exit(4);
-                }
-            }
             for _ in 0..n {
                 libc::syscall(libc::SYS_getpriority, which, who);
             }
@@ -37,13 +32,10 @@ fn getpriority(cgroup: &Path, cpu: Option<usize>, which: i32, who: u32, n: u64) 
 /// while every CPU runs one.
 fn paced_getpriority(cgroup: &Path, cpu: usize, which: i32, n: u64) {
     in_child(Some(cgroup), || {
-        // SAFETY: as in `getpriority`; usleep is async-signal-safe.
+        pin_or_exit(cpu);
+        // SAFETY: raw syscalls with integer arguments; usleep is
+        // async-signal-safe.
         unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
-                libc::_exit(4);
-            }
             for i in 0..n {
                 libc::syscall(libc::SYS_getpriority, which, 0);
                 if i % 100 == 99 {
@@ -164,6 +156,17 @@ fn burst_with_reloads(
         );
     });
     exporter.wait_collections(2)
+}
+
+/// `cgperf check` on `yaml` says that `by_which` is counted in the kernel,
+/// and `other` (the line of another entry).
+fn check_says(yaml: &str, other: &str) {
+    let file = config_file(yaml);
+    let path = file.path().to_str().expect("utf-8 path");
+    let (code, out, err) = run_cgperf(&["check", "--config.file", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("by: by_which: counted in the kernel"), "{out}");
+    assert!(out.contains(other), "{out}");
 }
 
 /// Starts cgperf on `yaml` (which names its backend) and waits until
@@ -288,14 +291,9 @@ fn a_filtered_entry_counts_only_matching_hits_in_the_kernel() {
         "{log}"
     );
     // `cgperf check` says which entry is counted where, and why.
-    let file = config_file(&yaml);
-    let path = file.path().to_str().expect("utf-8 path");
-    let (code, out, err) = run_cgperf(&["check", "--config.file", path]);
-    assert_eq!(code, 0, "{err}");
-    assert!(out.contains("by: by_which: counted in the kernel"), "{out}");
-    assert!(
-        out.contains("by: by_pid: counted through ring buffers: field `common_pid`"),
-        "{out}"
+    check_says(
+        &yaml,
+        "by: by_pid: counted through ring buffers: field `common_pid`",
     );
     let accounted: f64 = series(&body, &cg.rel, "by_pid")
         .iter()
@@ -699,14 +697,9 @@ fn an_entry_whose_tracepoint_takes_no_more_programs_counts_through_the_rings() {
             &format!("  - name: {SID}\n    by: [pid]\n    as: by_sid\ncgroups:\n"),
         );
     // `cgperf check` says which entry is counted where, and why.
-    let file = config_file(&yaml);
-    let path = file.path().to_str().expect("utf-8 path");
-    let (code, out, err) = run_cgperf(&["check", "--config.file", path]);
-    assert_eq!(code, 0, "{err}");
-    assert!(out.contains("by: by_which: counted in the kernel"), "{out}");
-    assert!(
-        out.contains("by: by_sid: counted through ring buffers: attaching the program:"),
-        "{out}"
+    check_says(
+        &yaml,
+        "by: by_sid: counted through ring buffers: attaching the program:",
     );
     // The entry goes to the rings, the other stays in the kernel: both
     // count exactly.
@@ -761,20 +754,14 @@ fn in_lockstep(cgroup: &Path, cpus: &[usize], values: i32) {
         for &cpu in cpus {
             s.spawn(move || {
                 in_child(Some(cgroup), || {
-                    // SAFETY: as in `getpriority`.
-                    unsafe {
-                        let mut set: libc::cpu_set_t = std::mem::zeroed();
-                        libc::CPU_SET(cpu, &mut set);
-                        if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
-                            libc::_exit(4);
+                    pin_or_exit(cpu);
+                    for v in 0..values {
+                        arrived.fetch_add(1, Ordering::SeqCst);
+                        while arrived.load(Ordering::SeqCst) < n * (v as u64 + 1) {
+                            std::hint::spin_loop();
                         }
-                        for v in 0..values {
-                            arrived.fetch_add(1, Ordering::SeqCst);
-                            while arrived.load(Ordering::SeqCst) < n * (v as u64 + 1) {
-                                std::hint::spin_loop();
-                            }
-                            libc::syscall(libc::SYS_getpriority, v, 0);
-                        }
+                        // SAFETY: a raw syscall with integer arguments.
+                        unsafe { libc::syscall(libc::SYS_getpriority, v, 0) };
                     }
                 });
             });

@@ -67,6 +67,20 @@ impl Drop for TestCgroup {
     }
 }
 
+/// Pins the calling process to `cpu`, or exits with status 4: for the
+/// work of [`in_child`] (only async-signal-safe calls).
+pub fn pin_or_exit(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes into it;
+    // sched_setaffinity and _exit are raw system calls.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
+            libc::_exit(4);
+        }
+    }
+}
+
 /// Runs `work` in a child process that first moves itself into `cgroup`
 /// (stays where it is if `None`), and waits for it.
 ///
