@@ -556,3 +556,205 @@ fn what_a_task_counted_before_moving_itself_stays_with_the_cgroup_it_left() {
         "(the cgroup left, the cgroup entered)"
     );
 }
+
+#[test]
+fn counts_stay_exact_while_the_totals_grow_with_cgroups_and_counters() {
+    // Two cgroups call getppid on both CPUs while 600 more cgroups appear,
+    // 100 per interval (the totals grow past 64, 192 and 448 slots), and a
+    // reload in the middle places three more counters (each gets the
+    // memory every slot counted so far has): every count is exact and none
+    // ever goes backwards.
+    let (parent, [a, b]) = family("cgperf-bpf-grow", ["a", "b"]);
+    let with = |sw: &str| {
+        format!(
+            "interval: 1s
+groups:
+  sw: [{sw}]
+tracepoints:
+  - {GETPPID}
+cgroups:
+  - path: {}
+  - match: {}/*
+",
+            parent.rel, parent.rel
+        )
+    };
+    let narrow = with("page-faults");
+    let wide = config(&with(
+        "page-faults, context-switches, cpu-migrations, minor-faults",
+    ));
+    let (mut engine, latest) = bpf_engine(&narrow, DEFAULT_CAPACITY);
+    engine.collect();
+    let mut more = Vec::new();
+    let mut seen = [0.0; 3];
+    let calls = getppid_chunks_during(&[&a.dir, &b.dir], 20_000, || {
+        for round in 0..6 {
+            for i in 0..100 {
+                more.push(TestCgroup::create_under(
+                    &parent.rel,
+                    &format!("more-{round}-{i}"),
+                ));
+            }
+            if round == 3 {
+                engine.reload(&wide, plan(&wide, &BpfProbe::new(&machine())));
+            }
+            engine.collect();
+            let now = getppid_counts(&latest, [&a, &b, &parent]);
+            for (seen, now) in seen.iter_mut().zip(now) {
+                let now = now.expect("counted all along");
+                assert!(now >= *seen, "a count went back from {seen} to {now}");
+                *seen = now;
+            }
+        }
+    });
+    assert!(calls.iter().all(|&n| n > 0), "the workloads ran: {calls:?}");
+    engine.collect();
+    assert_eq!(latest.get().monitored_cgroups, 603, "every cgroup counted");
+    let counted = getppid_counts(&latest, [&a, &b, &parent]);
+    let want = [calls[0], calls[1], calls[0] + calls[1]].map(|n| Some(n as f64));
+    assert_eq!(counted, want, "(a, b, parent) across the growth");
+    let switches = count(&latest, &a.rel, "context-switches");
+    assert!(
+        switches.is_some_and(|n| n > 0.0),
+        "a counter placed by the reload counts: {switches:?}"
+    );
+}
+
+/// `union bpf_attr` for `BPF_MAP_LOOKUP_ELEM`.
+#[repr(C)]
+struct ElemAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+/// `bpf(cmd, attr)`.
+fn bpf<T>(cmd: libc::c_long, attr: &T) -> libc::c_long {
+    // SAFETY: `attr` is the bpf_attr prefix `cmd` reads; what it points to
+    // outlives the call.
+    unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            std::ptr::from_ref(attr),
+            std::mem::size_of::<T>(),
+        )
+    }
+}
+
+/// A descriptor of the BPF map `id` (`BPF_MAP_GET_FD_BY_ID`, as root).
+fn map_by_id(id: u32) -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    let fd = bpf(14, &[id, 0, 0]);
+    assert!(fd >= 0, "map {id}: {}", std::io::Error::last_os_error());
+    // SAFETY: a descriptor the kernel just gave us.
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) }
+}
+
+/// The `key: value` lines of a descriptor's fdinfo.
+fn fdinfo(path: &std::path::Path) -> std::collections::HashMap<String, String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
+        .collect()
+}
+
+/// The kernel memory (memlock) of the chunks of `pid`'s BPF totals (the
+/// maps its array of maps holds), and how many BPF map descriptors it has.
+fn totals_memory(pid: i32) -> (u64, usize) {
+    use std::os::fd::AsRawFd;
+    let mut outer = Vec::new();
+    let mut maps = 0;
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fdinfo")).expect("fdinfo") {
+        let info = fdinfo(&fd.expect("fdinfo entry").path());
+        if let Some(t) = info.get("map_type") {
+            maps += 1;
+            // BPF_MAP_TYPE_ARRAY_OF_MAPS
+            if t == "12" {
+                outer.push(info["map_id"].parse::<u32>().expect("map id"));
+            }
+        }
+    }
+    assert_eq!(outer.len(), 1, "one array of maps: the totals");
+    let outer = map_by_id(outer[0]);
+    let mut bytes = 0;
+    for index in 0..512u32 {
+        let mut inner = 0u32;
+        let attr = ElemAttr {
+            map_fd: outer.as_raw_fd() as u32,
+            _pad: 0,
+            key: std::ptr::from_ref(&index) as u64,
+            value: std::ptr::from_mut(&mut inner) as u64,
+            flags: 0,
+        };
+        // BPF_MAP_LOOKUP_ELEM: the id of the map at `index`, if any.
+        if bpf(1, &attr) != 0 {
+            continue;
+        }
+        let chunk = map_by_id(inner);
+        let info =
+            fdinfo(&std::path::Path::new("/proc/self/fdinfo").join(chunk.as_raw_fd().to_string()));
+        bytes += info["memlock"].parse::<u64>().expect("memlock");
+    }
+    (bytes, maps)
+}
+
+#[test]
+fn the_totals_take_kernel_memory_for_the_cgroups_counted_not_for_max_cgroups() {
+    require_root("cgperf's maps are read through bpf() as root");
+    let parent = TestCgroup::create("cgperf-bpf-memory");
+    let mut children: Vec<TestCgroup> = (0..2)
+        .map(|i| TestCgroup::create_under(&parent.rel, &format!("c{i}")))
+        .collect();
+    let yaml = format!(
+        "interval: 1s
+backend: bpf
+max_cgroups: 1000000
+groups:
+  sw: [task-clock, context-switches, cpu-migrations, page-faults, minor-faults, major-faults]
+tracepoints:
+  - {GETPPID}
+cgroups:
+  - path: {}
+  - match: {}/*
+",
+        parent.rel, parent.rel
+    );
+    let cgperf = Exporter::start(Some(&yaml));
+    let counting = |n: usize| {
+        cgperf.wait_for(&format!("{n} cgroups counted"), |body| {
+            value(body, "cgperf_monitored_cgroups", &[]) == Some(n as f64)
+        })
+    };
+    counting(3);
+    let possible = std::fs::read_to_string("/sys/devices/system/cpu/possible").expect("sysfs");
+    let cpus = cgperf::cpus::parse_list(possible.trim())
+        .expect("CPU list")
+        .len() as u64;
+    // 7 counters, a reading of 24 bytes each per CPU: what one cgroup needs.
+    let per_cgroup = 7 * cpus * 24;
+    let page = 4096;
+    let fits = |n: u64, bytes: u64| {
+        // Room for n cgroups, at most twice what they need (growing by
+        // doubling from 64 slots), pages rounded up.
+        bytes >= n * per_cgroup && bytes <= 2 * n.max(64) * per_cgroup + 7 * 32 * page
+    };
+    let (start, maps) = totals_memory(cgperf.pid());
+    assert!(fits(3, start), "{start} bytes for 3 cgroups");
+    let old = 1_000_000 * cpus * 16 * 24;
+    assert!(
+        start * 1000 < old,
+        "{start} bytes: not sized by max_cgroups ({old})"
+    );
+    children.extend((2..500).map(|i| TestCgroup::create_under(&parent.rel, &format!("c{i}"))));
+    counting(501);
+    let (grown, maps_then) = totals_memory(cgperf.pid());
+    assert!(fits(501, grown), "{grown} bytes for 501 cgroups");
+    assert!(grown > start, "grown from {start} to {grown} bytes");
+    assert_eq!(maps, maps_then, "no map descriptor more");
+    eprintln!("totals: {start} bytes for 3 cgroups, {grown} bytes for 501 ({cpus} CPUs)");
+}

@@ -6,10 +6,11 @@
 //!
 //! The program charges what each CPU's counters counted since its last run
 //! to the cgroup that ran there and every monitored ancestor, into the
-//! `totals` map; cgperf reads `totals` through a read-only mapping (no
-//! syscall per cgroup) after flushing every CPU.
+//! `totals` chunks ([`Cells`]); cgperf reads them through read-only
+//! mappings (no syscall per cgroup) after flushing every CPU.
 
 use super::Unavailable;
+use super::chunks::Cells;
 use super::placement::{self, Layout, Phase, Placed};
 use super::sys::{failed, failed_errno, map_delete, map_update};
 use crate::backend::budget::Held;
@@ -31,7 +32,7 @@ static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!("count.bpf.o"));
 
 /// Counters per CPU at most (`MAX_EVENTS` in `count.bpf.c`): one perf
 /// event array each (aya caps a perf event array at one entry per CPU),
-/// and the stride of the `last` and `totals` maps.
+/// and the stride of the `last` map.
 pub(super) const MAX_EVENTS: usize = 16;
 /// The program that charges at context switches, and flushes when
 /// test-run, as named in `count.bpf.c`.
@@ -77,6 +78,8 @@ pub(super) struct Reading {
     pub enabled: u64,
     pub running: u64,
 }
+// SAFETY: plain integers, no padding.
+unsafe impl Pod for Reading {}
 
 /// A counter group that could not be opened on a CPU.
 #[derive(Debug)]
@@ -90,7 +93,6 @@ pub(super) struct NotOpened {
 #[derive(Debug)]
 pub(super) struct Kernel {
     ebpf: Ebpf,
-    capacity: u32,
     cpus: u32,
     /// The perf event arrays the program reads counters from: counter `e`
     /// of CPU `c` at index `c` of array `e`.
@@ -99,29 +101,26 @@ pub(super) struct Kernel {
     placed: Vec<Placed>,
     /// The CPUs counted on.
     online: std::collections::BTreeSet<u32>,
-    /// `totals`, mapped read-only.
-    totals: MmapRaw,
-    totals_len: usize,
+    /// `totals`, in chunks mapped read-only.
+    cells: Cells,
     /// `state`, mapped read-write: a word per CPU.
     state: MmapRaw,
     /// What the program's config holds.
     config: Config,
 }
 
-/// Maps a `BPF_F_MMAPABLE` array of the object, `len` bytes.
-fn map_array(ebpf: &Ebpf, name: &str, len: usize, write: bool) -> Result<MmapRaw, Unavailable> {
+/// Maps a `BPF_F_MMAPABLE` array of the object read-write, `len` bytes.
+fn map_array(ebpf: &Ebpf, name: &str, len: usize) -> Result<MmapRaw, Unavailable> {
     let Some(Map::Array(data)) = ebpf.map(name) else {
         return Err(Unavailable::broken(&format!(
             "the object has no {name} array"
         )));
     };
     let fd = data.fd().as_fd().as_raw_fd();
-    let options = MmapOptions::new().len(len).to_owned();
-    let mapped = match write {
-        true => options.map_raw(fd),
-        false => options.map_raw_read_only(fd),
-    };
-    mapped.map_err(|e| Unavailable::from_kernel(failed(&format!("mapping {name}"), &e)))
+    MmapOptions::new()
+        .len(len)
+        .map_raw(fd)
+        .map_err(|e| Unavailable::from_kernel(failed(&format!("mapping {name}"), &e)))
 }
 
 impl Kernel {
@@ -130,18 +129,9 @@ impl Kernel {
     pub fn load(capacity: u32, cpus: u32) -> Result<Self, Unavailable> {
         let per_cpu = cpus.saturating_mul(MAX_EVENTS as u32);
         let names: Vec<String> = (0..MAX_EVENTS).map(|e| format!("counters{e}")).collect();
-        let cells = (cpus as usize)
-            .saturating_mul(capacity as usize)
-            .saturating_mul(MAX_EVENTS)
-            .max(1);
-        let cells_u32 = u32::try_from(cells).map_err(|_| Unavailable {
-            missing: format!("room for {capacity} cgroups × {MAX_EVENTS} counters"),
-            fix: "lower max_cgroups".into(),
-        })?;
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("last", per_cpu)
             .map_max_entries("monitored", capacity.max(1))
-            .map_max_entries("totals", cells_u32)
             .map_max_entries("state", cpus.max(1))
             .map_max_entries("running", cpus.max(1))
             .map_max_entries("splits", cpus.max(1))
@@ -168,17 +158,17 @@ impl Kernel {
                 _ => return Err(Unavailable::broken("the object lacks a perf event array")),
             }
         }
-        let totals = map_array(&ebpf, "totals", cells * size_of::<Reading>(), false)?;
-        let state = map_array(&ebpf, "state", cpus.max(1) as usize * 8, true)?;
+        let Some(Map::ArrayOfMaps(outer)) = ebpf.take_map("totals") else {
+            return Err(Unavailable::broken("the object lacks its totals"));
+        };
+        let state = map_array(&ebpf, "state", cpus.max(1) as usize * 8)?;
         let mut kernel = Self {
             ebpf,
-            capacity,
             cpus,
             counters,
             placed: Vec::new(),
             online: Default::default(),
-            totals,
-            totals_len: cells,
+            cells: Cells::new(outer, cpus, capacity),
             state,
             config: Config {
                 capacity,
@@ -249,8 +239,26 @@ impl Kernel {
     /// [`placement::place`]); then, per CPU, [`Kernel::open_new`],
     /// [`Kernel::cut`] and [`Kernel::close_retiring`], and
     /// [`Kernel::settle`] at the end. Returns whether anything changes.
+    ///
+    /// Each new group's positions get their cells in `totals` first; a
+    /// group whose cells cannot be made is not placed (logged), and is
+    /// tried again at the next change.
     pub fn place(&mut self, wanted: &Layout) -> bool {
-        placement::place(&mut self.placed, wanted)
+        let changed = placement::place(&mut self.placed, wanted);
+        let cells = &mut self.cells;
+        self.placed.retain(|p| {
+            if p.phase != Phase::New {
+                return true;
+            }
+            match cells.cover(p.bits()) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::error!(group = %p.spec.name, "not counted: {e}");
+                    false
+                }
+            }
+        });
+        changed
     }
 
     /// Opens the new groups on `cpu` and hands their counters to the
@@ -472,8 +480,11 @@ impl Kernel {
         cpus.filter_map(|cpu| self.flush_one(cpu).err()).collect()
     }
 
-    /// Counts cgroup `id` (a cgroup directory's inode) in `slot`.
+    /// Counts cgroup `id` (a cgroup directory's inode) in `slot`, once
+    /// the slot has its cells in `totals` at every position placed.
     pub fn monitor(&mut self, id: u64, slot: u32) -> Result<(), String> {
+        let positions = self.placed.iter().fold(0, |bits, p| bits | p.bits());
+        self.cells.room(slot, positions)?;
         self.monitored()?
             .insert(id, slot, 0)
             .map_err(|e| e.to_string())?;
@@ -500,27 +511,7 @@ impl Kernel {
 
     /// What `slot` was charged on `cpu` for counter `index` so far.
     pub fn reading(&self, cpu: u32, slot: u32, index: usize) -> Reading {
-        let at = (cpu as usize * self.capacity as usize + slot as usize)
-            .saturating_mul(MAX_EVENTS)
-            .saturating_add(index);
-        if cpu >= self.cpus || slot >= self.capacity || index >= MAX_EVENTS || at >= self.totals_len
-        {
-            return Reading::default();
-        }
-        let cell = self.totals.as_ptr().cast::<u64>();
-        // SAFETY: `at` is within the mapping (checked above), which holds
-        // `totals_len` readings of three u64s, page-aligned; the program
-        // writes these words concurrently, so each is read once, volatile:
-        // a word is never torn, and a reading whose words come from two
-        // runs is only split differently between intervals.
-        unsafe {
-            let at = cell.add(at * 3);
-            Reading {
-                value: at.read_volatile(),
-                enabled: at.add(1).read_volatile(),
-                running: at.add(2).read_volatile(),
-            }
-        }
+        self.cells.reading(cpu, slot, index)
     }
 
     /// The programs' run time and run count so far (while statistics are

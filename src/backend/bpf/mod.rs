@@ -2,7 +2,8 @@
 //! number of cgroups, and a BPF program at every context switch that
 //! charges what they counted to the cgroup switched out and to each of its
 //! monitored ancestors (see `count.bpf.c`). Descriptors and kernel memory
-//! per cgroup: one hash entry and one slot of totals, no perf event.
+//! per cgroup: one hash entry and one slot of totals (a reading per counter
+//! and CPU), no perf event.
 //!
 //! Each cgroup gets a slot in the program's totals; a slot's readings are
 //! cumulative sums of (value, enabled, running) deltas per counter and CPU,
@@ -15,6 +16,7 @@
 //! rings (one sampled event per cgroup and CPU), which this backend drives.
 
 mod available;
+mod chunks;
 mod handover;
 mod kernel;
 mod placement;
@@ -45,11 +47,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-/// cgroups counted at most when no capacity is given. The totals take
-/// `possible CPUs × capacity × 16 counters × 24` bytes of kernel memory,
-/// whatever the number of events counted (a counter keeps its place across
-/// reloads, so the stride is the most counters a CPU may have): 3 MiB with
-/// 2 CPUs at this default, 96 MiB with 64 CPUs, 192 MiB with 128.
+/// cgroups counted at most when no capacity is given. It bounds the slots
+/// only: the totals take `possible CPUs × 24` bytes per counter placed and
+/// slot in use, in chunks added as they are needed (`chunks.rs`).
 pub const DEFAULT_CAPACITY: usize = 4096;
 
 /// One counted group of a cgroup on one CPU: where its totals go, and the
