@@ -559,11 +559,11 @@ fn what_a_task_counted_before_moving_itself_stays_with_the_cgroup_it_left() {
 
 #[test]
 fn counts_stay_exact_while_the_totals_grow_with_cgroups_and_counters() {
-    // Two cgroups call getppid on both CPUs while 600 more cgroups appear,
-    // 100 per interval (the totals grow past 64, 192 and 448 slots), and a
-    // reload in the middle places three more counters (each gets the
-    // memory every slot counted so far has): every count is exact and none
-    // ever goes backwards.
+    // Two cgroups call getppid on both CPUs while 1,200 more cgroups
+    // appear, 200 per interval (the totals grow past 64, 192, 448 and 960
+    // slots, the hash of cgroups past 1,024), and a reload in the middle
+    // places three more counters (each gets the memory every slot counted
+    // so far has): every count is exact and none ever goes backwards.
     let (parent, [a, b]) = family("cgperf-bpf-grow", ["a", "b"]);
     let with = |sw: &str| {
         format!(
@@ -589,7 +589,7 @@ cgroups:
     let mut seen = [0.0; 3];
     let calls = getppid_chunks_during(&[&a.dir, &b.dir], 20_000, || {
         for round in 0..6 {
-            for i in 0..100 {
+            for i in 0..200 {
                 more.push(TestCgroup::create_under(
                     &parent.rel,
                     &format!("more-{round}-{i}"),
@@ -609,7 +609,7 @@ cgroups:
     });
     assert!(calls.iter().all(|&n| n > 0), "the workloads ran: {calls:?}");
     engine.collect();
-    assert_eq!(latest.get().monitored_cgroups, 603, "every cgroup counted");
+    assert_eq!(latest.get().monitored_cgroups, 1203, "every cgroup counted");
     let counted = getppid_counts(&latest, [&a, &b, &parent]);
     let want = [calls[0], calls[1], calls[0] + calls[1]].map(|n| Some(n as f64));
     assert_eq!(counted, want, "(a, b, parent) across the growth");
@@ -663,25 +663,26 @@ fn fdinfo(path: &std::path::Path) -> std::collections::HashMap<String, String> {
         .collect()
 }
 
-/// The kernel memory (memlock) of the chunks of `pid`'s BPF totals (the
-/// maps its array of maps holds), and how many BPF map descriptors it has.
-fn totals_memory(pid: i32) -> (u64, usize) {
+/// The kernel memory (memlock) `pid`'s BPF maps take: (the chunks of its
+/// totals, the maps its array of maps holds; every map it has a descriptor
+/// of), and how many descriptors of maps it has.
+fn bpf_memory(pid: i32) -> (u64, u64, usize) {
     use std::os::fd::AsRawFd;
-    let mut outer = Vec::new();
-    let mut maps = 0;
+    let (mut outer, mut held, mut maps) = (Vec::new(), 0, 0);
     for fd in std::fs::read_dir(format!("/proc/{pid}/fdinfo")).expect("fdinfo") {
         let info = fdinfo(&fd.expect("fdinfo entry").path());
         if let Some(t) = info.get("map_type") {
             maps += 1;
-            // BPF_MAP_TYPE_ARRAY_OF_MAPS
-            if t == "12" {
+            held += info["memlock"].parse::<u64>().expect("memlock");
+            // BPF_MAP_TYPE_ARRAY_OF_MAPS of 512: the totals.
+            if t == "12" && info["max_entries"] == "512" {
                 outer.push(info["map_id"].parse::<u32>().expect("map id"));
             }
         }
     }
     assert_eq!(outer.len(), 1, "one array of maps: the totals");
     let outer = map_by_id(outer[0]);
-    let mut bytes = 0;
+    let mut chunks = 0;
     for index in 0..512u32 {
         let mut inner = 0u32;
         let attr = ElemAttr {
@@ -698,13 +699,13 @@ fn totals_memory(pid: i32) -> (u64, usize) {
         let chunk = map_by_id(inner);
         let info =
             fdinfo(&std::path::Path::new("/proc/self/fdinfo").join(chunk.as_raw_fd().to_string()));
-        bytes += info["memlock"].parse::<u64>().expect("memlock");
+        chunks += info["memlock"].parse::<u64>().expect("memlock");
     }
-    (bytes, maps)
+    (chunks, held, maps)
 }
 
 #[test]
-fn the_totals_take_kernel_memory_for_the_cgroups_counted_not_for_max_cgroups() {
+fn the_maps_take_kernel_memory_for_the_cgroups_counted_not_for_max_cgroups() {
     require_root("cgperf's maps are read through bpf() as root");
     let parent = TestCgroup::create("cgperf-bpf-memory");
     let mut children: Vec<TestCgroup> = (0..2)
@@ -738,23 +739,48 @@ cgroups:
     // 7 counters, a reading of 24 bytes each per CPU: what one cgroup needs.
     let per_cgroup = 7 * cpus * 24;
     let page = 4096;
-    let fits = |n: u64, bytes: u64| {
+    let totals_fit = |n: u64, bytes: u64| {
         // Room for n cgroups, at most twice what they need (growing by
         // doubling from 64 slots), pages rounded up.
         bytes >= n * per_cgroup && bytes <= 2 * n.max(64) * per_cgroup + 7 * 32 * page
     };
-    let (start, maps) = totals_memory(cgperf.pid());
-    assert!(fits(3, start), "{start} bytes for 3 cgroups");
+    // The program's per-CPU state, and its hash of cgroups: about 80
+    // bytes per entry, for at least 1,024 entries and at most twice those
+    // counted.
+    let others_fit = |n: u64, bytes: u64| bytes <= 256 * 1024 + cpus * 16 * 1024 + 2 * n * 100;
+    let (totals, held, maps) = bpf_memory(cgperf.pid());
+    assert!(
+        totals_fit(3, totals),
+        "{totals} bytes of totals for 3 cgroups"
+    );
+    assert!(
+        others_fit(1024, held),
+        "{held} bytes of maps held for 3 cgroups"
+    );
     let old = 1_000_000 * cpus * 16 * 24;
     assert!(
-        start * 1000 < old,
-        "{start} bytes: not sized by max_cgroups ({old})"
+        totals * 1000 < old,
+        "{totals} bytes: not sized by max_cgroups ({old})"
     );
-    children.extend((2..500).map(|i| TestCgroup::create_under(&parent.rel, &format!("c{i}"))));
-    counting(501);
-    let (grown, maps_then) = totals_memory(cgperf.pid());
-    assert!(fits(501, grown), "{grown} bytes for 501 cgroups");
-    assert!(grown > start, "grown from {start} to {grown} bytes");
+    children.extend((2..1500).map(|i| TestCgroup::create_under(&parent.rel, &format!("c{i}"))));
+    counting(1501);
+    let (grown, held_then, maps_then) = bpf_memory(cgperf.pid());
+    assert!(
+        totals_fit(1501, grown),
+        "{grown} bytes of totals for 1,501 cgroups"
+    );
+    assert!(
+        others_fit(1501, held_then),
+        "{held_then} bytes of maps held for 1,501 cgroups"
+    );
+    assert!(grown > totals, "grown from {totals} to {grown} bytes");
+    assert!(
+        held_then > held,
+        "the hash of cgroups grew: {held} to {held_then} bytes"
+    );
     assert_eq!(maps, maps_then, "no map descriptor more");
-    eprintln!("totals: {start} bytes for 3 cgroups, {grown} bytes for 501 ({cpus} CPUs)");
+    eprintln!(
+        "{cpus} CPUs: totals {totals} bytes and maps held {held} bytes for 3 cgroups, \
+         {grown} and {held_then} bytes for 1,501"
+    );
 }

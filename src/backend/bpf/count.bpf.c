@@ -184,12 +184,23 @@ struct {
 	__type(value, struct last);
 } last SEC(".maps");
 
-// The monitored cgroups: cgroup id -> slot.
-struct {
+// The monitored cgroups: cgroup id -> slot, in a hash sized by cgperf for
+// the cgroups it counts (its size varies: cgperf replaces it by one twice
+// as big when it is full, and drops the old one once every CPU has ended
+// the runs that may still look it up).
+struct ids {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1);
 	__type(key, __u64);
 	__type(value, __u32);
+};
+
+// monitored[0]: the hash of monitored cgroups in use.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct ids);
 } monitored SEC(".maps");
 
 // The cgroup recorded as running on CPU c (id 0: none yet), at c.
@@ -439,7 +450,11 @@ static long walk_level(__u32 level, struct walk *w)
 	__u64 id = ancestor_id(w->cgroup, level);
 	if (!id)
 		return 0;
-	__u32 *slot = bpf_map_lookup_elem(&monitored, &id);
+	__u32 zero = 0;
+	void *ids = bpf_map_lookup_elem(&monitored, &zero);
+	if (!ids)
+		return 1;
+	__u32 *slot = bpf_map_lookup_elem(ids, &id);
 	if (!slot || *slot >= w->capacity)
 		return 0;
 	if (w->charge)

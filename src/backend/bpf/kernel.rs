@@ -11,13 +11,14 @@
 
 use super::Unavailable;
 use super::chunks::Cells;
+use super::ids::Ids;
 use super::placement::{self, Layout, Phase, Placed};
 use super::sys::{failed, failed_errno, map_delete, map_update};
 use crate::backend::budget::Held;
 use crate::ids::GroupId;
 use crate::perf::{CounterGroup, Errno, OpenError, Target};
 use crate::plan::GroupSpec;
-use aya::maps::{Array, HashMap as BpfHashMap, Map, MapData};
+use aya::maps::{Array, Map, MapData};
 use aya::programs::{RawTracePoint, RawTracePointRunOptions, TestRun};
 use aya::{Ebpf, EbpfLoader, Pod};
 use memmap2::{MmapOptions, MmapRaw};
@@ -44,9 +45,9 @@ const MOVED: &str = "moved";
 /// Where that one runs: after a move, in the mover's context.
 const ATTACH: &str = "cgroup_attach_task";
 /// The descriptors the loaded programs hold besides the perf events: their
-/// maps (a perf event array per counter, and eight), the programs and
-/// their attachments.
-pub(super) const OWN_FDS: u64 = MAX_EVENTS as u64 + 12;
+/// maps (a perf event array per counter, eight, and the hash of monitored
+/// cgroups in use), the programs and their attachments.
+pub(super) const OWN_FDS: u64 = MAX_EVENTS as u64 + 13;
 
 /// Chains cached per CPU (`CHAINS` in `count.bpf.c`).
 const CHAINS: u32 = 64;
@@ -103,6 +104,8 @@ pub(super) struct Kernel {
     online: std::collections::BTreeSet<u32>,
     /// `totals`, in chunks mapped read-only.
     cells: Cells,
+    /// `monitored`.
+    ids: Ids,
     /// `state`, mapped read-write: a word per CPU.
     state: MmapRaw,
     /// What the program's config holds.
@@ -123,6 +126,27 @@ fn map_array(ebpf: &Ebpf, name: &str, len: usize) -> Result<MmapRaw, Unavailable
         .map_err(|e| Unavailable::from_kernel(failed(&format!("mapping {name}"), &e)))
 }
 
+/// Runs `ebpf`'s counting program on `cpu` ([`Kernel::flush_one`]).
+fn flush_one(ebpf: &Ebpf, cpu: u32) -> Result<(), Errno> {
+    let Some(program) = ebpf.program(PROGRAM) else {
+        return Err(Errno(libc::ENOENT));
+    };
+    let Ok(program) = <&RawTracePoint>::try_from(program) else {
+        return Err(Errno(libc::EINVAL));
+    };
+    let opts = RawTracePointRunOptions {
+        cpu: Some(cpu),
+        ..RawTracePointRunOptions::new()
+    };
+    match program.test_run(opts) {
+        Ok(_) => Ok(()),
+        Err(e) => match failed_errno(&e).1 {
+            Some(libc::ENXIO) => Ok(()),
+            errno => Err(Errno(errno.unwrap_or(libc::EIO))),
+        },
+    }
+}
+
 impl Kernel {
     /// Loads and attaches the program with room for `capacity` cgroups on
     /// `cpus` possible CPUs. No group is placed yet ([`Kernel::place`]).
@@ -131,7 +155,6 @@ impl Kernel {
         let names: Vec<String> = (0..MAX_EVENTS).map(|e| format!("counters{e}")).collect();
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("last", per_cpu)
-            .map_max_entries("monitored", capacity.max(1))
             .map_max_entries("state", cpus.max(1))
             .map_max_entries("running", cpus.max(1))
             .map_max_entries("splits", cpus.max(1))
@@ -161,6 +184,13 @@ impl Kernel {
         let Some(Map::ArrayOfMaps(outer)) = ebpf.take_map("totals") else {
             return Err(Unavailable::broken("the object lacks its totals"));
         };
+        let Some(Map::ArrayOfMaps(monitored)) = ebpf.take_map("monitored") else {
+            return Err(Unavailable::broken(
+                "the object lacks its monitored cgroups",
+            ));
+        };
+        let ids = Ids::new(monitored, capacity)
+            .map_err(|e| Unavailable::from_kernel((e, Some(libc::ENOMEM))))?;
         let state = map_array(&ebpf, "state", cpus.max(1) as usize * 8)?;
         let mut kernel = Self {
             ebpf,
@@ -169,6 +199,7 @@ impl Kernel {
             placed: Vec::new(),
             online: Default::default(),
             cells: Cells::new(outer, cpus, capacity),
+            ids,
             state,
             config: Config {
                 capacity,
@@ -196,11 +227,6 @@ impl Kernel {
     fn invalidate_chains(&mut self) -> Result<(), String> {
         self.config.generation += 1;
         self.configure()
-    }
-
-    fn monitored(&mut self) -> Result<BpfHashMap<&mut MapData, u64, u32>, String> {
-        let map = self.ebpf.map_mut("monitored").ok_or("no such map")?;
-        BpfHashMap::try_from(map).map_err(|e| e.to_string())
     }
 
     /// `cpu`'s state word, shared with the program.
@@ -452,23 +478,7 @@ impl Kernel {
     /// gone offline is not a failure: what it counted was charged at its
     /// last switch.
     fn flush_one(&self, cpu: u32) -> Result<(), Errno> {
-        let Some(program) = self.ebpf.program(PROGRAM) else {
-            return Err(Errno(libc::ENOENT));
-        };
-        let Ok(program) = <&RawTracePoint>::try_from(program) else {
-            return Err(Errno(libc::EINVAL));
-        };
-        let opts = RawTracePointRunOptions {
-            cpu: Some(cpu),
-            ..RawTracePointRunOptions::new()
-        };
-        match program.test_run(opts) {
-            Ok(_) => Ok(()),
-            Err(e) => match failed_errno(&e).1 {
-                Some(libc::ENXIO) => Ok(()),
-                errno => Err(Errno(errno.unwrap_or(libc::EIO))),
-            },
-        }
+        flush_one(&self.ebpf, cpu)
     }
 
     /// Charges the interval in progress on each of `cpus` to what runs
@@ -485,15 +495,15 @@ impl Kernel {
     pub fn monitor(&mut self, id: u64, slot: u32) -> Result<(), String> {
         let positions = self.placed.iter().fold(0, |bits, p| bits | p.bits());
         self.cells.room(slot, positions)?;
-        self.monitored()?
-            .insert(id, slot, 0)
-            .map_err(|e| e.to_string())?;
+        // A hash replaced may be read by runs in progress until each
+        // possible CPU has run the program once more.
+        let (ebpf, cpus) = (&self.ebpf, self.cpus);
+        let wait = || (0..cpus).all(|cpu| flush_one(ebpf, cpu).is_ok());
+        self.ids.insert(id, slot, wait)?;
         self.invalidate_chains().inspect_err(|_| {
             // Not charged at all rather than charged to only some of the
             // cgroups that run beneath it.
-            if let Ok(mut map) = self.monitored() {
-                let _ = map.remove(&id);
-            }
+            self.ids.remove(id);
         })
     }
 
@@ -501,9 +511,7 @@ impl Kernel {
     /// here on; a run in progress may still charge its slot, hence the
     /// flush before the slot is reused.
     pub fn unmonitor(&mut self, id: u64) {
-        if let Ok(mut map) = self.monitored() {
-            let _ = map.remove(&id);
-        }
+        self.ids.remove(id);
         if let Err(e) = self.invalidate_chains() {
             tracing::warn!("cannot update the BPF program's config: {e}");
         }

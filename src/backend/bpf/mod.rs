@@ -18,6 +18,7 @@
 mod available;
 mod chunks;
 mod handover;
+mod ids;
 mod kernel;
 mod placement;
 mod probe;
