@@ -475,6 +475,21 @@ cgroups:
     assert_eq!(counted, want, "(a, b, parent) across 60 reloads");
 }
 
+/// A config counting getppid calls (and the `groups` and further
+/// `tracepoints` lines given) in `parent` and its children.
+fn family_config(parent: &TestCgroup, groups: &str, tracepoints: &str) -> String {
+    format!(
+        "interval: 1s
+{groups}tracepoints:
+  - {GETPPID}
+{tracepoints}cgroups:
+  - path: {}
+  - match: {}/*
+",
+        parent.rel, parent.rel
+    )
+}
+
 /// A BPF engine counting getppid calls (and the `groups` and further
 /// `tracepoints` lines given) in `parent` and its children, room for
 /// `capacity` cgroups, after its first collection.
@@ -484,16 +499,7 @@ fn getppid_in_family(
     groups: &str,
     tracepoints: &str,
 ) -> (Engine<BpfBackend>, Latest) {
-    let yaml = format!(
-        "interval: 1s
-{groups}tracepoints:
-  - {GETPPID}
-{tracepoints}cgroups:
-  - path: {}
-  - match: {}/*
-",
-        parent.rel, parent.rel
-    );
+    let yaml = family_config(parent, groups, tracepoints);
     let (mut engine, latest) = bpf_engine(&yaml, capacity);
     engine.collect();
     (engine, latest)
@@ -565,20 +571,7 @@ fn counts_stay_exact_while_the_totals_grow_with_cgroups_and_counters() {
     // places three more counters (each gets the memory every slot counted
     // so far has): every count is exact and none ever goes backwards.
     let (parent, [a, b]) = family("cgperf-bpf-grow", ["a", "b"]);
-    let with = |sw: &str| {
-        format!(
-            "interval: 1s
-groups:
-  sw: [{sw}]
-tracepoints:
-  - {GETPPID}
-cgroups:
-  - path: {}
-  - match: {}/*
-",
-            parent.rel, parent.rel
-        )
-    };
+    let with = |sw: &str| family_config(&parent, &format!("groups:\n  sw: [{sw}]\n"), "");
     let narrow = with("page-faults");
     let wide = config(&with(
         "page-faults, context-switches, cpu-migrations, minor-faults",
@@ -620,39 +613,6 @@ cgroups:
     );
 }
 
-/// `union bpf_attr` for `BPF_MAP_LOOKUP_ELEM`.
-#[repr(C)]
-struct ElemAttr {
-    map_fd: u32,
-    _pad: u32,
-    key: u64,
-    value: u64,
-    flags: u64,
-}
-
-/// `bpf(cmd, attr)`.
-fn bpf<T>(cmd: libc::c_long, attr: &T) -> libc::c_long {
-    // SAFETY: `attr` is the bpf_attr prefix `cmd` reads; what it points to
-    // outlives the call.
-    unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd,
-            std::ptr::from_ref(attr),
-            std::mem::size_of::<T>(),
-        )
-    }
-}
-
-/// A descriptor of the BPF map `id` (`BPF_MAP_GET_FD_BY_ID`, as root).
-fn map_by_id(id: u32) -> std::os::fd::OwnedFd {
-    use std::os::fd::FromRawFd;
-    let fd = bpf(14, &[id, 0, 0]);
-    assert!(fd >= 0, "map {id}: {}", std::io::Error::last_os_error());
-    // SAFETY: a descriptor the kernel just gave us.
-    unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) }
-}
-
 /// The `key: value` lines of a descriptor's fdinfo.
 fn fdinfo(path: &std::path::Path) -> std::collections::HashMap<String, String> {
     std::fs::read_to_string(path)
@@ -667,7 +627,7 @@ fn fdinfo(path: &std::path::Path) -> std::collections::HashMap<String, String> {
 /// totals, the maps its array of maps holds; every map it has a descriptor
 /// of), and how many descriptors of maps it has.
 fn bpf_memory(pid: i32) -> (u64, u64, usize) {
-    use std::os::fd::AsRawFd;
+    use std::os::fd::{AsFd, AsRawFd};
     let (mut outer, mut held, mut maps) = (Vec::new(), 0, 0);
     for fd in std::fs::read_dir(format!("/proc/{pid}/fdinfo")).expect("fdinfo") {
         let info = fdinfo(&fd.expect("fdinfo entry").path());
@@ -681,24 +641,18 @@ fn bpf_memory(pid: i32) -> (u64, u64, usize) {
         }
     }
     assert_eq!(outer.len(), 1, "one array of maps: the totals");
-    let outer = map_by_id(outer[0]);
+    let outer = aya::maps::MapData::from_id(outer[0]).expect("the totals, by id (as root)");
+    let outer = aya::maps::Map::from_map_data(outer).expect("a map");
+    let outer: aya::maps::ArrayOfMaps<_, aya::maps::MapData> =
+        outer.try_into().expect("an array of maps");
     let mut chunks = 0;
     for index in 0..512u32 {
-        let mut inner = 0u32;
-        let attr = ElemAttr {
-            map_fd: outer.as_raw_fd() as u32,
-            _pad: 0,
-            key: std::ptr::from_ref(&index) as u64,
-            value: std::ptr::from_mut(&mut inner) as u64,
-            flags: 0,
-        };
-        // BPF_MAP_LOOKUP_ELEM: the id of the map at `index`, if any.
-        if bpf(1, &attr) != 0 {
+        // The chunk there, if any.
+        let Ok(chunk) = outer.get(&index, 0) else {
             continue;
-        }
-        let chunk = map_by_id(inner);
-        let info =
-            fdinfo(&std::path::Path::new("/proc/self/fdinfo").join(chunk.as_raw_fd().to_string()));
+        };
+        let fd = chunk.fd().as_fd().as_raw_fd();
+        let info = fdinfo(&std::path::Path::new("/proc/self/fdinfo").join(fd.to_string()));
         chunks += info["memlock"].parse::<u64>().expect("memlock");
     }
     (chunks, held, maps)
@@ -711,20 +665,11 @@ fn the_maps_take_kernel_memory_for_the_cgroups_counted_not_for_max_cgroups() {
     let mut children: Vec<TestCgroup> = (0..2)
         .map(|i| TestCgroup::create_under(&parent.rel, &format!("c{i}")))
         .collect();
-    let yaml = format!(
-        "interval: 1s
-backend: bpf
-max_cgroups: 1000000
-groups:
+    let groups = "groups:
   sw: [task-clock, context-switches, cpu-migrations, page-faults, minor-faults, major-faults]
-tracepoints:
-  - {GETPPID}
-cgroups:
-  - path: {}
-  - match: {}/*
-",
-        parent.rel, parent.rel
-    );
+";
+    let family = family_config(&parent, groups, "");
+    let yaml = format!("backend: bpf\nmax_cgroups: 1000000\n{family}");
     let cgperf = Exporter::start(Some(&yaml));
     let counting = |n: usize| {
         cgperf.wait_for(&format!("{n} cgroups counted"), |body| {
