@@ -565,11 +565,12 @@ fn what_a_task_counted_before_moving_itself_stays_with_the_cgroup_it_left() {
 
 #[test]
 fn counts_stay_exact_while_the_totals_grow_with_cgroups_and_counters() {
-    // Two cgroups call getppid on both CPUs while 1,200 more cgroups
-    // appear, 200 per interval (the totals grow past 64, 192, 448 and 960
-    // slots, the hash of cgroups past 1,024), and a reload in the middle
-    // places three more counters (each gets the memory every slot counted
-    // so far has): every count is exact and none ever goes backwards.
+    // Two cgroups call getppid on both CPUs while 3,500 more cgroups
+    // appear, 500 per interval (on a small machine the totals grow past
+    // 1,024 and 3,072 slots, the hash of cgroups past 1,024 and 2,048), and
+    // a reload in the middle places three more counters (each gets the
+    // memory every slot counted so far has): every count is exact and none
+    // ever goes backwards.
     let (parent, [a, b]) = family("cgperf-bpf-grow", ["a", "b"]);
     let with = |sw: &str| family_config(&parent, &format!("groups:\n  sw: [{sw}]\n"), "");
     let narrow = with("page-faults");
@@ -581,8 +582,8 @@ fn counts_stay_exact_while_the_totals_grow_with_cgroups_and_counters() {
     let mut more = Vec::new();
     let mut seen = [0.0; 3];
     let calls = getppid_chunks_during(&[&a.dir, &b.dir], 20_000, || {
-        for round in 0..6 {
-            for i in 0..200 {
+        for round in 0..7 {
+            for i in 0..500 {
                 more.push(TestCgroup::create_under(
                     &parent.rel,
                     &format!("more-{round}-{i}"),
@@ -602,7 +603,7 @@ fn counts_stay_exact_while_the_totals_grow_with_cgroups_and_counters() {
     });
     assert!(calls.iter().all(|&n| n > 0), "the workloads ran: {calls:?}");
     engine.collect();
-    assert_eq!(latest.get().monitored_cgroups, 1203, "every cgroup counted");
+    assert_eq!(latest.get().monitored_cgroups, 3503, "every cgroup counted");
     let counted = getppid_counts(&latest, [&a, &b, &parent]);
     let want = [calls[0], calls[1], calls[0] + calls[1]].map(|n| Some(n as f64));
     assert_eq!(counted, want, "(a, b, parent) across the growth");
@@ -686,8 +687,10 @@ fn the_maps_take_kernel_memory_for_the_cgroups_counted_not_for_max_cgroups() {
     let page = 4096;
     let totals_fit = |n: u64, bytes: u64| {
         // Room for n cgroups, at most twice what they need (growing by
-        // doubling from 64 slots), pages rounded up.
-        bytes >= n * per_cgroup && bytes <= 2 * n.max(64) * per_cgroup + 7 * 32 * page
+        // doubling from a first chunk of 64 KiB or 64 slots per counter),
+        // pages rounded up.
+        let first = 7 * (64 * 1024).max(64 * cpus * 24);
+        bytes >= n * per_cgroup && bytes <= 2 * n * per_cgroup + first + 7 * 32 * page
     };
     // The program's per-CPU state, and its hash of cgroups: about 80
     // bytes per entry, for at least 1,024 entries and at most twice those

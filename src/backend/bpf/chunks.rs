@@ -3,8 +3,10 @@
 //! counters placed, so that the kernel memory follows what is counted
 //! rather than `max_cgroups` × every position a counter might take.
 //!
-//! Chunk `k` of a position holds the slots `(2^k - 1) × FIRST` up to twice
-//! as many (capped at the capacity): a chunk is added when a slot there is
+//! Chunk 0 of a position holds the first slots, as many as take 64 KiB (a
+//! small machine's first thousand cgroups, at least 64), and each next
+//! chunk twice as many as the one before (capped at the capacity): a chunk
+//! is added when a slot there is
 //! first taken, for every position in use, and a position placed for the
 //! first time gets every chunk the others have, before the program may
 //! charge there. A chunk, once added, stays where it is for the program's
@@ -12,13 +14,16 @@
 //! no run of the program can hold a chunk that goes away.
 
 use super::kernel::{MAX_EVENTS, Reading};
-use super::sys::{failed, map_update};
+use super::sys::{failed, map_update_all};
 use aya::maps::{Array, IterableMap, MapData};
 use memmap2::{MmapOptions, MmapRaw};
 use std::os::fd::{AsFd, AsRawFd};
 
-/// Slots in the first chunk, as a shift (`CHUNK0_SHIFT` in `count.bpf.c`).
-const CHUNK0_SHIFT: u32 = 6;
+/// Bytes of readings per position a first chunk holds at most, unless it
+/// is of the fewest slots.
+const FIRST_BYTES: u64 = 64 << 10;
+/// Slots of a first chunk at least and at most, as shifts.
+const FIRST_SHIFTS: (u32, u32) = (6, 16);
 /// Chunks per position at most (`CHUNKS` in `count.bpf.c`): enough for
 /// 2^32 slots.
 const CHUNKS: usize = 32;
@@ -26,16 +31,25 @@ const CHUNKS: usize = 32;
 /// has them: a chunk's size varies, the rest must be as declared.
 const CHUNK_FLAGS: u32 = (1 << 10) | (1 << 12);
 
-/// The chunk holding `slot`, and the slot's offset there.
-fn chunk_of(slot: u32) -> (usize, u32) {
-    let q = (slot >> CHUNK0_SHIFT) + 1;
-    let k = q.ilog2();
-    (k as usize, slot - (((1 << k) - 1) << CHUNK0_SHIFT))
+/// The slots of a first chunk on `cpus` possible CPUs, as a shift
+/// (`chunk0` of the program's config).
+pub(super) fn first_chunk(cpus: u32) -> u32 {
+    let per_slot = (cpus.max(1) as u64) * size_of::<Reading>() as u64;
+    let slots = (FIRST_BYTES / per_slot).max(1);
+    slots.ilog2().clamp(FIRST_SHIFTS.0, FIRST_SHIFTS.1)
 }
 
-/// The first slot of chunk `k`.
-fn first_slot(k: usize) -> u64 {
-    ((1u64 << k) - 1) << CHUNK0_SHIFT
+/// The chunk holding `slot` when the first holds `1 << shift`, and the
+/// slot's offset there (`chunk_of` in `count.bpf.c`).
+fn chunk_of(slot: u32, shift: u32) -> (usize, u32) {
+    let q = (slot >> shift) + 1;
+    let k = q.ilog2();
+    (k as usize, slot - (((1 << k) - 1) << shift))
+}
+
+/// The first slot of chunk `k` when the first holds `1 << shift`.
+fn first_slot(k: usize, shift: u32) -> u64 {
+    ((1u64 << k) - 1) << shift
 }
 
 /// A chunk, mapped read-only; the outer map and the mapping keep it.
@@ -53,6 +67,8 @@ pub(super) struct Cells {
     outer: MapData,
     cpus: u32,
     capacity: u32,
+    /// The first chunk's slots, as a shift.
+    shift: u32,
     /// Per position, chunks 0, 1, ...
     chunks: [Vec<Chunk>; MAX_EVENTS],
     /// Chunks every position in use has.
@@ -66,6 +82,7 @@ impl Cells {
             outer,
             cpus,
             capacity,
+            shift: first_chunk(cpus),
             chunks: Default::default(),
             wanted: 0,
         }
@@ -77,12 +94,12 @@ impl Cells {
         if slot >= self.capacity {
             return Err(format!("slot {slot} is past the capacity"));
         }
-        let need = self.wanted.max(chunk_of(slot).0 + 1);
+        let need = self.wanted.max(chunk_of(slot, self.shift).0 + 1);
         self.spread(positions, need)?;
         if need > self.wanted {
             self.wanted = need;
             tracing::debug!(
-                slots = first_slot(need).min(self.capacity as u64),
+                slots = first_slot(need, self.shift).min(self.capacity as u64),
                 bytes = self.bytes(),
                 "grew the BPF totals"
             );
@@ -96,48 +113,57 @@ impl Cells {
         self.spread(positions, self.wanted)
     }
 
-    /// Adds the chunks up to `need` that `positions` lack.
+    /// Adds the chunks up to `need` that `positions` lack, handed to the
+    /// program all at once.
     fn spread(&mut self, positions: u64, need: usize) -> Result<(), String> {
+        let mut made = Vec::new();
         for e in (0..MAX_EVENTS).filter(|e| positions & 1 << e != 0) {
-            while self.chunks[e].len() < need {
-                let k = self.chunks[e].len();
-                let chunk = self.add(e, k)?;
-                self.chunks[e].push(chunk);
+            for k in self.chunks[e].len()..need {
+                let (array, chunk) = self.make(k)?;
+                made.push((e, k, array, chunk));
             }
+        }
+        let keys: Vec<u32> = made.iter().map(|m| (m.0 * CHUNKS + m.1) as u32).collect();
+        let fds = made
+            .iter()
+            .map(|m| IterableMap::map(&m.2).fd().as_fd().as_raw_fd());
+        let fds: Vec<u32> = fds.filter_map(|fd| u32::try_from(fd).ok()).collect();
+        map_update_all(self.outer.fd().as_fd(), &keys, &fds)
+            .map_err(|errno| format!("handing chunks of totals to the program: {errno}"))?;
+        // The outer map and the mappings keep the chunks: their
+        // descriptors close here.
+        for (e, _, _, chunk) in made {
+            self.chunks[e].push(chunk);
         }
         Ok(())
     }
 
-    /// Creates chunk `k` of position `e`, maps it, and hands it to the
-    /// program.
-    fn add(&self, e: usize, k: usize) -> Result<Chunk, String> {
-        let first = first_slot(k);
+    /// Creates chunk `k` of a position and maps it.
+    fn make(&self, k: usize) -> Result<(Array<MapData, Reading>, Chunk), String> {
+        let first = first_slot(k, self.shift);
         let left = (self.capacity as u64).saturating_sub(first).max(1);
-        let slots = (1u64 << k << CHUNK0_SHIFT).min(left);
+        let slots = (1u64 << k << self.shift).min(left);
         let len = slots * self.cpus as u64;
         let entries = u32::try_from(len).map_err(|_| format!("{len} readings in one chunk"))?;
         let too_big = |e: &(dyn std::error::Error + 'static)| failed("a chunk of totals", e).0;
         let array =
             Array::<MapData, Reading>::create(entries, CHUNK_FLAGS).map_err(|e| too_big(&e))?;
-        let fd = IterableMap::map(&array).fd().as_fd();
+        let fd = IterableMap::map(&array).fd().as_fd().as_raw_fd();
         let cells = MmapOptions::new()
             .len(len as usize * size_of::<Reading>())
-            .map_raw_read_only(fd.as_raw_fd())
+            .map_raw_read_only(fd)
             .map_err(|e| too_big(&e))?;
-        let at = (e * CHUNKS + k) as u32;
-        let inner = u32::try_from(fd.as_raw_fd()).map_err(|_| "a negative descriptor")?;
-        map_update(self.outer.fd().as_fd(), at, inner)
-            .map_err(|errno| format!("handing a chunk of totals to the program: {errno}"))?;
-        Ok(Chunk {
+        let chunk = Chunk {
             cells,
             len: len as usize,
-        })
+        };
+        Ok((array, chunk))
     }
 
     /// What `slot` was charged on `cpu` for the counter at `position` so
     /// far (nothing where no chunk is).
     pub fn reading(&self, cpu: u32, slot: u32, position: usize) -> Reading {
-        let (k, offset) = chunk_of(slot);
+        let (k, offset) = chunk_of(slot, self.shift);
         let Some(chunk) = self.chunks.get(position).and_then(|c| c.get(k)) else {
             return Reading::default();
         };
@@ -179,15 +205,26 @@ mod tests {
 
     #[test]
     fn chunks_double_and_tile_the_slots() {
-        let mut next = 0u64;
-        for k in 0..20 {
-            assert_eq!(first_slot(k), next);
-            let len = 1u64 << k << CHUNK0_SHIFT;
-            for slot in [next, next + len / 2, next + len - 1] {
-                assert_eq!(chunk_of(slot as u32), (k, (slot - next) as u32));
+        for shift in FIRST_SHIFTS.0..=FIRST_SHIFTS.1 {
+            let mut next = 0u64;
+            for k in 0..(32 - shift as usize) {
+                assert_eq!(first_slot(k, shift), next);
+                let len = 1u64 << k << shift;
+                for slot in [next, next + len / 2, next + len - 1] {
+                    let slot = slot.min(u32::MAX as u64);
+                    assert_eq!(chunk_of(slot as u32, shift), (k, (slot - next) as u32));
+                }
+                next += len;
             }
-            next += len;
+            assert!(chunk_of(u32::MAX, shift).0 < CHUNKS);
         }
-        assert!(chunk_of(u32::MAX).0 < CHUNKS);
+    }
+
+    #[test]
+    fn a_first_chunk_takes_about_64_kib_per_position() {
+        assert_eq!(first_chunk(2), 10, "1,024 slots × 2 CPUs × 24 bytes");
+        assert_eq!(first_chunk(8), 8);
+        assert_eq!(first_chunk(128), 6, "at least 64 slots");
+        assert_eq!(first_chunk(1), 11);
     }
 }

@@ -43,9 +43,6 @@
 // Counters per CPU at most: one perf event array each (a loader caps a
 // perf event array at one entry per CPU), and the stride of `last`.
 #define MAX_EVENTS 16
-// Slots in the first chunk of `totals` (1 << CHUNK0_SHIFT); each next
-// chunk holds twice as many as the one before.
-#define CHUNK0_SHIFT 6
 // Chunks per counter at most: enough for 2^32 slots.
 #define CHUNKS 32
 // Monitored ancestors a recorded chain holds at most; a cgroup with more
@@ -90,6 +87,9 @@ struct config {
 	// Bumped by cgperf after each change of `monitored`: a chain of an
 	// older generation is stale.
 	__u64 generation;
+	// Slots in the first chunk of `totals`, as a shift.
+	__u32 chunk0;
+	__u32 unused;
 };
 
 struct reading {
@@ -242,8 +242,8 @@ struct chunk {
 };
 
 // What each slot was charged for counter e: chunk k of counter e at
-// e * CHUNKS + k. Chunk k holds slots (2^k - 1) << CHUNK0_SHIFT up to twice
-// that, plus one chunk 0's worth: cgperf adds a chunk when it first counts
+// e * CHUNKS + k. Chunk 0 holds the first 1 << chunk0 slots (`struct
+// config`), and each next chunk twice as many as the one before: cgperf adds a chunk when it first counts
 // a cgroup in a slot there, and a counter's chunks when it first places a
 // counter at e. So the memory follows the cgroups and counters counted,
 // and a chunk, once there, stays: nothing is ever moved or handed over.
@@ -353,11 +353,12 @@ __noinline int read_split(__u32 cpu, __u64 s)
 	return 0;
 }
 
-// The chunk of `totals` that holds `slot`, and the slot's offset there.
-static __always_inline __u32 chunk_of(__u32 slot, __u32 *offset)
+// The chunk of `totals` that holds `slot` when the first holds 1 << shift,
+// and the slot's offset there.
+static __always_inline __u32 chunk_of(__u32 slot, __u32 shift, __u32 *offset)
 {
 	// Chunk k holds the slots whose q is in [2^k, 2^(k+1)).
-	__u32 q = (slot >> CHUNK0_SHIFT) + 1, k = 0;
+	__u32 q = (slot >> shift) + 1, k = 0;
 	if (q >> 16) {
 		q >>= 16;
 		k += 16;
@@ -376,18 +377,20 @@ static __always_inline __u32 chunk_of(__u32 slot, __u32 *offset)
 	}
 	if (q >> 1)
 		k += 1;
-	*offset = slot - ((((__u32)1 << k) - 1) << CHUNK0_SHIFT);
+	*offset = slot - ((((__u32)1 << k) - 1) << shift);
 	return k;
 }
 
 // Adds this CPU's deltas to `slot`.
-__noinline int charge_slot(__u32 cpu, __u32 cpus, __u32 capacity, __u32 slot)
+__noinline int charge_slot(__u32 cpu, __u32 capacity, __u32 slot)
 {
-	if (slot >= capacity)
+	__u32 zero = 0;
+	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!cfg || slot >= capacity || cfg->chunk0 > 31)
 		return 0;
 	__u32 offset = 0;
-	__u32 k = chunk_of(slot, &offset);
-	__u32 cell = offset * cpus + cpu;
+	__u32 k = chunk_of(slot, cfg->chunk0, &offset);
+	__u32 cell = offset * cfg->cpus + cpu;
 	for (__u32 e = 0; e < MAX_EVENTS; e++) {
 		__u32 from = cpu * MAX_EVENTS + e;
 		struct last *l = bpf_map_lookup_elem(&last, &from);
@@ -411,7 +414,6 @@ struct walk {
 	struct cgroup *cgroup;
 	__u32 level;
 	__u32 cpu;
-	__u32 cpus;
 	__u32 capacity;
 	// Charge each monitored ancestor as it is found.
 	__u32 charge;
@@ -458,7 +460,7 @@ static long walk_level(__u32 level, struct walk *w)
 	if (!slot || *slot >= w->capacity)
 		return 0;
 	if (w->charge)
-		charge_slot(w->cpu, w->cpus, w->capacity, *slot);
+		charge_slot(w->cpu, w->capacity, *slot);
 	__u32 n = w->n;
 	if (n < CACHED_SLOTS)
 		w->slots[n] = *slot;
@@ -469,7 +471,7 @@ static long walk_level(__u32 level, struct walk *w)
 
 // Walks the ancestors of the cgroup recorded as running on `cpu` into its
 // chain (charging them if `charge`).
-__noinline int walk_chain(__u32 cpu, __u32 cpus, __u32 capacity, __u32 charge)
+__noinline int walk_chain(__u32 cpu, __u32 capacity, __u32 charge)
 {
 	struct chain *c = bpf_map_lookup_elem(&running, &cpu);
 	if (!c)
@@ -484,7 +486,6 @@ __noinline int walk_chain(__u32 cpu, __u32 cpus, __u32 capacity, __u32 charge)
 		.cgroup = cgroup,
 		.level = level < 0 ? 0 : level,
 		.cpu = cpu,
-		.cpus = cpus,
 		.capacity = capacity,
 		.charge = charge,
 	};
@@ -497,23 +498,23 @@ __noinline int walk_chain(__u32 cpu, __u32 cpus, __u32 capacity, __u32 charge)
 
 // Charges this CPU's deltas to every slot of the chain recorded as
 // running on `cpu`.
-__noinline int charge_chain(__u32 cpu, __u32 cpus, __u32 capacity)
+__noinline int charge_chain(__u32 cpu, __u32 capacity)
 {
 	struct chain *c = bpf_map_lookup_elem(&running, &cpu);
 	if (!c)
 		return 0;
 	if (c->n > CACHED_SLOTS)
-		return walk_chain(cpu, cpus, capacity, 1);
+		return walk_chain(cpu, capacity, 1);
 	__u32 n = c->n;
 	for (__u32 i = 0; i < CACHED_SLOTS && i < n; i++)
-		charge_slot(cpu, cpus, capacity, c->slots[i]);
+		charge_slot(cpu, capacity, c->slots[i]);
 	return 0;
 }
 
 // Makes the chain recorded as running on `cpu` that of the cgroup it
 // names (`id`, `cgroup`) at `generation`, from this CPU's cache or by a
 // walk.
-__noinline int record(__u32 cpu, __u32 cpus, __u32 capacity, __u64 generation)
+__noinline int record(__u32 cpu, __u32 capacity, __u64 generation)
 {
 	struct chain *r = bpf_map_lookup_elem(&running, &cpu);
 	if (!r)
@@ -526,7 +527,7 @@ __noinline int record(__u32 cpu, __u32 cpus, __u32 capacity, __u64 generation)
 		return 0;
 	}
 	r->generation = generation;
-	walk_chain(cpu, cpus, capacity, 0);
+	walk_chain(cpu, capacity, 0);
 	if (c)
 		*c = *r;
 	return 0;
@@ -542,13 +543,13 @@ static __always_inline __u64 cgroup_of(struct task_struct *task, __u64 *id)
 
 // Makes `r` the chain of `cgroup` (id `id`) if it is not already.
 static __always_inline void become(struct chain *r, __u64 cgroup, __u64 id, __u32 cpu,
-				   __u32 cpus, __u32 capacity, __u64 generation)
+				   __u32 capacity, __u64 generation)
 {
 	if (r->id == id && r->cgroup == cgroup && r->generation == generation)
 		return;
 	r->id = id;
 	r->cgroup = cgroup;
-	record(cpu, cpus, capacity, generation);
+	record(cpu, capacity, generation);
 }
 
 // Charges what this CPU counted since its last run to the cgroup of the
@@ -561,9 +562,9 @@ static __always_inline int run(struct task_struct *next)
 	if (!cfg)
 		return 0;
 	__u32 cpu = bpf_get_smp_processor_id();
-	__u32 capacity = cfg->capacity, cpus = cfg->cpus;
+	__u32 capacity = cfg->capacity;
 	__u64 generation = cfg->generation;
-	if (cpu >= cpus)
+	if (cpu >= cfg->cpus)
 		return 0;
 	__u64 *st = bpf_map_lookup_elem(&state, &cpu);
 	struct chain *r = bpf_map_lookup_elem(&running, &cpu);
@@ -585,23 +586,23 @@ static __always_inline int run(struct task_struct *next)
 		// Up to the move, for the cgroup recorded as running then.
 		read_split(cpu, s);
 		if (r->generation != generation)
-			record(cpu, cpus, capacity, generation);
+			record(cpu, capacity, generation);
 		if (r->id)
-			charge_chain(cpu, cpus, capacity);
+			charge_chain(cpu, capacity);
 	}
 	read_all(cpu, s);
 	// The task's own cgroup, which it may have entered since its switch
 	// in (a move `moved` could not record: charged all to the new one).
 	if (id)
-		become(r, cgroup, id, cpu, cpus, capacity, generation);
+		become(r, cgroup, id, cpu, capacity, generation);
 	if (r->id)
-		charge_chain(cpu, cpus, capacity);
+		charge_chain(cpu, capacity);
 	if (FRESH(s) || RETIRE(s)) {
 		__u64 done = (s & ~(0xffffffffull << 16)) & ~(__u64)RETIRE(s);
 		__sync_val_compare_and_swap(st, s, done);
 	}
 	if (next_id)
-		become(r, next_cgroup, next_id, cpu, cpus, capacity, generation);
+		become(r, next_cgroup, next_id, cpu, capacity, generation);
 	return 0;
 }
 

@@ -36,6 +36,10 @@ impl BpfBackend {
                     return;
                 }
             };
+            let counted = u32::try_from(self.cgroups.len()).unwrap_or(u32::MAX);
+            if let Err(e) = kernel.reserve(self.next_slot.saturating_sub(1), counted) {
+                tracing::debug!("cannot make room for {counted} cgroups at once: {e}");
+            }
             for counted in self.cgroups.values() {
                 if let Err(e) = kernel.monitor(counted.id, counted.slot) {
                     tracing::warn!("cannot count cgroup id {}: {e}", counted.id);

@@ -4,10 +4,9 @@
 //! at its creation, about 80 bytes each). When it is full, cgperf copies it
 //! into one twice as big (at most `max_cgroups`), puts that one in its
 //! place, and drops the old one only once every CPU has ended the runs that
-//! may still look it up: the kernel may free a map as soon as its last
-//! reference goes (before Linux 6.8, even while a run still reads it).
-//! Both hold the same cgroups, so a run that reads either charges the same
-//! slots.
+//! may still look it up (the kernel waits for them too when an array of
+//! maps changes; cgperf does not rely on it). Both hold the same cgroups,
+//! so a run that reads either charges the same slots.
 
 use super::sys::{failed, map_update};
 use aya::maps::{HashMap, IterableMap, MapData};
@@ -66,9 +65,7 @@ impl Ids {
     /// `wait` ends the runs in progress on every CPU and says whether it
     /// could.
     pub fn insert(&mut self, id: u64, slot: u32, wait: impl Fn() -> bool) -> Result<(), String> {
-        if self.len >= self.size && self.size < self.capacity {
-            self.grow(wait)?;
-        }
+        self.reserve(1, wait)?;
         self.hash.insert(id, slot, 0).map_err(|e| e.to_string())?;
         self.len += 1;
         Ok(())
@@ -81,9 +78,21 @@ impl Ids {
         }
     }
 
-    /// Replaces the hash by a copy twice as big.
-    fn grow(&mut self, wait: impl Fn() -> bool) -> Result<(), String> {
-        let size = self.size.saturating_mul(2).min(self.capacity);
+    /// Makes room for `more` cgroups, at least doubling the hash if it
+    /// must grow (one copy for a whole batch of cgroups).
+    pub fn reserve(&mut self, more: u32, wait: impl Fn() -> bool) -> Result<(), String> {
+        let want = self.len.saturating_add(more);
+        if want <= self.size || self.size >= self.capacity {
+            return Ok(());
+        }
+        let size = want
+            .max(self.size.saturating_mul(2))
+            .checked_next_power_of_two();
+        self.grow(size.unwrap_or(u32::MAX).min(self.capacity), wait)
+    }
+
+    /// Replaces the hash by a copy of `size` entries.
+    fn grow(&mut self, size: u32, wait: impl Fn() -> bool) -> Result<(), String> {
         let mut bigger = create(size)?;
         for entry in self.hash.iter() {
             let (id, slot) = entry.map_err(|e| e.to_string())?;

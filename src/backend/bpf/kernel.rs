@@ -10,7 +10,7 @@
 //! mappings (no syscall per cgroup) after flushing every CPU.
 
 use super::Unavailable;
-use super::chunks::Cells;
+use super::chunks::{Cells, first_chunk};
 use super::ids::Ids;
 use super::placement::{self, Layout, Phase, Placed};
 use super::sys::{failed, failed_errno, map_delete, map_update};
@@ -66,6 +66,9 @@ struct Config {
     /// Bumped after each change of `monitored`: the program's chains of
     /// monitored ancestors are stale.
     generation: u64,
+    /// The slots of `totals`' first chunk, as a shift.
+    chunk0: u32,
+    unused: u32,
 }
 // SAFETY: plain integers, no padding.
 unsafe impl Pod for Config {}
@@ -147,6 +150,13 @@ fn flush_one(ebpf: &Ebpf, cpu: u32) -> Result<(), Errno> {
     }
 }
 
+/// Runs `ebpf`'s counting program on each of the `cpus` possible CPUs:
+/// no run that began before is still in progress then. Says whether every
+/// CPU could be run on (or was offline).
+fn wait_all(ebpf: &Ebpf, cpus: u32) -> bool {
+    (0..cpus).all(|cpu| flush_one(ebpf, cpu).is_ok())
+}
+
 impl Kernel {
     /// Loads and attaches the program with room for `capacity` cgroups on
     /// `cpus` possible CPUs. No group is placed yet ([`Kernel::place`]).
@@ -205,6 +215,8 @@ impl Kernel {
                 capacity,
                 cpus,
                 generation: 1,
+                chunk0: first_chunk(cpus),
+                unused: 0,
             },
         };
         kernel
@@ -490,16 +502,28 @@ impl Kernel {
         cpus.filter_map(|cpu| self.flush_one(cpu).err()).collect()
     }
 
+    /// Makes room, at once, for `more` cgroups in slots up to `last`
+    /// (each growth waits for the runs of the program in progress: some
+    /// milliseconds).
+    pub fn reserve(&mut self, last: u32, more: u32) -> Result<(), String> {
+        let positions = self.positions();
+        self.cells.room(last, positions)?;
+        let (ebpf, cpus) = (&self.ebpf, self.cpus);
+        self.ids.reserve(more, || wait_all(ebpf, cpus))
+    }
+
+    /// The counter positions placed.
+    fn positions(&self) -> u64 {
+        self.placed.iter().fold(0, |bits, p| bits | p.bits())
+    }
+
     /// Counts cgroup `id` (a cgroup directory's inode) in `slot`, once
     /// the slot has its cells in `totals` at every position placed.
     pub fn monitor(&mut self, id: u64, slot: u32) -> Result<(), String> {
-        let positions = self.placed.iter().fold(0, |bits, p| bits | p.bits());
+        let positions = self.positions();
         self.cells.room(slot, positions)?;
-        // A hash replaced may be read by runs in progress until each
-        // possible CPU has run the program once more.
         let (ebpf, cpus) = (&self.ebpf, self.cpus);
-        let wait = || (0..cpus).all(|cpu| flush_one(ebpf, cpu).is_ok());
-        self.ids.insert(id, slot, wait)?;
+        self.ids.insert(id, slot, || wait_all(ebpf, cpus))?;
         self.invalidate_chains().inspect_err(|_| {
             // Not charged at all rather than charged to only some of the
             // cgroups that run beneath it.

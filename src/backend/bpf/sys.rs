@@ -76,3 +76,64 @@ pub(super) fn map_delete(map: BorrowedFd<'_>, index: u32) -> Result<(), Errno> {
     const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
     map_elem(BPF_MAP_DELETE_ELEM, map, &index, None)
 }
+
+/// `union bpf_attr` for `BPF_MAP_UPDATE_BATCH`.
+#[repr(C)]
+struct BatchAttr {
+    in_batch: u64,
+    out_batch: u64,
+    keys: u64,
+    values: u64,
+    count: u32,
+    map_fd: u32,
+    elem_flags: u64,
+    flags: u64,
+}
+
+/// Puts `values[i]` (a map's descriptor) at `keys[i]` of an array of maps,
+/// in one `BPF_MAP_UPDATE_BATCH` where the kernel has it for arrays of
+/// maps (it waits once for the runs of programs in progress rather than
+/// once per entry: some milliseconds each), else one by one.
+pub(super) fn map_update_all(
+    map: BorrowedFd<'_>,
+    keys: &[u32],
+    values: &[u32],
+) -> Result<(), Errno> {
+    const BPF_MAP_UPDATE_BATCH: libc::c_long = 26;
+    const ENOTSUPP: i32 = 524;
+    let count = keys.len().min(values.len());
+    if count == 0 {
+        return Ok(());
+    }
+    let attr = BatchAttr {
+        in_batch: 0,
+        out_batch: 0,
+        keys: keys.as_ptr() as u64,
+        values: values.as_ptr() as u64,
+        count: u32::try_from(count).map_err(|_| Errno(libc::E2BIG))?,
+        map_fd: map.as_raw_fd() as u32,
+        elem_flags: 0,
+        flags: 0,
+    };
+    // SAFETY: `attr` is a valid bpf_attr prefix for this command; the
+    // kernel reads `count` keys and values from the slices, which outlive
+    // the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_MAP_UPDATE_BATCH,
+            std::ptr::from_ref(&attr),
+            std::mem::size_of::<BatchAttr>(),
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    match Errno::last() {
+        Errno(libc::EINVAL | libc::EOPNOTSUPP | ENOTSUPP) => keys
+            .iter()
+            .zip(values)
+            .try_for_each(|(&key, &value)| map_update(map, key, value)),
+        errno => Err(errno),
+    }
+}
