@@ -50,12 +50,23 @@ fn map_elem(
     };
     // SAFETY: `attr` is a valid bpf_attr prefix for this command; the
     // kernel reads the key and value it points at, which outlive the call.
+    unsafe { bpf(cmd, &attr) }
+}
+
+/// `bpf(cmd, attr)`.
+///
+/// # Safety
+///
+/// `attr` must be the `union bpf_attr` prefix `cmd` reads, and what it
+/// points at must be valid for what `cmd` does with it.
+unsafe fn bpf<T>(cmd: libc::c_long, attr: &T) -> Result<(), Errno> {
+    // SAFETY: as the caller promises; the kernel copies `attr` in.
     let r = unsafe {
         libc::syscall(
             libc::SYS_bpf,
             cmd,
-            std::ptr::from_ref(&attr),
-            std::mem::size_of::<ElemAttr>(),
+            std::ptr::from_ref(attr),
+            std::mem::size_of::<T>(),
         )
     };
     match r {
@@ -77,17 +88,17 @@ pub(super) fn map_delete(map: BorrowedFd<'_>, index: u32) -> Result<(), Errno> {
     map_elem(BPF_MAP_DELETE_ELEM, map, &index, None)
 }
 
-/// `union bpf_attr` for `BPF_MAP_UPDATE_BATCH`.
+/// `union bpf_attr` for the batch commands.
 #[repr(C)]
-struct BatchAttr {
-    in_batch: u64,
-    out_batch: u64,
-    keys: u64,
-    values: u64,
-    count: u32,
-    map_fd: u32,
-    elem_flags: u64,
-    flags: u64,
+pub(super) struct BatchAttr {
+    pub in_batch: u64,
+    pub out_batch: u64,
+    pub keys: u64,
+    pub values: u64,
+    pub count: u32,
+    pub map_fd: u32,
+    pub elem_flags: u64,
+    pub flags: u64,
 }
 
 /// Puts `values[i]` (a map's descriptor) at `keys[i]` of an array of maps,
@@ -118,22 +129,11 @@ pub(super) fn map_update_all(
     // SAFETY: `attr` is a valid bpf_attr prefix for this command; the
     // kernel reads `count` keys and values from the slices, which outlive
     // the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_MAP_UPDATE_BATCH,
-            std::ptr::from_ref(&attr),
-            std::mem::size_of::<BatchAttr>(),
-        )
-    };
-    if r == 0 {
-        return Ok(());
-    }
-    match Errno::last() {
-        Errno(libc::EINVAL | libc::EOPNOTSUPP | ENOTSUPP) => keys
+    match unsafe { bpf(BPF_MAP_UPDATE_BATCH, &attr) } {
+        Err(Errno(libc::EINVAL | libc::EOPNOTSUPP | ENOTSUPP)) => keys
             .iter()
             .zip(values)
             .try_for_each(|(&key, &value)| map_update(map, key, value)),
-        errno => Err(errno),
+        done => done,
     }
 }
