@@ -41,7 +41,7 @@ fn map_elem(
     key: &u32,
     value: Option<&u32>,
 ) -> Result<(), Errno> {
-    let attr = ElemAttr {
+    let mut attr = ElemAttr {
         map_fd: map.as_raw_fd() as u32,
         _pad: 0,
         key: std::ptr::from_ref(key) as u64,
@@ -50,28 +50,32 @@ fn map_elem(
     };
     // SAFETY: `attr` is a valid bpf_attr prefix for this command; the
     // kernel reads the key and value it points at, which outlive the call.
-    unsafe { bpf(cmd, &attr) }
+    unsafe { bpf(cmd, &mut attr) }.map(drop)
 }
 
-/// `bpf(cmd, attr)`.
+/// `bpf(cmd, attr)`: what the kernel returns (a descriptor for the
+/// commands that make one), or its errno. The one wrapper of the system
+/// call for cgperf's BPF code.
 ///
 /// # Safety
 ///
-/// `attr` must be the `union bpf_attr` prefix `cmd` reads, and what it
-/// points at must be valid for what `cmd` does with it.
-unsafe fn bpf<T>(cmd: libc::c_long, attr: &T) -> Result<(), Errno> {
-    // SAFETY: as the caller promises; the kernel copies `attr` in.
+/// `attr` must be the `union bpf_attr` prefix `cmd` reads (and may write
+/// back), and what its pointers name must be valid for what `cmd` does
+/// with it.
+pub(super) unsafe fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> Result<i64, Errno> {
+    // SAFETY: as the caller promises; the kernel reads and writes within
+    // the size given.
     let r = unsafe {
         libc::syscall(
             libc::SYS_bpf,
             cmd,
-            std::ptr::from_ref(attr),
+            std::ptr::from_mut(attr),
             std::mem::size_of::<T>(),
         )
     };
     match r {
-        0 => Ok(()),
-        _ => Err(Errno::last()),
+        r if r < 0 => Err(Errno::last()),
+        r => Ok(r),
     }
 }
 
@@ -116,7 +120,7 @@ pub(super) fn map_update_all(
     if count == 0 {
         return Ok(());
     }
-    let attr = BatchAttr {
+    let mut attr = BatchAttr {
         in_batch: 0,
         out_batch: 0,
         keys: keys.as_ptr() as u64,
@@ -129,7 +133,7 @@ pub(super) fn map_update_all(
     // SAFETY: `attr` is a valid bpf_attr prefix for this command; the
     // kernel reads `count` keys and values from the slices, which outlive
     // the call.
-    match unsafe { bpf(BPF_MAP_UPDATE_BATCH, &attr) } {
+    match unsafe { bpf(BPF_MAP_UPDATE_BATCH, &mut attr) }.map(drop) {
         Err(Errno(libc::EINVAL | libc::EOPNOTSUPP | ENOTSUPP)) => keys
             .iter()
             .zip(values)

@@ -1,6 +1,7 @@
 //! The loaded `by:` program (`sampled.bpf.c`): its maps, the attachment
 //! of each tracepoint, and the layout of the C structs they hold.
 
+use super::super::sys::{BatchAttr, bpf};
 use super::rules::{self, EntryConfig, KEY_WORDS};
 use super::{Entry, settle_runs};
 use crate::backend::budget::Tally;
@@ -405,17 +406,6 @@ fn lookup_batch<K: Pod + Default, V: Pod + Default>(
     out: &mut Vec<(K, V)>,
 ) -> Result<(), Errno> {
     const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
-    #[repr(C)]
-    struct BatchAttr {
-        in_batch: u64,
-        out_batch: u64,
-        keys: u64,
-        values: u64,
-        count: u32,
-        map_fd: u32,
-        elem_flags: u64,
-        flags: u64,
-    }
     let mut chunk = 1024;
     let mut keys = vec![K::default(); chunk];
     let mut values = vec![V::default(); chunk];
@@ -440,7 +430,8 @@ fn lookup_batch<K: Pod + Default, V: Pod + Default>(
         // The kernel writes at most `count` keys and values into the
         // buffers, which hold `chunk` of each, a position into `next`, and
         // the count it wrote back into `attr`.
-        let errno = bpf(BPF_MAP_LOOKUP_BATCH, &mut attr).err();
+        // SAFETY: see above; `from` and `next` outlive the call.
+        let errno = unsafe { bpf(BPF_MAP_LOOKUP_BATCH, &mut attr) }.err();
         let n = (attr.count as usize).min(chunk);
         out.extend(keys[..n].iter().copied().zip(values[..n].iter().copied()));
         match errno {
@@ -465,26 +456,6 @@ fn page() -> usize {
     crate::perf::page_size().unwrap_or(4096)
 }
 
-/// The `bpf()` system call `cmd` on `attr`, a `union bpf_attr` prefix whose
-/// pointers point at memory that outlives the call.
-fn bpf<A>(cmd: libc::c_long, attr: &mut A) -> Result<i64, Errno> {
-    // SAFETY: `attr` is a valid bpf_attr prefix for `cmd` (the caller's
-    // part); the kernel reads and writes within its size and the buffers
-    // its pointers name.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd,
-            std::ptr::from_mut(attr),
-            std::mem::size_of::<A>(),
-        )
-    };
-    match r {
-        r if r < 0 => Err(Errno::last()),
-        r => Ok(r),
-    }
-}
-
 /// `recursion_misses` of a program's `struct bpf_prog_info` (Linux 5.12;
 /// 0 before), which aya's program info does not expose.
 fn recursion_misses(prog_fd: i32) -> Result<u64, Errno> {
@@ -503,7 +474,8 @@ fn recursion_misses(prog_fd: i32) -> Result<u64, Errno> {
         info_len: std::mem::size_of_val(&info) as u32,
         info: info.as_mut_ptr() as u64,
     };
-    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+    // SAFETY: the kernel writes at most `info_len` bytes into `info`.
+    unsafe { bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr) }?;
     Ok(info.get(AT / 8).copied().unwrap_or(0))
 }
 
@@ -529,7 +501,8 @@ fn link_create(prog_fd: i32, perf_fd: i32, cookie: u64) -> Result<OwnedFd, Errno
         bpf_cookie: cookie,
         unused: [0; 3],
     };
-    let fd = bpf(BPF_LINK_CREATE, &mut attr)?;
+    // SAFETY: `attr` holds descriptors and numbers only.
+    let fd = unsafe { bpf(BPF_LINK_CREATE, &mut attr) }?;
     // SAFETY: a descriptor the kernel just returned, owned by no one else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
