@@ -215,29 +215,35 @@ impl Backend for CgroupBackend {
                 }
             }
         }
-        let mut slots: Vec<CgroupSlot> = Vec::new();
-        let mut batch: Vec<Reconciling<'_>> = Vec::new();
+        // The batch's states are taken out while they are reconciled (and
+        // put back after): cgroups are admitted one at a time, and
+        // borrowing each of thousands of states for every admission made
+        // start-up quadratic.
+        let mut taken: Vec<(CgroupSlot, Counted, Option<std::fs::File>, &Wanted)> = Vec::new();
         let mut dirs = dirs.into_iter();
-        let mut states: BTreeMap<CgroupSlot, &mut Counted> =
-            self.cgroups.iter_mut().map(|(s, c)| (*s, c)).collect();
         for ((cgroup, wanted), outcome) in cgroups.iter().zip(&outcomes) {
             let open = dirs.next().flatten();
             if *outcome != Outcome::Counted {
                 continue;
             }
-            if let Some(state) = states.remove(&cgroup.slot) {
-                slots.push(cgroup.slot);
-                batch.push(Reconciling {
-                    slot: cgroup.slot,
-                    state,
-                    wanted: wanted.clone(),
-                    open,
-                });
+            if let Some(state) = self.cgroups.remove(&cgroup.slot) {
+                taken.push((cgroup.slot, state, open, wanted));
             }
         }
-        drop(states);
+        let slots: Vec<CgroupSlot> = taken.iter().map(|t| t.0).collect();
+        let mut batch: Vec<Reconciling<'_>> = taken
+            .iter_mut()
+            .map(|(slot, state, open, wanted)| Reconciling {
+                slot: *slot,
+                state,
+                wanted: (*wanted).clone(),
+                open: open.take(),
+            })
+            .collect();
         let evicted = reconcile(&mut batch, online, &mut self.opener, totals);
         drop(batch);
+        self.cgroups
+            .extend(taken.into_iter().map(|(slot, state, _, _)| (slot, state)));
         for (slot, evicted) in slots.into_iter().zip(evicted) {
             if evicted {
                 self.remove(slot);
