@@ -248,7 +248,7 @@ impl Plan {
             config.probes.len(),
             "none of the configured probes can be counted",
         );
-        Ok(Self {
+        let mut plan = Self {
             interval: config.interval,
             per_cpu: config.per_cpu,
             ring_pages: config.ring_pages,
@@ -258,7 +258,62 @@ impl Plan {
             probes,
             sampled,
             support,
-        })
+        };
+        if let Some(max) = probe.counters_per_cpu() {
+            plan.fit(max);
+        }
+        Ok(plan)
+    }
+
+    /// Keeps, of the groups some selector counts, in the order they are
+    /// opened, those whose events fit in `max` counters per CPU together;
+    /// the others cannot be counted, and say why.
+    fn fit(&mut self, max: usize) {
+        let every: Vec<usize> = (0..self.selectors.len()).collect();
+        let mut used = 0;
+        for spec in self.groups_for(&every) {
+            let n = spec.events.len();
+            if used + n <= max {
+                used += n;
+                continue;
+            }
+            let reason = format!(
+                "needs {n} counters per CPU, and the groups before it take {used} of the {max} \
+                 this backend has: count fewer events, or use `backend: cgroup`"
+            );
+            self.disable(&spec, &reason);
+        }
+    }
+
+    /// Plans `spec` (one of [`Plan::groups_for`]'s) as not countable, for
+    /// `reason`.
+    fn disable(&mut self, spec: &GroupSpec, reason: &str) {
+        let events: Vec<EventId> = spec.events.iter().map(PlannedEvent::id).collect();
+        let is = |event: &Option<Arc<str>>| match event {
+            None => true,
+            Some(label) => events.iter().any(|e| e.label == *label),
+        };
+        for s in &mut self.support {
+            if s.group == spec.name && is(&s.event) {
+                s.status = Err(reason.to_owned());
+            }
+        }
+        match spec.name {
+            GroupId::Named(_) => self
+                .groups
+                .iter_mut()
+                .filter(|(id, _)| *id == spec.name)
+                .for_each(|(_, planned)| *planned = None),
+            GroupId::Tracepoints | GroupId::Probes => {
+                let list = match spec.name {
+                    GroupId::Probes => &mut self.probes,
+                    _ => &mut self.tracepoints,
+                };
+                list.iter_mut()
+                    .filter(|(id, _)| events.contains(id))
+                    .for_each(|(_, planned)| *planned = None);
+            }
+        }
     }
 
     /// [`Plan::build`] on a worker given [`deadline::FILES`]: the plan reads

@@ -732,3 +732,64 @@ fn the_maps_take_kernel_memory_for_the_cgroups_counted_not_for_max_cgroups() {
          {grown} and {held_then} bytes for 1,501"
     );
 }
+
+#[test]
+fn groups_past_sixteen_counters_per_cpu_are_unsupported_with_the_reason_and_the_rest_counts() {
+    require_root("count through BPF");
+    let cg = TestCgroup::create("cgperf-bpf-sixteen");
+    // 6 + 6 counters fit in 16; the third group's 6 do not.
+    let yaml = format!(
+        "backend: bpf\ninterval: 200ms\ngroups:\n  \
+         a: [task-clock, context-switches, cpu-migrations, page-faults, minor-faults, major-faults]\n  \
+         b: [cpu-clock, alignment-faults, emulation-faults, context-switches, cpu-migrations, page-faults]\n  \
+         c: [task-clock, minor-faults, major-faults, cpu-clock, page-faults, context-switches]\n\
+         tracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - path: {}\n",
+        cg.rel
+    );
+    let reason = "needs 6 counters per CPU, and the groups before it take 12 of the 16 this backend \
+                  has: count fewer events, or use `backend: cgroup`";
+    let file = config_file(&yaml);
+    let path = file.path().display().to_string();
+    let (code, out, err) = run_cgperf(&["check", "--config.file", &path]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(reason), "{out}");
+    // The tracepoint, one counter, fits beside `a` and `b`.
+    assert!(out.contains("3 of 4 groups can be counted"), "{out}");
+    let cgperf = Exporter::start(Some(&yaml));
+    cgperf.wait_for("the cgroup's series", |b| {
+        value(
+            b,
+            "cgperf_events_total",
+            &[("cgroup", &cg.rel), ("group", "a")],
+        )
+        .is_some()
+    });
+    getppid_workload(Some(&cg.dir), 100);
+    let body = cgperf.wait_collections(2);
+    for (group, supported) in [("a", 1.0), ("b", 1.0), ("c", 0.0)] {
+        let verdict = value(&body, "cgperf_group_supported", &[("group", group)]);
+        assert_eq!(verdict, Some(supported), "{group}\n{body}");
+    }
+    let series = |group: &str| {
+        body.lines()
+            .filter(|l| {
+                l.starts_with("cgperf_events_total{")
+                    || l.starts_with("cgperf_clock_seconds_total{")
+            })
+            .filter(|l| l.contains(&format!("group=\"{group}\"")))
+            .count()
+    };
+    assert_eq!((series("a"), series("b"), series("c")), (6, 6, 0), "{body}");
+    assert_eq!(getppid_of(&body, &cg.rel), Some(100.0), "{body}");
+    let faults = value(
+        &body,
+        "cgperf_events_total",
+        &[
+            ("cgroup", &cg.rel),
+            ("group", "b"),
+            ("event", "page-faults"),
+        ],
+    );
+    assert!(faults.is_some_and(|n| n > 0.0), "{body}");
+    assert!(cgperf.log().contains(reason), "{}", cgperf.log());
+}

@@ -184,10 +184,11 @@ impl AllSeries {
         parts: &[&GroupTotals],
     ) {
         for (i, event) in spec.events.iter().enumerate() {
-            let value: f64 = parts
+            // Not `sum()`: an empty sum of floats is -0.0, which would be
+            // exported as such for a group not read yet.
+            let value = parts
                 .iter()
-                .map(|t| t.value_at(i, &event.label, event.clock))
-                .sum();
+                .fold(0.0, |sum, t| sum + t.value_at(i, &event.label, event.clock));
             let value = if event.clock { value / 1e9 } else { value };
             self.counters
                 .extend(CounterSample::of(&names.events, i, value));

@@ -545,6 +545,21 @@ fn series_keys_are_kept_across_snapshots_and_made_again_when_their_names_change(
     assert!(!reloaded.contains_key(&at), "page-faults left the group");
 }
 
+#[test]
+fn a_group_with_nothing_read_yet_counts_zero_not_minus_zero() {
+    let mut h = Harness::new(0, &[("/a", 1)]);
+    h.counting.totals = Totals::default();
+    let all = keys(&mut h, false);
+    assert!(!all.is_empty());
+    for (at, c) in &all {
+        assert!(
+            c.value == 0.0 && c.value.is_sign_positive(),
+            "{at:?}: {}",
+            c.value
+        );
+    }
+}
+
 /// One step of a lifetime.
 #[derive(Debug, Clone)]
 enum Step {

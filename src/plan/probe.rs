@@ -32,6 +32,14 @@ pub trait Probe: Send + Sync + std::fmt::Debug {
     /// way this mechanism would count it, and closes it again: `Ok` when
     /// the kernel accepts all of it, else which event it refused and why.
     fn try_group(&self, group: &[Trial<'_>]) -> Result<(), Refusal>;
+
+    /// The most counters this mechanism holds per CPU for all groups
+    /// together, if it has such a bound: groups past it are planned as
+    /// not countable, with the reason, rather than left uncounted behind
+    /// a verdict that says they are.
+    fn counters_per_cpu(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Why the kernel would not count an event, or a group of them.

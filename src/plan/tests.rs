@@ -19,6 +19,8 @@ struct FakeProbe {
     /// (label, refused only when it has a filter, errno).
     refuse: Vec<(&'static str, bool, i32)>,
     calls: Mutex<Vec<Call>>,
+    /// The counters per CPU it holds at most.
+    room: Option<usize>,
 }
 
 impl FakeProbe {
@@ -26,6 +28,7 @@ impl FakeProbe {
         Self {
             refuse: refuse.to_vec(),
             calls: Mutex::default(),
+            room: None,
         }
     }
 
@@ -53,6 +56,10 @@ impl Probe for FakeProbe {
             }
         }
         Ok(())
+    }
+
+    fn counters_per_cpu(&self) -> Option<usize> {
+        self.room
     }
 }
 
@@ -406,4 +413,54 @@ fn the_kernel_is_asked_only_through_the_probe_once_per_resolved_entry() {
         ),
         &Err("tracefs is not mounted".to_string())
     );
+}
+
+#[test]
+fn groups_past_a_backends_counters_per_cpu_are_disabled_with_the_reason() {
+    // Room for 4: `a` (3) fits, `b` (2) does not, `c` (1) does, and the
+    // tracepoints (2) do not; `unused`, which no selector counts, takes
+    // no room.
+    let yaml = "groups:\n  unused: [task-clock, cpu-clock, page-faults, minor-faults]\n  \
+                a: [task-clock, context-switches, cpu-migrations]\n  \
+                b: [page-faults, minor-faults]\n  c: [major-faults]\n\
+                tracepoints:\n  - syscalls:sys_enter_getppid\n  \
+                - {name: sched:sched_switch, as: switches}\n  \
+                - {name: sched:sched_switch, as: by_pid, by: [prev_pid]}\n\
+                cgroups:\n  - {path: /x, groups: [a, b, c], tracepoints: [switches, \
+                syscalls:sys_enter_getppid, by_pid]}\n";
+    let probe = FakeProbe {
+        room: Some(4),
+        ..FakeProbe::default()
+    };
+    let plan = plan(yaml, &probe).unwrap();
+    let s = |labels: &[&str]| labels.iter().map(ToString::to_string).collect::<Vec<_>>();
+    assert_eq!(
+        groups_for(&plan, &[0]),
+        [
+            (
+                named("a"),
+                s(&["task-clock", "context-switches", "cpu-migrations"])
+            ),
+            (named("c"), s(&["major-faults"])),
+        ]
+    );
+    let past = |n: usize, used: usize| {
+        Err(format!(
+            "needs {n} counters per CPU, and the groups before it take {used} of the 4 this \
+             backend has: count fewer events, or use `backend: cgroup`"
+        ))
+    };
+    assert_eq!(verdict(&plan, &named("unused"), None), &Ok(()));
+    assert_eq!(verdict(&plan, &named("a"), None), &Ok(()));
+    assert_eq!(verdict(&plan, &named("b"), None), &past(2, 3));
+    assert_eq!(verdict(&plan, &named("c"), None), &Ok(()));
+    let tracepoints = GroupId::Tracepoints;
+    assert_eq!(verdict(&plan, &tracepoints, None), &past(2, 4));
+    assert_eq!(verdict(&plan, &tracepoints, Some("switches")), &past(2, 4));
+    // A `by:` entry takes no counter: it stays countable.
+    assert_eq!(verdict(&plan, &tracepoints, Some("by_pid")), &Ok(()));
+    assert_eq!(plan.sampled_for(&[0]).len(), 1);
+    // Without a bound, every group is kept.
+    let unbounded = self::plan(yaml, &FakeProbe::default()).unwrap();
+    assert_eq!(groups_for(&unbounded, &[0]).len(), 4);
 }

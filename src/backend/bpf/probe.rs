@@ -30,4 +30,8 @@ impl Probe for BpfProbe {
             .map(drop)
             .map_err(|e| Refusal::kernel(group, e.index, e.errno))
     }
+
+    fn counters_per_cpu(&self) -> Option<usize> {
+        Some(super::kernel::MAX_EVENTS)
+    }
 }
