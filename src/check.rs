@@ -42,12 +42,11 @@ pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<()> {
         "kernel.perf_event_paranoid: {}",
         crate::perf::paranoid_level()
     )?;
-    let chosen = choose(config.backend, config.max_cgroups).context("backend: bpf")?;
+    let mut chosen = choose(config.backend, config.max_cgroups).context("backend: bpf")?;
+    let (plan, probe) = chosen.plan(config, &machine)?;
     writeln!(out, "backend:     {}", chosen.describe())?;
     writeln!(out)?;
 
-    let probe = chosen.probe(&machine);
-    let plan = Plan::build_in_time(config, &machine, probe.clone())?;
     let rows = rows(config, &machine.pmu_root, &*probe, &plan);
     let width = |f: fn(&Row) -> usize| column_width(rows.iter().map(f), 5, NAME_MAX);
     let (gw, ew) = (width(|r| r.group.len()), width(|r| r.event.len()));

@@ -151,10 +151,9 @@ impl Daemon {
             env!("CARGO_PKG_VERSION")
         );
         let latest = Latest::new();
-        let chosen = choose(config.backend, config.max_cgroups).context("backend: bpf")?;
+        let mut chosen = choose(config.backend, config.max_cgroups).context("backend: bpf")?;
+        let (plan, _) = chosen.plan(&config, &machine)?;
         tracing::info!("counting with the {} backend", chosen.describe());
-        let probe = chosen.probe(&machine);
-        let plan = Plan::build_in_time(&config, &machine, probe.clone())?;
         let opened = chosen
             .open(&config, &plan, FdBudget::from_limit(nofile))
             .context("starting the bpf backend")?;

@@ -170,6 +170,10 @@ pub struct Plan {
     sampled: Vec<(SampledId, Option<Arc<SampledSpec>>)>,
     /// The verdict on every group, tracepoint and probe.
     pub support: Vec<Support>,
+    /// Counters per CPU that the groups some selector counts need, before
+    /// any was left out for want of room (see
+    /// [`Probe::counters_per_cpu`]).
+    pub counters: usize,
 }
 
 impl Plan {
@@ -258,7 +262,10 @@ impl Plan {
             probes,
             sampled,
             support,
+            counters: 0,
         };
+        let every: Vec<usize> = (0..plan.selectors.len()).collect();
+        plan.counters = plan.groups_for(&every).iter().map(|g| g.events.len()).sum();
         if let Some(max) = probe.counters_per_cpu() {
             plan.fit(max);
         }

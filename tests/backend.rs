@@ -453,3 +453,58 @@ fn cap_sys_admin_standing_in_for_cap_perfmon_is_kept_and_new_cgroups_are_counted
     assert_ne!(kept & Capability::CAP_SYS_ADMIN.bitmask(), 0, "{kept:x}");
     assert_eq!(kept & Capability::CAP_PERFMON.bitmask(), 0, "{kept:x}");
 }
+
+#[test]
+fn auto_counts_through_the_cgroup_backend_a_config_needing_more_counters_than_bpf_holds() {
+    let _serial = serial();
+    require_root("count through BPF");
+    let cg = TestCgroup::create("cgperf-auto-room");
+    // 18 counters per CPU: the bpf backend holds 16.
+    let events = "[task-clock, context-switches, cpu-migrations, page-faults, minor-faults, \
+                  major-faults]";
+    let yaml = format!(
+        "backend: auto\ninterval: 200ms\ngroups:\n  a: {events}\n  b: {events}\n  \
+         c: {events}\ncgroups:\n  - path: {}\n",
+        cg.rel
+    );
+    let file = config_file(&yaml);
+    let path = file.path().display().to_string();
+    let (code, out, err) = run_cgperf(&["check", "--config.file", &path]);
+    assert_eq!(code, 0, "{out}{err}");
+    let why = "room for the config's counters (its groups need 18 per CPU, the bpf backend \
+               holds 16)";
+    assert!(
+        out.contains(&format!(
+            "backend:     cgroup (`auto`: cannot count through BPF: {why}"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("3 of 3 groups can be counted"), "{out}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={path}"));
+    let exporter = Exporter::spawn(cmd);
+    let body = exporter.wait_for("the cgroup's series", |b| {
+        value(
+            b,
+            "cgperf_events_total",
+            &[("cgroup", &cg.rel), ("group", "c")],
+        )
+        .is_some()
+    });
+    let (backend, fallback) = backend_info(&body);
+    assert_eq!(backend, "cgroup", "{body}");
+    assert!(fallback.contains(why), "{fallback}");
+    for group in ["a", "b", "c"] {
+        let verdict = value(&body, "cgperf_group_supported", &[("group", group)]);
+        assert_eq!(verdict, Some(1.0), "{group}\n{body}");
+    }
+    // The program loaded to choose is gone: it would charge every
+    // context switch for nothing.
+    let programs = std::fs::read_dir(format!("/proc/{}/fd", exporter.pid()))
+        .expect("cgperf's descriptors")
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter(|target| target.to_string_lossy().contains("bpf-prog"))
+        .count();
+    assert_eq!(programs, 0, "BPF programs held under the cgroup backend");
+    assert!(exporter.log().contains(why), "{}", exporter.log());
+}

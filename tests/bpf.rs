@@ -79,6 +79,7 @@ fn cgroup_engine(yaml: &str) -> (Engine, Latest) {
     let chosen = cgperf::backend::choose::Chosen {
         kind: cgperf::backend::choose::Kind::Cgroup,
         fallback: None,
+        auto: false,
     };
     let opened = chosen
         .open(&config, &plan, budget)

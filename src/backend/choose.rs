@@ -56,12 +56,19 @@ pub struct Chosen {
     pub kind: Kind,
     /// For `auto` on a machine that cannot count through BPF: why not.
     pub fallback: Option<Unavailable>,
+    /// Chosen by `auto`: [`Chosen::plan`] may still fall back.
+    pub auto: bool,
 }
 
 /// The backend `choice` means on this machine, for this process, counting
 /// at most `max_cgroups`; `Err` when `bpf` is asked for and cannot be had.
 pub fn choose(choice: BackendChoice, max_cgroups: Option<usize>) -> Result<Chosen, Unavailable> {
-    let chosen = |kind, fallback| Chosen { kind, fallback };
+    let auto = choice == BackendChoice::Auto;
+    let chosen = |kind, fallback| Chosen {
+        kind,
+        fallback,
+        auto,
+    };
     let capacity = max_cgroups.unwrap_or(bpf::DEFAULT_CAPACITY);
     match choice {
         BackendChoice::Cgroup => Ok(chosen(Kind::Cgroup, None)),
@@ -74,6 +81,39 @@ pub fn choose(choice: BackendChoice, max_cgroups: Option<usize>) -> Result<Chose
 }
 
 impl Chosen {
+    /// The plan of `config` on `machine`, asking this backend's probe (see
+    /// [`Plan::build_in_time`]), and that probe. Under `auto`, a config
+    /// whose groups need more counters per CPU than the BPF backend holds
+    /// is counted by the cgroup backend instead, which counts them all,
+    /// and says why.
+    pub fn plan(
+        &mut self,
+        config: &Config,
+        machine: &Machine,
+    ) -> anyhow::Result<(Plan, Arc<dyn Probe>)> {
+        let probe = self.probe(machine);
+        let plan = Plan::build_in_time(config, machine, probe.clone())?;
+        let room = probe.counters_per_cpu();
+        match room {
+            Some(room) if self.auto && plan.counters > room => {
+                bpf::unload();
+                self.kind = Kind::Cgroup;
+                self.fallback = Some(Unavailable {
+                    missing: format!(
+                        "room for the config's counters (its groups need {} per CPU, the bpf \
+                         backend holds {room})",
+                        plan.counters
+                    ),
+                    fix: "count fewer events, or set `backend: cgroup` to say so".into(),
+                });
+                let probe = self.probe(machine);
+                let plan = Plan::build_in_time(config, machine, probe.clone())?;
+                Ok((plan, probe))
+            }
+            _ => Ok((plan, probe)),
+        }
+    }
+
     /// What planning, `cgperf check` and `cgperf list` ask: this backend's
     /// probe.
     pub fn probe(&self, machine: &Machine) -> Arc<dyn Probe> {

@@ -18,7 +18,6 @@ use crate::config::{CgroupPattern, ConfigError};
 use crate::discovery::{CgroupFs, Discovery};
 use crate::engine::{Engine, FdBudget, raise_nofile_limit};
 use crate::machine::{Discovered, Machine};
-use crate::plan::Plan;
 use crate::snapshot::Latest;
 use child::{FreshCgroup, Signals, Wake};
 use std::ffi::OsString;
@@ -166,9 +165,9 @@ fn stat(args: &StatArgs, config_file: Option<&Path>) -> Result<Outcome, StatErro
     let latest = Latest::new();
     let discovery = Discovery::new(cgroupfs, RESCAN);
     let budget = FdBudget::from_limit(raise_nofile_limit());
-    let chosen =
+    let mut chosen =
         choose(config.backend, config.max_cgroups).map_err(|e| StatError::Machine(e.into()))?;
-    let plan = Plan::build_in_time(&config, &machine, chosen.probe(&machine)).map_err(|e| {
+    let (plan, _) = chosen.plan(&config, &machine).map_err(|e| {
         e.downcast::<ConfigError>()
             .map_or_else(StatError::Machine, StatError::Config)
     })?;

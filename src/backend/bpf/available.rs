@@ -57,6 +57,14 @@ impl Unavailable {
 /// (a load costs the verifier and the BTF relocations some 30 ms of CPU).
 static LOADED: Mutex<Option<(usize, Kernel)>> = Mutex::new(None);
 
+/// Unloads the program [`available`] loaded, if no backend took it: it
+/// would charge every context switch for nothing.
+pub fn unload() {
+    if let Ok(mut slot) = LOADED.lock() {
+        slot.take();
+    }
+}
+
 /// The program [`available`] loaded for `capacity` cgroups, if any.
 pub(super) fn loaded(capacity: usize) -> Option<Kernel> {
     let mut slot = LOADED.lock().ok()?;

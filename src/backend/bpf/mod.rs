@@ -25,7 +25,7 @@ mod probe;
 mod sampled;
 mod sys;
 
-pub use available::{Unavailable, available};
+pub use available::{Unavailable, available, unload};
 pub use probe::BpfProbe;
 pub use sampled::counted_in_kernel;
 
