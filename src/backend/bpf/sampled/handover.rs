@@ -1,0 +1,210 @@
+//! Changing where `by:` entries are counted: a new table of entries put
+//! in force, entries moving between the kernel and the rings at one cut
+//! per CPU (each hit counted once), and retired entries read one last
+//! time.
+
+use super::rules::Window;
+use super::{Entry, InKernel, settle_runs};
+use crate::backend::cgroup::CgroupBackend;
+use crate::backend::{Backend, Cgroup, Outcome, Wanted};
+use crate::ids::SampledId;
+use crate::perf::monotonic_ns;
+use crate::totals::Totals;
+use std::collections::{BTreeSet, HashSet};
+
+impl InKernel {
+    /// Puts `next` in force, then reads the entries it retires one last
+    /// time and forgets them. An entry whose series another entry of
+    /// `next` carries on is switched with one store; one that leaves the
+    /// kernel (for the rings, or for good) counts the hits before the cut
+    /// of [`InKernel::with_rings`], and one that arrives from the rings
+    /// those past it.
+    pub(super) fn switch(&mut self, mut next: Vec<Entry>, totals: &mut Totals) {
+        let (mut retired, mut leaving) = (BTreeSet::new(), Vec::new());
+        for entry in &mut next {
+            let new = !self.entries.iter().any(|e| e.index == entry.index);
+            if new && self.on_rings.contains(&entry.spec.id()) {
+                entry.window = Window::FromCut;
+            }
+        }
+        for old in &self.entries {
+            if next.iter().any(|e| e.index == old.index) {
+                continue;
+            }
+            match next.iter().any(|e| e.spec.id() == old.spec.id()) {
+                true => retired.insert(old.index),
+                false => {
+                    leaving.push(Entry {
+                        window: Window::UntilCut,
+                        ..old.clone()
+                    });
+                    true
+                }
+            };
+        }
+        self.on_rings = self.planned.clone();
+        for entry in &next {
+            self.on_rings.remove(&entry.spec.id());
+        }
+        let published: Vec<Entry> = next.iter().chain(&leaving).cloned().collect();
+        self.entries = next;
+        self.leaving = leaving;
+        self.publish(&published);
+        self.retire(retired, totals);
+    }
+
+    /// Has `rings` count the `sampled` entries of each cgroup that are
+    /// not counted here: as [`CgroupBackend::apply`] does, with its
+    /// outcomes, but when an entry moves between the kernel and the rings,
+    /// the side it leaves counts the hits before a cut and the side it
+    /// joins those past it, on each CPU, so that no hit is counted twice
+    /// or not at all:
+    ///
+    /// 1. The new side starts: the rings open the events of the entries
+    ///    joining them, counting nothing yet, and keep those of the entries
+    ///    leaving them; in the kernel, the entries joining it count hits
+    ///    past the cut, and those leaving it hits before it (all hits while
+    ///    no cut is set, [`InKernel::switch`]).
+    /// 2. The cut is set to now, and every run of the program that might
+    ///    not have seen it ends ([`InKernel::cut`]); on each CPU, the first
+    ///    hit past it records when it came.
+    /// 3. The rings count the samples on their side of that time on each
+    ///    CPU, and close the events of the entries leaving them.
+    /// 4. The entries leaving the kernel are read one last time and go;
+    ///    those that joined it count every hit again, and the cut goes
+    ///    ([`InKernel::handed_over`]).
+    pub fn with_rings(
+        &mut self,
+        rings: &mut CgroupBackend,
+        sampled: &[(Cgroup, Wanted)],
+        online: &[u32],
+        totals: &mut Totals,
+    ) -> Vec<Outcome> {
+        let to_rings: HashSet<SampledId> = self
+            .leaving
+            .iter()
+            .map(|e| e.spec.id())
+            .filter(|id| self.on_rings.contains(id))
+            .collect();
+        let from_rings: HashSet<SampledId> = self
+            .entries
+            .iter()
+            .filter(|e| e.window == Window::FromCut)
+            .map(|e| e.spec.id())
+            .collect();
+        if to_rings.is_empty() && from_rings.is_empty() {
+            let outcomes = rings.apply(sampled, online, totals);
+            self.handed_over(totals);
+            return outcomes;
+        }
+        rings.hold(to_rings.clone());
+        let kept: Vec<(Cgroup, Wanted)> = sampled
+            .iter()
+            .map(|(cgroup, wanted)| {
+                let mut wanted = wanted.clone();
+                let leaving = rings.counting(cgroup.slot, &from_rings);
+                wanted.sampled.extend(leaving);
+                (cgroup.clone(), wanted)
+            })
+            .collect();
+        rings.apply(&kept, online, totals);
+        self.cut(rings, &to_rings, &from_rings, totals);
+        let outcomes = rings.apply(sampled, online, totals);
+        self.handed_over(totals);
+        outcomes
+    }
+
+    /// Sets the cut (step 2 of [`InKernel::with_rings`]) and has `rings`
+    /// count on their side of it (step 3).
+    fn cut(
+        &mut self,
+        rings: &mut CgroupBackend,
+        to_rings: &HashSet<SampledId>,
+        from_rings: &HashSet<SampledId>,
+        totals: &mut Totals,
+    ) {
+        let Some(loaded) = self.loaded.as_ref() else {
+            // Nothing counts here: the rings count every hit.
+            rings.cut(to_rings, from_rings, |_, _| 0, totals);
+            return;
+        };
+        // Every run that may have read the tables before the windows of
+        // step 1 were published has ended: none counts past the cut an
+        // entry leaving.
+        settle_runs();
+        let at = monotonic_ns().unwrap_or_else(|e| {
+            tracing::error!("cannot read CLOCK_MONOTONIC ({e:?}): the hand-over may count twice");
+            1
+        });
+        loaded.set_cut(at);
+        // Every hit the program counted before the cut has ended, its
+        // sample written: on a CPU where no hit came past the cut yet, the
+        // next one comes after now.
+        settle_runs();
+        let now = monotonic_ns().unwrap_or(0);
+        let firsts = loaded.firsts(at);
+        let cut = |tp: u64, cpu: u32| {
+            let first = firsts.get(&tp).and_then(|f| f.get(cpu as usize).copied());
+            first.flatten().unwrap_or(now)
+        };
+        rings.cut(to_rings, from_rings, cut, totals);
+    }
+
+    /// Ends a hand-over (step 4 of [`InKernel::with_rings`]): stops
+    /// counting the entries that left the kernel and reads them one last
+    /// time; those that joined it count every hit.
+    fn handed_over(&mut self, totals: &mut Totals) {
+        let windows = self.entries.iter().any(|e| e.window != Window::Always);
+        if self.leaving.is_empty() && !windows {
+            return;
+        }
+        let leaving: BTreeSet<u32> = self.leaving.drain(..).map(|e| e.index).collect();
+        for entry in &mut self.entries {
+            entry.window = Window::Always;
+        }
+        let entries = self.entries.clone();
+        self.publish(&entries);
+        // No run reads a window any more: the cut can go.
+        settle_runs();
+        if let Some(loaded) = &self.loaded {
+            loaded.set_cut(0);
+        }
+        self.retire(leaving, totals);
+    }
+
+    fn publish(&mut self, entries: &[Entry]) {
+        if let Some(loaded) = self.loaded.as_mut()
+            && let Err(e) = loaded.publish(entries, &self.tally)
+        {
+            tracing::error!("cannot attach the `by:` BPF program: {e}");
+        }
+    }
+
+    /// Reads `retired` entries one last time, once no run uses them (they
+    /// are out of the table in force), and forgets them.
+    fn retire(&mut self, retired: BTreeSet<u32>, totals: &mut Totals) {
+        if retired.is_empty() {
+            return;
+        }
+        settle_runs();
+        self.collect(totals, &retired);
+        let Some(loaded) = self.loaded.as_mut() else {
+            return;
+        };
+        for watched in self.cgroups.values_mut() {
+            for index in &retired {
+                if watched.cells.remove(index).is_some() {
+                    loaded.drop_cell(watched.slot, *index);
+                }
+            }
+        }
+        self.beyond.retain(|k| !retired.contains(&k.entry));
+        self.last.retain(|k, _| {
+            let gone = retired.contains(&k.entry);
+            if gone {
+                loaded.remove_key(k);
+            }
+            !gone
+        });
+    }
+}
