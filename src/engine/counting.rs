@@ -2,7 +2,7 @@
 //! within the limits, reconciling on reloads, and the totals that live
 //! while a cgroup is counted. The mechanism is a [`Backend`]'s.
 
-use super::series::SeriesKeys;
+use super::keys::SeriesKeys;
 use crate::backend::{Backend, Cgroup, Outcome, Wanted};
 use crate::cpus::CpuChanges;
 use crate::cri::Names;

@@ -9,6 +9,7 @@
 
 mod counting;
 mod hotplug;
+mod keys;
 mod series;
 #[cfg(test)]
 mod tests;
