@@ -432,7 +432,7 @@ fn groups_past_a_backends_counters_per_cpu_are_disabled_with_the_reason() {
         room: Some(4),
         ..FakeProbe::default()
     };
-    let plan = plan(yaml, &probe).unwrap();
+    let plan = plan(yaml, &probe).expect("the config plans");
     let s = |labels: &[&str]| labels.iter().map(ToString::to_string).collect::<Vec<_>>();
     assert_eq!(
         groups_for(&plan, &[0]),
@@ -461,6 +461,6 @@ fn groups_past_a_backends_counters_per_cpu_are_disabled_with_the_reason() {
     assert_eq!(verdict(&plan, &tracepoints, Some("by_pid")), &Ok(()));
     assert_eq!(plan.sampled_for(&[0]).len(), 1);
     // Without a bound, every group is kept.
-    let unbounded = self::plan(yaml, &FakeProbe::default()).unwrap();
+    let unbounded = self::plan(yaml, &FakeProbe::default()).expect("the config plans");
     assert_eq!(groups_for(&unbounded, &[0]).len(), 4);
 }
