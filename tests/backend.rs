@@ -459,20 +459,21 @@ fn auto_counts_through_the_cgroup_backend_a_config_needing_more_counters_than_bp
     let _serial = serial();
     require_root("count through BPF");
     let cg = TestCgroup::create("cgperf-auto-room");
-    // 18 counters per CPU: the bpf backend holds 16.
+    // 257 counters per CPU: the bpf backend holds 256.
     let events = "[task-clock, context-switches, cpu-migrations, page-faults, minor-faults, \
                   major-faults]";
     let yaml = format!(
-        "backend: auto\ninterval: 200ms\ngroups:\n  a: {events}\n  b: {events}\n  \
-         c: {events}\ncgroups:\n  - path: {}\n",
+        "backend: auto\ninterval: 200ms\ngroups:\n  a: {events}\n  b: {events}\n\
+         tracepoints: [{}]\ncgroups:\n  - path: {}\n",
+        syscall_tracepoints(245).join(", "),
         cg.rel
     );
     let file = config_file(&yaml);
     let path = file.path().display().to_string();
     let (code, out, err) = run_cgperf(&["check", "--config.file", &path]);
     assert_eq!(code, 0, "{out}{err}");
-    let why = "room for the config's counters (its groups need 18 per CPU, the bpf backend \
-               holds 16)";
+    let why = "room for the config's counters (its groups need 257 per CPU, the bpf backend \
+               holds 256)";
     assert!(
         out.contains(&format!(
             "backend:     cgroup (`auto`: cannot count through BPF: {why}"
@@ -487,14 +488,14 @@ fn auto_counts_through_the_cgroup_backend_a_config_needing_more_counters_than_bp
         value(
             b,
             "cgperf_events_total",
-            &[("cgroup", &cg.rel), ("group", "c")],
+            &[("cgroup", &cg.rel), ("group", "tracepoints")],
         )
         .is_some()
     });
     let (backend, fallback) = backend_info(&body);
     assert_eq!(backend, "cgroup", "{body}");
     assert!(fallback.contains(why), "{fallback}");
-    for group in ["a", "b", "c"] {
+    for group in ["a", "b", "tracepoints"] {
         let verdict = value(&body, "cgperf_group_supported", &[("group", group)]);
         assert_eq!(verdict, Some(1.0), "{group}\n{body}");
     }

@@ -636,8 +636,9 @@ fn bpf_memory(pid: i32) -> (u64, u64, usize) {
         if let Some(t) = info.get("map_type") {
             maps += 1;
             held += info["memlock"].parse::<u64>().expect("memlock");
-            // BPF_MAP_TYPE_ARRAY_OF_MAPS of 512: the totals.
-            if t == "12" && info["max_entries"] == "512" {
+            // BPF_MAP_TYPE_ARRAY_OF_MAPS of 8,192 (256 positions × 32
+            // chunks): the totals.
+            if t == "12" && info["max_entries"] == "8192" {
                 outer.push(info["map_id"].parse::<u32>().expect("map id"));
             }
         }
@@ -648,7 +649,7 @@ fn bpf_memory(pid: i32) -> (u64, u64, usize) {
     let outer: aya::maps::ArrayOfMaps<_, aya::maps::MapData> =
         outer.try_into().expect("an array of maps");
     let mut chunks = 0;
-    for index in 0..512u32 {
+    for index in 0..8192u32 {
         // The chunk there, if any.
         let Ok(chunk) = outer.get(&index, 0) else {
             continue;
@@ -735,28 +736,59 @@ fn the_maps_take_kernel_memory_for_the_cgroups_counted_not_for_max_cgroups() {
 }
 
 #[test]
-fn groups_past_sixteen_counters_per_cpu_are_unsupported_with_the_reason_and_the_rest_counts() {
+fn groups_past_256_counters_per_cpu_are_unsupported_with_the_reason_and_the_rest_counts() {
     require_root("count through BPF");
-    let cg = TestCgroup::create("cgperf-bpf-sixteen");
-    // 6 + 6 counters fit in 16; the third group's 6 do not.
-    let yaml = format!(
-        "backend: bpf\ninterval: 200ms\ngroups:\n  \
-         a: [task-clock, context-switches, cpu-migrations, page-faults, minor-faults, major-faults]\n  \
-         b: [cpu-clock, alignment-faults, emulation-faults, context-switches, cpu-migrations, page-faults]\n  \
-         c: [task-clock, minor-faults, major-faults, cpu-clock, page-faults, context-switches]\n\
-         tracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - path: {}\n",
-        cg.rel
+    let cg = TestCgroup::create("cgperf-bpf-room");
+    // Two groups of 6 and the counted tracepoints: 244 fill the 256
+    // counters per CPU exactly, 245 do not fit.
+    let config = |tracepoints: usize| {
+        format!(
+            "backend: bpf\ninterval: 200ms\ngroups:\n  \
+             a: [task-clock, context-switches, cpu-migrations, page-faults, minor-faults, major-faults]\n  \
+             b: [cpu-clock, alignment-faults, emulation-faults, context-switches, cpu-migrations, page-faults]\n\
+             tracepoints: [{}]\ncgroups:\n  - path: {}\n",
+            syscall_tracepoints(tracepoints).join(", "),
+            cg.rel
+        )
+    };
+    let series = |body: &str, group: &str| {
+        body.lines()
+            .filter(|l| {
+                l.starts_with("cgperf_events_total{")
+                    || l.starts_with("cgperf_clock_seconds_total{")
+            })
+            .filter(|l| l.contains(&cg.rel) && l.contains(&format!("group=\"{group}\"")))
+            .count()
+    };
+
+    let full = config(244);
+    let cgperf = Exporter::start(Some(&full));
+    cgperf.wait_for("the cgroup's series", |b| getppid_of(b, &cg.rel).is_some());
+    getppid_workload(Some(&cg.dir), 100);
+    let body = cgperf.wait_collections(2);
+    for group in ["a", "b", "tracepoints"] {
+        let verdict = value(&body, "cgperf_group_supported", &[("group", group)]);
+        assert_eq!(verdict, Some(1.0), "{group}\n{body}");
+    }
+    let counted = (
+        series(&body, "a"),
+        series(&body, "b"),
+        series(&body, "tracepoints"),
     );
-    let reason = "needs 6 counters per CPU, and the groups before it take 12 of the 16 this backend \
-                  has: count fewer events, or use `backend: cgroup`";
-    let file = config_file(&yaml);
+    assert_eq!(counted, (6, 6, 244), "{body}");
+    assert_eq!(getppid_of(&body, &cg.rel), Some(100.0), "{body}");
+    drop(cgperf);
+
+    let over = config(245);
+    let reason = "needs 245 counters per CPU, and the groups before it take 12 of the 256 this \
+                  backend has: count fewer events, or use `backend: cgroup`";
+    let file = config_file(&over);
     let path = file.path().display().to_string();
     let (code, out, err) = run_cgperf(&["check", "--config.file", &path]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains(reason), "{out}");
-    // The tracepoint, one counter, fits beside `a` and `b`.
-    assert!(out.contains("3 of 4 groups can be counted"), "{out}");
-    let cgperf = Exporter::start(Some(&yaml));
+    assert!(out.contains("2 of 3 groups can be counted"), "{out}");
+    let cgperf = Exporter::start(Some(&over));
     cgperf.wait_for("the cgroup's series", |b| {
         value(
             b,
@@ -767,21 +799,16 @@ fn groups_past_sixteen_counters_per_cpu_are_unsupported_with_the_reason_and_the_
     });
     getppid_workload(Some(&cg.dir), 100);
     let body = cgperf.wait_collections(2);
-    for (group, supported) in [("a", 1.0), ("b", 1.0), ("c", 0.0)] {
+    for (group, supported) in [("a", 1.0), ("b", 1.0), ("tracepoints", 0.0)] {
         let verdict = value(&body, "cgperf_group_supported", &[("group", group)]);
         assert_eq!(verdict, Some(supported), "{group}\n{body}");
     }
-    let series = |group: &str| {
-        body.lines()
-            .filter(|l| {
-                l.starts_with("cgperf_events_total{")
-                    || l.starts_with("cgperf_clock_seconds_total{")
-            })
-            .filter(|l| l.contains(&format!("group=\"{group}\"")))
-            .count()
-    };
-    assert_eq!((series("a"), series("b"), series("c")), (6, 6, 0), "{body}");
-    assert_eq!(getppid_of(&body, &cg.rel), Some(100.0), "{body}");
+    let counted = (
+        series(&body, "a"),
+        series(&body, "b"),
+        series(&body, "tracepoints"),
+    );
+    assert_eq!(counted, (6, 6, 0), "{body}");
     let faults = value(
         &body,
         "cgperf_events_total",

@@ -642,3 +642,25 @@ pub fn probe_program(dir: &Path, name: &str, decoy: bool) -> PathBuf {
     assert!(status.success(), "cc failed on {}", source.display());
     binary
 }
+
+/// `n` syscall tracepoints, `syscalls:sys_enter_getppid` last (the
+/// highest counter position they take).
+pub fn syscall_tracepoints(n: usize) -> Vec<String> {
+    let tracefs = cgperf::tracefs::Tracefs::locate().expect("tracefs mounted");
+    let dir = tracefs.root().join("events/syscalls");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("the syscall tracepoints")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with("sys_enter_") && name != "sys_enter_getppid")
+        .map(|name| format!("syscalls:{name}"))
+        .collect();
+    names.sort();
+    assert!(
+        names.len() >= n,
+        "{} syscall tracepoints, {n} wanted",
+        names.len() + 1
+    );
+    names.truncate(n.saturating_sub(1));
+    names.push("syscalls:sys_enter_getppid".to_string());
+    names
+}

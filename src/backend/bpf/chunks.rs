@@ -69,8 +69,8 @@ pub(super) struct Cells {
     capacity: u32,
     /// The first chunk's slots, as a shift.
     shift: u32,
-    /// Per position, chunks 0, 1, ...
-    chunks: [Vec<Chunk>; MAX_EVENTS],
+    /// Per position, chunks 0, 1, ... (positions up to the highest used).
+    chunks: Vec<Vec<Chunk>>,
     /// Chunks every position in use has.
     wanted: usize,
 }
@@ -83,14 +83,14 @@ impl Cells {
             cpus,
             capacity,
             shift: first_chunk(cpus),
-            chunks: Default::default(),
+            chunks: Vec::new(),
             wanted: 0,
         }
     }
 
-    /// Makes room for `slot` at each position of `positions` (a bit
-    /// each), before the program may charge it.
-    pub fn room(&mut self, slot: u32, positions: u64) -> Result<(), String> {
+    /// Makes room for `slot` at each of `positions`, before the program
+    /// may charge it.
+    pub fn room(&mut self, slot: u32, positions: &[usize]) -> Result<(), String> {
         if slot >= self.capacity {
             return Err(format!("slot {slot} is past the capacity"));
         }
@@ -109,16 +109,17 @@ impl Cells {
 
     /// Gives each position of `positions` every chunk the positions in use
     /// have, before the program may charge there.
-    pub fn cover(&mut self, positions: u64) -> Result<(), String> {
+    pub fn cover(&mut self, positions: &[usize]) -> Result<(), String> {
         self.spread(positions, self.wanted)
     }
 
     /// Adds the chunks up to `need` that `positions` lack, handed to the
     /// program all at once.
-    fn spread(&mut self, positions: u64, need: usize) -> Result<(), String> {
+    fn spread(&mut self, positions: &[usize], need: usize) -> Result<(), String> {
         let mut made = Vec::new();
-        for e in (0..MAX_EVENTS).filter(|e| positions & 1 << e != 0) {
-            for k in self.chunks[e].len()..need {
+        for &e in positions.iter().filter(|&&e| e < MAX_EVENTS) {
+            let have = self.chunks.get(e).map_or(0, Vec::len);
+            for k in have..need {
                 let (array, chunk) = self.make(k)?;
                 made.push((e, k, array, chunk));
             }
@@ -133,6 +134,9 @@ impl Cells {
         // The outer map and the mappings keep the chunks: their
         // descriptors close here.
         for (e, _, _, chunk) in made {
+            if self.chunks.len() <= e {
+                self.chunks.resize_with(e + 1, Vec::new);
+            }
             self.chunks[e].push(chunk);
         }
         Ok(())

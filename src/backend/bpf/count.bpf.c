@@ -23,12 +23,17 @@
 // keeps its cells for as long as it is counted.
 //
 // Counters sit at stable indices (at most MAX_EVENTS per CPU), so that
-// cgperf changes the counted groups without reloading the program: per
-// CPU, `state` says which indices are read (live), which were just
-// installed (fresh: their first reading is a baseline, not charged) and
-// which go (retire: read and charged one last time, then no longer live).
-// A run that sees fresh or retire bits does the whole change at once, so a
-// group replaced by another on one CPU counts every moment exactly once.
+// cgperf changes the counted groups without reloading the program. Each
+// change on a CPU is an epoch there: cgperf describes each counter by the
+// epochs it is live in (`desc` of its `last` entry: from its first epoch,
+// whose first reading is a baseline, not charged, until the epoch it is no
+// longer read in), then bumps the CPU's epoch (`state`). A run that finds
+// the epoch moved past the one it last did (`done`) makes the whole change
+// at once: counters live before are read and charged (those that go for
+// the last time), counters new since get their baseline. So a group
+// replaced by another on one CPU counts every moment exactly once. A
+// description cgperf writes is one word, for an epoch no run has seen yet:
+// no run ever sees half a change.
 //
 // It reads the cgroup of a task through BTF (CO-RE), so it needs the
 // kernel's BTF; helpers need Linux 5.17 (bpf_loop).
@@ -40,9 +45,11 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 
-// Counters per CPU at most: one perf event array each (a loader caps a
-// perf event array at one entry per CPU), and the stride of `last`.
-#define MAX_EVENTS 16
+// Counters per CPU at most: the positions of `counters`, the stride of
+// `last` and the readings taken at a move. Each live one is read at every switch
+// between cgroups, which bounds how many are worth counting this way long
+// before memory does.
+#define MAX_EVENTS 256
 // Chunks per counter at most: enough for 2^32 slots.
 #define CHUNKS 32
 // Monitored ancestors a recorded chain holds at most; a cgroup with more
@@ -89,7 +96,8 @@ struct config {
 	__u64 generation;
 	// Slots in the first chunk of `totals`, as a shift.
 	__u32 chunk0;
-	__u32 unused;
+	// Counter indices in use are below it (it never goes down).
+	__u32 top;
 };
 
 struct reading {
@@ -98,8 +106,26 @@ struct reading {
 	__u64 running;
 };
 
-// The last reading of a counter, and what it counted since the one before.
+// A counter's description (written by cgperf alone, one word, through
+// mmap): the epoch of its CPU it is live from (its first reading there a
+// baseline; 0: never), the epoch it is no longer read in (FOREVER: none
+// set), and whether it leads its group (only a leader's times enabled and
+// running are read: a group's members share them).
+#define FROM(d) ((__u32)(d))
+#define UNTIL(d) ((__u32)((d) >> 32) & FOREVER)
+#define LEADS(d) ((d) >> 63)
+#define FOREVER 0x7fffffffu
+
+// Whether a counter described by `d` is read in runs that did `epoch`.
+static __always_inline int live_at(__u64 d, __u64 epoch)
+{
+	return FROM(d) && FROM(d) <= epoch && epoch < UNTIL(d);
+}
+
+// A counter: its description, its last reading, and what it counted since
+// the one before (the program writes these two alone).
 struct last {
+	__u64 desc;
 	struct reading seen;
 	struct reading delta;
 };
@@ -124,15 +150,15 @@ struct chain {
 // on some kernels), so it writes nothing else, and its reading counts only
 // if no run read the counters since it began: `at` is `runs` then.
 struct split {
-	// Runs of `charge` on this CPU that read the counters (its own
-	// count, written by it alone).
+	// Runs of `charge` on this CPU that read the counters, and the epoch
+	// the last one did (both written by `charge` alone).
 	__u64 runs;
+	__u64 done;
 	__u64 at;
 	// The task that moved (0: none).
 	__u64 task;
-	// Bit e set: counter e was read.
-	__u32 ok;
-	__u32 unused;
+	// Bit e % 64 of word e / 64 set: counter e was read.
+	__u64 ok[MAX_EVENTS / 64];
 	struct reading values[MAX_EVENTS];
 };
 
@@ -146,11 +172,8 @@ struct {
 	__type(value, struct config);
 } config SEC(".maps");
 
-// Per CPU: bits 0-15 live counters, 16-31 fresh, 32-47 retiring, 48-63
-// the counters that lead their group (only a leader's times enabled and
-// running are read: a group's members share them). cgperf writes it
-// through mmap; a run clears fresh and retire bits by compare-and-swap,
-// so that a change cgperf makes meanwhile is never lost.
+// Per CPU: its epoch, written by cgperf alone, through mmap, after the
+// descriptions of the counters that change in it.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -159,27 +182,28 @@ struct {
 	__type(value, __u64);
 } state SEC(".maps");
 
-#define LIVE(s) ((__u32)(s) & 0xffff)
-#define FRESH(s) ((__u32)((s) >> 16) & 0xffff)
-#define RETIRE(s) ((__u32)((s) >> 32) & 0xffff)
-#define LEADERS(s) ((__u32)((s) >> 48) & 0xffff)
+// The counters at position e, one per CPU at the CPU's number, in a perf
+// event array at counters[e] (the loader sizes it for the possible CPUs),
+// which cgperf creates when it first places a counter at e.
+struct counter_array {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+};
 
-// counters<e>: counter e of each CPU, at the CPU's number.
-#define COUNTERS(e)                                            \
-	struct {                                               \
-		__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);   \
-		__uint(key_size, sizeof(__u32));               \
-		__uint(value_size, sizeof(__u32));             \
-	} counters##e SEC(".maps")
-COUNTERS(0); COUNTERS(1); COUNTERS(2); COUNTERS(3);
-COUNTERS(4); COUNTERS(5); COUNTERS(6); COUNTERS(7);
-COUNTERS(8); COUNTERS(9); COUNTERS(10); COUNTERS(11);
-COUNTERS(12); COUNTERS(13); COUNTERS(14); COUNTERS(15);
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, MAX_EVENTS);
+	__type(key, __u32);
+	__array(values, struct counter_array);
+} counters SEC(".maps");
 
-// The last reading of counter e of CPU c, at c * MAX_EVENTS + e.
+// Counter e of CPU c, described and last read, at c * MAX_EVENTS + e;
+// cgperf maps it to write the descriptions.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct last);
 } last SEC(".maps");
@@ -254,31 +278,30 @@ struct {
 	__array(values, struct chunk);
 } totals SEC(".maps");
 
-// Reads counter e of this CPU with its times enabled and running.
-static __always_inline long read_counter(__u32 e, struct bpf_perf_event_value *v)
+// Reads counter e of this CPU, the value alone unless `times`: false if
+// it cannot be read (none there, yet or any more).
+static __always_inline int read_counter(__u32 e, int times, struct reading *now)
 {
-#define READ(n) \
-	case n: \
-		return bpf_perf_event_read_value(&counters##n, BPF_F_CURRENT_CPU, v, sizeof(*v))
-	switch (e) {
-	READ(0); READ(1); READ(2); READ(3); READ(4); READ(5); READ(6); READ(7);
-	READ(8); READ(9); READ(10); READ(11); READ(12); READ(13); READ(14); READ(15);
+	void *array = bpf_map_lookup_elem(&counters, &e);
+	if (!array)
+		return 0;
+	if (times) {
+		struct bpf_perf_event_value v;
+		if (bpf_perf_event_read_value(array, BPF_F_CURRENT_CPU, &v, sizeof(v)))
+			return 0;
+		now->value = v.counter;
+		now->enabled = v.enabled;
+		now->running = v.running;
+		return 1;
 	}
-	return -1;
-}
-
-// Reads the value alone of counter e of this CPU: an errno, negated, on
-// failure (no count comes near 2^64 - 4095).
-static __always_inline __u64 read_value(__u32 e)
-{
-#define VALUE(n) \
-	case n: \
-		return bpf_perf_event_read(&counters##n, BPF_F_CURRENT_CPU)
-	switch (e) {
-	VALUE(0); VALUE(1); VALUE(2); VALUE(3); VALUE(4); VALUE(5); VALUE(6); VALUE(7);
-	VALUE(8); VALUE(9); VALUE(10); VALUE(11); VALUE(12); VALUE(13); VALUE(14); VALUE(15);
-	}
-	return (__u64)-1;
+	// An errno, negated, on failure (no count comes near 2^64 - 4095).
+	__u64 value = bpf_perf_event_read(array, BPF_F_CURRENT_CPU);
+	if (value >= (__u64)-4095)
+		return 0;
+	now->value = value;
+	now->enabled = 0;
+	now->running = 0;
+	return 1;
 }
 
 // The `last` entry of counter e of `cpu`, with no delta yet.
@@ -306,46 +329,40 @@ static __always_inline void advance(struct last *l, struct reading *now, int bas
 	l->seen = *now;
 }
 
-// Reads the live counters of `cpu` into their `last` entries: the delta
-// since the last reading, none for a fresh counter (its first reading is a
-// baseline) or one that cannot be read (none there, yet or any more).
-__noinline int read_all(__u32 cpu, __u64 s)
+// Reads the counters of `cpu` below `top` live in epoch `done` (the one
+// the last run did) or `epoch` (this run's) into their `last` entries:
+// the delta since the last reading for the first, a baseline for those
+// new in `epoch`, none for one that cannot be read.
+__noinline int read_all(__u32 cpu, __u32 top, __u64 done, __u64 epoch)
 {
-	__u32 live = LIVE(s), fresh = FRESH(s), leaders = LEADERS(s);
-	for (__u32 e = 0; e < MAX_EVENTS; e++) {
+	for (__u32 e = 0; e < MAX_EVENTS && e < top; e++) {
 		struct last *l = cleared(cpu, e);
-		if (!l || !(live & (1u << e)))
+		if (!l)
+			continue;
+		__u64 d = *(volatile __u64 *)&l->desc;
+		int was = live_at(d, done);
+		if (!was && !live_at(d, epoch))
 			continue;
 		struct reading now = {};
-		if (leaders & (1u << e)) {
-			struct bpf_perf_event_value v;
-			if (read_counter(e, &v))
-				continue;
-			now.value = v.counter;
-			now.enabled = v.enabled;
-			now.running = v.running;
-		} else {
-			now.value = read_value(e);
-			if (now.value >= (__u64)-4095)
-				continue;
-		}
-		advance(l, &now, fresh & (1u << e));
+		if (read_counter(e, LEADS(d), &now))
+			advance(l, &now, !was);
 	}
 	return 0;
 }
 
-// Makes the reading taken at a move the last reading of this CPU's live
-// counters (not fresh ones: their first reading is a baseline), with the
-// deltas up to it.
-__noinline int read_split(__u32 cpu, __u64 s)
+// Makes the reading taken at a move the last reading of this CPU's
+// counters below `top` live in epoch `done` (the one the last run did),
+// with the deltas up to it.
+__noinline int read_split(__u32 cpu, __u32 top, __u64 done)
 {
 	struct split *sp = bpf_map_lookup_elem(&splits, &cpu);
 	if (!sp)
 		return 0;
-	__u32 use = LIVE(s) & ~FRESH(s) & sp->ok;
-	for (__u32 e = 0; e < MAX_EVENTS; e++) {
+	for (__u32 e = 0; e < MAX_EVENTS && e < top; e++) {
 		struct last *l = cleared(cpu, e);
-		if (!l || !(use & (1u << e)))
+		if (!l || !(sp->ok[e / 64] & (1ull << (e % 64))))
+			continue;
+		if (!live_at(*(volatile __u64 *)&l->desc, done))
 			continue;
 		struct reading now = sp->values[e];
 		advance(l, &now, 0);
@@ -381,8 +398,8 @@ static __always_inline __u32 chunk_of(__u32 slot, __u32 shift, __u32 *offset)
 	return k;
 }
 
-// Adds this CPU's deltas to `slot`.
-__noinline int charge_slot(__u32 cpu, __u32 capacity, __u32 slot)
+// Adds this CPU's deltas of its counters below `top` to `slot`.
+__noinline int charge_slot(__u32 cpu, __u32 capacity, __u32 slot, __u32 top)
 {
 	__u32 zero = 0;
 	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
@@ -391,7 +408,7 @@ __noinline int charge_slot(__u32 cpu, __u32 capacity, __u32 slot)
 	__u32 offset = 0;
 	__u32 k = chunk_of(slot, cfg->chunk0, &offset);
 	__u32 cell = offset * cfg->cpus + cpu;
-	for (__u32 e = 0; e < MAX_EVENTS; e++) {
+	for (__u32 e = 0; e < MAX_EVENTS && e < top; e++) {
 		__u32 from = cpu * MAX_EVENTS + e;
 		struct last *l = bpf_map_lookup_elem(&last, &from);
 		if (!l || !(l->delta.value | l->delta.enabled | l->delta.running))
@@ -415,8 +432,9 @@ struct walk {
 	__u32 level;
 	__u32 cpu;
 	__u32 capacity;
-	// Charge each monitored ancestor as it is found.
+	// Charge each monitored ancestor as it is found (counters below it).
 	__u32 charge;
+	__u32 top;
 	// Monitored ancestors met so far, the first CACHED_SLOTS of them.
 	__u32 n;
 	__u32 slots[CACHED_SLOTS];
@@ -460,7 +478,7 @@ static long walk_level(__u32 level, struct walk *w)
 	if (!slot || *slot >= w->capacity)
 		return 0;
 	if (w->charge)
-		charge_slot(w->cpu, w->capacity, *slot);
+		charge_slot(w->cpu, w->capacity, *slot, w->top);
 	__u32 n = w->n;
 	if (n < CACHED_SLOTS)
 		w->slots[n] = *slot;
@@ -470,8 +488,8 @@ static long walk_level(__u32 level, struct walk *w)
 }
 
 // Walks the ancestors of the cgroup recorded as running on `cpu` into its
-// chain (charging them if `charge`).
-__noinline int walk_chain(__u32 cpu, __u32 capacity, __u32 charge)
+// chain (charging them the counters below `top` if `charge`).
+__noinline int walk_chain(__u32 cpu, __u32 capacity, __u32 charge, __u32 top)
 {
 	struct chain *c = bpf_map_lookup_elem(&running, &cpu);
 	if (!c)
@@ -488,6 +506,7 @@ __noinline int walk_chain(__u32 cpu, __u32 capacity, __u32 charge)
 		.cpu = cpu,
 		.capacity = capacity,
 		.charge = charge,
+		.top = top,
 	};
 	bpf_loop(MAX_LEVELS, walk_level, &w, 0);
 	c->n = w.n;
@@ -496,18 +515,18 @@ __noinline int walk_chain(__u32 cpu, __u32 capacity, __u32 charge)
 	return 0;
 }
 
-// Charges this CPU's deltas to every slot of the chain recorded as
-// running on `cpu`.
-__noinline int charge_chain(__u32 cpu, __u32 capacity)
+// Charges this CPU's deltas of its counters below `top` to every slot of
+// the chain recorded as running on `cpu`.
+__noinline int charge_chain(__u32 cpu, __u32 capacity, __u32 top)
 {
 	struct chain *c = bpf_map_lookup_elem(&running, &cpu);
 	if (!c)
 		return 0;
 	if (c->n > CACHED_SLOTS)
-		return walk_chain(cpu, capacity, 1);
+		return walk_chain(cpu, capacity, 1, top);
 	__u32 n = c->n;
 	for (__u32 i = 0; i < CACHED_SLOTS && i < n; i++)
-		charge_slot(cpu, capacity, c->slots[i]);
+		charge_slot(cpu, capacity, c->slots[i], top);
 	return 0;
 }
 
@@ -527,7 +546,7 @@ __noinline int record(__u32 cpu, __u32 capacity, __u64 generation)
 		return 0;
 	}
 	r->generation = generation;
-	walk_chain(cpu, capacity, 0);
+	walk_chain(cpu, capacity, 0, 0);
 	if (c)
 		*c = *r;
 	return 0;
@@ -571,36 +590,38 @@ static __always_inline int run(struct task_struct *next)
 	struct split *sp = bpf_map_lookup_elem(&splits, &cpu);
 	if (!st || !r || !sp)
 		return 0;
-	__u64 s = *(volatile __u64 *)st;
+	// The epoch first: cgperf raises `top` and describes the counters of
+	// an epoch before it moves to it.
+	__u64 epoch = *(volatile __u64 *)st;
+	asm volatile("" ::: "memory");
+	__u32 top = *(volatile __u32 *)&cfg->top;
+	__u64 done = sp->done;
 	struct task_struct *current = (struct task_struct *)bpf_get_current_task();
 	__u64 id = 0, next_id = 0;
 	__u64 cgroup = cgroup_of(current, &id);
 	__u64 next_cgroup = next ? cgroup_of(next, &next_id) : 0;
 	int split = sp->task == (__u64)current && sp->at == sp->runs;
-	if (next && !split && !FRESH(s) && !RETIRE(s) && r->generation == generation &&
+	if (next && !split && epoch == done && r->generation == generation &&
 	    r->id == id && r->cgroup == cgroup && next_id == id && next_cgroup == cgroup)
 		return 0;
 	sp->runs++;
 	sp->task = 0;
 	if (split) {
 		// Up to the move, for the cgroup recorded as running then.
-		read_split(cpu, s);
+		read_split(cpu, top, done);
 		if (r->generation != generation)
 			record(cpu, capacity, generation);
 		if (r->id)
-			charge_chain(cpu, capacity);
+			charge_chain(cpu, capacity, top);
 	}
-	read_all(cpu, s);
+	read_all(cpu, top, done, epoch);
 	// The task's own cgroup, which it may have entered since its switch
 	// in (a move `moved` could not record: charged all to the new one).
 	if (id)
 		become(r, cgroup, id, cpu, capacity, generation);
 	if (r->id)
-		charge_chain(cpu, capacity);
-	if (FRESH(s) || RETIRE(s)) {
-		__u64 done = (s & ~(0xffffffffull << 16)) & ~(__u64)RETIRE(s);
-		__sync_val_compare_and_swap(st, s, done);
-	}
+		charge_chain(cpu, capacity, top);
+	sp->done = epoch;
 	if (next_id)
 		become(r, next_cgroup, next_id, cpu, capacity, generation);
 	return 0;
@@ -631,35 +652,26 @@ int moved(struct bpf_raw_tracepoint_args *ctx)
 	if (task != current && !(ctx->args[3] && (__u32)(me >> 32) == (__u32)tgid))
 		return 0;
 	__u32 cpu = bpf_get_smp_processor_id();
-	__u64 *st = bpf_map_lookup_elem(&state, &cpu);
+	__u32 zero = 0;
+	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
 	struct split *sp = bpf_map_lookup_elem(&splits, &cpu);
-	if (!st || !sp)
+	if (!cfg || !sp || cpu >= cfg->cpus)
 		return 0;
 	__u64 at = *(volatile __u64 *)&sp->runs;
-	__u64 s = *(volatile __u64 *)st;
-	__u32 live = LIVE(s), leaders = LEADERS(s), ok = 0;
-	for (__u32 e = 0; e < MAX_EVENTS; e++) {
-		if (!(live & (1u << e)))
+	asm volatile("" ::: "memory");
+	__u64 done = *(volatile __u64 *)&sp->done;
+	__u32 top = *(volatile __u32 *)&cfg->top;
+	for (__u32 w = 0; w < MAX_EVENTS / 64; w++)
+		sp->ok[w] = 0;
+	for (__u32 e = 0; e < MAX_EVENTS && e < top; e++) {
+		__u32 i = cpu * MAX_EVENTS + e;
+		struct last *l = bpf_map_lookup_elem(&last, &i);
+		if (!l)
 			continue;
-		struct reading *now = &sp->values[e];
-		if (leaders & (1u << e)) {
-			struct bpf_perf_event_value v;
-			if (read_counter(e, &v))
-				continue;
-			now->value = v.counter;
-			now->enabled = v.enabled;
-			now->running = v.running;
-		} else {
-			__u64 v = read_value(e);
-			if (v >= (__u64)-4095)
-				continue;
-			now->value = v;
-			now->enabled = 0;
-			now->running = 0;
-		}
-		ok |= 1u << e;
+		__u64 d = *(volatile __u64 *)&l->desc;
+		if (live_at(d, done) && read_counter(e, LEADS(d), &sp->values[e]))
+			sp->ok[e / 64] |= 1ull << (e % 64);
 	}
-	sp->ok = ok;
 	sp->task = (__u64)current;
 	asm volatile("" ::: "memory");
 	*(volatile __u64 *)&sp->at = at;

@@ -11,9 +11,10 @@
 
 use super::Unavailable;
 use super::chunks::{Cells, first_chunk};
+use super::epochs::{Epochs, LAST_BYTES};
 use super::ids::Ids;
 use super::placement::{self, Layout, Phase, Placed};
-use super::sys::{failed, failed_errno, map_delete, map_update};
+use super::sys::{failed, failed_errno, map_delete, map_update, perf_event_array};
 use crate::backend::budget::Held;
 use crate::ids::GroupId;
 use crate::perf::{CounterGroup, Errno, OpenError, Target};
@@ -22,19 +23,20 @@ use aya::maps::{Array, Map, MapData};
 use aya::programs::{RawTracePoint, RawTracePointRunOptions, TestRun};
 use aya::{Ebpf, EbpfLoader, Pod};
 use memmap2::{MmapOptions, MmapRaw};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 /// The compiled program, aligned as the ELF parser requires.
 #[repr(C, align(8))]
 struct Aligned<T: ?Sized>(T);
 static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!("count.bpf.o"));
 
-/// Counters per CPU at most (`MAX_EVENTS` in `count.bpf.c`): one perf
-/// event array each (aya caps a perf event array at one entry per CPU),
-/// and the stride of the `last` map.
-pub(super) const MAX_EVENTS: usize = 16;
+/// Counters per CPU at most (`MAX_EVENTS` in `count.bpf.c`): the stride
+/// of the `counters` and `last` maps. Each live counter is read at every
+/// context switch between cgroups, which bounds how many are worth
+/// counting this way long before the maps' memory does.
+pub(super) const MAX_EVENTS: usize = 256;
 /// The program that charges at context switches, and flushes when
 /// test-run, as named in `count.bpf.c`.
 const PROGRAM: &str = "charge";
@@ -44,18 +46,9 @@ const TRACEPOINT: &str = "sched_switch";
 const MOVED: &str = "moved";
 /// Where that one runs: after a move, in the mover's context.
 const ATTACH: &str = "cgroup_attach_task";
-/// The descriptors the loaded programs hold besides the perf events: their
-/// maps (a perf event array per counter, eight, and the hash of monitored
-/// cgroups in use), the programs and their attachments.
-pub(super) const OWN_FDS: u64 = MAX_EVENTS as u64 + 13;
 
 /// Chains cached per CPU (`CHAINS` in `count.bpf.c`).
 const CHAINS: u32 = 64;
-
-/// The bits of a CPU's `state` word (see `count.bpf.c`).
-const FRESH: u32 = 16;
-const RETIRE: u32 = 32;
-const LEADERS: u32 = 48;
 
 /// `struct config` of `count.bpf.c`.
 #[repr(C)]
@@ -68,7 +61,8 @@ struct Config {
     generation: u64,
     /// The slots of `totals`' first chunk, as a shift.
     chunk0: u32,
-    unused: u32,
+    /// Counter positions in use are below it; it never goes down.
+    top: u32,
 }
 // SAFETY: plain integers, no padding.
 unsafe impl Pod for Config {}
@@ -98,9 +92,13 @@ pub(super) struct NotOpened {
 pub(super) struct Kernel {
     ebpf: Ebpf,
     cpus: u32,
-    /// The perf event arrays the program reads counters from: counter `e`
-    /// of CPU `c` at index `c` of array `e`.
-    counters: Vec<MapData>,
+    /// The array of perf event arrays the program reads counters from.
+    counters: MapData,
+    /// The perf event arrays of the positions placed so far, at their
+    /// position: counter `e` of CPU `c` at index `c` of array `e`.
+    arrays: Vec<OwnedFd>,
+    /// The entries of each (the possible CPUs, as the loader counts them).
+    array_entries: u32,
     /// The groups placed, live or changing.
     placed: Vec<Placed>,
     /// The CPUs counted on.
@@ -109,8 +107,8 @@ pub(super) struct Kernel {
     cells: Cells,
     /// `monitored`.
     ids: Ids,
-    /// `state`, mapped read-write: a word per CPU.
-    state: MmapRaw,
+    /// Each CPU's epoch and the descriptions of its counters.
+    epochs: Epochs,
     /// What the program's config holds.
     config: Config,
 }
@@ -161,8 +159,7 @@ impl Kernel {
     /// Loads and attaches the program with room for `capacity` cgroups on
     /// `cpus` possible CPUs. No group is placed yet ([`Kernel::place`]).
     pub fn load(capacity: u32, cpus: u32) -> Result<Self, Unavailable> {
-        let per_cpu = cpus.saturating_mul(MAX_EVENTS as u32);
-        let names: Vec<String> = (0..MAX_EVENTS).map(|e| format!("counters{e}")).collect();
+        let per_cpu = cpus.max(1).saturating_mul(MAX_EVENTS as u32);
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("last", per_cpu)
             .map_max_entries("state", cpus.max(1))
@@ -184,13 +181,13 @@ impl Kernel {
                 Unavailable::from_kernel(failed(&format!("attaching to {tracepoint}"), &e))
             })?;
         }
-        let mut counters = Vec::with_capacity(MAX_EVENTS);
-        for name in &names {
-            match ebpf.take_map(name) {
-                Some(Map::PerfEventArray(data)) => counters.push(data),
-                _ => return Err(Unavailable::broken("the object lacks a perf event array")),
-            }
-        }
+        let Some(Map::ArrayOfMaps(counters)) = ebpf.take_map("counters") else {
+            return Err(Unavailable::broken("the object lacks its counters"));
+        };
+        let array_entries = aya::util::nr_cpus()
+            .ok()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| Unavailable::broken("cannot count the possible CPUs"))?;
         let Some(Map::ArrayOfMaps(outer)) = ebpf.take_map("totals") else {
             return Err(Unavailable::broken("the object lacks its totals"));
         };
@@ -202,21 +199,25 @@ impl Kernel {
         let ids = Ids::new(monitored, capacity)
             .map_err(|e| Unavailable::from_kernel((e, Some(libc::ENOMEM))))?;
         let state = map_array(&ebpf, "state", cpus.max(1) as usize * 8)?;
+        let last = map_array(&ebpf, "last", per_cpu as usize * LAST_BYTES)?;
+        let epochs = Epochs::new(state, last, cpus);
         let mut kernel = Self {
             ebpf,
             cpus,
             counters,
+            arrays: Vec::new(),
+            array_entries,
             placed: Vec::new(),
             online: Default::default(),
             cells: Cells::new(outer, cpus, capacity),
             ids,
-            state,
+            epochs,
             config: Config {
                 capacity,
                 cpus,
                 generation: 1,
                 chunk0: first_chunk(cpus),
-                unused: 0,
+                top: 0,
             },
         };
         kernel
@@ -241,30 +242,6 @@ impl Kernel {
         self.configure()
     }
 
-    /// `cpu`'s state word, shared with the program.
-    fn state(&self, cpu: u32) -> Option<&AtomicU64> {
-        if cpu >= self.cpus {
-            return None;
-        }
-        // SAFETY: the mapping holds `cpus` aligned u64 words (page-aligned
-        // start), which live as long as `self`; the program changes them
-        // only by compare-and-swap.
-        Some(unsafe {
-            &*self
-                .state
-                .as_mut_ptr()
-                .cast::<AtomicU64>()
-                .add(cpu as usize)
-        })
-    }
-
-    /// Changes `cpu`'s state word atomically.
-    fn update_state(&self, cpu: u32, f: impl Fn(u64) -> u64) {
-        if let Some(word) = self.state(cpu) {
-            let _ = word.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| Some(f(s)));
-        }
-    }
-
     /// The placed group `spec`, if any (live, new or retiring).
     pub fn placement(&self, spec: &Arc<GroupSpec>) -> Option<&Placed> {
         self.placed
@@ -283,12 +260,20 @@ impl Kernel {
     /// tried again at the next change.
     pub fn place(&mut self, wanted: &Layout) -> bool {
         let changed = placement::place(&mut self.placed, wanted);
-        let cells = &mut self.cells;
+        let positions = self.positions();
+        if let Err(e) = self.make_arrays(positions.last().map_or(0, |&e| e + 1)) {
+            tracing::error!("cannot place counters: {e}");
+        }
+        let (cells, arrays) = (&mut self.cells, self.arrays.len());
         self.placed.retain(|p| {
             if p.phase != Phase::New {
                 return true;
             }
-            match cells.cover(p.bits()) {
+            if p.at.iter().any(|&e| e >= arrays) {
+                tracing::error!(group = %p.spec.name, "not counted: no counters array");
+                return false;
+            }
+            match cells.cover(&p.at) {
                 Ok(()) => true,
                 Err(e) => {
                     tracing::error!(group = %p.spec.name, "not counted: {e}");
@@ -296,7 +281,40 @@ impl Kernel {
                 }
             }
         });
+        let top = self.positions().last().map_or(0, |&e| e + 1) as u32;
+        if top > self.config.top {
+            // Before any counter there is described: a run that sees the
+            // epoch that makes one live reads it.
+            self.config.top = top;
+            if let Err(e) = self.configure() {
+                tracing::error!("cannot update the BPF program's config: {e}");
+                self.placed.retain(|p| p.phase != Phase::New);
+            }
+        }
         changed
+    }
+
+    /// Gives the program the perf event arrays of positions up to `top`
+    /// that it lacks, before a counter there is installed.
+    fn make_arrays(&mut self, top: usize) -> Result<(), String> {
+        for e in self.arrays.len()..top.min(MAX_EVENTS) {
+            let array = perf_event_array(self.array_entries)
+                .map_err(|errno| format!("creating the counters array {e}: {errno}"))?;
+            let fd = u32::try_from(array.as_raw_fd()).map_err(|_| "a descriptor".to_string())?;
+            map_update(self.counters.fd().as_fd(), e as u32, fd).map_err(|errno| {
+                format!("handing the counters array {e} to the program: {errno}")
+            })?;
+            self.arrays.push(array);
+        }
+        Ok(())
+    }
+
+    /// The descriptors the programs hold besides the perf events: their
+    /// maps (nine, the hash of monitored cgroups in use and a perf event
+    /// array per counter position placed so far), the programs and their
+    /// attachments.
+    pub fn own_fds(&self) -> u64 {
+        14 + self.arrays.len() as u64
     }
 
     /// Opens the new groups on `cpu` and hands their counters to the
@@ -364,25 +382,16 @@ impl Kernel {
     /// program could not be run there (its next run there makes the
     /// change).
     pub fn cut(&self, cpu: u32) -> Result<(), Errno> {
-        let (mut live, mut leaders, mut retire) = (0u64, 0u64, 0u64);
-        for p in &self.placed {
+        let mut news = Vec::new();
+        let mut gone = Vec::new();
+        for p in self.placed.iter().filter(|p| p.held.contains_key(&cpu)) {
             match p.phase {
-                Phase::New if p.held.contains_key(&cpu) => {
-                    live |= p.bits();
-                    leaders |= p.leader();
-                }
-                Phase::Retiring if p.held.contains_key(&cpu) => retire |= p.bits(),
-                _ => {}
+                Phase::New => news.extend(p.described()),
+                Phase::Retiring => gone.extend(p.at.iter().copied()),
+                Phase::Live => {}
             }
         }
-        self.update_state(cpu, |s| {
-            let kept_leaders = (s >> LEADERS) & !live;
-            (s & 0xffff)
-                | live
-                | (((s >> FRESH) & 0xffff) | live) << FRESH
-                | (((s >> RETIRE) & 0xffff) | retire) << RETIRE
-                | (kept_leaders | leaders) << LEADERS
-        });
+        self.epochs.next(cpu, &news, &gone);
         self.flush_one(cpu)
     }
 
@@ -427,21 +436,14 @@ impl Kernel {
             .map(|p| p.held.contains_key(&cpu))
             .collect();
         let failures = self.open_where(cpu, tally, |p| p.phase == Phase::Live);
-        let (mut live, mut leaders) = (0u64, 0u64);
+        let mut news = Vec::new();
         for (p, before) in self.placed.iter().zip(before) {
             if !before && p.held.contains_key(&cpu) {
-                live |= p.bits();
-                leaders |= p.leader();
+                news.extend(p.described());
             }
         }
-        if live != 0 {
-            self.update_state(cpu, |s| {
-                (s & 0xffff)
-                    | live
-                    | (((s >> FRESH) & 0xffff) | live) << FRESH
-                    | ((s >> RETIRE) & 0xffff) << RETIRE
-                    | (((s >> LEADERS) & !live) | leaders) << LEADERS
-            });
+        if !news.is_empty() {
+            self.epochs.next(cpu, &news, &[]);
             // A CPU just online may not run it yet: its first switch will.
             let _ = self.flush_one(cpu);
         }
@@ -450,7 +452,7 @@ impl Kernel {
 
     /// Takes `cpu`'s counters from the program and closes them.
     pub fn close_cpu(&mut self, cpu: u32) {
-        self.update_state(cpu, |_| 0);
+        self.epochs.forget(cpu, self.config.top as usize);
         let mut gone = Vec::new();
         for p in &mut self.placed {
             if p.held.remove(&cpu).is_some() {
@@ -471,16 +473,16 @@ impl Kernel {
     /// Makes `fd` counter `event` of `cpu`. The program does not read it
     /// until its bit is live, and reads it first as a baseline (fresh).
     fn install(&mut self, cpu: u32, event: usize, fd: BorrowedFd<'_>) -> Result<(), Errno> {
-        let array = self.counters.get(event).ok_or(Errno(libc::E2BIG))?;
+        let array = self.arrays.get(event).ok_or(Errno(libc::E2BIG))?;
         let value = u32::try_from(fd.as_raw_fd()).map_err(|_| Errno(libc::EBADF))?;
-        map_update(array.fd().as_fd(), cpu, value)
+        map_update(array.as_fd(), cpu, value)
     }
 
     /// Takes counter `event` of `cpu` from the program (absent already
     /// when it failed to install).
     fn uninstall(&mut self, cpu: u32, event: usize) {
-        if let Some(array) = self.counters.get(event) {
-            let _ = map_delete(array.fd().as_fd(), cpu);
+        if let Some(array) = self.arrays.get(event) {
+            let _ = map_delete(array.as_fd(), cpu);
         }
     }
 
@@ -507,21 +509,24 @@ impl Kernel {
     /// milliseconds).
     pub fn reserve(&mut self, last: u32, more: u32) -> Result<(), String> {
         let positions = self.positions();
-        self.cells.room(last, positions)?;
+        self.cells.room(last, &positions)?;
         let (ebpf, cpus) = (&self.ebpf, self.cpus);
         self.ids.reserve(more, || wait_all(ebpf, cpus))
     }
 
-    /// The counter positions placed.
-    fn positions(&self) -> u64 {
-        self.placed.iter().fold(0, |bits, p| bits | p.bits())
+    /// The counter positions placed, in order.
+    fn positions(&self) -> Vec<usize> {
+        let mut at: Vec<usize> = self.placed.iter().flat_map(|p| p.at.clone()).collect();
+        at.sort_unstable();
+        at.dedup();
+        at
     }
 
     /// Counts cgroup `id` (a cgroup directory's inode) in `slot`, once
     /// the slot has its cells in `totals` at every position placed.
     pub fn monitor(&mut self, id: u64, slot: u32) -> Result<(), String> {
         let positions = self.positions();
-        self.cells.room(slot, positions)?;
+        self.cells.room(slot, &positions)?;
         let (ebpf, cpus) = (&self.ebpf, self.cpus);
         self.ids.insert(id, slot, || wait_all(ebpf, cpus))?;
         self.invalidate_chains().inspect_err(|_| {

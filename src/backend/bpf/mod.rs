@@ -17,6 +17,7 @@
 
 mod available;
 mod chunks;
+mod epochs;
 mod handover;
 mod ids;
 mod kernel;
@@ -38,7 +39,7 @@ use crate::perf::{OpenFailure, open_failure_reason};
 use crate::plan::{GroupSpec, Plan};
 use crate::snapshot::{ErrorReason, Errors, Operation, SkipReason};
 use crate::totals::{Baseline, Delta, GroupKey, Handle, Totals};
-use kernel::{Kernel, NotOpened, OWN_FDS};
+use kernel::{Kernel, NotOpened};
 use litemap::LiteMap;
 use placement::{Layout, Phase};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -513,9 +514,7 @@ impl Backend for BpfBackend {
     fn stats(&self) -> Stats {
         let mut stats = self.rings.stats();
         let (ns, runs) = self.kernel.as_ref().map_or((0, 0), Kernel::runs);
-        if self.kernel.is_some() {
-            stats.open_fds += OWN_FDS;
-        }
+        stats.open_fds += self.kernel.as_ref().map_or(0, Kernel::own_fds);
         stats.bpf_run_ns = ns;
         stats.bpf_runs = runs;
         self.by.add_stats(&mut stats);

@@ -61,14 +61,9 @@ pub(super) struct Placed {
 }
 
 impl Placed {
-    /// A bit per index it takes.
-    pub fn bits(&self) -> u64 {
-        self.at.iter().fold(0, |bits, &i| bits | 1 << i)
-    }
-
-    /// The bit of its leader.
-    pub fn leader(&self) -> u64 {
-        self.at.first().map_or(0, |&i| 1 << i)
+    /// Its indices, each with whether it leads the group.
+    pub fn described(&self) -> impl Iterator<Item = (usize, bool)> + '_ {
+        self.at.iter().enumerate().map(|(i, &e)| (e, i == 0))
     }
 }
 
@@ -94,21 +89,25 @@ pub(super) fn place(placed: &mut Vec<Placed>, wanted: &Layout) -> bool {
             changed = true;
         }
     }
-    let mut used = placed.iter().fold(0u64, |bits, p| bits | p.bits());
+    let mut used = [false; MAX_EVENTS];
+    for &e in placed.iter().flat_map(|p| &p.at) {
+        used[e] = true;
+    }
     for spec in new {
-        let free: Vec<usize> = (0..MAX_EVENTS).filter(|i| used & 1 << i == 0).collect();
+        let free: Vec<usize> = (0..MAX_EVENTS).filter(|&i| !used[i]).collect();
         if free.len() < spec.events.len() {
             continue;
         }
         let at = free[..spec.events.len()].to_vec();
-        let p = Placed {
+        for &e in &at {
+            used[e] = true;
+        }
+        placed.push(Placed {
             spec,
             at,
             phase: Phase::New,
             held: BTreeMap::new(),
-        };
-        used |= p.bits();
-        placed.push(p);
+        });
         changed = true;
     }
     changed

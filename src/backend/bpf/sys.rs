@@ -2,7 +2,7 @@
 //! aya's calls with the errno they carry.
 
 use crate::perf::Errno;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// The error of a failed step with the errno it carries, if any.
 pub(super) fn failed(step: &str, e: &(dyn std::error::Error + 'static)) -> (String, Option<i32>) {
@@ -140,4 +140,35 @@ pub(super) fn map_update_all(
             .try_for_each(|(&key, &value)| map_update(map, key, value)),
         done => done,
     }
+}
+
+/// The prefix of `union bpf_attr` for `BPF_MAP_CREATE` that cgperf sets.
+#[repr(C)]
+struct CreateAttr {
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+}
+
+/// Creates a perf event array of `entries` entries, to be an inner map of
+/// one that holds such arrays: aya creates maps only from an object's
+/// declarations.
+pub(super) fn perf_event_array(entries: u32) -> Result<OwnedFd, Errno> {
+    const BPF_MAP_CREATE: libc::c_long = 0;
+    const BPF_MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
+    let mut attr = CreateAttr {
+        map_type: BPF_MAP_TYPE_PERF_EVENT_ARRAY,
+        key_size: 4,
+        value_size: 4,
+        max_entries: entries,
+        map_flags: 0,
+    };
+    // SAFETY: `attr` is a valid bpf_attr prefix for this command, with no
+    // pointer; the kernel returns a new descriptor, owned from here on.
+    let fd = unsafe { bpf(BPF_MAP_CREATE, &mut attr) }?;
+    let fd = i32::try_from(fd).map_err(|_| Errno(libc::EBADF))?;
+    // SAFETY: a descriptor the kernel just made for us alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
