@@ -103,3 +103,58 @@ impl Epochs {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `count.bpf.c`'s `live_at`, on a description.
+    fn live_at(d: u64, epoch: u64) -> bool {
+        let (from, until) = (d & 0xffff_ffff, (d >> 32) & FOREVER);
+        from != 0 && from <= epoch && epoch < until
+    }
+
+    fn mapped(bytes: usize) -> MmapRaw {
+        memmap2::MmapOptions::new()
+            .len(bytes)
+            .map_anon()
+            .expect("an anonymous mapping")
+            .into()
+    }
+
+    #[test]
+    fn a_change_makes_new_counters_live_from_the_next_epoch_and_gone_ones_read_in_it_last() {
+        let cpus = 2;
+        let epochs = Epochs::new(mapped(8 * 2), mapped(2 * MAX_EVENTS * LAST_BYTES), cpus);
+        let desc = |cpu, e| {
+            epochs
+                .desc(cpu, e)
+                .expect("a counter")
+                .load(Ordering::SeqCst)
+        };
+        let epoch = |cpu| epochs.epoch(cpu).expect("a CPU").load(Ordering::SeqCst);
+        epochs.next(1, &[(0, true), (MAX_EVENTS - 1, false)], &[]);
+        assert_eq!((epoch(0), epoch(1)), (0, 1), "only CPU 1 moved");
+        let (leader, member) = (desc(1, 0), desc(1, MAX_EVENTS - 1));
+        assert_eq!(leader >> 63, 1);
+        assert_eq!(member >> 63, 0);
+        for d in [leader, member] {
+            assert!(!live_at(d, 0) && live_at(d, 1) && live_at(d, 1_000_000));
+        }
+        assert_eq!(desc(0, 0), 0, "CPU 0 untouched");
+        // Retiring the leader while a new counter takes position 1.
+        epochs.next(1, &[(1, true)], &[0]);
+        assert_eq!(epoch(1), 2);
+        let (gone, new) = (desc(1, 0), desc(1, 1));
+        assert!(
+            live_at(gone, 1) && !live_at(gone, 2),
+            "read in epoch 2 for the last time"
+        );
+        assert_eq!(gone >> 63, 1, "still leads while read");
+        assert!(!live_at(new, 1) && live_at(new, 2), "a baseline in epoch 2");
+        assert!(live_at(desc(1, MAX_EVENTS - 1), 2), "the other stays");
+        epochs.forget(1, MAX_EVENTS);
+        assert!((0..MAX_EVENTS).all(|e| desc(1, e) == 0));
+        assert!(epochs.desc(2, 0).is_none() && epochs.desc(0, MAX_EVENTS).is_none());
+    }
+}
