@@ -433,15 +433,21 @@ fn a_changed_group_hands_over_on_every_cpu_without_a_gap_or_a_double_count() {
     // software events gains and loses one, while two cgroups call getppid
     // on both CPUs: the series must stay exact (the program stays loaded;
     // per CPU, one run of it ends the old counters and starts the new
-    // ones).
+    // ones). Three times, a config counts 66 more tracepoints before
+    // getppid, which then sits past the first 64 counter positions, and
+    // the next config places its replacement beside those counters.
+    // (Fewer would not cross 64; more make the test slow: closing a
+    // tracepoint's counter waits for an RCU grace period.)
     let (parent, [a, b]) = family("cgperf-bpf-handover", ["a", "b"]);
-    let config_with = |filter: &str, sw: &str| {
+    let more = syscall_tracepoints(67);
+    let config_with = |filter: &str, sw: &str, more: &[String]| {
+        let more: String = more.iter().map(|tp| format!("  - {tp}\n")).collect();
         format!(
             "interval: 1s
 groups:
   sw: [{sw}]
 tracepoints:
-  - name: {GETPPID}
+{more}  - name: {GETPPID}
     filter: \"{filter}\"
 cgroups:
   - path: {}
@@ -450,20 +456,29 @@ cgroups:
             parent.rel, parent.rel
         )
     };
-    let first = config_with("__syscall_nr >= 0", "page-faults");
+    let first = config_with("__syscall_nr >= 0", "page-faults", &[]);
     let configs = [
         config(&first),
         config(&config_with(
             "__syscall_nr > -1",
             "page-faults, context-switches",
+            &[],
         )),
-        config(&config_with("__syscall_nr != -1", "context-switches")),
+        config(&config_with("__syscall_nr != -1", "context-switches", &[])),
     ];
+    let wide = config(&config_with(
+        "__syscall_nr < 100000",
+        "page-faults, context-switches",
+        &more[..66],
+    ));
     let (mut engine, latest) = bpf_engine(&first, DEFAULT_CAPACITY);
     engine.collect();
     let calls = getppid_chunks_during(&[&a.dir, &b.dir], 20_000, || {
         for i in 0..60 {
-            let config = &configs[(i + 1) % configs.len()];
+            let config = match i % 20 {
+                10 => &wide,
+                _ => &configs[(i + 1) % configs.len()],
+            };
             engine.reload(config, plan(config, &BpfProbe::new(&machine())));
             engine.collect();
             std::thread::sleep(Duration::from_millis(10));
