@@ -361,8 +361,19 @@ static __always_inline void count(struct key *k, __u64 max_series)
 	struct cell *cell = bpf_map_lookup_elem(&cells, &where);
 	if (!cell)
 		return;
-	if (*(volatile __u64 *)&cell->series >= max_series) {
-		__sync_fetch_and_add(&cell->other, 1);
+	// Read by an atomic addition of nothing: a full barrier before the
+	// lookup below.
+	if (__sync_fetch_and_add(&cell->series, 0) >= max_series) {
+		// Full (max_series keys took a place). The first hit of the same
+		// values on another CPU may have created their key and taken the
+		// last place since the lookup above: then this read saw that
+		// place taken, and the lookup after it finds their key, which
+		// this hit adds to, as it would have had it come a moment later.
+		hits = bpf_map_lookup_elem(&counts, k);
+		if (hits)
+			__sync_fetch_and_add(hits, 1);
+		else
+			__sync_fetch_and_add(&cell->other, 1);
 		return;
 	}
 	__u64 first = UNDECIDED | 1;
