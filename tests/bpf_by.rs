@@ -410,27 +410,45 @@ fn reloads_in_the_middle_of_a_burst_lose_nothing() {
 }
 
 #[test]
-fn hits_the_map_refuses_are_reported_lost_exactly() {
-    let cg = TestCgroup::create("cgperf-by-full");
-    // Room for one cgroup × 2 series: the map holds 2 keys.
+fn a_reload_adding_entries_and_series_beyond_the_first_loads_room_loses_nothing() {
+    let cg = TestCgroup::create("cgperf-by-room");
+    // One cgroup × 2 series: all the first load had to make room for.
     let first = config(&[&cg.rel], "    max_series: 2\n")
         .replace("backend: bpf\n", "backend: bpf\nmax_cgroups: 1\n");
     let (exporter, file) = start_from_file(&first);
     getpriority(&cg.dir, None, 0, 0, 10);
     getpriority(&cg.dir, None, 1, 0, 10);
     exporter.wait_collections(1);
-    // A second entry: the map, sized at load, has no room for its keys.
-    let second = first.replace(
-        "cgroups:\n",
-        &format!("  - name: {TP}\n    by: [who]\n    as: by_who\ncgroups:\n"),
-    );
+    // A second entry, and twice the series for the first: each brings
+    // its own room.
+    let second = first
+        .replace(
+            "cgroups:\n",
+            &format!("  - name: {TP}\n    by: [who]\n    as: by_who\ncgroups:\n"),
+        )
+        .replace("    max_series: 2\n", "    max_series: 4\n");
     reload(&exporter, &file, &second);
     getpriority(&cg.dir, None, 0, 3, 500);
+    getpriority(&cg.dir, None, 2, 0, 7);
+    getpriority(&cg.dir, None, 3, 0, 9);
     let body = exporter.wait_collections(2);
-    assert_eq!(by(&body, &cg.rel, "which", "0"), Some(510.0), "{body}");
+    let which: Vec<Option<f64>> = ["0", "1", "2", "3", "other"]
+        .iter()
+        .map(|v| by(&body, &cg.rel, "which", v))
+        .collect();
+    let want = [Some(510.0), Some(10.0), Some(7.0), Some(9.0), None];
+    assert_eq!(which, want, "{body}");
     assert_eq!(lost(&body, &cg.rel, "by_which"), Some(0.0), "{body}");
-    assert_eq!(series(&body, &cg.rel, "by_who"), vec![], "{body}");
-    assert_eq!(lost(&body, &cg.rel, "by_who"), Some(500.0), "{body}");
+    let who = |v: &str| {
+        value(
+            &body,
+            "cgperf_events_total",
+            &[("cgroup", &cg.rel), ("event", "by_who"), ("who", v)],
+        )
+    };
+    assert_eq!((who("3"), who("0")), (Some(500.0), Some(16.0)), "{body}");
+    assert_eq!(series(&body, &cg.rel, "by_who").len(), 2, "{body}");
+    assert_eq!(lost(&body, &cg.rel, "by_who"), Some(0.0), "{body}");
 }
 
 #[test]
@@ -727,11 +745,22 @@ fn an_entry_whose_tracepoint_takes_no_more_programs_counts_through_the_rings() {
     );
 }
 
+/// Seconds of CLOCK_MONOTONIC (async-signal-safe, for a forked child).
+fn monotonic_secs() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes into `ts`, which lives on the stack.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec
+}
+
 /// In `cgroup`, one process per CPU of `cpus`, each pinned there, that
-/// calls `getpriority(v, 0)` once for each `v` in `0..values`, all of them
-/// at once for each value (a barrier in shared memory before each): every
-/// new value is first hit on every CPU at the same moment.
-fn in_lockstep(cgroup: &Path, cpus: &[usize], values: i32) {
+/// calls `getpriority(v, 0)` once for each `v` in `values`, all of them at
+/// once for each value (a barrier in shared memory before each): every new
+/// value is first hit on every CPU at the same moment.
+fn in_lockstep(cgroup: &Path, cpus: &[usize], values: std::ops::Range<i32>) {
     use std::sync::atomic::{AtomicU64, Ordering};
     // SAFETY: an anonymous shared mapping of one page, unmapped below;
     // the children inherit it.
@@ -752,13 +781,21 @@ fn in_lockstep(cgroup: &Path, cpus: &[usize], values: i32) {
     let n = cpus.len() as u64;
     std::thread::scope(|s| {
         for &cpu in cpus {
+            let values = values.clone();
             s.spawn(move || {
                 in_child(Some(cgroup), || {
                     pin_or_exit(cpu);
-                    for v in 0..values {
+                    for (i, v) in values.enumerate() {
                         arrived.fetch_add(1, Ordering::SeqCst);
-                        while arrived.load(Ordering::SeqCst) < n * (v as u64 + 1) {
+                        let since = monotonic_secs();
+                        while arrived.load(Ordering::SeqCst) < n * (i as u64 + 1) {
                             std::hint::spin_loop();
+                            // A process that never came (its CPU went
+                            // offline): fail rather than wait forever.
+                            if monotonic_secs() > since + 10 {
+                                // SAFETY: ends the child.
+                                unsafe { libc::_exit(5) };
+                            }
                         }
                         // SAFETY: a raw syscall with integer arguments.
                         unsafe { libc::syscall(libc::SYS_getpriority, v, 0) };
@@ -778,33 +815,122 @@ fn new_values_hit_on_every_cpu_at_once_are_each_a_series_or_other_never_both() {
     const CGROUPS: usize = 30;
     let cpus = cpus();
     let parent = TestCgroup::create("cgperf-by-lockstep");
-    let children: Vec<TestCgroup> = (0..CGROUPS)
-        .map(|i| TestCgroup::create_under(&parent.rel, &format!("c{i}")))
-        .collect();
+    let children = children_of(&parent, CGROUPS);
     let paths: Vec<&str> = children.iter().map(|c| c.rel.as_str()).collect();
     let exporter = start(&config(&paths, &format!("    max_series: {MAX}\n")));
     for child in &children {
-        in_lockstep(&child.dir, &cpus, VALUES);
+        in_lockstep(&child.dir, &cpus, 0..VALUES);
     }
     let body = exporter.wait_collections(2);
     let hits = cpus.len() as f64;
-    for child in &children {
-        let all = series(&body, &child.rel, "by_which");
-        let other = by(&body, &child.rel, "which", "other").unwrap_or(0.0);
+    // A value with a series has every hit of it there: none of them went
+    // to `other` (rings: the first max_series values seen).
+    each_a_series_or_other(&body, &children, MAX, hits, |_| hits * VALUES as f64);
+}
+
+/// `n` cgroups under `parent`, `c0` to `c{n-1}`.
+fn children_of(parent: &TestCgroup, n: usize) -> Vec<TestCgroup> {
+    (0..n)
+        .map(|i| TestCgroup::create_under(&parent.rel, &format!("c{i}")))
+        .collect()
+}
+
+/// Per cgroup of `children`, in `body`: the hits of each `by_which` value
+/// with a series all there (`hits_per_value` each: none went to `other`),
+/// at most `max` of them, and values + `other` = `hits`, nothing lost.
+fn each_a_series_or_other(
+    body: &str,
+    children: &[TestCgroup],
+    max: usize,
+    hits_per_value: f64,
+    hits: impl Fn(&TestCgroup) -> f64,
+) {
+    for child in children {
+        let all = series(body, &child.rel, "by_which");
+        let other = by(body, &child.rel, "which", "other").unwrap_or(0.0);
         let values: Vec<f64> = all
             .iter()
             .filter(|(labels, _)| !labels.contains("which=\"other\""))
             .map(|(_, v)| *v)
             .collect();
-        // A value with a series has every hit of it there: none of them
-        // went to `other` (rings: the first max_series values seen).
-        assert!(values.len() <= MAX, "{}:\n{body}", child.rel);
-        assert!(values.iter().all(|v| *v == hits), "{}:\n{body}", child.rel);
-        assert_eq!(
-            values.iter().sum::<f64>() + other,
-            hits * VALUES as f64,
+        assert!(values.len() <= max, "{}:\n{body}", child.rel);
+        assert!(
+            values.iter().all(|v| *v == hits_per_value),
             "{}:\n{body}",
             child.rel
         );
+        assert_eq!(
+            values.iter().sum::<f64>() + other,
+            hits(child),
+            "{}:\n{body}",
+            child.rel
+        );
+        assert_eq!(lost(body, &child.rel, "by_which"), Some(0.0), "{body}");
+    }
+}
+
+#[test]
+fn new_values_hit_on_every_cpu_while_reloads_add_and_change_entries_stay_exact() {
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+    const MAX: usize = 32;
+    const CGROUPS: usize = 10;
+    // New values per cgroup per round, hit in lockstep on every CPU.
+    const STEP: i32 = 2;
+    let cpus = cpus();
+    let parent = TestCgroup::create("cgperf-by-lockstep-reload");
+    let children = children_of(&parent, CGROUPS);
+    let paths: Vec<&str> = children.iter().map(|c| c.rel.as_str()).collect();
+    // Room for these cgroups and this entry only, at the first load.
+    let first = config(&paths, &format!("    max_series: {MAX}\n")).replace(
+        "backend: bpf\n",
+        &format!("backend: bpf\nmax_cgroups: {CGROUPS}\n"),
+    );
+    let (exporter, file) = start_from_file(&first);
+    let stop = AtomicBool::new(false);
+    let rounds = AtomicI32::new(0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Until stopped, and at least until every cgroup's series are
+            // taken: brand-new values every round.
+            let mut round = 0;
+            while !stop.load(Ordering::SeqCst) || (round as usize) * (STEP as usize) < 2 * MAX {
+                for child in &children {
+                    in_lockstep(&child.dir, &cpus, round * STEP..(round + 1) * STEP);
+                }
+                round += 1;
+                rounds.store(round, Ordering::SeqCst);
+            }
+        });
+        let who = format!("  - name: {TP}\n    by: [who]\n    as: by_who\ncgroups:\n");
+        // An entry more, then the first changed (a new kernel entry that
+        // carries its series on), then one more entry again.
+        let second = first.replace("cgroups:\n", &who);
+        let third = second.replace(
+            "    as: by_which\n",
+            "    as: by_which\n    filter: \"which < 1000000\"\n",
+        );
+        let fourth = third.replace(
+            "cgroups:\n",
+            &format!("  - name: {TP}\n    by: [which, who]\n    as: by_both\ncgroups:\n"),
+        );
+        let before = rounds.load(Ordering::SeqCst);
+        for yaml in [&second, &third, &fourth] {
+            reload(&exporter, &file, yaml);
+        }
+        let during = rounds.load(Ordering::SeqCst) - before;
+        stop.store(true, Ordering::SeqCst);
+        assert!(during > 1, "{during} rounds of hits during the reloads");
+        eprintln!("{during} rounds of hits during the reloads");
+    });
+    let body = exporter.wait_collections(2);
+    let n = cpus.len() as f64;
+    let values = f64::from(rounds.load(Ordering::SeqCst) * STEP);
+    eprintln!("{values} values hit on {n} CPUs in each cgroup");
+    each_a_series_or_other(&body, &children, MAX, n, |_| n * values);
+    // The entries added count from their reload on, nothing lost.
+    for child in &children {
+        for event in ["by_who", "by_both"] {
+            assert_eq!(lost(&body, &child.rel, event), Some(0.0), "{body}");
+        }
     }
 }

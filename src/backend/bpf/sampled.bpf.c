@@ -99,6 +99,8 @@ struct entry {
 	__u64 max_series;
 	// An enum window.
 	__u64 window;
+	// The index of the hashes it counts in (see `counts`).
+	__u64 home;
 	struct field fields[MAX_FIELDS];
 	struct rule rules[MAX_RULES];
 };
@@ -186,23 +188,59 @@ struct {
 	__type(value, __u32);
 } watched SEC(".maps");
 
-// (slot << 32 | entry) -> what that cgroup counts of that entry; absent
-// when it does not count it.
-struct {
+// Each entry counts in two hashes at its `home` index, created by cgperf
+// with the entry (before any table names it) and dropped once no entry
+// counts there (no run can still reach them), sized for what the entry
+// can hold in every cgroup: a reload that adds an entry, or raises an
+// entry's max_series past that room, brings its own. No hash is ever
+// outgrown, copied or swapped under a run: a value's key is created, and
+// its place among max_series taken, in one hash, so that it is a series
+// or `other`, never both.
+//
+// An entry changed under the same series (a new filter or max_series is a
+// new entry, at an index no run still counts the old one at) shares the
+// home of the one it replaces while that room holds its max_series: runs
+// of both, which overlap for an instant at the switch, then decide each
+// new value in the same hash and cell. Two homes would let one CPU admit a
+// value as a series in one while another sends it to `other` in the other.
+
+// slot -> what that cgroup counts of the entry; absent when it does not
+// count it.
+struct cells_of {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u64);
-	__type(value, struct cell);
+	// By sizes: the BTF of a map's maps has only declarations of their
+	// structs, which the loader takes for an error, and the kernel takes
+	// a key and value with BTF types both or neither.
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(struct cell));
+};
+
+// At a home: its cells.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, MAX_ENTRIES);
+	__type(key, __u32);
+	__array(values, struct cells_of);
 } cells SEC(".maps");
 
-// (slot, entry, field values) -> hits.
-struct {
+// (slot, home, field values) -> hits.
+struct keys_of {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct key);
-	__type(value, __u64);
+	// By sizes, as above.
+	__uint(key_size, sizeof(struct key));
+	__uint(value_size, sizeof(__u64));
+};
+
+// At a home: its keys.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, MAX_ENTRIES);
+	__type(key, __u32);
+	__array(values, struct keys_of);
 } counts SEC(".maps");
 
 struct {
@@ -343,22 +381,22 @@ static __always_inline void read_fields(void *ctx, const struct entry *e, struct
 #define UNDECIDED (1ULL << 63)
 #define OTHER (1ULL << 62)
 
-// Counts the hit keyed `k` (its slot and entry set), if that cgroup counts
-// that entry: its key is found at once when it has one already.
+// Counts the hit keyed `k` (its slot and entry set) in its entry's `keys`,
+// if that cgroup counts that entry (has a cell in its entry's `cells`):
+// its key is found at once when it has one already.
 //
 // `series` counts the keys that took a place, plus, for an instant, those
 // that found none (each takes one back at once): it reaches max_series
 // only once max_series keys took a place, and never goes below after, so a
 // hit that finds it there goes to `other` without a key.
-static __always_inline void count(struct key *k, __u64 max_series)
+static __always_inline void count(void *keys, void *cells, struct key *k, __u64 max_series)
 {
-	__u64 *hits = bpf_map_lookup_elem(&counts, k);
+	__u64 *hits = bpf_map_lookup_elem(keys, k);
 	if (hits) {
 		__sync_fetch_and_add(hits, 1);
 		return;
 	}
-	__u64 where = (__u64)k->slot << 32 | k->entry;
-	struct cell *cell = bpf_map_lookup_elem(&cells, &where);
+	struct cell *cell = bpf_map_lookup_elem(cells, &k->slot);
 	if (!cell)
 		return;
 	// Read by an atomic addition of nothing: a full barrier before the
@@ -369,7 +407,7 @@ static __always_inline void count(struct key *k, __u64 max_series)
 		// last place since the lookup above: then this read saw that
 		// place taken, and the lookup after it finds their key, which
 		// this hit adds to, as it would have had it come a moment later.
-		hits = bpf_map_lookup_elem(&counts, k);
+		hits = bpf_map_lookup_elem(keys, k);
 		if (hits)
 			__sync_fetch_and_add(hits, 1);
 		else
@@ -377,8 +415,8 @@ static __always_inline void count(struct key *k, __u64 max_series)
 		return;
 	}
 	__u64 first = UNDECIDED | 1;
-	long err = bpf_map_update_elem(&counts, k, &first, BPF_NOEXIST);
-	hits = bpf_map_lookup_elem(&counts, k);
+	long err = bpf_map_update_elem(keys, k, &first, BPF_NOEXIST);
+	hits = bpf_map_lookup_elem(keys, k);
 	if (err != 0) {
 		// Created on another CPU meanwhile, or the map is full.
 		if (hits)
@@ -474,13 +512,18 @@ int by_fields(void *ctx)
 			continue;
 		if (!passes(ctx, e))
 			continue;
-		struct key k = {.entry = index};
+		__u32 home = (__u32)e->home;
+		void *keys = bpf_map_lookup_elem(&counts, &home);
+		void *mine = bpf_map_lookup_elem(&cells, &home);
+		if (!keys || !mine)
+			continue;
+		struct key k = {.entry = home};
 		read_fields(ctx, e, &k);
 		for (__u32 j = 0; j < MAX_CHARGED; j++) {
 			if (j >= charged)
 				break;
 			k.slot = c->slots[j];
-			count(&k, e->max_series);
+			count(keys, mine, &k, e->max_series);
 		}
 	}
 	// Not 0: that would keep the hit from every perf event of the

@@ -32,7 +32,7 @@ impl InKernel {
                 continue;
             }
             match next.iter().any(|e| e.spec.id() == old.spec.id()) {
-                true => retired.insert(old.index),
+                true => retired.insert(old.home),
                 false => {
                     leaving.push(Entry {
                         window: Window::UntilCut,
@@ -158,7 +158,7 @@ impl InKernel {
         if self.leaving.is_empty() && !windows {
             return;
         }
-        let leaving: BTreeSet<u32> = self.leaving.drain(..).map(|e| e.index).collect();
+        let leaving: BTreeSet<u32> = self.leaving.drain(..).map(|e| e.home).collect();
         for entry in &mut self.entries {
             entry.window = Window::Always;
         }
@@ -180,31 +180,30 @@ impl InKernel {
         }
     }
 
-    /// Reads `retired` entries one last time, once no run uses them (they
-    /// are out of the table in force), and forgets them.
-    fn retire(&mut self, retired: BTreeSet<u32>, totals: &mut Totals) {
+    /// Reads the hashes at the homes of `retired` entries one last time,
+    /// once no run uses them (they are out of the table in force), and
+    /// forgets them; but not a home an entry in force still counts in.
+    fn retire(&mut self, mut retired: BTreeSet<u32>, totals: &mut Totals) {
+        let live = || self.entries.iter().chain(&self.leaving);
+        retired.retain(|home| !live().any(|e| e.home == *home));
         if retired.is_empty() {
             return;
         }
         settle_runs();
         self.collect(totals, &retired);
-        let Some(loaded) = self.loaded.as_mut() else {
-            return;
-        };
         for watched in self.cgroups.values_mut() {
-            for index in &retired {
-                if watched.cells.remove(index).is_some() {
-                    loaded.drop_cell(watched.slot, *index);
-                }
+            for home in &retired {
+                watched.cells.remove(home);
             }
         }
         self.beyond.retain(|k| !retired.contains(&k.entry));
-        self.last.retain(|k, _| {
-            let gone = retired.contains(&k.entry);
-            if gone {
-                loaded.remove_key(k);
+        self.last.retain(|k, _| !retired.contains(&k.entry));
+        // Their hashes go with every key and cell in them: the index is
+        // free for an entry with hashes of its own.
+        if let Some(loaded) = self.loaded.as_mut() {
+            for home in retired {
+                loaded.drop_room(home);
             }
-            !gone
-        });
+        }
     }
 }

@@ -1,13 +1,13 @@
 //! The loaded `by:` program (`sampled.bpf.c`): its maps, the attachment
 //! of each tracepoint, and the layout of the C structs they hold.
 
-use super::super::sys::{BatchAttr, bpf};
+use super::super::sys::{BatchAttr, bpf, map_delete, map_update};
 use super::rules::{self, EntryConfig, KEY_WORDS};
 use super::{Entry, settle_runs};
 use crate::backend::budget::Tally;
 use crate::perf::{Errno, open_attach_point};
 use crate::plan::SampledSpec;
-use aya::maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray};
+use aya::maps::{Array, HashMap as BpfHashMap, IterableMap, Map, MapData, PerCpuArray};
 use aya::programs::TracePoint;
 use aya::{Ebpf, EbpfLoader, Pod};
 use memmap2::{MmapOptions, MmapRaw};
@@ -26,12 +26,14 @@ const PROGRAM: &str = "by_fields";
 /// `MAX_ENTRIES` and `TP_ENTRIES` of `sampled.bpf.c`.
 pub(super) const MAX_ENTRIES: u32 = 64;
 pub(super) const TP_ENTRIES: usize = 8;
-/// Keys the counts map holds at most, whatever `max_series` × cgroups
+/// Keys an entry's hash holds at most, whatever `max_series` × cgroups
 /// asks: its buckets (16 bytes each, rounded up to a power of two) are
-/// allocated at load.
+/// allocated when the entry is created.
 pub(super) const MAX_KEYS: u32 = 1 << 22;
-/// Descriptors the loaded program holds besides its links: its eight maps
-/// and itself.
+/// `BPF_F_NO_PREALLOC`: a hash's elements are allocated as used.
+const NO_PREALLOC: u32 = 1;
+/// Descriptors the loaded program holds besides its links and its
+/// entries' hashes: its eight maps and itself.
 const OWN_FDS: u64 = 9;
 /// `struct attached` of `sampled.bpf.c`.
 #[repr(C)]
@@ -79,6 +81,34 @@ pub(super) struct Cell {
 // SAFETY: plain integers, no padding.
 unsafe impl Pod for Cell {}
 
+/// The two hashes of one entry (`keys_of` and `cells_of` of
+/// `sampled.bpf.c`), made for it alone.
+#[derive(Debug)]
+struct Room {
+    keys: BpfHashMap<MapData, Key, u64>,
+    cells: BpfHashMap<MapData, u32, Cell>,
+}
+
+/// Keys a hash needs for an entry of `max_series` in `capacity` cgroups:
+/// its series in each, plus one per possible CPU whose hit created a key
+/// as the last place was taken (it counts under `other`), rounded up to a
+/// power of two (the hash's buckets are, whatever its size), at most
+/// [`MAX_KEYS`]; and the `max_series` it then has room for.
+pub(super) fn room_for(capacity: u32, max_series: usize) -> (u32, usize) {
+    let cpus = aya::util::nr_cpus().map_or(1, |n| n as u64);
+    let capacity = capacity.max(1) as u64;
+    let keys = (max_series as u64)
+        .saturating_add(cpus)
+        .saturating_mul(capacity)
+        .checked_next_power_of_two()
+        .unwrap_or(u64::MAX);
+    if keys >= MAX_KEYS as u64 {
+        return (MAX_KEYS, max_series);
+    }
+    let room = (keys / capacity).saturating_sub(cpus) as usize;
+    (keys as u32, room.max(max_series))
+}
+
 /// One attachment: the perf event of a tracepoint and the link that runs
 /// the program at its every hit, on every CPU.
 #[derive(Debug)]
@@ -99,6 +129,12 @@ pub(super) struct Loaded {
     watch: u64,
     /// By tracepoint id.
     links: BTreeMap<u64, Link>,
+    /// `counts` and `cells`: at each entry's index, its [`Room`].
+    counts: MapData,
+    cells: MapData,
+    capacity: u32,
+    /// By entry index.
+    rooms: BTreeMap<u32, Room>,
 }
 
 /// The error of a failed step, as text.
@@ -117,7 +153,8 @@ impl Loaded {
             .map_or((0, 0), |info| {
                 (info.run_time().as_nanos() as u64, info.run_count())
             });
-        (OWN_FDS + self.links.len() as u64, ns, runs)
+        let fds = OWN_FDS + self.links.len() as u64 + 2 * self.rooms.len() as u64;
+        (fds, ns, runs)
     }
 
     /// Hits at which the kernel did not run the program because another
@@ -132,18 +169,18 @@ impl Loaded {
         fd.and_then(|fd| recursion_misses(fd).ok()).unwrap_or(0)
     }
 
-    /// Loads the program with room for `capacity` cgroups and the series
-    /// of `entries` in each.
-    pub(super) fn load(capacity: u32, entries: &[Entry]) -> Result<Self, String> {
-        let series: u64 = entries.iter().map(|e| e.spec.max_series as u64).sum();
-        let keys = (series.max(1) * capacity as u64).min(MAX_KEYS as u64) as u32;
-        let cells = capacity.saturating_mul(MAX_ENTRIES / 4).min(MAX_KEYS);
+    /// Loads the program with room for `capacity` cgroups; each entry
+    /// gets its own room when it is first counted ([`Loaded::make_room`]).
+    pub(super) fn load(capacity: u32) -> Result<Self, String> {
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("watched", capacity)
-            .map_max_entries("cells", cells)
-            .map_max_entries("counts", keys)
             .load(&OBJECT.0)
             .map_err(|e| failed("loading the maps", e))?;
+        let (Some(Map::ArrayOfMaps(counts)), Some(Map::ArrayOfMaps(cells))) =
+            (ebpf.take_map("counts"), ebpf.take_map("cells"))
+        else {
+            return Err("the object lacks its arrays of maps".into());
+        };
         let program: &mut TracePoint = ebpf
             .program_mut(PROGRAM)
             .ok_or("the object has no program")?
@@ -165,7 +202,42 @@ impl Loaded {
             table: 0,
             watch: 0,
             links: BTreeMap::new(),
+            counts,
+            cells,
+            capacity,
+            rooms: BTreeMap::new(),
         })
+    }
+
+    /// Creates the hashes of `entry`'s home, if it has none yet, for its
+    /// `room`. Called before any table names the entry; a home gets hashes
+    /// again only once [`Loaded::drop_room`] took the old ones, when no
+    /// entry counted there any more and no run could still reach them.
+    pub(super) fn make_room(&mut self, entry: &Entry) -> Result<(), String> {
+        if self.rooms.contains_key(&entry.home) {
+            return Ok(());
+        }
+        let (size, _) = room_for(self.capacity, entry.room);
+        let keys = BpfHashMap::<MapData, Key, u64>::create(size, NO_PREALLOC)
+            .map_err(|e| failed(&format!("a hash of {size} keys"), e))?;
+        let cells = BpfHashMap::<MapData, u32, Cell>::create(self.capacity, NO_PREALLOC)
+            .map_err(|e| failed(&format!("a hash of {} cells", self.capacity), e))?;
+        for (outer, inner) in [(&self.counts, keys.map()), (&self.cells, cells.map())] {
+            let fd = u32::try_from(inner.fd().as_fd().as_raw_fd())
+                .map_err(|_| "a negative descriptor")?;
+            map_update(outer.fd().as_fd(), entry.home, fd)
+                .map_err(|e| failed("handing an entry's hash to the program", e))?;
+        }
+        self.rooms.insert(entry.home, Room { keys, cells });
+        Ok(())
+    }
+
+    /// Takes the hashes at `home` away, with every key and cell in them:
+    /// once no entry counts there and they were read one last time.
+    pub(super) fn drop_room(&mut self, home: u32) {
+        let _ = map_delete(self.counts.fd().as_fd(), home);
+        let _ = map_delete(self.cells.fd().as_fd(), home);
+        self.rooms.remove(&home);
     }
 
     /// One word of the mapped settings.
@@ -186,7 +258,7 @@ impl Loaded {
         tally: &Arc<AtomicU64>,
     ) -> Result<(), String> {
         for entry in entries {
-            let config = rules::compile(&entry.spec)?.within(entry.window);
+            let config = rules::compile(&entry.spec)?.within(entry.window, entry.home);
             let mut array: Array<&mut MapData, EntryConfig> =
                 Array::try_from(self.ebpf.map_mut("entries").ok_or("no entries map")?)
                     .map_err(|e| e.to_string())?;
@@ -295,6 +367,12 @@ impl Loaded {
         BpfHashMap::try_from(self.ebpf.map_mut(name)?).ok()
     }
 
+    fn room(&mut self, home: u32) -> Result<&mut Room, String> {
+        self.rooms
+            .get_mut(&home)
+            .ok_or_else(|| format!("no hashes at {home}"))
+    }
+
     /// Sets the cut of a reload moving entries in or out (0: none), as
     /// `sampled.bpf.c` describes it.
     pub(super) fn set_cut(&self, at: u64) {
@@ -342,62 +420,62 @@ impl Loaded {
     }
 
     pub(super) fn insert_cell(&mut self, slot: u32, index: u32, cell: Cell) -> Result<(), String> {
-        self.map::<u64, Cell>("cells")
-            .ok_or("no cells map")?
-            .insert((slot as u64) << 32 | index as u64, cell, 0)
+        self.room(index)?
+            .cells
+            .insert(slot, cell, 0)
             .map_err(|e| e.to_string())
     }
 
     pub(super) fn drop_cell(&mut self, slot: u32, index: u32) {
-        if let Some(mut map) = self.map::<u64, Cell>("cells") {
-            let _ = map.remove(&((slot as u64) << 32 | index as u64));
+        if let Ok(room) = self.room(index) {
+            let _ = room.cells.remove(&slot);
         }
     }
 
     /// Every (cgroup slot, entry) cell now.
     pub(super) fn cells(&mut self) -> std::collections::HashMap<(u32, u32), Cell> {
-        self.read_all::<u64, Cell>("cells")
-            .into_iter()
-            .map(|(at, cell)| (((at >> 32) as u32, at as u32), cell))
-            .collect()
+        let mut out = std::collections::HashMap::new();
+        for (&index, room) in &self.rooms {
+            for (slot, cell) in read_all(&room.cells) {
+                out.insert((slot, index), cell);
+            }
+        }
+        out
     }
 
     pub(super) fn insert_key(&mut self, key: &Key) -> Result<(), String> {
-        self.map::<Key, u64>("counts")
-            .ok_or("no counts map")?
+        self.room(key.entry)?
+            .keys
             .insert(key, 0, 0)
             .map_err(|e| e.to_string())
     }
 
     pub(super) fn remove_key(&mut self, key: &Key) {
-        if let Some(mut map) = self.map::<Key, u64>("counts") {
-            let _ = map.remove(key);
+        if let Ok(room) = self.room(key.entry) {
+            let _ = room.keys.remove(key);
         }
     }
 
     /// Every key and its value now.
     pub(super) fn keys(&mut self) -> Vec<(Key, u64)> {
-        self.read_all("counts")
+        self.rooms
+            .values()
+            .flat_map(|room| read_all(&room.keys))
+            .collect()
     }
+}
 
-    /// Every element of the hash map `name`: a few batched lookups
-    /// (`BPF_MAP_LOOKUP_BATCH`, Linux 5.6), where the kernel has them,
-    /// rather than two system calls per element.
-    fn read_all<K: Pod + Default, V: Pod + Default>(&mut self, name: &str) -> Vec<(K, V)> {
-        let mut out = Vec::new();
-        let fd = match self.ebpf.map(name) {
-            Some(Map::HashMap(data)) => data.fd().as_fd().as_raw_fd(),
-            _ => return out,
-        };
-        if lookup_batch(fd, &mut out).is_ok() {
-            return out;
-        }
-        out.clear();
-        if let Some(map) = self.map::<K, V>(name) {
-            out.extend(map.iter().filter_map(Result::ok));
-        }
-        out
+/// Every element of `map`: a few batched lookups (`BPF_MAP_LOOKUP_BATCH`,
+/// Linux 5.6), where the kernel has them, rather than two system calls per
+/// element.
+fn read_all<K: Pod + Default, V: Pod + Default>(map: &BpfHashMap<MapData, K, V>) -> Vec<(K, V)> {
+    let mut out = Vec::new();
+    if lookup_batch(map.map().fd().as_fd().as_raw_fd(), &mut out).is_ok() {
+        return out;
     }
+    out.clear();
+    out.extend(map.iter().filter_map(Result::ok));
+    out
 }
 
 /// Appends every element of the hash map `fd` to `out`, in batches.
@@ -523,6 +601,16 @@ mod tests {
         );
         let other = (1u64 << 63 | 5).wrapping_add(1 << 63 | 1 << 62);
         assert_eq!(decode(other), Some((5, true)));
+    }
+
+    #[test]
+    fn an_entrys_room_holds_its_series_and_a_racing_key_per_cpu_in_every_cgroup() {
+        let cpus = aya::util::nr_cpus().expect("possible CPUs");
+        let (keys, room) = room_for(4096, 100);
+        assert!(keys.is_power_of_two() && room >= 100, "{keys} {room}");
+        assert!((room + cpus) * 4096 <= keys as usize, "{keys} {room}");
+        assert!((room + 1 + cpus) * 4096 > keys as usize, "{keys} {room}");
+        assert_eq!(room_for(1_000_000, 100), (MAX_KEYS, 100));
     }
 
     #[test]

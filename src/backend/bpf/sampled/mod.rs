@@ -1,6 +1,8 @@
 //! `by:` tracepoints counted in the kernel (`sampled.bpf.c`): each hit adds
-//! one to a hash map entry keyed by (cgroup slot, entry, field values), for
-//! the cgroup it happens in and each monitored ancestor, so that a cgroup's
+//! one to a hash map entry keyed by (cgroup slot, entry, field values), in
+//! the entry's own hash (sized for it when it is created, so that a reload
+//! adding entries has room: see [`Entry`]), for the cgroup it happens in
+//! and each monitored ancestor, so that a cgroup's
 //! counts include its descendants as in cgroup mode. No ring buffer: exact
 //! at any rate, and the kernel holds one perf event and one link per `by:`
 //! tracepoint, whatever the number of cgroups and CPUs.
@@ -50,16 +52,21 @@ use std::sync::atomic::AtomicU64;
 pub fn counted_in_kernel(spec: &SampledSpec) -> Result<(), String> {
     rules::compile(spec)?;
     let mut loaded =
-        Loaded::load(1, &[]).map_err(|e| format!("cannot load the `by:` BPF program: {e}"))?;
+        Loaded::load(1).map_err(|e| format!("cannot load the `by:` BPF program: {e}"))?;
     loaded.ensure_attached(spec, &Arc::new(AtomicU64::new(0)))
 }
 
-/// An entry counted in the kernel: its spec, its index in `entries`, and
-/// when it counts while it is handed over to or from the rings.
+/// An entry counted in the kernel: its spec, its index in `entries`, the
+/// index of the hashes it counts in (its own, or those of the entry of the
+/// same series it replaced: `sampled.bpf.c` says why) and the `max_series`
+/// they were made for, and when it counts while it is handed over to or
+/// from the rings.
 #[derive(Debug, Clone)]
 struct Entry {
     spec: Arc<SampledSpec>,
     index: u32,
+    home: u32,
+    room: usize,
     window: Window,
 }
 
@@ -78,7 +85,7 @@ struct Watched {
     /// Its kernel id (its directory's inode).
     id: u64,
     slot: u32,
-    /// By entry index.
+    /// By the home of the entries counting them.
     cells: BTreeMap<u32, CellState>,
 }
 
@@ -163,32 +170,13 @@ impl InKernel {
                         "more than {TP_ENTRIES} `by:` entries on one tracepoint"
                     ));
                 }
-                let index = self
-                    .entries
-                    .iter()
-                    .find(|e| *e.spec == *spec)
-                    .map(|e| e.index)
-                    .or_else(|| {
-                        (0..MAX_ENTRIES).find(|i| {
-                            !self
-                                .entries
-                                .iter()
-                                .chain(&self.leaving)
-                                .chain(&next)
-                                .any(|e| e.index == *i)
-                        })
-                    })
-                    .ok_or_else(|| format!("more than {} `by:` entries", MAX_ENTRIES / 2))?;
-                Ok(index)
+                self.place(&spec, &next)
+                    .ok_or_else(|| format!("more than {} `by:` entries", MAX_ENTRIES / 2))
             });
             match verdict {
-                Ok(index) => {
+                Ok(entry) => {
                     *taken += 1;
-                    next.push(Entry {
-                        spec,
-                        index,
-                        window: Window::Always,
-                    });
+                    next.push(entry);
                 }
                 Err(why) => {
                     if self.logged.insert((spec.label.clone(), why.clone())) {
@@ -201,6 +189,31 @@ impl InKernel {
             }
         }
         self.pending = Some(next);
+    }
+
+    /// `spec` as an entry of the plan after `next`: the entry in force if
+    /// it is one; else at an index free in the tables of every run (in none
+    /// in force, leaving or next, nor the home of one), counting in the
+    /// hashes of the entry in force of the same series if they have room
+    /// for its `max_series`, else in hashes of its own.
+    fn place(&self, spec: &Arc<SampledSpec>, next: &[Entry]) -> Option<Entry> {
+        if let Some(kept) = self.entries.iter().find(|e| *e.spec == **spec) {
+            return Some(kept.clone());
+        }
+        let live = || self.entries.iter().chain(&self.leaving).chain(next);
+        let index = (0..MAX_ENTRIES).find(|i| !live().any(|e| e.index == *i || e.home == *i))?;
+        let same = self.entries.iter().find(|e| e.spec.id() == spec.id());
+        let (home, room) = match same {
+            Some(e) if spec.max_series <= e.room => (e.home, e.room),
+            _ => (index, kernel::room_for(self.capacity, spec.max_series).1),
+        };
+        Some(Entry {
+            spec: spec.clone(),
+            index,
+            home,
+            room,
+            window: Window::Always,
+        })
     }
 
     /// The entries counted in the kernel from the next apply on.
@@ -239,7 +252,7 @@ impl InKernel {
             return;
         }
         if self.loaded.is_none() {
-            match Loaded::load(self.capacity, self.upcoming()) {
+            match Loaded::load(self.capacity) {
                 Ok(loaded) => self.loaded = Some(loaded),
                 Err(e) => {
                     tracing::error!(
@@ -254,10 +267,15 @@ impl InKernel {
                 }
             }
         }
-        // An entry whose tracepoint the program cannot be attached to goes
-        // to the rings, which count what is wanted in the same apply.
+        // An entry whose tracepoint the program cannot be attached to, or
+        // that cannot have its own hashes, goes to the rings, which count
+        // what is wanted in the same apply.
         if let (Some(loaded), Some(pending)) = (self.loaded.as_mut(), self.pending.as_mut()) {
-            pending.retain(|e| match loaded.ensure_attached(&e.spec, &self.tally) {
+            let mut ready = |e: &Entry| {
+                loaded.ensure_attached(&e.spec, &self.tally)?;
+                loaded.make_room(e)
+            };
+            pending.retain(|e| match ready(e) {
                 Ok(()) => true,
                 Err(why) => {
                     if self.logged.insert((e.spec.label.clone(), why.clone())) {
@@ -336,19 +354,21 @@ impl InKernel {
         let unwanted: Vec<u32> = watched
             .cells
             .iter()
-            .filter(|(index, cell)| {
-                !ours.iter().any(|e| e.index == **index)
-                    && upcoming.iter().any(|e| e.index == **index)
+            .filter(|(home, cell)| {
+                !ours.iter().any(|e| e.home == **home)
+                    && upcoming.iter().any(|e| e.home == **home)
                     && !ours.iter().any(|e| e.spec.id() == cell.spec.id())
             })
-            .map(|(index, _)| *index)
+            .map(|(home, _)| *home)
             .collect();
-        for index in unwanted {
-            watched.cells.remove(&index);
-            loaded.drop_cell(slot, index);
+        for home in unwanted {
+            watched.cells.remove(&home);
+            loaded.drop_cell(slot, home);
         }
         for entry in ours {
-            if watched.cells.contains_key(&entry.index) {
+            if let Some(cell) = watched.cells.get_mut(&entry.home) {
+                // Kept, or changed in the same home: the same cell.
+                cell.spec = entry.spec.clone();
                 continue;
             }
             let counts = totals.sampled(&SampledKey {
@@ -373,7 +393,7 @@ impl InKernel {
             let mut series = 0;
             for old in carried.into_iter().take(entry.spec.max_series) {
                 let key = Key {
-                    entry: entry.index,
+                    entry: entry.home,
                     ..old
                 };
                 if loaded.insert_key(&key).is_ok() {
@@ -385,12 +405,12 @@ impl InKernel {
                 series,
                 ..Cell::default()
             };
-            if let Err(e) = loaded.insert_cell(slot, entry.index, cell) {
+            if let Err(e) = loaded.insert_cell(slot, entry.home, cell) {
                 tracing::warn!(cgroup = %cgroup.path, entry = %entry.spec.label, "cannot count in the kernel: {e}");
                 continue;
             }
             watched.cells.insert(
-                entry.index,
+                entry.home,
                 CellState {
                     spec: entry.spec.clone(),
                     counts,
@@ -409,8 +429,8 @@ impl InKernel {
         self.by_slot.remove(&gone.slot);
         if let Some(loaded) = self.loaded.as_mut() {
             loaded.unwatch(gone.id);
-            for index in gone.cells.keys() {
-                loaded.drop_cell(gone.slot, *index);
+            for home in gone.cells.keys() {
+                loaded.drop_cell(gone.slot, *home);
             }
         }
         self.released.push(gone.slot);
@@ -489,16 +509,16 @@ impl InKernel {
         }
         let cells = loaded.cells();
         for watched in self.cgroups.values_mut() {
-            for (&index, cell) in &mut watched.cells {
-                if !only.is_empty() && !only.contains(&index) {
+            for (&home, cell) in &mut watched.cells {
+                if !only.is_empty() && !only.contains(&home) {
                     continue;
                 }
-                let now = cells.get(&(watched.slot, index)).copied();
+                let now = cells.get(&(watched.slot, home)).copied();
                 let now = now.unwrap_or(cell.last);
                 let other = now.other.saturating_sub(cell.last.other);
                 let refused = now.refused.saturating_sub(cell.last.refused);
                 cell.last = now;
-                let values = gained.get(&(watched.slot, index)).copied().unwrap_or(0);
+                let values = gained.get(&(watched.slot, home)).copied().unwrap_or(0);
                 if let Some(counts) = totals.sampled_mut(cell.counts) {
                     counts.add_hits(None, other, cell.spec.max_series);
                     // Every hit: those counted above and those the map

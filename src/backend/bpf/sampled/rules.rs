@@ -61,6 +61,8 @@ pub(super) struct EntryConfig {
     max_series: u64,
     /// A [`Window`].
     window: u64,
+    /// The index of the hashes it counts in.
+    home: u64,
     fields: [FieldAt; MAX_FIELDS],
     rules: [Rule; MAX_RULES],
 }
@@ -82,10 +84,11 @@ pub(super) enum Window {
 }
 
 impl EntryConfig {
-    /// The same, counting in `window`.
-    pub(super) fn within(self, window: Window) -> Self {
+    /// The same, counting in `window`, in the hashes at `home`.
+    pub(super) fn within(self, window: Window, home: u32) -> Self {
         Self {
             window: window as u64,
+            home: home as u64,
             ..self
         }
     }
@@ -414,7 +417,7 @@ mod tests {
     fn the_c_structs_have_the_sizes_of_sampled_bpf_c() {
         assert_eq!(std::mem::size_of::<FieldAt>(), 8);
         assert_eq!(std::mem::size_of::<Rule>(), 16);
-        assert_eq!(std::mem::size_of::<EntryConfig>(), 24 + 8 * 4 + 16 * 16);
+        assert_eq!(std::mem::size_of::<EntryConfig>(), 32 + 8 * 4 + 16 * 16);
     }
 
     #[test]
