@@ -934,3 +934,69 @@ fn new_values_hit_on_every_cpu_while_reloads_add_and_change_entries_stay_exact()
         }
     }
 }
+
+#[test]
+fn reloads_raising_max_series_past_the_room_while_new_values_come_keep_each_a_series_or_other() {
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+    // Room for 6 series per cgroup at the first load: each raise below
+    // goes past the room of the one before.
+    const MAXES: [usize; 5] = [4, 8, 16, 32, 64];
+    const CGROUPS: usize = MAXES.len() - 1;
+    let cpus = cpus();
+    let parent = TestCgroup::create("cgperf-by-lockstep-raise");
+    let children = children_of(&parent, CGROUPS);
+    let paths: Vec<&str> = children.iter().map(|c| c.rel.as_str()).collect();
+    let yaml = |max: usize| {
+        config(&paths, &format!("    max_series: {max}\n")).replace(
+            "backend: bpf\n",
+            &format!("backend: bpf\nmax_cgroups: {CGROUPS}\n"),
+        )
+    };
+    let (exporter, file) = start_from_file(&yaml(MAXES[0]));
+    let n = cpus.len() as f64;
+    let mut hits = Vec::new();
+    // At each raise, its own cgroup: brand-new values, each hit once on
+    // every CPU at the same moment, take all but two places; the next
+    // ones, hit while the raise is reloaded, take the last two (most
+    // likely after the last collection) and, past the switch, every
+    // place the raise adds; then every value is hit once more.
+    for (child, pair) in children.iter().zip(MAXES.windows(2)) {
+        let (old, new) = (pair[0] as i32, pair[1] as i32);
+        in_lockstep(&child.dir, &cpus, 0..old - 2);
+        let (hit, until) = (AtomicI32::new(old - 2), AtomicI32::new(i32::MAX));
+        let reloaded = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                loop {
+                    let v = hit.load(Ordering::SeqCst);
+                    if v >= until.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    in_lockstep(&child.dir, &cpus, v..v + 1);
+                    hit.store(v + 1, Ordering::SeqCst);
+                    if !reloaded.load(Ordering::SeqCst) {
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                }
+            });
+            while hit.load(Ordering::SeqCst) < old {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            reload(&exporter, &file, &yaml(new as usize));
+            reloaded.store(true, Ordering::SeqCst);
+            // Enough values past the switch to take every new place.
+            until.store(hit.load(Ordering::SeqCst) + new + 2, Ordering::SeqCst);
+        });
+        let values = hit.load(Ordering::SeqCst);
+        in_lockstep(&child.dir, &cpus, 0..values);
+        hits.push(2.0 * n * f64::from(values));
+    }
+    let body = exporter.wait_collections(2);
+    // Each value a series with every hit of it, or `other`; never more
+    // series than the max_series in force.
+    let hits_of = |c: &TestCgroup| {
+        let i = children.iter().position(|x| x.rel == c.rel);
+        hits[i.expect("a child")]
+    };
+    each_a_series_or_other(&body, &children, MAXES[4], 2.0 * n, hits_of);
+}

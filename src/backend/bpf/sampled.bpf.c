@@ -188,21 +188,22 @@ struct {
 	__type(value, __u32);
 } watched SEC(".maps");
 
-// Each entry counts in two hashes at its `home` index, created by cgperf
-// with the entry (before any table names it) and dropped once no entry
-// counts there (no run can still reach them), sized for what the entry
-// can hold in every cgroup: a reload that adds an entry, or raises an
-// entry's max_series past that room, brings its own. No hash is ever
-// outgrown, copied or swapped under a run: a value's key is created, and
-// its place among max_series taken, in one hash, so that it is a series
-// or `other`, never both.
+// Each entry counts at its `home` index: in one hash of cells (`cells`),
+// the one decider of the places among its max_series, and in a chain of
+// up to SPILLS hashes of keys (`counts`, at home * SPILLS + position),
+// created by cgperf with the entry (before any table names it) and dropped
+// once no entry counts there (no run can still reach them). The first is
+// sized for what the entry can hold in every cgroup; a reload that raises
+// its max_series past that room adds a spill hash to the end of the chain,
+// twice the size of the last one, before any table names the raised entry.
+// No hash is ever outgrown, copied or swapped under a run.
 //
 // An entry changed under the same series (a new filter or max_series is a
-// new entry, at an index no run still counts the old one at) shares the
-// home of the one it replaces while that room holds its max_series: runs
-// of both, which overlap for an instant at the switch, then decide each
-// new value in the same hash and cell. Two homes would let one CPU admit a
-// value as a series in one while another sends it to `other` in the other.
+// new entry, at an index no run still counts the old one at) keeps the
+// home of the one it replaces: runs of both, which overlap for an instant
+// at the switch, decide each new value against the same cell and look it
+// up in the same chain, so that it is a series or `other`, never both
+// (see count()).
 
 // slot -> what that cgroup counts of the entry; absent when it does not
 // count it.
@@ -235,10 +236,14 @@ struct keys_of {
 	__uint(value_size, sizeof(__u64));
 };
 
-// At a home: its keys.
+// Keys hashes a home's chain holds at most.
+#define SPILLS 4
+
+// At home * SPILLS + position: the keys hashes of a home's chain, from its
+// first on, without gaps.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, MAX_ENTRIES);
+	__uint(max_entries, MAX_ENTRIES * SPILLS);
 	__type(key, __u32);
 	__array(values, struct keys_of);
 } counts SEC(".maps");
@@ -381,17 +386,45 @@ static __always_inline void read_fields(void *ctx, const struct entry *e, struct
 #define UNDECIDED (1ULL << 63)
 #define OTHER (1ULL << 62)
 
-// Counts the hit keyed `k` (its slot and entry set) in its entry's `keys`,
-// if that cgroup counts that entry (has a cell in its entry's `cells`):
-// its key is found at once when it has one already.
+// The keys hash at `position` of `home`'s chain, or NULL past its end.
+static __always_inline void *keys_at(__u32 home, __u32 position)
+{
+	__u32 at = home * SPILLS + position;
+	return bpf_map_lookup_elem(&counts, &at);
+}
+
+// The hits of the key `k` in `home`'s chain, or NULL: the first copy
+// found (a value has one key in the chain but in a rare race cgperf makes
+// harmless: see `InKernel::collect`).
+static __always_inline __u64 *find(__u32 home, struct key *k)
+{
+	for (__u32 i = 0; i < SPILLS; i++) {
+		void *keys = keys_at(home, i);
+		if (!keys)
+			return NULL;
+		__u64 *hits = bpf_map_lookup_elem(keys, k);
+		if (hits)
+			return hits;
+	}
+	return NULL;
+}
+
+// Counts the hit keyed `k` (its slot and entry set) in `home`'s chain, if
+// that cgroup counts that entry (has a cell in its entry's `cells`): its
+// key is found at once when it has one already.
 //
 // `series` counts the keys that took a place, plus, for an instant, those
 // that found none (each takes one back at once): it reaches max_series
 // only once max_series keys took a place, and never goes below after, so a
 // hit that finds it there goes to `other` without a key.
-static __always_inline void count(void *keys, void *cells, struct key *k, __u64 max_series)
+//
+// Every run, whatever the definition of the entry it counts, takes the
+// same steps against the same cell and chain: look the key up in each
+// hash; if absent, read the cell; if full, look it up in each hash again,
+// else create it in the first hash that takes it, then take a place.
+static __always_inline void count(__u32 home, void *cells, struct key *k, __u64 max_series)
 {
-	__u64 *hits = bpf_map_lookup_elem(keys, k);
+	__u64 *hits = find(home, k);
 	if (hits) {
 		__sync_fetch_and_add(hits, 1);
 		return;
@@ -400,14 +433,15 @@ static __always_inline void count(void *keys, void *cells, struct key *k, __u64 
 	if (!cell)
 		return;
 	// Read by an atomic addition of nothing: a full barrier before the
-	// lookup below.
+	// lookups below.
 	if (__sync_fetch_and_add(&cell->series, 0) >= max_series) {
 		// Full (max_series keys took a place). The first hit of the same
-		// values on another CPU may have created their key and taken the
-		// last place since the lookup above: then this read saw that
-		// place taken, and the lookup after it finds their key, which
-		// this hit adds to, as it would have had it come a moment later.
-		hits = bpf_map_lookup_elem(keys, k);
+		// values on another CPU may have created their key, in any hash
+		// of the chain, and taken the last place since the lookups above:
+		// then this read saw that place taken, and the lookups after it
+		// find their key, which this hit adds to, as it would have had it
+		// come a moment later.
+		hits = find(home, k);
 		if (hits)
 			__sync_fetch_and_add(hits, 1);
 		else
@@ -415,26 +449,36 @@ static __always_inline void count(void *keys, void *cells, struct key *k, __u64 
 		return;
 	}
 	__u64 first = UNDECIDED | 1;
-	long err = bpf_map_update_elem(keys, k, &first, BPF_NOEXIST);
-	hits = bpf_map_lookup_elem(keys, k);
-	if (err != 0) {
-		// Created on another CPU meanwhile, or the map is full.
-		if (hits)
-			__sync_fetch_and_add(hits, 1);
-		else
-			__sync_fetch_and_add(&cell->refused, 1);
+	for (__u32 i = 0; i < SPILLS; i++) {
+		void *keys = keys_at(home, i);
+		if (!keys)
+			break;
+		long err = bpf_map_update_elem(keys, k, &first, BPF_NOEXIST);
+		hits = bpf_map_lookup_elem(keys, k);
+		if (err != 0) {
+			// Created on another CPU meanwhile: counted there; or this
+			// hash is full: the next one.
+			if (hits) {
+				__sync_fetch_and_add(hits, 1);
+				return;
+			}
+			continue;
+		}
+		// Created here (and gone only if cgperf dropped the cell
+		// meanwhile).
+		if (!hits)
+			return;
+		if (__sync_fetch_and_add(&cell->series, 1) < max_series) {
+			// Adding the top bit clears it.
+			__sync_fetch_and_add(hits, UNDECIDED);
+			return;
+		}
+		__sync_fetch_and_add(&cell->series, -1);
+		__sync_fetch_and_add(hits, UNDECIDED | OTHER);
 		return;
 	}
-	// Created here (and gone only if cgperf dropped the cell meanwhile).
-	if (!hits)
-		return;
-	if (__sync_fetch_and_add(&cell->series, 1) < max_series) {
-		// Adding the top bit clears it.
-		__sync_fetch_and_add(hits, UNDECIDED);
-		return;
-	}
-	__sync_fetch_and_add(&cell->series, -1);
-	__sync_fetch_and_add(hits, UNDECIDED | OTHER);
+	// Every hash of the chain is full.
+	__sync_fetch_and_add(&cell->refused, 1);
 }
 
 struct walk {
@@ -513,9 +557,8 @@ int by_fields(void *ctx)
 		if (!passes(ctx, e))
 			continue;
 		__u32 home = (__u32)e->home;
-		void *keys = bpf_map_lookup_elem(&counts, &home);
 		void *mine = bpf_map_lookup_elem(&cells, &home);
-		if (!keys || !mine)
+		if (!mine)
 			continue;
 		struct key k = {.entry = home};
 		read_fields(ctx, e, &k);
@@ -523,7 +566,7 @@ int by_fields(void *ctx)
 			if (j >= charged)
 				break;
 			k.slot = c->slots[j];
-			count(keys, mine, &k, e->max_series);
+			count(home, mine, &k, e->max_series);
 		}
 	}
 	// Not 0: that would keep the hit from every perf event of the

@@ -196,7 +196,6 @@ impl InKernel {
                 watched.cells.remove(home);
             }
         }
-        self.beyond.retain(|k| !retired.contains(&k.entry));
         self.last.retain(|k, _| !retired.contains(&k.entry));
         // Their hashes go with every key and cell in them: the index is
         // free for an entry with hashes of its own.

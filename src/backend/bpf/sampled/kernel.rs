@@ -26,7 +26,9 @@ const PROGRAM: &str = "by_fields";
 /// `MAX_ENTRIES` and `TP_ENTRIES` of `sampled.bpf.c`.
 pub(super) const MAX_ENTRIES: u32 = 64;
 pub(super) const TP_ENTRIES: usize = 8;
-/// Keys an entry's hash holds at most, whatever `max_series` × cgroups
+/// `SPILLS` of `sampled.bpf.c`: keys hashes a home's chain holds at most.
+pub(super) const SPILLS: usize = 4;
+/// Keys one hash of a home's chain holds at most, whatever `max_series` × cgroups
 /// asks: its buckets (16 bytes each, rounded up to a power of two) are
 /// allocated when the entry is created.
 pub(super) const MAX_KEYS: u32 = 1 << 22;
@@ -70,6 +72,21 @@ pub(super) fn decode(value: u64) -> Option<(u64, bool)> {
     Some((value & !OTHER, value & OTHER != 0))
 }
 
+/// What the copies of one key in a home's chain say together (`values`:
+/// one per hash holding it): their hits, all under the value if any copy
+/// took a place (a value whose first hits raced into two hashes while
+/// cgperf deleted keys: it may hold two places, one wasted, but its hits
+/// never go to `other` while it has a series), else under `other`; `None`
+/// while a copy is undecided.
+pub(super) fn merge(values: &[u64]) -> Option<(u64, bool)> {
+    let mut merged = (0, true);
+    for value in values {
+        let (hits, other) = decode(*value)?;
+        merged = (merged.0 + hits, merged.1 && other);
+    }
+    Some(merged)
+}
+
 /// `struct cell` of `sampled.bpf.c`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -81,32 +98,35 @@ pub(super) struct Cell {
 // SAFETY: plain integers, no padding.
 unsafe impl Pod for Cell {}
 
-/// The two hashes of one entry (`keys_of` and `cells_of` of
-/// `sampled.bpf.c`), made for it alone.
+/// The hashes of one home (`keys_of` and `cells_of` of `sampled.bpf.c`):
+/// its chain of keys hashes, each twice the size of the one before, and
+/// its cells.
 #[derive(Debug)]
 struct Room {
-    keys: BpfHashMap<MapData, Key, u64>,
+    keys: Vec<(u32, BpfHashMap<MapData, Key, u64>)>,
     cells: BpfHashMap<MapData, u32, Cell>,
 }
 
-/// Keys a hash needs for an entry of `max_series` in `capacity` cgroups:
-/// its series in each, plus one per possible CPU whose hit created a key
-/// as the last place was taken (it counts under `other`), rounded up to a
-/// power of two (the hash's buckets are, whatever its size), at most
-/// [`MAX_KEYS`]; and the `max_series` it then has room for.
-pub(super) fn room_for(capacity: u32, max_series: usize) -> (u32, usize) {
+impl Room {
+    /// The keys its chain holds.
+    fn size(&self) -> u64 {
+        self.keys.iter().map(|(size, _)| u64::from(*size)).sum()
+    }
+}
+
+/// Keys a chain of hashes needs for an entry of `max_series` in
+/// `capacity` cgroups: its series in each, plus one per possible CPU whose
+/// hit created a key as the last place was taken (it counts under
+/// `other`), rounded up to a power of two (a hash's buckets are, whatever
+/// its size), at most [`MAX_KEYS`].
+pub(super) fn keys_for(capacity: u32, max_series: usize) -> u32 {
     let cpus = aya::util::nr_cpus().map_or(1, |n| n as u64);
-    let capacity = capacity.max(1) as u64;
     let keys = (max_series as u64)
         .saturating_add(cpus)
-        .saturating_mul(capacity)
+        .saturating_mul(capacity.max(1) as u64)
         .checked_next_power_of_two()
         .unwrap_or(u64::MAX);
-    if keys >= MAX_KEYS as u64 {
-        return (MAX_KEYS, max_series);
-    }
-    let room = (keys / capacity).saturating_sub(cpus) as usize;
-    (keys as u32, room.max(max_series))
+    keys.min(MAX_KEYS as u64) as u32
 }
 
 /// One attachment: the perf event of a tracepoint and the link that runs
@@ -153,7 +173,8 @@ impl Loaded {
             .map_or((0, 0), |info| {
                 (info.run_time().as_nanos() as u64, info.run_count())
             });
-        let fds = OWN_FDS + self.links.len() as u64 + 2 * self.rooms.len() as u64;
+        let hashes: usize = self.rooms.values().map(|r| 1 + r.keys.len()).sum();
+        let fds = OWN_FDS + self.links.len() as u64 + hashes as u64;
         (fds, ns, runs)
     }
 
@@ -210,34 +231,50 @@ impl Loaded {
     }
 
     /// Creates the hashes of `entry`'s home, if it has none yet, for its
-    /// `room`. Called before any table names the entry; a home gets hashes
-    /// again only once [`Loaded::drop_room`] took the old ones, when no
-    /// entry counted there any more and no run could still reach them.
+    /// `max_series`; or, if its chain lacks room for that, adds spill
+    /// hashes to it (as many as needed, up to [`SPILLS`]). Called before
+    /// any table names the entry, so that every run of the home, whatever
+    /// its definition, sees the same chain; a home gets hashes again only
+    /// once [`Loaded::drop_room`] took the old ones, when no entry counted
+    /// there any more and no run could still reach them.
     pub(super) fn make_room(&mut self, entry: &Entry) -> Result<(), String> {
-        if self.rooms.contains_key(&entry.home) {
-            return Ok(());
+        let wanted = keys_for(self.capacity, entry.spec.max_series);
+        if !self.rooms.contains_key(&entry.home) {
+            let cells = BpfHashMap::<MapData, u32, Cell>::create(self.capacity, NO_PREALLOC)
+                .map_err(|e| failed(&format!("a hash of {} cells", self.capacity), e))?;
+            hand_over(&self.cells, entry.home, cells.map())?;
+            let room = Room {
+                keys: Vec::new(),
+                cells,
+            };
+            self.rooms.insert(entry.home, room);
         }
-        let (size, _) = room_for(self.capacity, entry.room);
-        let keys = BpfHashMap::<MapData, Key, u64>::create(size, NO_PREALLOC)
-            .map_err(|e| failed(&format!("a hash of {size} keys"), e))?;
-        let cells = BpfHashMap::<MapData, u32, Cell>::create(self.capacity, NO_PREALLOC)
-            .map_err(|e| failed(&format!("a hash of {} cells", self.capacity), e))?;
-        for (outer, inner) in [(&self.counts, keys.map()), (&self.cells, cells.map())] {
-            let fd = u32::try_from(inner.fd().as_fd().as_raw_fd())
-                .map_err(|_| "a negative descriptor")?;
-            map_update(outer.fd().as_fd(), entry.home, fd)
-                .map_err(|e| failed("handing an entry's hash to the program", e))?;
+        let counts = &self.counts;
+        let room = self.rooms.get_mut(&entry.home).ok_or("no hashes")?;
+        while room.size() < u64::from(wanted) && room.keys.len() < SPILLS {
+            let size = room
+                .keys
+                .last()
+                .map_or(wanted, |(last, _)| last.saturating_mul(2).min(MAX_KEYS));
+            let keys = BpfHashMap::<MapData, Key, u64>::create(size, NO_PREALLOC)
+                .map_err(|e| failed(&format!("a hash of {size} keys"), e))?;
+            let at = entry.home * SPILLS as u32 + room.keys.len() as u32;
+            hand_over(counts, at, keys.map())?;
+            room.keys.push((size, keys));
         }
-        self.rooms.insert(entry.home, Room { keys, cells });
         Ok(())
     }
 
     /// Takes the hashes at `home` away, with every key and cell in them:
     /// once no entry counts there and they were read one last time.
     pub(super) fn drop_room(&mut self, home: u32) {
-        let _ = map_delete(self.counts.fd().as_fd(), home);
+        let Some(room) = self.rooms.remove(&home) else {
+            return;
+        };
+        for at in 0..room.keys.len() as u32 {
+            let _ = map_delete(self.counts.fd().as_fd(), home * SPILLS as u32 + at);
+        }
         let _ = map_delete(self.cells.fd().as_fd(), home);
-        self.rooms.remove(&home);
     }
 
     /// One word of the mapped settings.
@@ -443,26 +480,32 @@ impl Loaded {
         out
     }
 
-    pub(super) fn insert_key(&mut self, key: &Key) -> Result<(), String> {
-        self.room(key.entry)?
-            .keys
-            .insert(key, 0, 0)
-            .map_err(|e| e.to_string())
-    }
-
+    /// Deletes `key` from every hash of its home's chain.
     pub(super) fn remove_key(&mut self, key: &Key) {
         if let Ok(room) = self.room(key.entry) {
-            let _ = room.keys.remove(key);
+            for (_, keys) in &mut room.keys {
+                let _ = keys.remove(key);
+            }
         }
     }
 
-    /// Every key and its value now.
-    pub(super) fn keys(&mut self) -> Vec<(Key, u64)> {
-        self.rooms
-            .values()
-            .flat_map(|room| read_all(&room.keys))
-            .collect()
+    /// Every key now, its copies in the hashes of its home's chain merged
+    /// ([`merge`]).
+    pub(super) fn keys(&mut self) -> Vec<(Key, Option<(u64, bool)>)> {
+        let mut copies: std::collections::HashMap<Key, Vec<u64>> = Default::default();
+        let chains = self.rooms.values().flat_map(|room| &room.keys);
+        for (key, value) in chains.flat_map(|(_, keys)| read_all(keys)) {
+            copies.entry(key).or_default().push(value);
+        }
+        copies.into_iter().map(|(k, v)| (k, merge(&v))).collect()
     }
+}
+
+/// Hands `inner` to the program at `at` of the array of maps `outer`.
+fn hand_over(outer: &MapData, at: u32, inner: &MapData) -> Result<(), String> {
+    let fd = u32::try_from(inner.fd().as_fd().as_raw_fd()).map_err(|_| "a negative descriptor")?;
+    map_update(outer.fd().as_fd(), at, fd)
+        .map_err(|e| failed("handing an entry's hash to the program", e))
 }
 
 /// Every element of `map`: a few batched lookups (`BPF_MAP_LOOKUP_BATCH`,
@@ -604,13 +647,23 @@ mod tests {
     }
 
     #[test]
-    fn an_entrys_room_holds_its_series_and_a_racing_key_per_cpu_in_every_cgroup() {
+    fn a_chain_holds_the_series_and_a_racing_key_per_cpu_in_every_cgroup() {
         let cpus = aya::util::nr_cpus().expect("possible CPUs");
-        let (keys, room) = room_for(4096, 100);
-        assert!(keys.is_power_of_two() && room >= 100, "{keys} {room}");
-        assert!((room + cpus) * 4096 <= keys as usize, "{keys} {room}");
-        assert!((room + 1 + cpus) * 4096 > keys as usize, "{keys} {room}");
-        assert_eq!(room_for(1_000_000, 100), (MAX_KEYS, 100));
+        let keys = keys_for(4096, 100);
+        assert!(keys.is_power_of_two(), "{keys}");
+        assert!((100 + cpus) * 4096 <= keys as usize, "{keys}");
+        assert!((100 + cpus) * 4096 > keys as usize / 2, "{keys}");
+        assert_eq!(keys_for(1_000_000, 100), MAX_KEYS);
+    }
+
+    #[test]
+    fn the_copies_of_a_key_in_a_chain_count_under_the_value_if_one_took_a_place() {
+        const OTHER: u64 = 1 << 62;
+        assert_eq!(merge(&[3]), Some((3, false)));
+        assert_eq!(merge(&[OTHER | 3, 4]), Some((7, false)));
+        assert_eq!(merge(&[4, OTHER | 3]), Some((7, false)));
+        assert_eq!(merge(&[OTHER | 3, OTHER | 1]), Some((4, true)));
+        assert_eq!(merge(&[5, 1 << 63 | 1]), None);
     }
 
     #[test]

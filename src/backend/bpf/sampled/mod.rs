@@ -1,7 +1,8 @@
 //! `by:` tracepoints counted in the kernel (`sampled.bpf.c`): each hit adds
 //! one to a hash map entry keyed by (cgroup slot, entry, field values), in
-//! the entry's own hash (sized for it when it is created, so that a reload
-//! adding entries has room: see [`Entry`]), for the cgroup it happens in
+//! the entry's own hashes (sized for it when it is created, and grown by a
+//! spill hash when a reload raises its `max_series`: see [`Entry`]), for
+//! the cgroup it happens in
 //! and each monitored ancestor, so that a cgroup's
 //! counts include its descendants as in cgroup mode. No ring buffer: exact
 //! at any rate, and the kernel holds one perf event and one link per `by:`
@@ -58,15 +59,13 @@ pub fn counted_in_kernel(spec: &SampledSpec) -> Result<(), String> {
 
 /// An entry counted in the kernel: its spec, its index in `entries`, the
 /// index of the hashes it counts in (its own, or those of the entry of the
-/// same series it replaced: `sampled.bpf.c` says why) and the `max_series`
-/// they were made for, and when it counts while it is handed over to or
-/// from the rings.
+/// same series it replaced, whatever its `max_series`: `sampled.bpf.c` says
+/// why), and when it counts while it is handed over to or from the rings.
 #[derive(Debug, Clone)]
 struct Entry {
     spec: Arc<SampledSpec>,
     index: u32,
     home: u32,
-    room: usize,
     window: Window,
 }
 
@@ -116,8 +115,6 @@ pub(super) struct InKernel {
     released: Vec<u32>,
     /// Every key's hits as last read.
     last: HashMap<Key, u64>,
-    /// The keys whose hits go to `other` (see [`kernel::decode`]).
-    beyond: HashSet<Key>,
     /// Entries logged as counted through the rings, with why.
     logged: HashSet<(Arc<str>, String)>,
     /// Scratch for formatting keys.
@@ -145,7 +142,6 @@ impl InKernel {
             free: Vec::new(),
             released: Vec::new(),
             last: HashMap::new(),
-            beyond: HashSet::new(),
             logged: HashSet::new(),
             raw: Vec::new(),
             key: String::new(),
@@ -194,8 +190,9 @@ impl InKernel {
     /// `spec` as an entry of the plan after `next`: the entry in force if
     /// it is one; else at an index free in the tables of every run (in none
     /// in force, leaving or next, nor the home of one), counting in the
-    /// hashes of the entry in force of the same series if they have room
-    /// for its `max_series`, else in hashes of its own.
+    /// hashes of the entry in force of the same series (which
+    /// [`Loaded::make_room`] grows if its `max_series` needs it), else in
+    /// hashes of its own.
     fn place(&self, spec: &Arc<SampledSpec>, next: &[Entry]) -> Option<Entry> {
         if let Some(kept) = self.entries.iter().find(|e| *e.spec == **spec) {
             return Some(kept.clone());
@@ -203,15 +200,10 @@ impl InKernel {
         let live = || self.entries.iter().chain(&self.leaving).chain(next);
         let index = (0..MAX_ENTRIES).find(|i| !live().any(|e| e.index == *i || e.home == *i))?;
         let same = self.entries.iter().find(|e| e.spec.id() == spec.id());
-        let (home, room) = match same {
-            Some(e) if spec.max_series <= e.room => (e.home, e.room),
-            _ => (index, kernel::room_for(self.capacity, spec.max_series).1),
-        };
         Some(Entry {
             spec: spec.clone(),
             index,
-            home,
-            room,
+            home: same.map_or(index, |e| e.home),
             window: Window::Always,
         })
     }
@@ -239,9 +231,8 @@ impl InKernel {
     /// Makes each cgroup of `cgroups` (all counted by the backend) count
     /// its entries counted here, and puts the configured entries in force:
     /// an entry kept keeps its counts; one whose spec changed under the
-    /// same series starts with the series it had, so that its values keep
-    /// their place within `max_series`, and the one it replaces is read one
-    /// last time once no run uses it.
+    /// same series counts on in the same cells and keys, so that its values
+    /// keep their place within `max_series`.
     pub fn apply<'a>(
         &mut self,
         cgroups: impl Iterator<Item = (&'a crate::backend::Cgroup, &'a Wanted)>,
@@ -375,37 +366,7 @@ impl InKernel {
                 cgroup: cgroup.slot,
                 id: entry.spec.id(),
             });
-            // The same series counted by another entry until now: its keys
-            // carry over.
-            let carried: Vec<Key> = watched
-                .cells
-                .iter()
-                .filter(|(_, c)| c.spec.id() == entry.spec.id())
-                .flat_map(|(&old, _)| {
-                    let beyond = &self.beyond;
-                    self.last
-                        .keys()
-                        .filter(move |k| k.slot == slot && k.entry == old)
-                        .filter(move |k| !beyond.contains(k))
-                        .copied()
-                })
-                .collect();
-            let mut series = 0;
-            for old in carried.into_iter().take(entry.spec.max_series) {
-                let key = Key {
-                    entry: entry.home,
-                    ..old
-                };
-                if loaded.insert_key(&key).is_ok() {
-                    self.last.insert(key, 0);
-                    series += 1;
-                }
-            }
-            let cell = Cell {
-                series,
-                ..Cell::default()
-            };
-            if let Err(e) = loaded.insert_cell(slot, entry.home, cell) {
+            if let Err(e) = loaded.insert_cell(slot, entry.home, Cell::default()) {
                 tracing::warn!(cgroup = %cgroup.path, entry = %entry.spec.label, "cannot count in the kernel: {e}");
                 continue;
             }
@@ -478,12 +439,9 @@ impl InKernel {
                 stale.push(key);
                 continue;
             };
-            let Some((value, other)) = kernel::decode(value) else {
+            let Some((value, other)) = value else {
                 continue; // Read once decided.
             };
-            if other {
-                self.beyond.insert(key);
-            }
             let last = self.last.entry(key).or_default();
             let delta = value.saturating_sub(*last);
             *last = value.max(*last);
@@ -502,10 +460,16 @@ impl InKernel {
             cell.spec.key_of(&self.raw, &mut self.key, &mut self.value);
             counts.add_hits(Some(&self.key), delta, cell.spec.max_series);
         }
+        // A removed cgroup's keys (or a dropped cell's) go from every hash
+        // of the chain: its slot is reused, and the next cgroup there must
+        // find none. Room that a deletion makes in a full hash lets the
+        // first hits of a value, on two CPUs at the same instant, create
+        // it in two hashes (one in the full one just before, one in the
+        // room just after): so rare, and made harmless by merging the
+        // copies ([`kernel::merge`]), that no deletion is held back for it.
         for key in stale {
             loaded.remove_key(&key);
             self.last.remove(&key);
-            self.beyond.remove(&key);
         }
         let cells = loaded.cells();
         for watched in self.cgroups.values_mut() {
