@@ -31,6 +31,7 @@
 
 mod handover;
 mod kernel;
+mod raw_calls;
 mod rules;
 
 use crate::backend::{Stats, Wanted};
