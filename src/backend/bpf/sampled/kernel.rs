@@ -73,19 +73,16 @@ pub(super) fn decode(value: u64) -> Option<(u64, bool)> {
     Some((value & !OTHER, value & OTHER != 0))
 }
 
-/// What the copies of one key in a home's chain say together (`values`:
-/// one per hash holding it): their hits, all under the value if any copy
-/// took a place (a value whose first hits raced into two hashes while
-/// cgperf deleted keys: it may hold two places, one wasted, but its hits
-/// never go to `other` while it has a series), else under `other`; `None`
-/// while a copy is undecided.
-pub(super) fn merge(values: &[u64]) -> Option<(u64, bool)> {
-    let mut merged = (0, true);
-    for value in values {
-        let (hits, other) = decode(*value)?;
-        merged = (merged.0 + hits, merged.1 && other);
-    }
-    Some(merged)
+/// What the copies of one key in a home's chain say together: `merged`,
+/// what those read before it say, with one more copy's `value`. Their
+/// hits, all under the value if any copy took a place, else under
+/// `other`; `None` while a copy is undecided. (Two copies come of a rare
+/// race, with a deletion, between the first hits of a value on two CPUs:
+/// it may then hold two places, one wasted; hits a collection read while
+/// only a copy that went to `other` existed stay there.)
+pub(super) fn merge(merged: Option<(u64, bool)>, value: u64) -> Option<(u64, bool)> {
+    let ((hits, other), (more, beyond)) = (merged?, decode(value)?);
+    Some((hits + more, other && beyond))
 }
 
 /// `struct cell` of `sampled.bpf.c`.
@@ -492,13 +489,15 @@ impl Loaded {
 
     /// Every key now, its copies in the hashes of its home's chain merged
     /// ([`merge`]).
-    pub(super) fn keys(&mut self) -> Vec<(Key, Option<(u64, bool)>)> {
-        let mut copies: std::collections::HashMap<Key, Vec<u64>> = Default::default();
+    pub(super) fn keys(&mut self) -> std::collections::HashMap<Key, Option<(u64, bool)>> {
+        let mut keys = std::collections::HashMap::new();
         let chains = self.rooms.values().flat_map(|room| &room.keys);
         for (key, value) in chains.flat_map(|(_, keys)| read_all(keys)) {
-            copies.entry(key).or_default().push(value);
+            keys.entry(key)
+                .and_modify(|merged| *merged = merge(*merged, value))
+                .or_insert_with(|| decode(value));
         }
-        copies.into_iter().map(|(k, v)| (k, merge(&v))).collect()
+        keys
     }
 }
 
@@ -544,11 +543,16 @@ mod tests {
     #[test]
     fn the_copies_of_a_key_in_a_chain_count_under_the_value_if_one_took_a_place() {
         const OTHER: u64 = 1 << 62;
-        assert_eq!(merge(&[3]), Some((3, false)));
-        assert_eq!(merge(&[OTHER | 3, 4]), Some((7, false)));
-        assert_eq!(merge(&[4, OTHER | 3]), Some((7, false)));
-        assert_eq!(merge(&[OTHER | 3, OTHER | 1]), Some((4, true)));
-        assert_eq!(merge(&[5, 1 << 63 | 1]), None);
+        let all = |values: &[u64]| {
+            let first = decode(values[0]);
+            values[1..].iter().fold(first, |m, v| merge(m, *v))
+        };
+        assert_eq!(all(&[3]), Some((3, false)));
+        assert_eq!(all(&[OTHER | 3, 4]), Some((7, false)));
+        assert_eq!(all(&[4, OTHER | 3]), Some((7, false)));
+        assert_eq!(all(&[OTHER | 3, OTHER | 1]), Some((4, true)));
+        assert_eq!(all(&[5, 1 << 63 | 1]), None);
+        assert_eq!(all(&[1 << 63 | 1, 5]), None);
     }
 
     #[test]
