@@ -346,10 +346,10 @@ impl InKernel {
         let unwanted: Vec<u32> = watched
             .cells
             .iter()
-            .filter(|(home, cell)| {
-                !ours.iter().any(|e| e.home == **home)
-                    && upcoming.iter().any(|e| e.home == **home)
-                    && !ours.iter().any(|e| e.spec.id() == cell.spec.id())
+            .filter(|(home, _)| {
+                // An entry of the same series keeps its home: a cell at a
+                // home none of `ours` counts in is one it no longer counts.
+                !ours.iter().any(|e| e.home == **home) && upcoming.iter().any(|e| e.home == **home)
             })
             .map(|(home, _)| *home)
             .collect();
