@@ -459,21 +459,21 @@ fn auto_counts_through_the_cgroup_backend_a_config_needing_more_counters_than_bp
     let _serial = serial();
     require_root("count through BPF");
     let cg = TestCgroup::create("cgperf-auto-room");
-    // 257 counters per CPU: the bpf backend holds 256.
+    // 129 counters per CPU: the bpf backend counts 128.
     let events = "[task-clock, context-switches, cpu-migrations, page-faults, minor-faults, \
                   major-faults]";
     let yaml = format!(
         "backend: auto\ninterval: 200ms\ngroups:\n  a: {events}\n  b: {events}\n\
          tracepoints: [{}]\ncgroups:\n  - path: {}\n",
-        syscall_tracepoints(245).join(", "),
+        syscall_tracepoints(117).join(", "),
         cg.rel
     );
     let file = config_file(&yaml);
     let path = file.path().display().to_string();
     let (code, out, err) = run_cgperf(&["check", "--config.file", &path]);
     assert_eq!(code, 0, "{out}{err}");
-    let why = "room for the config's counters (its groups need 257 per CPU, the bpf backend \
-               holds 256)";
+    let why = "room for the config's counters (its groups need 129 per CPU, the bpf backend \
+               holds 128)";
     assert!(
         out.contains(&format!(
             "backend:     cgroup (`auto`: cannot count through BPF: {why}"

@@ -433,13 +433,14 @@ fn a_changed_group_hands_over_on_every_cpu_without_a_gap_or_a_double_count() {
     // software events gains and loses one, while two cgroups call getppid
     // on both CPUs: the series must stay exact (the program stays loaded;
     // per CPU, one run of it ends the old counters and starts the new
-    // ones). Three times, a config counts 66 more tracepoints before
-    // getppid, which then sits past the first 64 counter positions, and
-    // the next config places its replacement beside those counters.
-    // (Fewer would not cross 64; more make the test slow: closing a
-    // tracepoint's counter waits for an RCU grace period.)
+    // ones). Twice, a config fills the 128 counters a config may count
+    // (125 more tracepoints before getppid, which then sits past the first
+    // 64 positions), and once the next config changes that full group for
+    // another as large: the two fit side by side in the 256 positions, and
+    // the hand-over is exact there too. (Closing a tracepoint's counter
+    // waits for an RCU grace period: more such reloads make the test slow.)
     let (parent, [a, b]) = family("cgperf-bpf-handover", ["a", "b"]);
-    let more = syscall_tracepoints(67);
+    let more = syscall_tracepoints(126);
     let config_with = |filter: &str, sw: &str, more: &[String]| {
         let more: String = more.iter().map(|tp| format!("  - {tp}\n")).collect();
         format!(
@@ -466,17 +467,21 @@ cgroups:
         )),
         config(&config_with("__syscall_nr != -1", "context-switches", &[])),
     ];
-    let wide = config(&config_with(
-        "__syscall_nr < 100000",
-        "page-faults, context-switches",
-        &more[..66],
-    ));
+    let wide = [">= -1", "< 100000"].map(|filter| {
+        let filter = format!("__syscall_nr {filter}");
+        config(&config_with(
+            &filter,
+            "page-faults, context-switches",
+            &more[..125],
+        ))
+    });
     let (mut engine, latest) = bpf_engine(&first, DEFAULT_CAPACITY);
     engine.collect();
     let calls = getppid_chunks_during(&[&a.dir, &b.dir], 20_000, || {
         for i in 0..60 {
-            let config = match i % 20 {
-                10 => &wide,
+            let config = match i {
+                10 | 30 => &wide[0],
+                11 => &wide[1],
                 _ => &configs[(i + 1) % configs.len()],
             };
             engine.reload(config, plan(config, &BpfProbe::new(&machine())));
@@ -751,11 +756,11 @@ fn the_maps_take_kernel_memory_for_the_cgroups_counted_not_for_max_cgroups() {
 }
 
 #[test]
-fn groups_past_256_counters_per_cpu_are_unsupported_with_the_reason_and_the_rest_counts() {
+fn groups_past_128_counters_per_cpu_are_unsupported_with_the_reason_and_the_rest_counts() {
     require_root("count through BPF");
     let cg = TestCgroup::create("cgperf-bpf-room");
-    // Two groups of 6 and the counted tracepoints: 244 fill the 256
-    // counters per CPU exactly, 245 do not fit.
+    // Two groups of 6 and the counted tracepoints: 116 fill the 128
+    // counters per CPU exactly, 117 do not fit.
     let config = |tracepoints: usize| {
         format!(
             "backend: bpf\ninterval: 200ms\ngroups:\n  \
@@ -776,7 +781,7 @@ fn groups_past_256_counters_per_cpu_are_unsupported_with_the_reason_and_the_rest
             .count()
     };
 
-    let full = config(244);
+    let full = config(116);
     let cgperf = Exporter::start(Some(&full));
     cgperf.wait_for("the cgroup's series", |b| getppid_of(b, &cg.rel).is_some());
     getppid_workload(Some(&cg.dir), 100);
@@ -790,12 +795,12 @@ fn groups_past_256_counters_per_cpu_are_unsupported_with_the_reason_and_the_rest
         series(&body, "b"),
         series(&body, "tracepoints"),
     );
-    assert_eq!(counted, (6, 6, 244), "{body}");
+    assert_eq!(counted, (6, 6, 116), "{body}");
     assert_eq!(getppid_of(&body, &cg.rel), Some(100.0), "{body}");
     drop(cgperf);
 
-    let over = config(245);
-    let reason = "needs 245 counters per CPU, and the groups before it take 12 of the 256 this \
+    let over = config(117);
+    let reason = "needs 117 counters per CPU, and the groups before it take 12 of the 128 this \
                   backend has: count fewer events, or use `backend: cgroup`";
     let file = config_file(&over);
     let path = file.path().display().to_string();

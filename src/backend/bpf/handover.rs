@@ -56,14 +56,10 @@ impl BpfBackend {
         // the old one did, which would lose it. On its CPU, this thread
         // never runs inside such a count. (A CPU it may not move to gets
         // the cut by interrupt.)
-        let mut pin = None;
-        // A changed group that does not fit beside the one it replaces is
-        // placed in a second round, once that one is gone.
-        for _ in 0..2 {
-            if !kernel.place(&self.wanted) {
-                break;
-            }
-            let pin = pin.get_or_insert_with(crate::cpus::Pin::new);
+        // Every new or changed group fits beside the ones it replaces
+        // (see MAX_COUNTED): one cut per CPU.
+        if kernel.place(&self.wanted) {
+            let mut pin = crate::cpus::Pin::new();
             for cpu in self.online.clone() {
                 pin.to(cpu);
                 let failures = kernel.open_new(cpu, &self.tally);

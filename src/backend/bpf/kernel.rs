@@ -37,6 +37,11 @@ static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!("count.bpf.o"));
 /// context switch between cgroups, which bounds how many are worth
 /// counting this way long before the maps' memory does.
 pub(super) const MAX_EVENTS: usize = 256;
+/// Counters per CPU a config may count through BPF: half the positions.
+/// Then every reload places each new or changed group beside the groups it
+/// keeps and those it replaces (kept + old and kept + new take at most half
+/// each), so that one run per CPU hands every change over exactly.
+pub(super) const MAX_COUNTED: usize = MAX_EVENTS / 2;
 /// The program that charges at context switches, and flushes when
 /// test-run, as named in `count.bpf.c`.
 const PROGRAM: &str = "charge";

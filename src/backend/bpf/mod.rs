@@ -359,7 +359,7 @@ impl Backend for BpfBackend {
             tracing::warn!(
                 group = %spec.name,
                 "not counted: the BPF backend counts at most {} events per CPU",
-                kernel::MAX_EVENTS
+                kernel::MAX_COUNTED
             );
         }
         self.wanted = layout;

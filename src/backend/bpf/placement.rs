@@ -1,13 +1,13 @@
 //! Where each counted group's events sit among a CPU's counters: stable
 //! positions, so that a reload changes only the groups that change.
 
-use super::kernel::MAX_EVENTS;
+use super::kernel::{MAX_COUNTED, MAX_EVENTS};
 use crate::backend::budget::Held;
 use crate::plan::GroupSpec;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// The groups wanted, in plan order, as many as fit in [`MAX_EVENTS`]
+/// The groups wanted, in plan order, as many as fit in [`MAX_COUNTED`]
 /// counters per CPU.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Layout {
@@ -15,7 +15,7 @@ pub(super) struct Layout {
 }
 
 impl Layout {
-    /// The groups in this order, as many as fit in [`MAX_EVENTS`]; the
+    /// The groups in this order, as many as fit in [`MAX_COUNTED`]; the
     /// others, returned second, cannot be counted through BPF.
     pub fn of(groups: Vec<Arc<GroupSpec>>) -> (Self, Vec<Arc<GroupSpec>>) {
         let mut layout = Self::default();
@@ -23,7 +23,7 @@ impl Layout {
         let mut events = 0;
         for spec in groups {
             let n = spec.events.len();
-            if events + n > MAX_EVENTS {
+            if events + n > MAX_COUNTED {
                 left.push(spec);
                 continue;
             }
@@ -96,6 +96,8 @@ pub(super) fn place(placed: &mut Vec<Placed>, wanted: &Layout) -> bool {
     for spec in new {
         let free: Vec<usize> = (0..MAX_EVENTS).filter(|&i| !used[i]).collect();
         if free.len() < spec.events.len() {
+            // Not while layouts hold at most MAX_COUNTED (half the
+            // positions): kept + old and kept + new fit side by side.
             continue;
         }
         let at = free[..spec.events.len()].to_vec();
