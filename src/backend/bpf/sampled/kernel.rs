@@ -1,8 +1,7 @@
 //! The loaded `by:` program (`sampled.bpf.c`): its maps, the attachment
 //! of each tracepoint, and the layout of the C structs they hold.
 
-use super::super::sys::{map_delete, map_update};
-use super::raw_calls::{link_create, read_all, recursion_misses};
+use super::super::sys::{link_create, map_delete, map_update, read_all, recursion_misses};
 use super::rules::{self, EntryConfig, KEY_WORDS};
 use super::{Entry, settle_runs};
 use crate::backend::budget::Tally;

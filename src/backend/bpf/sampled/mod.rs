@@ -31,7 +31,6 @@
 
 mod handover;
 mod kernel;
-mod raw_calls;
 mod rules;
 
 use crate::backend::{Stats, Wanted};
