@@ -266,7 +266,7 @@ impl Kernel {
     pub fn place(&mut self, wanted: &Layout) -> bool {
         let changed = placement::place(&mut self.placed, wanted);
         let positions = self.positions();
-        if let Err(e) = self.make_arrays(positions.last().map_or(0, |&e| e + 1)) {
+        if let Err(e) = self.make_arrays(positions.iter().max().map_or(0, |&e| e + 1)) {
             tracing::error!("cannot place counters: {e}");
         }
         let (cells, arrays) = (&mut self.cells, self.arrays.len());
@@ -286,7 +286,7 @@ impl Kernel {
                 }
             }
         });
-        let top = self.positions().last().map_or(0, |&e| e + 1) as u32;
+        let top = self.positions().into_iter().max().map_or(0, |e| e + 1) as u32;
         if top > self.config.top {
             // Before any counter there is described: a run that sees the
             // epoch that makes one live reads it.
@@ -519,12 +519,12 @@ impl Kernel {
         self.ids.reserve(more, || wait_all(ebpf, cpus))
     }
 
-    /// The counter positions placed, in order.
+    /// The counter positions placed (no two groups share one).
     fn positions(&self) -> Vec<usize> {
-        let mut at: Vec<usize> = self.placed.iter().flat_map(|p| p.at.clone()).collect();
-        at.sort_unstable();
-        at.dedup();
-        at
+        self.placed
+            .iter()
+            .flat_map(|p| p.at.iter().copied())
+            .collect()
     }
 
     /// Counts cgroup `id` (a cgroup directory's inode) in `slot`, once

@@ -2,9 +2,8 @@
 //! one to a hash map entry keyed by (cgroup slot, entry, field values), in
 //! the entry's own hashes (sized for it when it is created, and grown by a
 //! spill hash when a reload raises its `max_series`: see [`Entry`]), for
-//! the cgroup it happens in
-//! and each monitored ancestor, so that a cgroup's
-//! counts include its descendants as in cgroup mode. No ring buffer: exact
+//! the cgroup it happens in and each monitored ancestor, so that a
+//! cgroup's counts include its descendants as in cgroup mode. No ring buffer: exact
 //! at any rate, and the kernel holds one perf event and one link per `by:`
 //! tracepoint, whatever the number of cgroups and CPUs.
 //!
