@@ -3,54 +3,10 @@
 //! since only the kernel knows (its version, config, privileges, lockdown).
 
 use super::kernel::Kernel;
+use super::unavailable::Unavailable;
 use crate::events::{EventAttr, PERF_TYPE_SOFTWARE};
 use crate::perf::{CounterGroup, Target};
 use std::sync::Mutex;
-
-/// Why cgperf cannot count through BPF here.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("cannot count through BPF: {missing}; {fix}")]
-pub struct Unavailable {
-    /// What is missing, with the kernel's answer.
-    pub missing: String,
-    /// How to get it.
-    pub fix: String,
-}
-
-/// What grants the privileges, said wherever they are missing.
-const GRANT: &str = "run cgperf as root or with CAP_BPF and CAP_PERFMON (systemd: \
-                     AmbientCapabilities=CAP_BPF CAP_PERFMON; Kubernetes: \
-                     securityContext.capabilities.add [BPF, PERFMON])";
-
-impl Unavailable {
-    /// Sorts a failed step by the errno the kernel gave.
-    pub(super) fn from_kernel((what, errno): (String, Option<i32>)) -> Self {
-        let (missing, fix) = match errno {
-            Some(libc::EPERM | libc::EACCES) => (format!("permission ({what})"), GRANT.into()),
-            Some(libc::ENOSYS) => (
-                format!("the bpf() system call ({what})"),
-                "use a kernel built with CONFIG_BPF_SYSCALL (or the cgroup backend)".into(),
-            ),
-            Some(libc::EINVAL | libc::ENOENT | libc::E2BIG | libc::EOPNOTSUPP) => (
-                format!("kernel support ({what})"),
-                "the program needs Linux 5.17 or later (bpf_loop, test runs on a chosen CPU, \
-                 raw tracepoints) built with BTF (CONFIG_DEBUG_INFO_BTF: \
-                 /sys/kernel/btf/vmlinux); use the cgroup backend elsewhere"
-                    .into(),
-            ),
-            _ => (what, "see the kernel's answer above".into()),
-        };
-        Self { missing, fix }
-    }
-
-    /// cgperf's own object is not what the loader expects.
-    pub(super) fn broken(what: &str) -> Self {
-        Self {
-            missing: format!("a usable BPF object ({what})"),
-            fix: "this build of cgperf is broken: rebuild it from a clean checkout".into(),
-        }
-    }
-}
 
 /// The program [`available`] loaded, and for how many cgroups: the
 /// backend that follows takes it ([`loaded`]) rather than load it again

@@ -13,7 +13,7 @@
 //! life: growing moves nothing, so nothing is lost or counted twice, and
 //! no run of the program can hold a chunk that goes away.
 
-use super::kernel::{MAX_EVENTS, Reading};
+use super::abi::{MAX_EVENTS, Reading};
 use super::sys::{failed, map_update_all};
 use aya::maps::{Array, IterableMap, MapData};
 use memmap2::{MmapOptions, MmapRaw};

@@ -9,7 +9,7 @@
 //! it at once. cgperf alone writes these words; the program only reads
 //! them.
 
-use super::kernel::{MAX_EVENTS, Reading};
+use super::abi::{MAX_EVENTS, Reading};
 use memmap2::MmapRaw;
 use std::sync::atomic::{AtomicU64, Ordering};
 

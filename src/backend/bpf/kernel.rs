@@ -9,12 +9,13 @@
 //! `totals` chunks ([`Cells`]); cgperf reads them through read-only
 //! mappings (no syscall per cgroup) after flushing every CPU.
 
-use super::Unavailable;
+use super::abi::{MAX_EVENTS, Reading};
 use super::chunks::{Cells, first_chunk};
 use super::epochs::{Epochs, LAST_BYTES};
 use super::ids::Ids;
 use super::placement::{self, Layout, Phase, Placed};
 use super::sys::{failed, failed_errno, map_delete, map_update, perf_event_array};
+use super::unavailable::Unavailable;
 use crate::backend::budget::Held;
 use crate::ids::GroupId;
 use crate::perf::{CounterGroup, Errno, OpenError, Target};
@@ -32,16 +33,6 @@ use std::sync::atomic::AtomicU64;
 struct Aligned<T: ?Sized>(T);
 static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!("count.bpf.o"));
 
-/// Counters per CPU at most (`MAX_EVENTS` in `count.bpf.c`): the stride
-/// of the `counters` and `last` maps. Each live counter is read at every
-/// context switch between cgroups, which bounds how many are worth
-/// counting this way long before the maps' memory does.
-pub(super) const MAX_EVENTS: usize = 256;
-/// Counters per CPU a config may count through BPF: half the positions.
-/// Then every reload places each new or changed group beside the groups it
-/// keeps and those it replaces (kept + old and kept + new take at most half
-/// each), so that one run per CPU hands every change over exactly.
-pub(super) const MAX_COUNTED: usize = MAX_EVENTS / 2;
 /// The program that charges at context switches, and flushes when
 /// test-run, as named in `count.bpf.c`.
 const PROGRAM: &str = "charge";
@@ -71,18 +62,6 @@ struct Config {
 }
 // SAFETY: plain integers, no padding.
 unsafe impl Pod for Config {}
-
-/// `struct reading` of `count.bpf.c`: sums of deltas of a counter's value
-/// and of its times enabled and running.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct Reading {
-    pub value: u64,
-    pub enabled: u64,
-    pub running: u64,
-}
-// SAFETY: plain integers, no padding.
-unsafe impl Pod for Reading {}
 
 /// A counter group that could not be opened on a CPU.
 #[derive(Debug)]

@@ -15,6 +15,7 @@
 //! (`sampled.bpf.c`); those it cannot express go through the cgroup backend's
 //! rings (one sampled event per cgroup and CPU), which this backend drives.
 
+mod abi;
 mod available;
 mod chunks;
 mod epochs;
@@ -25,10 +26,12 @@ mod placement;
 mod probe;
 mod sampled;
 mod sys;
+mod unavailable;
 
-pub use available::{Unavailable, available, unload};
+pub use available::{available, unload};
 pub use probe::BpfProbe;
 pub use sampled::counted_in_kernel;
+pub use unavailable::Unavailable;
 
 use super::budget::FdBudget;
 use super::cgroup::CgroupBackend;
@@ -359,7 +362,7 @@ impl Backend for BpfBackend {
             tracing::warn!(
                 group = %spec.name,
                 "not counted: the BPF backend counts at most {} events per CPU",
-                kernel::MAX_COUNTED
+                abi::MAX_COUNTED
             );
         }
         self.wanted = layout;

@@ -1,7 +1,7 @@
 //! Where each counted group's events sit among a CPU's counters: stable
 //! positions, so that a reload changes only the groups that change.
 
-use super::kernel::{MAX_COUNTED, MAX_EVENTS};
+use super::abi::{MAX_COUNTED, MAX_EVENTS};
 use crate::backend::budget::Held;
 use crate::plan::GroupSpec;
 use std::collections::BTreeMap;

@@ -32,6 +32,6 @@ impl Probe for BpfProbe {
     }
 
     fn counters_per_cpu(&self) -> Option<usize> {
-        Some(super::kernel::MAX_COUNTED)
+        Some(super::abi::MAX_COUNTED)
     }
 }

@@ -12,7 +12,7 @@
 //! silence cgperf for longer than one push interval.
 
 use super::transport::Failure;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// Exponential backoff bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,17 +81,6 @@ impl Backoff {
 /// larger than any the config accepts) ends it now rather than panicking.
 pub fn deadline(now: Instant, interval: Duration) -> Instant {
     now.checked_add(interval).unwrap_or(now)
-}
-
-/// The value of an HTTP `Retry-After` header: delay-seconds or an HTTP
-/// date (a date in the past means "now").
-pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
-    let value = value.trim();
-    if let Ok(seconds) = value.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
-    }
-    let at = httpdate::parse_http_date(value).ok()?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 #[cfg(test)]
@@ -197,28 +186,5 @@ mod tests {
                 Next::Retry(_)
             ));
         }
-    }
-
-    #[test]
-    fn retry_after_forms() {
-        let now = httpdate::parse_http_date("Wed, 21 Oct 2015 07:28:00 GMT").expect("date");
-        assert_eq!(
-            parse_retry_after(" 120 ", now),
-            Some(Duration::from_secs(120))
-        );
-        assert_eq!(
-            parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now),
-            Some(Duration::from_secs(30))
-        );
-        assert_eq!(
-            parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now),
-            Some(Duration::ZERO)
-        );
-        assert_eq!(
-            parse_retry_after("18446744073709551615", now),
-            Some(Duration::from_secs(u64::MAX))
-        );
-        assert_eq!(parse_retry_after("soon", now), None);
-        assert_eq!(parse_retry_after("-1", now), None);
     }
 }

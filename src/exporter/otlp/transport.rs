@@ -4,7 +4,6 @@
 //! [`Failure`] with a bounded-cardinality [`Reason`] and, when the collector
 //! said so, how long to wait.
 
-use super::retry::parse_retry_after;
 use super::stats::Reason;
 use crate::config::{OtlpConfig, OtlpProtocol};
 use crate::exporter::gzip;
@@ -398,6 +397,17 @@ fn retry_info(details: &[u8]) -> Option<Duration> {
     Some(Duration::new(seconds, nanos.min(999_999_999)))
 }
 
+/// The value of an HTTP `Retry-After` header: delay-seconds or an HTTP
+/// date (a date in the past means "now").
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -523,5 +533,28 @@ mod tests {
                 "{protocol:?}: {failure:?}"
             );
         }
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        let now = httpdate::parse_http_date("Wed, 21 Oct 2015 07:28:00 GMT").expect("date");
+        assert_eq!(
+            parse_retry_after(" 120 ", now),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            parse_retry_after("18446744073709551615", now),
+            Some(Duration::from_secs(u64::MAX))
+        );
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-1", now), None);
     }
 }

@@ -22,7 +22,7 @@
 //! leave the endpoint open.
 
 use super::basic_auth::BasicAuth;
-use super::tls::{self, ClientCerts};
+use super::tls::{self, ClientCerts, TlsVersion};
 use crate::config::ConfigError;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use serde::Deserialize;
@@ -129,13 +129,6 @@ enum ClientAuthType {
     RequireAnyClientCert,
     VerifyClientCertIfGiven,
     RequireAndVerifyClientCert,
-}
-
-/// TLS versions rustls speaks; TLS 1.0 and 1.1 are not among them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
-pub(super) enum TlsVersion {
-    TLS12,
-    TLS13,
 }
 
 /// Reads and checks the web config at `path`.

@@ -1,7 +1,6 @@
 //! The rustls server config a web config describes, on the `ring` provider
 //! that the OTLP client already brings (no second crypto library to build).
 
-use super::config::TlsVersion;
 use std::path::Path;
 use std::sync::Arc;
 use tokio_rustls::rustls::client::danger::HandshakeSignatureValid;
@@ -16,6 +15,13 @@ use tokio_rustls::rustls::{
     DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme,
     SupportedProtocolVersion, version,
 };
+
+/// TLS versions rustls speaks; TLS 1.0 and 1.1 are not among them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Deserialize)]
+pub(super) enum TlsVersion {
+    TLS12,
+    TLS13,
+}
 
 /// What the server asks of clients, after exporter-toolkit's
 /// `client_auth_type` (Go's `tls.ClientAuthType`).
