@@ -8,6 +8,7 @@ use crate::list::{NAME_MAX, column_width};
 use crate::machine::{Discovered, Machine};
 use crate::plan::Probe;
 use crate::plan::{self, Plan};
+use crate::snapshot::Support;
 use anyhow::Context;
 use std::io::Write;
 use std::path::Path;
@@ -20,7 +21,7 @@ struct Row {
 }
 
 /// Probes every group, event and tracepoint of `config` and writes the table.
-pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<()> {
+pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<Verdict> {
     let Discovered {
         cgroupfs,
         cpus,
@@ -99,16 +100,44 @@ pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<()> {
         writeln!(out, "{kind:5} {:sw$}  {n}", selector.pattern.as_str())?;
     }
 
-    let groups = plan.support.iter().filter(|s| s.event.is_none());
+    writeln!(out)?;
+    let nothing = crate::snapshot::nothing_countable(&plan.support);
+    writeln!(out, "{}", summary(&plan.support, nothing.as_deref()))?;
+    Ok(if nothing.is_some() {
+        Verdict::NothingCountable
+    } else {
+        Verdict::Countable
+    })
+}
+
+/// What `cgperf check` found, for its exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Some group can be counted (perhaps not all).
+    Countable,
+    /// The config is valid, but this machine counts none of its groups.
+    NothingCountable,
+}
+
+/// The last line: how many groups count, and what that means.
+fn summary(support: &[Support], nothing: Option<&str>) -> String {
+    if let Some(why) = nothing {
+        return why.to_owned();
+    }
+    let groups = support.iter().filter(|s| s.event.is_none());
     let (ok, all) = groups.fold((0, 0), |(ok, all), s| {
         (ok + usize::from(s.status.is_ok()), all + 1)
     });
-    writeln!(out)?;
-    writeln!(
-        out,
-        "{ok} of {all} groups can be counted on this machine; the others are disabled, the rest keeps counting."
-    )?;
-    Ok(())
+    match all - ok {
+        0 if all == 0 => "The config names no group to count.".to_owned(),
+        0 if all == 1 => "The group can be counted on this machine.".to_owned(),
+        0 => format!("All {all} groups can be counted on this machine."),
+        off => format!(
+            "{ok} of {all} groups can be counted on this machine; {off} {} disabled \
+             (reasons above), the rest keeps counting.",
+            if off == 1 { "is" } else { "are" }
+        ),
+    }
 }
 
 /// How the bpf backend counts each `by:` entry: in the kernel, or through
@@ -171,5 +200,8 @@ fn verdict(plan: &Plan, group: &GroupId, event: Option<&str>) -> Result<(), Stri
     plan.support
         .iter()
         .find(|s| s.group == *group && s.event.as_deref() == event)
-        .map_or_else(|| Err("not probed".into()), |s| s.status.clone())
+        .map_or_else(
+            || Err("not probed".into()),
+            |s| s.status.clone().map_err(|e| e.reason),
+        )
 }

@@ -88,8 +88,12 @@ enum Command {
     /// Validate the config and probe every event on this machine.
     ///
     /// Prints a table saying, event by event, whether this machine can count
-    /// it and why not. Exits 0 when the config is valid (even if some events
-    /// cannot be counted here), 1 when the config has errors.
+    /// it and why not. Exits 0 when the config is valid and some group can
+    /// be counted here (even if others cannot), 1 when the config has
+    /// errors, 2 on another error (no cgroup2, ...), 3 when the config is
+    /// valid but this machine can count none of its groups (no privileges,
+    /// a seccomp profile blocking perf_event_open and bpf, only hardware
+    /// events without a PMU): the last line says why and the fix.
     Check,
     /// List the events this machine can count, with the names to write.
     ///
@@ -136,7 +140,10 @@ pub fn main() -> ExitCode {
         }
     };
     let result = if check {
-        check::run(&config, &mut std::io::stdout().lock())
+        match check::run(&config, &mut std::io::stdout().lock()) {
+            Ok(check::Verdict::NothingCountable) => return ExitCode::from(NOTHING_COUNTABLE),
+            checked => checked.map(drop),
+        }
     } else {
         let web_config = match cli
             .web_config_file
@@ -178,8 +185,13 @@ pub fn main() -> ExitCode {
     exit_status(result)
 }
 
-/// The exit status of `cgperf` and `cgperf check`/`list`: 0 on success, 2
-/// (after printing it) on an error.
+/// `cgperf check`'s exit status for a valid config of which this machine
+/// can count nothing (no privileges, a seccomp profile that blocks
+/// perf_event_open, only hardware events on a machine without a PMU).
+const NOTHING_COUNTABLE: u8 = 3;
+
+/// The exit status of `cgperf` and `cgperf check`/`list`: 0 on success, 1
+/// on an invalid config, 2 (after printing it) on another error.
 fn exit_status(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -135,6 +135,12 @@ impl Daemon {
                 "--web.telemetry-path must start with / and not be / itself (got `{telemetry_path}`)"
             );
         }
+        // First: a taken address fails the start before anything costly
+        // (the BPF program's load, every probe) is done for nothing.
+        let listener = listen.bind().context("--web.listen-address")?;
+        listener
+            .set_nonblocking(true)
+            .context("making the listener non-blocking")?;
         let started = std::time::SystemTime::now();
         let nofile = engine::raise_nofile_limit();
         let Discovered {
@@ -157,21 +163,24 @@ impl Daemon {
         let opened = chosen
             .open(&config, &plan, FdBudget::from_limit(nofile))
             .context("starting the bpf backend")?;
-        let listener = listen.bind().context("--web.listen-address")?;
-        listener
-            .set_nonblocking(true)
-            .context("making the listener non-blocking")?;
         let bpf = chosen.kind == Kind::Bpf;
         match crate::privileges::drop_unneeded(!config.probes.is_empty(), bpf) {
             Ok(d) if d.dropped.is_empty() => {
                 tracing::debug!(kept = ?d.kept, "no capabilities to drop");
             }
-            Ok(d) => tracing::info!(
-                dropped = ?d.dropped,
-                kept = ?d.kept,
-                bounding_set = d.bounding,
-                "dropped the capabilities only start-up needed"
-            ),
+            Ok(d) => {
+                tracing::info!(
+                    "keeps {} and drops {} capabilities only start-up needed{}",
+                    d.kept.join(", "),
+                    d.dropped.len(),
+                    if d.bounding {
+                        ", from the bounding set too"
+                    } else {
+                        ""
+                    }
+                );
+                tracing::debug!(dropped = ?d.dropped, "capabilities dropped");
+            }
             Err(e) => tracing::warn!("capabilities not dropped: {e}"),
         }
         let names = if config

@@ -11,7 +11,8 @@ use crate::deadline;
 use crate::events::{Event, EventAttr, Field, HeldBinary, PERF_TYPE_TRACEPOINT};
 use crate::ids::{EventId, GroupId, SampledId};
 use crate::machine::Machine;
-use crate::snapshot::Support;
+use crate::perf::OpenFailure;
+use crate::snapshot::{NotCountable, Support};
 use std::ffi::CStr;
 use std::path::Path;
 use std::sync::Arc;
@@ -194,10 +195,12 @@ impl Plan {
             .groups
             .iter()
             .map(|def| {
-                let status = resolve_group(def, &machine.pmu_root).and_then(|spec| {
-                    spec.probe(probe).map_err(|r| r.reason)?;
-                    Ok(spec)
-                });
+                let status = resolve_group(def, &machine.pmu_root)
+                    .map_err(|r| NotCountable::new(NotCountable::UNKNOWN_EVENT, r))
+                    .and_then(|spec| {
+                        spec.probe(probe)?;
+                        Ok(spec)
+                    });
                 let id = GroupId::Named(def.name.as_str().into());
                 support.push(verdict(&id, None, &status));
                 (id, status.ok().map(Arc::new))
@@ -302,7 +305,7 @@ impl Plan {
         };
         for s in &mut self.support {
             if s.group == spec.name && is(&s.event) {
-                s.status = Err(reason.to_owned());
+                s.status = Err(NotCountable::new(NotCountable::COUNTER_BUDGET, reason));
             }
         }
         match spec.name {
@@ -421,7 +424,7 @@ enum Planned {
     Sampled(SampledSpec),
 }
 
-fn verdict<T>(group: &GroupId, event: Option<&str>, status: &Result<T, String>) -> Support {
+fn verdict<T>(group: &GroupId, event: Option<&str>, status: &Result<T, NotCountable>) -> Support {
     Support {
         group: group.clone(),
         event: event.map(Into::into),
@@ -430,18 +433,25 @@ fn verdict<T>(group: &GroupId, event: Option<&str>, status: &Result<T, String>) 
 }
 
 /// The verdict on the `tracepoints` or `probes` group as a whole: it counts
-/// when any of its `n` events can.
+/// when any of its `n` events can; when none can, for its first event's
+/// reason (one cause, such as no permission, usually refuses them all).
 fn group_verdict(support: &mut Vec<Support>, group: &GroupId, n: usize, none: &str) {
     if n == 0 {
         return;
     }
-    let any = support
+    let mut events = support
         .iter()
-        .any(|s| s.group == *group && s.event.is_some() && s.status.is_ok());
+        .filter(|s| s.group == *group && s.event.is_some());
+    let status = match events.clone().find_map(|s| s.status.as_ref().err()) {
+        Some(first) if events.all(|s| s.status.is_err()) => {
+            Err(NotCountable::new(first.token, format!("{none}: {first}")))
+        }
+        _ => Ok(()),
+    };
     support.push(Support {
         group: group.clone(),
         event: None,
-        status: if any { Ok(()) } else { Err(none.into()) },
+        status,
     });
 }
 
@@ -452,10 +462,10 @@ fn plan_tracepoint(
     def: &TracepointDef,
     machine: &Machine,
     probe: &dyn Probe,
-) -> Result<Result<Planned, String>, ConfigError> {
+) -> Result<Result<Planned, NotCountable>, ConfigError> {
     let tracefs = match machine.tracefs.as_ref() {
         Ok(tracefs) => tracefs,
-        Err(reason) => return Ok(Err(reason.clone())),
+        Err(reason) => return Ok(Err(NotCountable::new(NotCountable::NO_TRACEFS, reason))),
     };
     let (id, format) = match tracefs
         .tracepoint_id(&def.name)
@@ -464,10 +474,21 @@ fn plan_tracepoint(
         Ok(found) => found,
         // Perhaps a typo, perhaps a tracepoint of another kernel: not an
         // error, but located, with the closest name, in check and the log.
-        Err(reason) if !tracefs.has(&def.name) => {
-            return Ok(Err(def.origin.error(reason).to_string()));
+        Err(reason) if !tracefs.has(&def.name) && tracefs.readable() => {
+            let located = def.origin.error(reason).to_string();
+            return Ok(Err(NotCountable::new(
+                NotCountable::UNKNOWN_TRACEPOINT,
+                located,
+            )));
         }
-        Err(reason) => return Ok(Err(reason)),
+        Err(reason) => {
+            let token = if tracefs.readable() {
+                NotCountable::NO_TRACEFS
+            } else {
+                OpenFailure::Permission.label()
+            };
+            return Ok(Err(NotCountable::new(token, reason)));
+        }
     };
     let filter = match &def.filter {
         Some(text) => Some(check_filter(def, text, &format)?),
@@ -484,7 +505,7 @@ fn plan_tracepoint(
     // tracepoint at all. Then with it: a refusal by the kernel is then the
     // filter's.
     if let Err(refusal) = probe.try_group(&[event.trial()]) {
-        return Ok(Err(refusal.reason));
+        return Ok(Err(refusal.into()));
     }
     if let (Some(text), Some(filter)) = (&def.filter, &filter) {
         event.filter = Some(filter.clone());
@@ -494,7 +515,7 @@ fn plan_tracepoint(
                 refused: Some((_, errno)),
                 ..
             }) => return Err(rejected_filter(def, text, errno, &format)),
-            Err(refusal) => return Ok(Err(refusal.reason)),
+            Err(refusal) => return Ok(Err(refusal.into())),
         }
     }
     if def.by.is_empty() {
@@ -528,11 +549,11 @@ fn plan_probe(
     def: &ProbeDef,
     machine: &Machine,
     probe: &dyn Probe,
-) -> Result<PlannedEvent, String> {
+) -> Result<PlannedEvent, NotCountable> {
     let resolved = def
         .spec
         .resolve(&machine.pmu_root)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| NotCountable::new(NotCountable::UNKNOWN_EVENT, e.to_string()))?;
     let event = PlannedEvent {
         label: def.label.as_str().into(),
         attr: resolved.attr,
@@ -546,14 +567,17 @@ fn plan_probe(
             refused: Some((_, errno)),
             permission: true,
             ..
-        }) => Err(format!(
-            "{} `{}`: permission denied: the kernel's {} PMU needs CAP_SYS_ADMIN \
-             (CAP_PERFMON is not enough) ({errno})",
-            def.spec.kind(),
-            def.spec.text(),
-            def.spec.kind()
+        }) => Err(NotCountable::new(
+            OpenFailure::Permission.label(),
+            format!(
+                "{} `{}`: permission denied: the kernel's {} PMU needs CAP_SYS_ADMIN \
+                 (CAP_PERFMON is not enough) ({errno})",
+                def.spec.kind(),
+                def.spec.text(),
+                def.spec.kind()
+            ),
         )),
-        Err(refusal) => Err(refusal.reason),
+        Err(refusal) => Err(refusal.into()),
     }
 }
 
@@ -587,7 +611,8 @@ pub fn resolve_event(event: &Event, pmu_root: &Path) -> Result<PlannedEvent, Str
 /// Resolves `event` and asks `probe` whether the kernel counts it alone:
 /// what `cgperf check` shows per event and `cgperf list` leaves out.
 pub fn probe_event(event: &Event, pmu_root: &Path, probe: &dyn Probe) -> Result<(), Refusal> {
-    let resolved = resolve_event(event, pmu_root).map_err(Refusal::not_asked)?;
+    let resolved = resolve_event(event, pmu_root)
+        .map_err(|r| Refusal::not_asked(NotCountable::UNKNOWN_EVENT, r))?;
     probe.try_group(&[resolved.trial()])
 }
 

@@ -119,8 +119,85 @@ pub struct Support {
     pub group: GroupId,
     /// `Some(event)` for a per-event verdict (tracepoints), `None` for the group.
     pub event: Option<Arc<str>>,
-    /// `Ok` or the reason it cannot be counted.
-    pub status: Result<(), String>,
+    /// `Ok` or why it cannot be counted.
+    pub status: Result<(), NotCountable>,
+}
+
+/// Why a group or an event cannot be counted on this machine: a stable
+/// token for the `reason` label of `cgperf_group_supported` (alerts and
+/// dashboards select on it) and the sentence for people (log, `check`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotCountable {
+    /// The token: a kernel refusal's [`OpenFailure::label`], or one of the
+    /// `NotCountable::*` reasons found before the kernel was asked.
+    pub token: &'static str,
+    /// What happened and the fix, naming the event.
+    pub reason: String,
+}
+
+impl NotCountable {
+    /// An event that does not resolve on this machine (no such PMU or
+    /// event in sysfs, a probe's binary or symbol missing).
+    pub const UNKNOWN_EVENT: &'static str = "unknown_event";
+    /// A tracepoint this kernel does not have.
+    pub const UNKNOWN_TRACEPOINT: &'static str = "unknown_tracepoint";
+    /// tracefs is not mounted or not readable.
+    pub const NO_TRACEFS: &'static str = "no_tracefs";
+    /// The counting backend holds no more counters per CPU.
+    pub const COUNTER_BUDGET: &'static str = "counter_budget";
+    /// The backend could not ask the kernel (its probe cgroup would not
+    /// open).
+    pub const NOT_PROBED: &'static str = "not_probed";
+
+    /// A reason with `token`.
+    pub fn new(token: &'static str, reason: impl Into<String>) -> Self {
+        Self {
+            token,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// When this config can count nothing at all on this machine (every group
+/// refused), why, with the fix: what `cgperf check` ends with (and exits
+/// 3), what `/-/ready` answers 503 with and what the daemon logs once.
+/// `None` when some group counts, or the config names none.
+pub fn nothing_countable(support: &[Support]) -> Option<String> {
+    let mut groups = support.iter().filter(|s| s.event.is_none()).peekable();
+    groups.peek()?;
+    let mut first = None;
+    for s in groups {
+        match &s.status {
+            Ok(()) => return None,
+            Err(why) => {
+                first.get_or_insert((s, why));
+            }
+        }
+    }
+    let (s, why) = first?;
+    let hint = match why.token {
+        // The kernel's refusal already names the privileges and the sysctl.
+        t if t == OpenFailure::Permission.label() => "; where cgperf has these privileges, \
+             a seccomp profile blocks perf_event_open or bpf: allow both"
+            .to_owned(),
+        t if t == OpenFailure::NotSupported.label() => "; fix: count software events or \
+             tracepoints too (see `cgperf list`)"
+            .to_owned(),
+        NotCountable::NO_TRACEFS => "; fix: mount tracefs (`mount -t tracefs nodev \
+             /sys/kernel/tracing`) and let cgperf read it (root or CAP_DAC_READ_SEARCH)"
+            .to_owned(),
+        _ => "; `cgperf check` gives each group's reason".to_owned(),
+    };
+    Some(format!(
+        "nothing can be counted: every group is refused ({}), e.g. group `{}`: {why}{hint}",
+        why.token, s.group
+    ))
+}
+
+impl std::fmt::Display for NotCountable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
 }
 
 /// What failed: opening an event, or reading.

@@ -90,6 +90,13 @@ impl Tracefs {
         self.event_file(tp, "").is_dir()
     }
 
+    /// Whether this process may list `events/`: tracefs is root's (mode
+    /// 0700), so without root or CAP_DAC_READ_SEARCH no tracepoint is
+    /// found, though they are there.
+    pub fn readable(&self) -> bool {
+        std::fs::read_dir(self.root.join("events")).is_ok()
+    }
+
     /// Every tracepoint under `events/`, in no particular order: the
     /// directories `events/SUBSYSTEM/NAME` whose `SUBSYSTEM:NAME` cgperf
     /// accepts.

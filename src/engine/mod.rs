@@ -296,15 +296,25 @@ impl<B: Backend> Engine<B> {
     }
 }
 
-/// Logs every group or tracepoint this machine cannot count.
+/// Logs every group or tracepoint this machine cannot count; when it can
+/// count none, one error line with the fix instead (each reason then at
+/// debug level: `cgperf check` shows them all).
 fn log_support(plan: &Plan) {
+    let nothing = crate::snapshot::nothing_countable(&plan.support);
+    if let Some(why) = &nothing {
+        tracing::error!("{why}");
+    }
     for s in &plan.support {
         if let Err(reason) = &s.status {
             let what = s.event.as_ref().map_or_else(
                 || format!("group `{}`", s.group),
                 |e| format!("{} `{e}`", s.group.entry_kind()),
             );
-            tracing::warn!("{what} disabled: {reason}");
+            if nothing.is_some() {
+                tracing::debug!("{what} disabled: {reason}");
+            } else {
+                tracing::warn!("{what} disabled: {reason}");
+            }
         }
     }
 }

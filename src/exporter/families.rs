@@ -225,7 +225,7 @@ const GROUP_NEVER_RAN: Family = Family {
 };
 const GROUP_SUPPORTED: Family = Family {
     name: "cgperf_group_supported",
-    help: "1 when this machine can count the group, 0 when it cannot (the reason is in the log and in `cgperf check`).",
+    help: "1 when this machine can count the group, 0 when it cannot; `reason` says why (not_supported: no such counter here, e.g. no hardware PMU; permission; unknown_event; ...), the log and `cgperf check` say it in full.",
     seconds: false,
     kind: Kind::Gauge,
 };
@@ -484,10 +484,14 @@ pub fn visit<V: Visitor>(
     )?;
     v.family(
         &GROUP_SUPPORTED,
-        snap.support
-            .iter()
-            .filter(|s| s.event.is_none())
-            .map(|s| Point::fixed(Labels::one("group", s.group.label()), supported(s))),
+        snap.support.iter().filter(|s| s.event.is_none()).map(|s| {
+            let group = ("group", s.group.label());
+            let labels = match &s.status {
+                Ok(()) => Labels::Fixed([Some(group), None, None]),
+                Err(why) => Labels::two(group, ("reason", why.token)),
+            };
+            Point::fixed(labels, supported(s))
+        }),
     )?;
     v.family(
         &EVENT_SUPPORTED,

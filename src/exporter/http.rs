@@ -150,11 +150,16 @@ async fn metrics(exposition: Arc<Exposition>, headers: HeaderMap) -> Response {
 /// Whether collections keep finishing as of `now`: the last one finished
 /// within three intervals (at least [`MIN_STALL`]); otherwise why not.
 /// A sampler that is stuck, dead or not yet started is not ready, even
-/// though `/metrics` still answers with what it last published.
+/// though `/metrics` still answers with what it last published. Nor is
+/// one whose config this machine can count nothing of: it would serve
+/// empty counts that look healthy (a reload that fixes it makes it ready).
 pub fn readiness(snap: &Snapshot, now: Instant) -> Result<(), String> {
     let Some(finished) = snap.finished else {
         return Err("no collection has finished yet".into());
     };
+    if let Some(why) = crate::snapshot::nothing_countable(&snap.support) {
+        return Err(why);
+    }
     let limit = snap.interval.saturating_mul(3).max(MIN_STALL);
     let age = now.saturating_duration_since(finished);
     if age > limit {
@@ -341,6 +346,55 @@ mod tests {
         assert_eq!(serve_and_get(stalled, HEALTHY_PATH).0, 200);
         let slow = finished(Duration::from_secs(25), Duration::from_secs(10));
         assert_eq!(serve_and_get(slow, READY_PATH).0, 200);
+    }
+
+    #[test]
+    fn not_ready_while_nothing_can_be_counted() {
+        use crate::ids::GroupId;
+        use crate::snapshot::{NotCountable, Support};
+        let refused = |group: &str| Support {
+            group: GroupId::Named(group.into()),
+            event: None,
+            status: Err(NotCountable::new(
+                "permission",
+                "event `x`: permission denied",
+            )),
+        };
+        let with = |support: Vec<Support>| {
+            let latest = finished(Duration::from_millis(100), Duration::from_secs(1));
+            let mut snap = (*latest.get()).clone();
+            snap.support = support;
+            latest.publish(snap);
+            serve_and_get(latest, READY_PATH)
+        };
+        let (status, body) = with(vec![refused("sw"), refused("hw")]);
+        assert_eq!(status, 503, "{body}");
+        assert!(
+            body.contains("nothing can be counted: every group is refused (permission)")
+                && body.contains("seccomp"),
+            "{body}"
+        );
+        let mut some = vec![refused("hw")];
+        some.push(Support {
+            status: Ok(()),
+            ..refused("sw")
+        });
+        assert_eq!(with(some).0, 200);
+        // A tracepoint that cannot be counted is not a group's verdict.
+        let mut events_only = vec![Support {
+            event: Some("sched:nope".into()),
+            ..refused("tracepoints")
+        }];
+        assert_eq!(
+            with(events_only.clone()).0,
+            200,
+            "no group verdict: no verdict"
+        );
+        events_only.push(Support {
+            status: Ok(()),
+            ..refused("sched")
+        });
+        assert_eq!(with(events_only).0, 200);
     }
 
     #[test]

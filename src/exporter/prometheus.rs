@@ -226,7 +226,15 @@ mod tests {
         snap.support.push(Support {
             group: crate::ids::GroupId::Named("ipc".into()),
             event: None,
-            status: Err("no PMU".into()),
+            status: Err(crate::snapshot::NotCountable::new(
+                crate::perf::OpenFailure::NotSupported.label(),
+                "no PMU",
+            )),
+        });
+        snap.support.push(Support {
+            group: crate::ids::GroupId::Named("sched".into()),
+            event: None,
+            status: Ok(()),
         });
         let gone = ErrorReason::Kernel(crate::perf::OpenFailure::Gone);
         snap.errors.count(Operation::Read, gone);
@@ -259,7 +267,11 @@ mod tests {
         assert!(om.contains("cgperf_samples_lost_total 5.0\n"), "{om}");
         assert!(om.contains("cgperf_group_never_ran_intervals_total{"));
         assert!(
-            om.contains("cgperf_group_supported{group=\"ipc\"} 0"),
+            om.contains("cgperf_group_supported{group=\"ipc\",reason=\"not_supported\"} 0"),
+            "{om}"
+        );
+        assert!(
+            om.contains("cgperf_group_supported{group=\"sched\"} 1"),
             "{om}"
         );
         assert!(

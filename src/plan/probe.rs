@@ -4,7 +4,8 @@
 //! `cgperf check` / `cgperf list` ask it.
 
 use crate::events::EventAttr;
-use crate::perf::Errno;
+use crate::perf::{Errno, OpenFailure};
+use crate::snapshot::NotCountable;
 use std::ffi::CStr;
 
 /// One event of a group to try: what the kernel is given, and the label a
@@ -47,6 +48,8 @@ pub trait Probe: Send + Sync + std::fmt::Debug {
 pub struct Refusal {
     /// Why, for people, naming the event refused.
     pub reason: String,
+    /// The `reason` label: the kernel's refusal, or why it was not asked.
+    pub token: &'static str,
     /// The kernel refused for want of privileges (EACCES, EPERM): it did
     /// not say whether the machine could count the event.
     pub permission: bool,
@@ -65,18 +68,27 @@ impl Refusal {
                 "event `{event}`: {}",
                 crate::perf::open_failure_reason(errno)
             ),
+            token: OpenFailure::from_errno(errno).label(),
             permission: matches!(errno.0, libc::EACCES | libc::EPERM),
             refused: Some((index, errno)),
         }
     }
 
-    /// The kernel was not asked, for `reason`: the event did not resolve,
-    /// or the mechanism could not open what it probes on.
-    pub fn not_asked(reason: String) -> Self {
+    /// The kernel was not asked, for `reason` (`token` says which kind):
+    /// the event did not resolve, or the mechanism could not open what it
+    /// probes on.
+    pub fn not_asked(token: &'static str, reason: String) -> Self {
         Self {
             reason,
+            token,
             permission: false,
             refused: None,
         }
+    }
+}
+
+impl From<Refusal> for NotCountable {
+    fn from(refusal: Refusal) -> Self {
+        Self::new(refusal.token, refusal.reason)
     }
 }

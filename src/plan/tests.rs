@@ -4,6 +4,7 @@
 use super::*;
 use crate::perf::{Errno, open_failure_reason};
 use crate::plan::{Probe, Refusal, Trial};
+use crate::snapshot::{NotCountable, Support};
 use crate::tracefs::Tracefs;
 use std::sync::Mutex;
 
@@ -124,14 +125,27 @@ fn plan(yaml: &str, probe: &FakeProbe) -> Result<Plan, ConfigError> {
     Plan::build(&config(yaml), &machine, probe)
 }
 
-fn verdict<'a>(plan: &'a Plan, group: &GroupId, event: Option<&str>) -> &'a Result<(), String> {
-    let found = plan
-        .support
+fn support<'a>(plan: &'a Plan, group: &GroupId, event: Option<&str>) -> &'a Support {
+    plan.support
         .iter()
-        .find(|s| s.group == *group && s.event.as_deref() == event);
-    &found
+        .find(|s| s.group == *group && s.event.as_deref() == event)
         .unwrap_or_else(|| panic!("no verdict on {group} {event:?}"))
+}
+
+/// The verdict's sentence.
+fn verdict(plan: &Plan, group: &GroupId, event: Option<&str>) -> Result<(), String> {
+    support(plan, group, event)
         .status
+        .clone()
+        .map_err(|e| e.reason)
+}
+
+/// The verdict's `reason` token, `""` when countable.
+fn token(plan: &Plan, group: &GroupId, event: Option<&str>) -> &'static str {
+    support(plan, group, event)
+        .status
+        .as_ref()
+        .map_or_else(|e| e.token, |()| "")
 }
 
 fn named(name: &str) -> GroupId {
@@ -157,12 +171,14 @@ fn a_refused_group_is_disabled_with_its_reason_and_the_others_kept() {
         &probe,
     )
     .unwrap();
-    assert_eq!(verdict(&plan, &named("a"), None), &Ok(()));
+    assert_eq!(verdict(&plan, &named("a"), None), Ok(()));
     let reason = format!(
         "event `page-faults`: {}",
         open_failure_reason(Errno(libc::ENOENT))
     );
-    assert_eq!(verdict(&plan, &named("b"), None), &Err(reason));
+    assert_eq!(verdict(&plan, &named("b"), None), Err(reason));
+    assert_eq!(token(&plan, &named("b"), None), "not_supported");
+    assert_eq!(token(&plan, &named("a"), None), "");
     assert_eq!(
         groups_for(&plan, &[0]),
         [(named("a"), vec!["task-clock".to_string()])]
@@ -191,10 +207,11 @@ fn a_tracepoint_refused_without_its_filter_is_unsupported_not_a_config_error() {
         open_failure_reason(Errno(libc::EACCES))
     );
     let switch = Some("sched:sched_switch");
-    assert_eq!(verdict(&plan, &GroupId::Tracepoints, switch), &Err(reason));
+    assert_eq!(verdict(&plan, &GroupId::Tracepoints, switch), Err(reason));
+    assert_eq!(token(&plan, &GroupId::Tracepoints, switch), "permission");
     let getppid = Some("syscalls:sys_enter_getppid");
-    assert_eq!(verdict(&plan, &GroupId::Tracepoints, getppid), &Ok(()));
-    assert_eq!(verdict(&plan, &GroupId::Tracepoints, None), &Ok(()));
+    assert_eq!(verdict(&plan, &GroupId::Tracepoints, getppid), Ok(()));
+    assert_eq!(verdict(&plan, &GroupId::Tracepoints, None), Ok(()));
     assert_eq!(
         groups_for(&plan, &[0]),
         [(
@@ -210,10 +227,14 @@ fn a_tracepoint_refused_without_its_filter_is_unsupported_not_a_config_error() {
 fn no_countable_tracepoint_disables_the_tracepoints_group() {
     let probe = FakeProbe::refusing(&[("syscalls:sys_enter_getppid", false, libc::ENODEV)]);
     let plan = plan("tracepoints: [syscalls:sys_enter_getppid]\n", &probe).unwrap();
-    assert_eq!(
-        verdict(&plan, &GroupId::Tracepoints, None),
-        &Err("none of the configured tracepoints can be counted".to_string())
+    let gone = format!(
+        "none of the configured tracepoints can be counted: event \
+         `syscalls:sys_enter_getppid`: {}",
+        open_failure_reason(Errno(libc::ENODEV))
     );
+    assert_eq!(verdict(&plan, &GroupId::Tracepoints, None), Err(gone));
+    // The group is refused for its events' reason.
+    assert_eq!(token(&plan, &GroupId::Tracepoints, None), "gone");
     assert!(plan.groups_for(&[0]).is_empty());
 }
 
@@ -266,7 +287,10 @@ fn a_mechanism_that_cannot_ask_leaves_the_filter_unjudged() {
             *n += 1;
             match *n {
                 1 => Ok(()),
-                _ => Err(Refusal::not_asked("opening cgroup /x: gone".into())),
+                _ => Err(Refusal::not_asked(
+                    NotCountable::NOT_PROBED,
+                    "opening cgroup /x: gone".into(),
+                )),
             }
         }
     }
@@ -275,8 +299,10 @@ fn a_mechanism_that_cannot_ask_leaves_the_filter_unjudged() {
     let plan = Plan::build(&config(yaml), &machine, &SecondCallFails::default()).unwrap();
     assert_eq!(
         verdict(&plan, &GroupId::Tracepoints, Some("sched:sched_switch")),
-        &Err("opening cgroup /x: gone".to_string())
+        Err("opening cgroup /x: gone".to_string())
     );
+    let switch = Some("sched:sched_switch");
+    assert_eq!(token(&plan, &GroupId::Tracepoints, switch), "not_probed");
 }
 
 #[test]
@@ -342,11 +368,17 @@ fn a_probe_refused_for_want_of_privileges_names_cap_sys_admin() {
              CAP_SYS_ADMIN (CAP_PERFMON is not enough) ({})",
             Errno(errno)
         );
-        assert_eq!(verdict(&plan, &GroupId::Probes, Some("k")), &Err(expected));
+        assert_eq!(
+            verdict(&plan, &GroupId::Probes, Some("k")),
+            Err(expected.clone())
+        );
         assert_eq!(
             verdict(&plan, &GroupId::Probes, None),
-            &Err("none of the configured probes can be counted".to_string())
+            Err(format!(
+                "none of the configured probes can be counted: {expected}"
+            ))
         );
+        assert_eq!(token(&plan, &GroupId::Probes, None), "permission");
     }
     // Any other refusal is the kernel's reason.
     let probe = FakeProbe::refusing(&[("k", false, libc::ENOENT)]);
@@ -356,7 +388,7 @@ fn a_probe_refused_for_want_of_privileges_names_cap_sys_admin() {
     )
     .unwrap();
     let reason = format!("event `k`: {}", open_failure_reason(Errno(libc::ENOENT)));
-    assert_eq!(verdict(&plan, &GroupId::Probes, Some("k")), &Err(reason));
+    assert_eq!(verdict(&plan, &GroupId::Probes, Some("k")), Err(reason));
 }
 
 #[test]
@@ -386,7 +418,7 @@ fn the_kernel_is_asked_only_through_the_probe_once_per_resolved_entry() {
             vec!["by_pid"],
         ]
     );
-    let b = verdict(&plan, &named("b"), None).as_ref().unwrap_err();
+    let b = verdict(&plan, &named("b"), None).unwrap_err();
     assert!(b.starts_with("event `msr/tsc/`:"), "{b}");
     let wakeup = verdict(&plan, &GroupId::Tracepoints, Some("sched:sched_wakeup"));
     let wakeup = wakeup.as_ref().unwrap_err();
@@ -411,8 +443,9 @@ fn the_kernel_is_asked_only_through_the_probe_once_per_resolved_entry() {
             &GroupId::Tracepoints,
             Some("syscalls:sys_enter_getppid")
         ),
-        &Err("tracefs is not mounted".to_string())
+        Err("tracefs is not mounted".to_string())
     );
+    assert_eq!(token(&plan, &GroupId::Tracepoints, None), "no_tracefs");
 }
 
 #[test]
@@ -450,15 +483,17 @@ fn groups_past_a_backends_counters_per_cpu_are_disabled_with_the_reason() {
              backend has: count fewer events, or use `backend: cgroup`"
         ))
     };
-    assert_eq!(verdict(&plan, &named("unused"), None), &Ok(()));
-    assert_eq!(verdict(&plan, &named("a"), None), &Ok(()));
-    assert_eq!(verdict(&plan, &named("b"), None), &past(2, 3));
-    assert_eq!(verdict(&plan, &named("c"), None), &Ok(()));
+    assert_eq!(verdict(&plan, &named("unused"), None), Ok(()));
+    assert_eq!(verdict(&plan, &named("a"), None), Ok(()));
+    assert_eq!(verdict(&plan, &named("b"), None), past(2, 3));
+    assert_eq!(verdict(&plan, &named("c"), None), Ok(()));
     let tracepoints = GroupId::Tracepoints;
-    assert_eq!(verdict(&plan, &tracepoints, None), &past(2, 4));
-    assert_eq!(verdict(&plan, &tracepoints, Some("switches")), &past(2, 4));
+    assert_eq!(verdict(&plan, &tracepoints, None), past(2, 4));
+    assert_eq!(token(&plan, &tracepoints, None), "counter_budget");
+    assert_eq!(token(&plan, &named("b"), None), "counter_budget");
+    assert_eq!(verdict(&plan, &tracepoints, Some("switches")), past(2, 4));
     // A `by:` entry takes no counter: it stays countable.
-    assert_eq!(verdict(&plan, &tracepoints, Some("by_pid")), &Ok(()));
+    assert_eq!(verdict(&plan, &tracepoints, Some("by_pid")), Ok(()));
     assert_eq!(plan.sampled_for(&[0]).len(), 1);
     // Without a bound, every group is kept.
     let unbounded = self::plan(yaml, &FakeProbe::default()).expect("the config plans");

@@ -30,7 +30,7 @@ pub fn layout(config: &Config, support: &[Support]) -> Vec<Row> {
             Some(event) => rows.push(Row {
                 group: verdict.group.to_string(),
                 event: event.to_string(),
-                support: verdict.status.clone(),
+                support: verdict.status.clone().map_err(|e| e.reason),
             }),
             None => {
                 let def = config
@@ -42,7 +42,7 @@ pub fn layout(config: &Config, support: &[Support]) -> Vec<Row> {
                         group: verdict.group.to_string(),
                         // The label the counts are published under.
                         event: event.label(),
-                        support: verdict.status.clone(),
+                        support: verdict.status.clone().map_err(|e| e.reason),
                     });
                 }
             }

@@ -2,8 +2,9 @@
 //! the cgroup backend opens it for every counted cgroup.
 
 use crate::machine::Machine;
-use crate::perf::{CounterGroup, Target};
+use crate::perf::{CounterGroup, OpenFailure, Target};
 use crate::plan::{Probe, Refusal, Trial};
+use crate::snapshot::NotCountable;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 
@@ -30,7 +31,12 @@ impl CgroupProbe {
 impl Probe for CgroupProbe {
     fn try_group(&self, group: &[Trial<'_>]) -> Result<(), Refusal> {
         let dir = std::fs::File::open(&self.cgroup_dir).map_err(|e| {
-            Refusal::not_asked(format!("opening cgroup {}: {e}", self.cgroup_dir.display()))
+            let token = match e.kind() {
+                std::io::ErrorKind::PermissionDenied => OpenFailure::Permission.label(),
+                _ => NotCountable::NOT_PROBED,
+            };
+            let reason = format!("opening cgroup {}: {e}", self.cgroup_dir.display());
+            Refusal::not_asked(token, reason)
         })?;
         let attrs: Vec<_> = group.iter().map(|t| t.attr).collect();
         let filters: Vec<_> = group.iter().map(|t| t.filter).collect();

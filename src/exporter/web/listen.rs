@@ -39,20 +39,21 @@ pub enum ListenError {
         why: String,
     },
     /// The name did not resolve.
-    #[error("cannot resolve `{host}`: {source}")]
+    #[error("cannot resolve `{host}`: {error}")]
     Resolve {
         /// The host name.
         host: String,
-        /// The resolver's error.
-        source: io::Error,
+        /// The resolver's error: in the message, not a `source` (the
+        /// message would show it twice in a chain).
+        error: io::Error,
     },
     /// The socket could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {error}")]
     Bind {
         /// The address tried last.
         addr: SocketAddr,
-        /// The kernel's error.
-        source: io::Error,
+        /// The kernel's error (in the message, not a `source`).
+        error: io::Error,
     },
 }
 
@@ -111,10 +112,10 @@ impl ListenAddress {
             }
             Self::Socket(addr) => socket(*addr),
             Self::Host(host, port) => {
-                let addrs = (host.as_str(), *port).to_socket_addrs().map_err(|source| {
+                let addrs = (host.as_str(), *port).to_socket_addrs().map_err(|error| {
                     ListenError::Resolve {
                         host: host.clone(),
-                        source,
+                        error,
                     }
                 })?;
                 let mut last = None;
@@ -126,7 +127,7 @@ impl ListenAddress {
                 }
                 Err(last.unwrap_or_else(|| ListenError::Resolve {
                     host: host.clone(),
-                    source: io::Error::new(io::ErrorKind::NotFound, "no address"),
+                    error: io::Error::new(io::ErrorKind::NotFound, "no address"),
                 }))
             }
         }
@@ -141,13 +142,13 @@ fn or_ipv4_when_ipv6_is_off(
     port: u16,
 ) -> Result<TcpListener, ListenError> {
     match v6 {
-        Err(ListenError::Bind { source, .. })
+        Err(ListenError::Bind { error, .. })
             if matches!(
-                source.raw_os_error(),
+                error.raw_os_error(),
                 Some(libc::EAFNOSUPPORT | libc::EADDRNOTAVAIL)
             ) =>
         {
-            tracing::debug!("IPv6 is off ({source}): listening on IPv4 only");
+            tracing::debug!("IPv6 is off ({error}): listening on IPv4 only");
             socket(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)))
         }
         other => other,
@@ -168,7 +169,7 @@ fn socket(addr: SocketAddr) -> Result<TcpListener, ListenError> {
         socket.listen(BACKLOG)?;
         Ok(socket.into())
     };
-    bind().map_err(|source| ListenError::Bind { addr, source })
+    bind().map_err(|error| ListenError::Bind { addr, error })
 }
 
 #[cfg(test)]
@@ -253,7 +254,7 @@ mod tests {
     fn falls_back_to_ipv4_only_when_ipv6_is_off() {
         let off = Err(ListenError::Bind {
             addr: "[::]:0".parse().expect("addr"),
-            source: io::Error::from_raw_os_error(libc::EAFNOSUPPORT),
+            error: io::Error::from_raw_os_error(libc::EAFNOSUPPORT),
         });
         let listener = or_ipv4_when_ipv6_is_off(off, 0).expect("IPv4 binds");
         let addr = listener.local_addr().expect("addr");
@@ -261,7 +262,7 @@ mod tests {
         // A port in use is an error, not a reason to fall back.
         let taken = Err(ListenError::Bind {
             addr: "[::]:0".parse().expect("addr"),
-            source: io::Error::from_raw_os_error(libc::EADDRINUSE),
+            error: io::Error::from_raw_os_error(libc::EADDRINUSE),
         });
         assert!(or_ipv4_when_ipv6_is_off(taken, 0).is_err());
     }
