@@ -95,6 +95,8 @@ const PER_CGROUP: [&str; 5] = [
 #[derive(Deserialize)]
 struct Target {
     expr: String,
+    #[serde(rename = "legendFormat")]
+    legend_format: Option<String>,
     format: Option<String>,
     instant: Option<bool>,
 }
@@ -164,6 +166,13 @@ fn dashboard_is_well_formed_for_grafana() {
             );
         }
         for t in &p.targets {
+            // Legends name a cgroup namespace/pod/container, its path only
+            // where it has none (the query makes the `name` label).
+            let legend = t.legend_format.as_deref().unwrap_or_default();
+            assert!(!legend.contains("{{cgroup}}"), "{}: {legend}", p.title);
+            if per_cgroup && legend.contains("{{name}}") {
+                assert!(t.expr.contains("label_join("), "{}", p.title);
+            }
             // On a fleet, the same cgroup on two hosts is two series: every
             // aggregation keeps `instance`, and one of a per-cgroup family
             // never sums over `cgroup` (a panel may show machine-wide
@@ -423,6 +432,54 @@ fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts()
         .expect("a CPU usage panel");
     let (_, _, body) = prometheus.query(&substitute(&cpu_panel.targets[0].expr));
     assert!(!body.contains("\"cgroup\":\"/\""), "{body}");
+    // A cgroup of no pod is named by its path.
+    assert!(body.contains(&format!("\"name\":\"{}\"", cg.rel)), "{body}");
+    // A pod's and a container's are named namespace/pod[/container]: the
+    // panel's naming around series made up with those labels.
+    let expr = &cpu_panel.targets[0].expr;
+    let (head, rest) = expr.split_once("label_join(").expect("named by label_join");
+    let (_, tail) = rest
+        .rsplit_once(", \"name\", \"|\"")
+        .expect("label_join's arguments");
+    let labelled = |labels: &[(&str, &str)]| {
+        labels.iter().fold("vector(1)".to_owned(), |v, (k, val)| {
+            format!("label_replace({v}, \"{k}\", \"{val}\", \"\", \"\")")
+        })
+    };
+    for (labels, name) in [
+        (
+            &[
+                ("cgroup", "/kubepods/pod1/c1"),
+                ("namespace", "ns"),
+                ("pod", "web"),
+                ("container", "app"),
+            ][..],
+            "ns/web/app",
+        ),
+        (
+            &[
+                ("cgroup", "/kubepods/pod1"),
+                ("namespace", "ns"),
+                ("pod", "web"),
+            ][..],
+            "ns/web",
+        ),
+        (
+            &[("cgroup", "/system.slice/a.service")][..],
+            "/system.slice/a.service",
+        ),
+    ] {
+        let named = format!(
+            "{head}label_join({}, \"name\", \"|\"{tail}",
+            labelled(labels)
+        );
+        let (ok, series, body) = prometheus.query(&named);
+        assert!(ok && series == 1, "{named}: {body}");
+        assert!(
+            body.contains(&format!("\"name\":\"{name}\"")),
+            "{labels:?}: {body}"
+        );
+    }
     assert_eq!(
         body.matches(&format!("\"cgroup\":\"{}\"", cg.rel)).count(),
         2,
@@ -432,7 +489,11 @@ fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts()
     // The alerting rules evaluate without error, and fire (pending, as
     // their `for:` has not passed) exactly when their condition holds.
     let (_, rules) = prometheus.get("/api/v1/rules");
-    assert_eq!(rules.matches("\"type\":\"alerting\"").count(), 5, "{rules}");
+    assert_eq!(
+        rules.matches("\"type\":\"alerting\"").count(),
+        10,
+        "{rules}"
+    );
     assert_eq!(
         rules.matches("\"type\":\"recording\"").count(),
         4,
@@ -444,12 +505,19 @@ fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts()
             .query(&format!("ALERTS{{alertname=\"{name}\"}}"))
             .1
     };
-    assert_eq!(alerts("CgperfGroupUnsupported") > 0, !pmu);
+    // Hardware groups a machine without a PMU refuses (`not_supported`)
+    // are nothing to fix: no alert, whatever the machine.
     for quiet in [
         "CgperfDown",
+        "CgperfCountsNothing",
+        "CgperfSamplerStalled",
         "CgperfConfigReloadFailed",
+        "CgperfGroupUnsupported",
+        "CgperfCgroupsSkipped",
         "CgperfSamplesLost",
         "CgperfReadErrors",
+        "CgperfCriUnreachable",
+        "CgperfOtlpExportFailing",
     ] {
         assert_eq!(alerts(quiet), 0, "{quiet} is active");
     }
