@@ -1,4 +1,4 @@
-# cgperf's container image, as deploy/kubernetes/daemonset.yaml runs it.
+# cgperf's container image, as deploy/kubernetes/base/daemonset.yaml runs it.
 #
 #   buildah build -t cgperf:latest .        (or: docker build -t cgperf:latest .)
 #

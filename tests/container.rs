@@ -1,6 +1,6 @@
 //! The container image, built from the repository's Dockerfile and run under
 //! a real container runtime (containerd + runc) the way
-//! deploy/kubernetes/daemonset.yaml runs it: its image, command, capability
+//! deploy/kubernetes/base/daemonset.yaml runs it: its image, command, capability
 //! set, read-only root and host mounts, read from the manifest.
 //!
 //! There is no registry and no Docker daemon here: the Rust builder image is
@@ -466,7 +466,7 @@ impl Drop for Containerd {
     }
 }
 
-/// What the test takes from deploy/kubernetes/daemonset.yaml.
+/// What the test takes from deploy/kubernetes/base/daemonset.yaml.
 #[derive(Deserialize)]
 struct Manifest {
     spec: ManifestSpec,
@@ -525,7 +525,8 @@ struct SeccompProfile {
 fn pod() -> &'static PodSpec {
     static POD: OnceLock<PodSpec> = OnceLock::new();
     POD.get_or_init(|| {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/daemonset.yaml");
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/base/daemonset.yaml");
         let text = std::fs::read_to_string(&path).expect("daemonset.yaml");
         let m: Manifest = serde_saphyr::from_str(&text).expect("daemonset.yaml parses");
         m.spec.template.spec

@@ -307,7 +307,7 @@ fn object(path: &str) -> Object {
 
 #[test]
 fn kubernetes_daemonset_uses_capabilities_and_read_only_host_mounts() {
-    let ds = object("kubernetes/daemonset.yaml");
+    let ds = object("kubernetes/base/daemonset.yaml");
     assert_eq!(
         (ds.kind.as_str(), ds.metadata.namespace.as_deref()),
         ("DaemonSet", Some("cgperf"))
@@ -369,7 +369,7 @@ fn kubernetes_daemonset_uses_capabilities_and_read_only_host_mounts() {
         .any(|c| !BASELINE_CAPS.contains(&c.as_str()))
         || pod.volumes.iter().any(|v| v.host_path.is_some());
     let ns: Namespace =
-        serde_saphyr::from_str(&read("kubernetes/namespace.yaml")).expect("Namespace");
+        serde_saphyr::from_str(&read("kubernetes/base/namespace.yaml")).expect("Namespace");
     let level = if beyond_baseline {
         "privileged"
     } else {
@@ -385,7 +385,11 @@ fn kubernetes_daemonset_uses_capabilities_and_read_only_host_mounts() {
             "{mode}"
         );
     }
-    for other in ["service.yaml", "podmonitor.yaml", "namespace.yaml"] {
+    for other in [
+        "base/service.yaml",
+        "prometheus-operator/podmonitor.yaml",
+        "base/namespace.yaml",
+    ] {
         let o = object(&format!("kubernetes/{other}"));
         assert_eq!(o.metadata.name, "cgperf", "{other}");
     }
@@ -393,7 +397,7 @@ fn kubernetes_daemonset_uses_capabilities_and_read_only_host_mounts() {
 
 #[test]
 fn kubernetes_configmap_holds_a_valid_cgperf_config() {
-    let cm = object("kubernetes/configmap.yaml");
+    let cm = object("kubernetes/base/configmap.yaml");
     assert_eq!(cm.kind, "ConfigMap");
     let text = cm.data.get("cgperf.yaml").expect("cgperf.yaml key");
     let file = config_file(text);
@@ -403,15 +407,277 @@ fn kubernetes_configmap_holds_a_valid_cgperf_config() {
     let config = cgperf::config::parse("configmap", text).expect("valid");
     assert!(!config.labels.is_empty(), "pods' cgroups are labelled");
     let pod = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1b4e28ba_2fa1_11d2_883f_0016d3cca427.slice";
-    for path in [
+    let id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    let guaranteed = "/kubepods.slice/kubepods-pod1b4e28ba_2fa1_11d2_883f_0016d3cca427.slice";
+    let cgroupfs = "/kubepods/besteffort/pod1b4e28ba-2fa1-11d2-883f-0016d3cca427";
+    let pods = [
         pod,
-        "/kubepods/besteffort/pod1b4e28ba-2fa1-11d2-883f-0016d3cca427",
-    ] {
-        assert!(
-            config.cgroups.iter().any(|s| s.pattern.matches(path)),
-            "{path} is selected"
+        guaranteed,
+        cgroupfs,
+        "/kubepods/pod1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+    ];
+    // Containers under both kubelet drivers, as containerd, CRI-O and
+    // Docker name them (k3s: containerd's names, cgroupfs by default).
+    let containers = [
+        format!("{pod}/cri-containerd-{id}.scope"),
+        format!("{guaranteed}/crio-{id}.scope"),
+        format!("{pod}/docker-{id}.scope"),
+        format!("{cgroupfs}/{id}"),
+        format!("/kubepods/burstable/pod1b4e28ba-2fa1-11d2-883f-0016d3cca427/{id}"),
+        format!("/kubepods/pod1b4e28ba-2fa1-11d2-883f-0016d3cca427/{id}"),
+    ];
+    let counted = |path: &str| -> Vec<String> {
+        let mut groups: Vec<String> = config
+            .cgroups
+            .iter()
+            .filter(|s| s.pattern.matches(path))
+            .flat_map(|s| s.groups.clone())
+            .collect();
+        groups.sort();
+        groups.dedup();
+        groups
+    };
+    for path in pods.iter().map(|p| p.to_string()).chain(containers) {
+        // The headline: IPC and cache misses per pod and per container.
+        let groups = counted(&path);
+        for g in ["ipc", "cache", "sched"] {
+            assert!(
+                groups.iter().any(|x| x == g),
+                "{path} counts {groups:?}, not {g}"
+            );
+        }
+    }
+    // Not every cgroup under the pods: a pod's container's own children
+    // (none under kubelet) are not matched twice over.
+    assert!(counted(&format!("{cgroupfs}/{id}/x")).is_empty());
+}
+
+/// `kubectl kustomize DIR`, split into its objects.
+fn kustomize(dir: &str) -> Vec<String> {
+    let (ok, said) = tool(Command::new("kubectl").arg("kustomize").arg(deploy(dir)));
+    assert!(ok, "kubectl kustomize {dir}:\n{said}");
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(deploy(dir))
+        .output()
+        .expect("kubectl runs");
+    String::from_utf8_lossy(&out.stdout)
+        .split("\n---\n")
+        .map(str::to_owned)
+        .collect()
+}
+
+#[derive(Deserialize)]
+struct Rendered {
+    kind: String,
+    metadata: RenderedMeta,
+    #[serde(default)]
+    spec: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+struct RenderedMeta {
+    name: String,
+    namespace: Option<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+/// The value at `path` (keys, or list indices) of `v`.
+fn at<'a>(v: &'a serde_json::Value, path: &[&str]) -> &'a serde_json::Value {
+    path.iter().fold(v, |v, key| match key.parse::<usize>() {
+        Ok(i) => &v[i],
+        Err(_) => &v[*key],
+    })
+}
+
+fn text(v: &serde_json::Value) -> String {
+    v.as_str().map(str::to_owned).unwrap_or_default()
+}
+
+/// `kubectl apply -k deploy/kubernetes/base` on any cluster: the objects a
+/// node needs, every one in the `cgperf` namespace, the image of this
+/// version, Linux nodes only, a quota for the critical priority class, the
+/// node's name for OTLP; the overlay adds the Prometheus Operator's objects.
+#[test]
+fn kustomize_renders_the_base_and_the_operator_overlay() {
+    let base = kustomize("kubernetes/base");
+    let objects: Vec<Rendered> = base
+        .iter()
+        .map(|d| serde_saphyr::from_str(d).unwrap_or_else(|e| panic!("{e}:\n{d}")))
+        .collect();
+    let mut kinds: Vec<&str> = objects.iter().map(|o| o.kind.as_str()).collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            "ConfigMap",
+            "ConfigMap",
+            "DaemonSet",
+            "Namespace",
+            "ResourceQuota",
+            "Service"
+        ]
+    );
+    for o in objects.iter().filter(|o| o.kind != "Namespace") {
+        assert_eq!(
+            o.metadata.namespace.as_deref(),
+            Some("cgperf"),
+            "{}",
+            o.metadata.name
         );
     }
+    let find = |kind: &str| objects.iter().find(|o| o.kind == kind).expect(kind);
+    let ds = find("DaemonSet");
+    let pod = at(&ds.spec, &["template", "spec"]);
+    let container = at(pod, &["containers", "0"]);
+    assert_eq!(
+        text(&container["image"]),
+        format!("ghcr.io/cgperf/cgperf:{}", env!("CARGO_PKG_VERSION")),
+        "the manifests run this version's released image"
+    );
+    assert_eq!(
+        text(at(pod, &["nodeSelector", "kubernetes.io/os"])),
+        "linux"
+    );
+    assert_eq!(text(&pod["priorityClassName"]), "system-node-critical");
+    let quota = find("ResourceQuota");
+    let scope = at(&quota.spec, &["scopeSelector", "matchExpressions", "0"]);
+    assert_eq!(text(&scope["scopeName"]), "PriorityClass");
+    assert_eq!(text(&scope["operator"]), "In");
+    assert_eq!(text(at(scope, &["values", "0"])), "system-node-critical");
+    // The node's name reaches every OTLP resource.
+    let env = container["env"].as_array().expect("env");
+    let var = |name: &str| env.iter().find(|e| text(&e["name"]) == name).expect(name);
+    assert_eq!(
+        text(at(
+            var("NODE_NAME"),
+            &["valueFrom", "fieldRef", "fieldPath"]
+        )),
+        "spec.nodeName"
+    );
+    assert_eq!(
+        text(&var("OTEL_RESOURCE_ATTRIBUTES")["value"]),
+        "k8s.node.name=$(NODE_NAME)"
+    );
+    // Every CRI socket directory cgperf looks in is mounted, read-only.
+    let mounts: Vec<String> = container["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .filter(|m| m["readOnly"].as_bool() == Some(true))
+        .map(|m| text(&m["mountPath"]))
+        .collect();
+    for socket in cgperf::cri::DEFAULT_SOCKETS {
+        let dir = Path::new(socket)
+            .parent()
+            .expect("a directory")
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            mounts.contains(&dir),
+            "{socket}'s directory is not mounted: {mounts:?}"
+        );
+    }
+    // The Service selects the pods, by the port the container names.
+    let labels = at(&ds.spec, &["template", "metadata", "labels"]);
+    let selects = |selector: &serde_json::Value| {
+        selector
+            .as_object()
+            .expect("a selector")
+            .iter()
+            .all(|(k, v)| labels[k.as_str()] == *v)
+    };
+    let service = find("Service");
+    assert!(selects(&service.spec["selector"]));
+    let port = text(at(container, &["ports", "0", "name"]));
+    assert_eq!(text(at(&service.spec, &["ports", "0", "targetPort"])), port);
+    let dashboards = objects
+        .iter()
+        .find(|o| o.metadata.name == "cgperf-dashboards")
+        .expect("the dashboards ConfigMap");
+    assert_eq!(
+        dashboards
+            .metadata
+            .labels
+            .get("grafana_dashboard")
+            .map(String::as_str),
+        Some("1")
+    );
+
+    let overlay = kustomize("kubernetes/prometheus-operator");
+    assert_eq!(
+        overlay.len(),
+        base.len() + 2,
+        "the base, a PodMonitor and a PrometheusRule"
+    );
+    let extra: Vec<Rendered> = overlay
+        .iter()
+        .map(|d| serde_saphyr::from_str(d).unwrap_or_else(|e| panic!("{e}:\n{d}")))
+        .filter(|o: &Rendered| o.kind == "PodMonitor" || o.kind == "PrometheusRule")
+        .collect();
+    assert_eq!(extra.len(), 2);
+    let monitor = extra
+        .iter()
+        .find(|o| o.kind == "PodMonitor")
+        .expect("PodMonitor");
+    assert!(selects(&monitor.spec["selector"]["matchLabels"]));
+    assert_eq!(
+        text(at(&monitor.spec, &["podMetricsEndpoints", "0", "port"])),
+        port
+    );
+}
+
+/// The dashboards ConfigMap and the PrometheusRule are what
+/// scripts/gen-kubernetes makes of dashboards/ and deploy/prometheus/ now.
+#[test]
+fn generated_kubernetes_objects_match_their_sources() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (ok, said) = tool(Command::new(repo.join("scripts/gen-kubernetes")).arg(dir.path()));
+    assert!(ok, "scripts/gen-kubernetes:\n{said}");
+    for (file, committed) in [
+        ("dashboards.yaml", "kubernetes/base/dashboards.yaml"),
+        (
+            "prometheusrule.yaml",
+            "kubernetes/prometheus-operator/prometheusrule.yaml",
+        ),
+    ] {
+        let made = std::fs::read_to_string(dir.path().join(file)).expect("written");
+        assert!(
+            made == read(committed),
+            "deploy/{committed} is stale: run scripts/gen-kubernetes"
+        );
+    }
+    // And they hold what their sources say, parsed.
+    #[derive(Deserialize)]
+    struct ConfigMap {
+        data: BTreeMap<String, String>,
+    }
+    let cm: ConfigMap =
+        serde_saphyr::from_str(&read("kubernetes/base/dashboards.yaml")).expect("ConfigMap");
+    let json = std::fs::read_to_string(repo.join("dashboards/cgperf.json")).expect("dashboard");
+    assert_eq!(cm.data.get("cgperf.json"), Some(&json));
+    #[derive(Deserialize)]
+    struct Rules {
+        groups: Vec<serde_json::Value>,
+    }
+    #[derive(Deserialize)]
+    struct Rule {
+        spec: Rules,
+    }
+    let rule: Rule =
+        serde_saphyr::from_str(&read("kubernetes/prometheus-operator/prometheusrule.yaml"))
+            .expect("PrometheusRule");
+    let files: Vec<serde_json::Value> = ["prometheus/rules.yml", "prometheus/alerts.yml"]
+        .iter()
+        .flat_map(|f| {
+            serde_saphyr::from_str::<Rules>(&read(f))
+                .expect("rules")
+                .groups
+        })
+        .collect();
+    assert_eq!(rule.spec.groups, files);
 }
 
 #[derive(Deserialize)]
@@ -1070,7 +1336,7 @@ struct RunContainer {
 struct EnvVar {
     name: String,
     value: Option<String>,
-    value_from: Option<serde::de::IgnoredAny>,
+    value_from: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -1115,6 +1381,7 @@ enum PortRef {
 struct RunVolume {
     name: String,
     config_map: Option<ConfigMapRef>,
+    host_path: Option<common::manifest::HostPath>,
 }
 
 #[derive(Deserialize)]
@@ -1189,7 +1456,7 @@ impl RunContainer {
 fn the_daemonset_runs_as_written_with_the_pods_capabilities_and_counts_exactly() {
     require_root("run the DaemonSet's command line with the pod's capabilities");
     let ds: RunDaemonSet =
-        serde_saphyr::from_str(&read("kubernetes/daemonset.yaml")).expect("DaemonSet");
+        serde_saphyr::from_str(&read("kubernetes/base/daemonset.yaml")).expect("DaemonSet");
     let pod = ds.spec.template;
     assert!(
         !pod.spec.host_network,
@@ -1226,17 +1493,30 @@ fn the_daemonset_runs_as_written_with_the_pods_capabilities_and_counts_exactly()
         launch.push("--no-new-privs".into());
     }
     launch.push("env".into());
+    // As the kubelet makes them: `$(NAME)` is an earlier variable's value,
+    // the node's name is this host's.
+    let mut vars: Vec<(String, String)> = Vec::new();
     for var in &c.env {
+        let value = match &var.value_from {
+            None => var.value.clone().unwrap_or_default(),
+            Some(from) if from["fieldRef"]["fieldPath"] == "spec.nodeName" => {
+                std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .expect("hostname")
+                    .trim()
+                    .to_owned()
+            }
+            Some(from) => panic!("{}: valueFrom {from}: make this test resolve it", var.name),
+        };
+        let value = vars.iter().fold(value, |v, (name, earlier)| {
+            v.replace(&format!("$({name})"), earlier)
+        });
         assert!(
-            var.value_from.is_none(),
-            "{}: valueFrom: make this test resolve it",
+            !value.contains("$("),
+            "{}: {value} names an unknown variable",
             var.name
         );
-        launch.push(format!(
-            "{}={}",
-            var.name,
-            var.value.as_deref().unwrap_or_default()
-        ));
+        launch.push(format!("{}={value}", var.name));
+        vars.push((var.name.clone(), value));
     }
 
     // The ConfigMap volume, mounted where the manifest mounts it.
@@ -1251,7 +1531,7 @@ fn the_daemonset_runs_as_written_with_the_pods_capabilities_and_counts_exactly()
         .iter()
         .find(|m| m.name == config_volume.name)
         .expect("the ConfigMap volume is mounted");
-    let cm = object("kubernetes/configmap.yaml");
+    let cm = object("kubernetes/base/configmap.yaml");
     assert_eq!(
         Some(cm.metadata.name.as_str()),
         config_volume.config_map.as_ref().map(|r| r.name.as_str())
@@ -1277,6 +1557,18 @@ fn the_daemonset_runs_as_written_with_the_pods_capabilities_and_counts_exactly()
     let qos = TestCgroup::create_under(&kubepods.rel, "besteffort");
     let cg = TestCgroup::create_under(&qos.rel, &format!("pod{uid}"));
 
+    // hostPath volumes of type DirectoryOrCreate: the kubelet makes the
+    // directory when the node lacks it (a runtime that is not installed).
+    for v in &pod.spec.volumes {
+        if let Some(host) = v
+            .host_path
+            .as_ref()
+            .filter(|h| h.kind == "DirectoryOrCreate")
+        {
+            std::fs::create_dir_all(&host.path)
+                .unwrap_or_else(|e| panic!("mkdir {}: {e}", host.path));
+        }
+    }
     // The container's root filesystem and its readOnly volumes, read-only
     // (recursively, as cgperf would meet them at worst).
     let mut read_only: Vec<&str> = Vec::new();
@@ -1386,7 +1678,7 @@ fn the_daemonset_runs_as_written_with_the_pods_capabilities_and_counts_exactly()
     // Prometheus would scrape every pod twice) and the PodMonitor name the
     // port cgperf serves, and the path.
     let service: Service =
-        serde_saphyr::from_str(&read("kubernetes/service.yaml")).expect("Service");
+        serde_saphyr::from_str(&read("kubernetes/base/service.yaml")).expect("Service");
     let scraped =
         |a: &BTreeMap<String, String>| a.get("prometheus.io/scrape").is_some_and(|v| v == "true");
     assert!(
@@ -1415,7 +1707,8 @@ fn the_daemonset_runs_as_written_with_the_pods_capabilities_and_counts_exactly()
         assert_eq!(p.port, port, "the Service's port is cgperf's");
     }
     let monitor: PodMonitor =
-        serde_saphyr::from_str(&read("kubernetes/podmonitor.yaml")).expect("PodMonitor");
+        serde_saphyr::from_str(&read("kubernetes/prometheus-operator/podmonitor.yaml"))
+            .expect("PodMonitor");
     for e in &monitor.spec.pod_metrics_endpoints {
         assert_eq!(
             c.port(&PortRef::Name(e.port.clone())),
