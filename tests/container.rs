@@ -713,8 +713,8 @@ fn the_image_counts_a_workload_in_another_container_under_containerd() {
     let c = daemonset();
     assert_eq!(
         c.image,
-        format!("localhost/cgperf:{}", env!("CARGO_PKG_VERSION")),
-        "the DaemonSet runs the image the Dockerfile builds, tagged with this version"
+        format!("ghcr.io/cgperf/cgperf:{}", env!("CARGO_PKG_VERSION")),
+        "the DaemonSet runs the released image of this version, which the Dockerfile builds"
     );
     assert_eq!(entrypoint(&c.image), ["/usr/bin/cgperf"]);
     // The DaemonSet mounts the host's tracefs: have one to mount.
