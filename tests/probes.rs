@@ -340,8 +340,11 @@ fn indirect_functions_are_refused() {
 #[test]
 fn the_daemon_calls_a_probe_it_cannot_count_a_probe() {
     require_root("run the exporter with a uprobe");
+    // With a group that counts: were nothing countable, the one error line
+    // would stand for every refusal, and this one would be at debug level.
     let cfg = config_file(&format!(
-        "probes: [{{uprobe: \"{}:cgperf_no_such_function\", as: missing_fn}}]\n",
+        "groups:\n  sw: [task-clock]\n\
+         probes: [{{uprobe: \"{}:cgperf_no_such_function\", as: missing_fn}}]\n",
         test_binary().display()
     ));
     let mut child = Command::new(env!("CARGO_BIN_EXE_cgperf"))
