@@ -24,6 +24,11 @@ use std::process::ExitCode;
 /// config's `backend:` (auto, bpf, cgroup) chooses.
 ///
 /// The config is reloaded on SIGHUP and whenever its file changes.
+///
+/// The config's `otlp:` section, or OTEL_EXPORTER_OTLP_ENDPOINT, pushes the
+/// same metrics to an OpenTelemetry collector; OTEL_METRICS_EXPORTER=console
+/// prints each push to standard output as OTLP/JSON instead (no collector
+/// needed), and OTEL_METRICS_EXPORTER=none turns the push off.
 #[derive(Debug, Parser)]
 #[command(name = "cgperf", version, about, long_about)]
 pub struct Cli {

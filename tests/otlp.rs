@@ -280,6 +280,8 @@ struct Point {
     /// `Some(monotonic)` for a cumulative Sum, `None` for a Gauge.
     sum: Option<bool>,
     attributes: BTreeMap<String, String>,
+    /// Its resource's attributes.
+    resource: BTreeMap<String, String>,
     value: f64,
     start: u64,
     time: u64,
@@ -297,6 +299,14 @@ fn points(received: &[Received]) -> Vec<Point> {
     let mut out = Vec::new();
     for r in received {
         for rm in &r.message.resource_metrics {
+            let resource: BTreeMap<String, String> = rm
+                .resource
+                .as_ref()
+                .expect("resource")
+                .attributes
+                .iter()
+                .map(|a| (a.key.clone(), text(a)))
+                .collect();
             for sm in &rm.scope_metrics {
                 for m in &sm.metrics {
                     let (sum, data_points) = match &m.data {
@@ -325,6 +335,7 @@ fn points(received: &[Received]) -> Vec<Point> {
                                 .iter()
                                 .map(|a| (a.key.clone(), text(a)))
                                 .collect(),
+                            resource: resource.clone(),
                             value,
                             start: p.start_time_unix_nano,
                             time: p.time_unix_nano,
@@ -393,8 +404,10 @@ fn exact_count_arrives(name: &str, receiver: &Receiver, start: impl FnOnce(&str)
     let body = exporter.wait_for("the workload on /metrics", |b| {
         value(b, "cgperf_events_total", &want) == Some(N as f64)
     });
+    // The same series under OpenTelemetry's names.
+    let otlp_want = [("cgroup.path", cg.rel.as_str()), ("cgperf.event", GETPPID)];
     let point = wait("the workload at the receiver", 20, || {
-        latest(&receiver.log.accepted(), "cgperf_events_total", &want)
+        latest(&receiver.log.accepted(), "cgperf_events_total", &otlp_want)
             .filter(|p| p.value == N as f64)
     });
     assert_eq!(
@@ -403,8 +416,9 @@ fn exact_count_arrives(name: &str, receiver: &Receiver, start: impl FnOnce(&str)
     );
     assert_eq!(point.sum, Some(true), "a monotonic cumulative sum");
     let keys: Vec<&str> = point.attributes.keys().map(String::as_str).collect();
-    assert_eq!(keys, ["cgroup", "event", "group"]);
-    assert_eq!(point.attributes["group"], "tracepoints");
+    assert_eq!(keys, ["cgperf.event", "cgperf.group", "cgroup.path"]);
+    assert_eq!(point.attributes["cgperf.group"], "tracepoints");
+    assert_eq!(point.unit, "{event}");
     assert!(0 < point.start && point.start <= point.time, "{point:?}");
     let received = receiver.log.accepted();
     let all = points(&received);
@@ -459,6 +473,109 @@ fn grpc_push_carries_the_exact_count_that_metrics_serves() {
     assert_eq!(resource["service.instance.id"], resource["host.name"]);
 }
 
+/// A container's points arrive in a resource of their own that names it
+/// (`container.id`, `container.runtime.name`, with cgperf's own
+/// attributes), as kubeletstats sends them and as the collector's
+/// `k8sattributes` processor expects; the points do not repeat it. A
+/// cgroup outside any container stays on cgperf's resource.
+#[test]
+fn a_container_is_a_resource_of_its_own() {
+    const N: u64 = 2345;
+    let id = "4f79c2b8d0e1a3f5".repeat(4);
+    let parent = TestCgroup::create("cgperf-otlp-resource");
+    let container = TestCgroup::create_under(&parent.rel, &format!("cri-containerd-{id}.scope"));
+    let receiver = grpc_receiver(TcpListener::bind("127.0.0.1:0").expect("bind"));
+    let otlp = format!(
+        "otlp:\n  endpoint: http://{}\n  interval: 200ms\n",
+        receiver.addr
+    );
+    let cgroups = format!("  - path: {}\n  - path: {}\n", parent.rel, container.rel);
+    let exporter = Exporter::start_with_env(
+        &format!(
+            "labels: [containers]\n{}",
+            tracepoint_config(&cgroups, &otlp)
+        ),
+        &[("OTEL_RESOURCE_ATTRIBUTES", "k8s.node.name=node-1")],
+    );
+    exporter.wait_collections(1);
+    getppid_workload(Some(&container.dir), N);
+    let point = wait("the container's count at the receiver", 20, || {
+        latest(
+            &receiver.log.accepted(),
+            "cgperf_events_total",
+            &[("cgroup.path", &container.rel), ("cgperf.event", GETPPID)],
+        )
+        .filter(|p| p.value == N as f64)
+    });
+    assert_eq!(point.resource["container.id"], id);
+    assert_eq!(point.resource["container.runtime.name"], "containerd");
+    assert_eq!(point.resource["service.name"], "cgperf");
+    assert_eq!(point.resource["k8s.node.name"], "node-1");
+    let keys: Vec<&str> = point.attributes.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["cgperf.event", "cgperf.group", "cgroup.path"]);
+    let outside = latest(
+        &receiver.log.accepted(),
+        "cgperf_events_total",
+        &[("cgroup.path", &parent.rel)],
+    )
+    .expect("the parent's series");
+    assert!(
+        !outside.resource.contains_key("container.id"),
+        "{outside:?}"
+    );
+    assert_eq!(outside.resource["k8s.node.name"], "node-1");
+}
+
+/// `OTEL_METRICS_EXPORTER=console` writes each push to standard output as
+/// OTLP/JSON lines, without any collector, carrying the exact count.
+#[test]
+fn the_console_exporter_prints_otlp_json_with_the_exact_count() {
+    const N: u64 = 3456;
+    let cg = TestCgroup::create("cgperf-otlp-console");
+    let (exporter, stdout) = Exporter::start_with_env_and_stdout(
+        &tracepoint_config(&format!("  - path: {}\n", cg.rel), ""),
+        &[
+            ("OTEL_METRICS_EXPORTER", "console"),
+            ("OTEL_METRIC_EXPORT_INTERVAL", "200"),
+        ],
+    );
+    let log = Log::default();
+    let lines = log.clone();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let line = line.expect("a line of standard output");
+            let message: ExportMetricsServiceRequest = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not OTLP/JSON ({e}): {line}"));
+            lines.push(Received {
+                message,
+                headers: BTreeMap::new(),
+                size: line.len(),
+                at: Instant::now(),
+                status: 200,
+            });
+        }
+    });
+    exporter.wait_collections(1);
+    getppid_workload(Some(&cg.dir), N);
+    let want = [("cgroup.path", cg.rel.as_str()), ("cgperf.event", GETPPID)];
+    let point = wait("the workload on standard output", 20, || {
+        latest(&log.accepted(), "cgperf_events_total", &want).filter(|p| p.value == N as f64)
+    });
+    assert_eq!(point.sum, Some(true));
+    assert_eq!(point.unit, "{event}");
+    assert_eq!(point.resource["service.name"], "cgperf");
+    let body = exporter.scrape();
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_otlp_export_failures_total",
+            &[("reason", "unreachable")]
+        ),
+        Some(0.0)
+    );
+}
+
 #[test]
 fn http_push_configured_by_the_environment_carries_the_exact_count() {
     let receiver = http_receiver(Vec::new());
@@ -499,7 +616,7 @@ fn cgroups_created_later_start_new_series() {
         latest(
             &receiver.log.accepted(),
             "cgperf_events_total",
-            &[("cgroup", cgroup), ("event", GETPPID)],
+            &[("cgroup.path", cgroup), ("cgperf.event", GETPPID)],
         )
     };
     let root = wait("the root cgroup's series", 20, || series("/"));
@@ -552,7 +669,7 @@ fn collector_down_at_start_gets_data_once_it_is_up() {
         latest(
             &receiver.log.accepted(),
             "cgperf_events_total",
-            &[("cgroup", &cg.rel)],
+            &[("cgroup.path", &cg.rel)],
         )
     });
     let body = exporter.wait_for("successful exports to be counted", |b| {
@@ -710,6 +827,7 @@ fn push_config(protocol: OtlpProtocol, url: String) -> OtlpConfig {
         timeout: Duration::from_secs(10),
         headers: Vec::new(),
         resource: Vec::new(),
+        console: false,
     }
 }
 
@@ -764,8 +882,8 @@ fn fifty_thousand_series_reach_a_4_mib_grpc_receiver_in_several_requests() {
         .filter(|p| p.metric == "cgperf_events_total")
         .map(|p| {
             (
-                p.attributes["cgroup"].clone(),
-                p.attributes["event"].clone(),
+                p.attributes["cgroup.path"].clone(),
+                p.attributes["cgperf.event"].clone(),
             )
         })
         .collect();

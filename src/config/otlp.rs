@@ -1,5 +1,7 @@
 //! The `otlp:` section, and the standard `OTEL_*` environment variables that
 //! may set (or, with an endpoint, enable) the same push.
+//! `OTEL_METRICS_EXPORTER=console` writes the pushes to standard output
+//! instead, with or without a section; `none` turns the push off.
 //!
 //! Parsing the file stays pure: [`validate_section`] only sees the YAML and
 //! keeps what it says in an [`OtlpSection`]. [`resolve`] then merges the
@@ -90,6 +92,10 @@ pub struct OtlpConfig {
     /// Resource attributes from the user, unique keys; the exporter adds
     /// `service.name`, `service.version` and `host.name` where absent.
     pub resource: Vec<(String, String)>,
+    /// Write each push to standard output as OTLP/JSON instead of sending
+    /// it (`OTEL_METRICS_EXPORTER=console`): to look at what a collector
+    /// would receive without running one.
+    pub console: bool,
 }
 
 /// A header or resource attribute: name and value.
@@ -128,6 +134,29 @@ const RESERVED_HEADERS: [&str; 8] = [
     "te",
     "accept-encoding",
 ];
+
+/// Where pushes go, from `OTEL_METRICS_EXPORTER` (the SDKs' variable):
+/// `Some(true)` to standard output, `Some(false)` nowhere, `None` to the
+/// collector.
+fn exporter(text: &str) -> Result<Option<bool>, Invalid> {
+    const NAMES: [&str; 3] = ["otlp", "console", "none"];
+    match text {
+        "otlp" => Ok(None),
+        "console" => Ok(Some(true)),
+        "none" => Ok(Some(false)),
+        other => {
+            let listing = "exporters: otlp (the collector), console (OTLP/JSON on standard output), none (no push; /metrics still serves)";
+            let hint = match did_you_mean(other, NAMES) {
+                Some(close) => format!("did you mean `{close}`? {listing}"),
+                None => listing.to_owned(),
+            };
+            Err(invalid(
+                format!("unknown metrics exporter {}", quote(other)),
+                hint,
+            ))
+        }
+    }
+}
 
 fn protocol(text: &str) -> Result<OtlpProtocol, Invalid> {
     match text {
@@ -368,7 +397,15 @@ pub fn resolve(
             None => None,
         },
     };
-    if section.is_none() && env_endpoint.is_none() {
+    let console = match var(&["OTEL_METRICS_EXPORTER"]) {
+        Some((name, v)) => match exporter(v.trim()).map_err(|e| from_env(name, e))? {
+            Some(true) => true,
+            Some(false) => return Ok(None),
+            None => false,
+        },
+        None => false,
+    };
+    if section.is_none() && env_endpoint.is_none() && !console {
         return Ok(None);
     }
     let file = section.cloned().unwrap_or_default();
@@ -447,6 +484,7 @@ pub fn resolve(
         timeout,
         headers,
         resource,
+        console,
     }))
 }
 
@@ -748,5 +786,38 @@ mod tests {
             let e = header(name, value).expect_err(name);
             assert!(e.message.contains(why), "{name}: {}", e.message);
         }
+    }
+
+    #[test]
+    fn the_console_exporter_needs_no_collector_and_none_turns_the_push_off() {
+        let c = resolved(None, &[("OTEL_METRICS_EXPORTER", "console")]).expect("on");
+        assert!(c.console);
+        assert_eq!(c.interval, DEFAULT_OTLP_INTERVAL);
+        let c = resolved(
+            Some(&OtlpSection::default()),
+            &[("OTEL_METRICS_EXPORTER", "otlp")],
+        )
+        .expect("on");
+        assert!(!c.console);
+        assert_eq!(
+            resolved(
+                Some(&OtlpSection::default()),
+                &[
+                    ("OTEL_METRICS_EXPORTER", "none"),
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:4317")
+                ]
+            ),
+            None
+        );
+        let e = error(None, &[("OTEL_METRICS_EXPORTER", "consol")]);
+        let text = e.to_string();
+        assert!(text.contains("OTEL_METRICS_EXPORTER"), "{text}");
+        assert!(
+            e.hint
+                .as_deref()
+                .unwrap_or_default()
+                .contains("did you mean `console`?"),
+            "{e}"
+        );
     }
 }

@@ -23,6 +23,29 @@ pub enum Kind {
     Info,
 }
 
+/// What a family's values measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Seconds: Prometheus names end in `_seconds`; OTLP unit `s`.
+    Seconds,
+    /// Bytes (named `..._bytes` already); OTLP unit `By`.
+    Bytes,
+    /// A number of things, as OTLP writes its unit: an annotation such as
+    /// `{event}`, or `1` for ratios and 0/1 states.
+    Count(&'static str),
+}
+
+impl Unit {
+    /// The UCUM unit OTLP metrics carry.
+    pub fn ucum(self) -> &'static str {
+        match self {
+            Self::Seconds => "s",
+            Self::Bytes => "By",
+            Self::Count(annotation) => annotation,
+        }
+    }
+}
+
 /// One metric family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Family {
@@ -31,8 +54,8 @@ pub struct Family {
     pub name: &'static str,
     /// One sentence for humans.
     pub help: &'static str,
-    /// Values are in seconds.
-    pub seconds: bool,
+    /// What one unit of a value is.
+    pub unit: Unit,
     /// Counter, gauge or info.
     pub kind: Kind,
 }
@@ -41,7 +64,11 @@ impl Family {
     /// The name Prometheus shows for the samples of this family, e.g.
     /// `cgperf_clock_seconds_total`.
     pub fn sample_name(&self) -> String {
-        let unit = if self.seconds { "_seconds" } else { "" };
+        let unit = if self.unit == Unit::Seconds {
+            "_seconds"
+        } else {
+            ""
+        };
         let suffix = match self.kind {
             Kind::Counter => "_total",
             Kind::Gauge => "",
@@ -190,151 +217,151 @@ pub trait Visitor {
 const EVENTS: Family = Family {
     name: "cgperf_events",
     help: "Event counts per cgroup, scaled per interval by enabled/running time when the kernel multiplexes counters.",
-    seconds: false,
+    unit: Unit::Count("{event}"),
     kind: Kind::Counter,
 };
 const CLOCK: Family = Family {
     name: "cgperf_clock",
     help: "CPU time counted by the task-clock and cpu-clock software events, per cgroup.",
-    seconds: true,
+    unit: Unit::Seconds,
     kind: Kind::Counter,
 };
 const EVENTS_LOST: Family = Family {
     name: "cgperf_events_lost",
     help: "Hits of a tracepoint counted by field value that are in no value series of cgperf_events_total (nor `other`): the ring buffer was full when they happened. Values + other + lost = every hit.",
-    seconds: false,
+    unit: Unit::Count("{event}"),
     kind: Kind::Counter,
 };
 const GROUP_ENABLED: Family = Family {
     name: "cgperf_group_enabled",
     help: "Time the group was enabled (its cgroup was scheduled), summed over CPUs.",
-    seconds: true,
+    unit: Unit::Seconds,
     kind: Kind::Counter,
 };
 const GROUP_RUNNING: Family = Family {
     name: "cgperf_group_running",
     help: "Time the group was actually counting on the PMU; running/enabled is the multiplexing ratio.",
-    seconds: true,
+    unit: Unit::Seconds,
     kind: Kind::Counter,
 };
 const GROUP_NEVER_RAN: Family = Family {
     name: "cgperf_group_never_ran_intervals",
     help: "Intervals in which the group was enabled but never got a counter; they add nothing to cgperf_events_total.",
-    seconds: false,
+    unit: Unit::Count("{interval}"),
     kind: Kind::Counter,
 };
 const GROUP_SUPPORTED: Family = Family {
     name: "cgperf_group_supported",
     help: "1 when this machine can count the group, 0 when it cannot; `reason` says why (not_supported: no such counter here, e.g. no hardware PMU; permission; unknown_event; ...), the log and `cgperf check` say it in full.",
-    seconds: false,
+    unit: Unit::Count("1"),
     kind: Kind::Gauge,
 };
 const EVENT_SUPPORTED: Family = Family {
     name: "cgperf_event_supported",
     help: "1 when this machine can count the tracepoint, 0 when it cannot.",
-    seconds: false,
+    unit: Unit::Count("1"),
     kind: Kind::Gauge,
 };
 const READ_ERRORS: Family = Family {
     name: "cgperf_read_errors",
     help: "Failed group reads, by reason.",
-    seconds: false,
+    unit: Unit::Count("{error}"),
     kind: Kind::Counter,
 };
 const OPEN_ERRORS: Family = Family {
     name: "cgperf_open_errors",
     help: "Failed group opens, by reason.",
-    seconds: false,
+    unit: Unit::Count("{error}"),
     kind: Kind::Counter,
 };
 const COLLECTION_DURATION: Family = Family {
     name: "cgperf_collection_duration",
     help: "Time the last collection (discover, read, scale, publish) took.",
-    seconds: true,
+    unit: Unit::Seconds,
     kind: Kind::Gauge,
 };
 const COLLECTIONS: Family = Family {
     name: "cgperf_collections",
     help: "Collections done since start.",
-    seconds: false,
+    unit: Unit::Count("{collection}"),
     kind: Kind::Counter,
 };
 const LAST_COLLECTION: Family = Family {
     name: "cgperf_last_collection_timestamp",
     help: "When the last collection finished, in seconds since the epoch (0 before the first); a value that stops advancing is a stalled sampler.",
-    seconds: true,
+    unit: Unit::Seconds,
     kind: Kind::Gauge,
 };
 const CGROUPS_SKIPPED: Family = Family {
     name: "cgperf_cgroups_skipped",
     help: "cgroups a selector chose but cgperf does not count: more than max_cgroups, or their perf descriptors would exceed the open-files limit.",
-    seconds: false,
+    unit: Unit::Count("{cgroup}"),
     kind: Kind::Gauge,
 };
 const RELOAD_OK: Family = Family {
     name: "cgperf_config_last_reload_successful",
     help: "1 if the last config (re)load succeeded, 0 if it failed and the previous config is still running.",
-    seconds: false,
+    unit: Unit::Count("1"),
     kind: Kind::Gauge,
 };
 const RELOAD_TIME: Family = Family {
     name: "cgperf_config_last_reload_success_timestamp",
     help: "When a config was last loaded successfully, in seconds since the epoch.",
-    seconds: true,
+    unit: Unit::Seconds,
     kind: Kind::Gauge,
 };
 const OPEN_FDS: Family = Family {
     name: "cgperf_open_fds",
     help: "perf event file descriptors held now.",
-    seconds: false,
+    unit: Unit::Count("{file_descriptor}"),
     kind: Kind::Gauge,
 };
 const MONITORED: Family = Family {
     name: "cgperf_monitored_cgroups",
     help: "cgroups monitored now.",
-    seconds: false,
+    unit: Unit::Count("{cgroup}"),
     kind: Kind::Gauge,
 };
 const SAMPLES_LOST: Family = Family {
     name: "cgperf_samples_lost",
     help: "Samples of tracepoints counted by field value that the kernel dropped because a CPU's ring buffer was full, as its lost records report them (late: with the next sample that fits), over all cgroups; cgperf_events_lost_total says which entries they were missing from.",
-    seconds: false,
+    unit: Unit::Count("{sample}"),
     kind: Kind::Counter,
 };
 const SAMPLES_UNDECODABLE: Family = Family {
     name: "cgperf_samples_undecodable",
     help: "Ring buffer records of tracepoints counted by field value that could not be decoded, and are not counted.",
-    seconds: false,
+    unit: Unit::Count("{sample}"),
     kind: Kind::Counter,
 };
 const CRI_FAILURES: Family = Family {
     name: "cgperf_cri_failures",
     help: "Refreshes of pod and container names from the container runtime's CRI socket that failed (unreachable, no answer within 2 s, error); cgroups that appear meanwhile keep their ID labels.",
-    seconds: false,
+    unit: Unit::Count("{request}"),
     kind: Kind::Counter,
 };
 const BACKEND: Family = Family {
     name: "cgperf_backend",
     help: "The counting backend in use (`cgroup` or `bpf`), and why `backend: auto` did not count through BPF (`fallback`, empty when it did or was not asked to).",
-    seconds: false,
+    unit: Unit::Count("1"),
     kind: Kind::Info,
 };
 const BPF_RUN_TIME: Family = Family {
     name: "cgperf_bpf_program_run",
     help: "Time cgperf's BPF programs ran in the kernel (at context switches and the flush before each read), while the kernel keeps BPF statistics (cgperf turns them on when it has CAP_SYS_ADMIN); 0 with the cgroup backend.",
-    seconds: true,
+    unit: Unit::Seconds,
     kind: Kind::Counter,
 };
 const BPF_RUNS: Family = Family {
     name: "cgperf_bpf_program_runs",
     help: "Times cgperf's BPF programs ran, while the kernel keeps BPF statistics; 0 with the cgroup backend.",
-    seconds: false,
+    unit: Unit::Count("{run}"),
     kind: Kind::Counter,
 };
 const BUILD: Family = Family {
     name: "cgperf_build",
     help: "cgperf build information: version, git revision and Rust toolchain.",
-    seconds: false,
+    unit: Unit::Count("1"),
     kind: Kind::Info,
 };
 
@@ -344,70 +371,70 @@ const BUILD: Family = Family {
 pub const PROCESS_CPU: Family = Family {
     name: "process_cpu",
     help: "Total user and system CPU time spent in seconds.",
-    seconds: true,
+    unit: Unit::Seconds,
     kind: Kind::Counter,
 };
 /// `process_resident_memory_bytes`.
 pub const PROCESS_RESIDENT: Family = Family {
     name: "process_resident_memory_bytes",
     help: "Resident memory size in bytes.",
-    seconds: false,
+    unit: Unit::Bytes,
     kind: Kind::Gauge,
 };
 /// `process_virtual_memory_bytes`.
 pub const PROCESS_VIRTUAL: Family = Family {
     name: "process_virtual_memory_bytes",
     help: "Virtual memory size in bytes.",
-    seconds: false,
+    unit: Unit::Bytes,
     kind: Kind::Gauge,
 };
 /// `process_open_fds`.
 pub const PROCESS_OPEN_FDS: Family = Family {
     name: "process_open_fds",
     help: "Number of open file descriptors.",
-    seconds: false,
+    unit: Unit::Count("{file_descriptor}"),
     kind: Kind::Gauge,
 };
 /// `process_max_fds`.
 pub const PROCESS_MAX_FDS: Family = Family {
     name: "process_max_fds",
     help: "Maximum number of open file descriptors.",
-    seconds: false,
+    unit: Unit::Count("{file_descriptor}"),
     kind: Kind::Gauge,
 };
 /// `process_start_time_seconds`.
 pub const PROCESS_START: Family = Family {
     name: "process_start_time",
     help: "Start time of the process since unix epoch in seconds.",
-    seconds: true,
+    unit: Unit::Seconds,
     kind: Kind::Gauge,
 };
 /// `cgperf_otlp_exports_total`.
 pub const OTLP_EXPORTS: Family = Family {
     name: "cgperf_otlp_exports",
     help: "OTLP export requests the collector accepted.",
-    seconds: false,
+    unit: Unit::Count("{request}"),
     kind: Kind::Counter,
 };
 /// `cgperf_otlp_exported_points_total`.
 pub const OTLP_POINTS: Family = Family {
     name: "cgperf_otlp_exported_points",
     help: "Data points in OTLP export requests the collector accepted, less those it rejected.",
-    seconds: false,
+    unit: Unit::Count("{data_point}"),
     kind: Kind::Counter,
 };
 /// `cgperf_otlp_rejected_points_total`.
 pub const OTLP_REJECTED: Family = Family {
     name: "cgperf_otlp_rejected_points",
     help: "Data points the collector rejected in partially successful OTLP exports.",
-    seconds: false,
+    unit: Unit::Count("{data_point}"),
     kind: Kind::Counter,
 };
 /// `cgperf_otlp_export_failures_total{reason}`.
 pub const OTLP_FAILURES: Family = Family {
     name: "cgperf_otlp_export_failures",
     help: "OTLP export requests dropped after bounded retries, by reason; the next push sends the cumulative values again.",
-    seconds: false,
+    unit: Unit::Count("{request}"),
     kind: Kind::Counter,
 };
 
@@ -415,7 +442,7 @@ pub const OTLP_FAILURES: Family = Family {
 pub const OTLP_DEFERRED: Family = Family {
     name: "cgperf_otlp_pushes_deferred",
     help: "OTLP pushes whose retries ended because the collector asked (Retry-After, RetryInfo) to wait past the next push; the next push, on schedule, sends the cumulative values again.",
-    seconds: false,
+    unit: Unit::Count("{push}"),
     kind: Kind::Counter,
 };
 

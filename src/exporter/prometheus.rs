@@ -102,7 +102,7 @@ impl Visitor for Encoder<'_, '_> {
                 Kind::Gauge => MetricType::Gauge,
                 Kind::Info => MetricType::Info,
             },
-            family.seconds.then_some(&Unit::Seconds),
+            (family.unit == families::Unit::Seconds).then_some(&Unit::Seconds),
         );
         let mut descriptor = self
             .0

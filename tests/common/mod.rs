@@ -306,6 +306,24 @@ impl Exporter {
     /// every other `OTEL_*` variable of the test process removed, so that
     /// only what the test says configures the OTLP push.
     pub fn start_with_env(yaml: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_otel(yaml, env, Stdio::inherit()).0
+    }
+
+    /// [`Exporter::start_with_env`], with cgperf's standard output piped to
+    /// the test.
+    pub fn start_with_env_and_stdout(
+        yaml: &str,
+        env: &[(&str, &str)],
+    ) -> (Self, std::process::ChildStdout) {
+        let (exporter, stdout) = Self::start_otel(yaml, env, Stdio::piped());
+        (exporter, stdout.expect("piped stdout"))
+    }
+
+    fn start_otel(
+        yaml: &str,
+        env: &[(&str, &str)],
+        stdout: Stdio,
+    ) -> (Self, Option<std::process::ChildStdout>) {
         let config = config_file(yaml);
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
         cmd.arg(format!("--config.file={}", config.path().display()));
@@ -314,10 +332,11 @@ impl Exporter {
                 cmd.env_remove(name);
             }
         }
-        cmd.envs(env.iter().copied());
+        cmd.envs(env.iter().copied()).stdout(stdout);
         let mut exporter = Self::spawn(cmd);
         exporter._config = Some(config);
-        exporter
+        let stdout = exporter.child.stdout.take();
+        (exporter, stdout)
     }
 
     /// Sends SIGTERM and waits (at most 20 s) for cgperf to exit; returns

@@ -20,6 +20,8 @@ use opentelemetry_proto::tonic::metrics::v1::{
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
 use prost::encoding::{encoded_len_varint, key_len};
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -39,6 +41,11 @@ pub struct Request {
     /// Data points it carries.
     pub points: u64,
 }
+
+/// The pod or container a point belongs to: its resource attributes, in
+/// label order (empty: cgperf's own resource, for cgroups outside pods and
+/// containers and for cgperf's own metrics).
+type Identity = Vec<(&'static str, String)>;
 
 /// What stays the same across pushes: who sends, and since when.
 #[derive(Debug, Clone)]
@@ -74,13 +81,13 @@ impl Batcher {
         let mut chunker = Chunker {
             batcher: self,
             time: nanos(snap.taken_at),
-            skeleton: self.envelope(Vec::new()).encoded_len() + 2 * LENGTH_GROWTH,
             done: Vec::new(),
-            metrics: Vec::new(),
+            resources: Vec::new(),
+            index: HashMap::new(),
+            family: 0,
             points: 0,
             used: 0,
         };
-        chunker.used = chunker.skeleton;
         let mut others: Vec<&dyn SelfMetrics> = vec![&Process];
         others.extend(stats.map(|s| s as &dyn SelfMetrics));
         let Ok(()) = families::visit(snap, &others, &mut chunker);
@@ -88,17 +95,36 @@ impl Batcher {
         chunker.done
     }
 
-    fn envelope(&self, metrics: Vec<Metric>) -> ExportMetricsServiceRequest {
-        ExportMetricsServiceRequest {
-            resource_metrics: vec![ResourceMetrics {
-                resource: Some(self.resource.clone()),
-                scope_metrics: vec![ScopeMetrics {
-                    scope: Some(self.scope.clone()),
-                    metrics,
-                    schema_url: String::new(),
-                }],
+    /// The resource of the points of `identity`: cgperf's own attributes,
+    /// less any the identity sets, then the identity's.
+    fn resource_of(&self, identity: &Identity) -> Resource {
+        let mut attributes: Vec<KeyValue> = self
+            .resource
+            .attributes
+            .iter()
+            .filter(|a| !identity.iter().any(|(key, _)| a.key == *key))
+            .cloned()
+            .collect();
+        attributes.extend(
+            identity
+                .iter()
+                .map(|(key, value)| string_attribute(key, value.clone())),
+        );
+        Resource {
+            attributes,
+            ..Resource::default()
+        }
+    }
+
+    fn resource_metrics(&self, identity: &Identity, metrics: Vec<Metric>) -> ResourceMetrics {
+        ResourceMetrics {
+            resource: Some(self.resource_of(identity)),
+            scope_metrics: vec![ScopeMetrics {
+                scope: Some(self.scope.clone()),
+                metrics,
                 schema_url: String::new(),
             }],
+            schema_url: String::new(),
         }
     }
 }
@@ -109,7 +135,9 @@ impl Batcher {
 /// attributes. Collectors turn `service.instance.id` into the `instance`
 /// label when writing to Prometheus: one cgperf runs per host, so the host
 /// name tells the series of different hosts apart there, as the scrape's
-/// `instance` does on the `/metrics` path.
+/// `instance` does on the `/metrics` path. Points of a pod or container
+/// get a resource of their own: this one plus the pod's or container's
+/// attributes.
 pub fn resource(user: &[(String, String)], host: Option<String>) -> Resource {
     let mut attributes: Vec<KeyValue> = [
         ("service.name", Some("cgperf".to_owned())),
@@ -151,6 +179,15 @@ fn framed(len: usize) -> usize {
     key_len(1) + encoded_len_varint(len as u64) + len
 }
 
+/// The metrics of one resource in the request being filled.
+struct Pending {
+    identity: Identity,
+    metrics: Vec<Metric>,
+    /// The family (its number in the walk) of the last metric, which takes
+    /// further points of that family.
+    open: Option<usize>,
+}
+
 /// Fills requests family by family, point by point, starting a new request
 /// when the next point would not fit. Sizes are upper bounds: every length
 /// prefix is counted at the width it can grow to.
@@ -158,11 +195,13 @@ struct Chunker<'a> {
     batcher: &'a Batcher,
     /// Timestamp of every point: when the snapshot was taken.
     time: u64,
-    /// Bytes of a request without metrics.
-    skeleton: usize,
     done: Vec<Request>,
-    /// Complete metrics of the request being filled.
-    metrics: Vec<Metric>,
+    /// Resources of the request being filled, in the order first met.
+    resources: Vec<Pending>,
+    /// Where each identity is in `resources`.
+    index: HashMap<Identity, usize>,
+    /// Number of the family being walked.
+    family: usize,
     points: u64,
     /// Bytes of the request being filled.
     used: usize,
@@ -170,10 +209,16 @@ struct Chunker<'a> {
 
 impl Chunker<'_> {
     fn finish(&mut self) {
-        if self.metrics.is_empty() {
+        if self.resources.is_empty() {
             return;
         }
-        let message = self.batcher.envelope(std::mem::take(&mut self.metrics));
+        self.index.clear();
+        let message = ExportMetricsServiceRequest {
+            resource_metrics: std::mem::take(&mut self.resources)
+                .into_iter()
+                .map(|p| self.batcher.resource_metrics(&p.identity, p.metrics))
+                .collect(),
+        };
         debug_assert!(
             message.encoded_len() <= self.used,
             "size accounting is an upper bound"
@@ -182,21 +227,32 @@ impl Chunker<'_> {
             message,
             points: std::mem::take(&mut self.points),
         });
-        self.used = self.skeleton;
+        self.used = 0;
     }
 
-    fn data_point(&self, point: &Point<'_>, cumulative: bool) -> NumberDataPoint {
+    /// The point's identity and its data point, which carries the other
+    /// labels.
+    fn data_point(&self, point: &Point<'_>, cumulative: bool) -> (Identity, NumberDataPoint) {
+        let mut identity = Identity::new();
         let mut attributes = Vec::new();
         let Ok(()) = point.labels.for_each(|name, value| {
-            let value = match value {
-                Value::Str(s) => any_value::Value::StringValue(s.to_owned()),
-                Value::Cpu(cpu) => any_value::Value::IntValue(i64::from(cpu)),
-            };
-            attributes.push(KeyValue {
-                key: attribute_name(name).to_owned(),
-                value: Some(AnyValue { value: Some(value) }),
-                ..KeyValue::default()
-            });
+            match (value, attribute(name)) {
+                (Value::Str(s), Attribute::Resource(key)) => identity.push((key, s.to_owned())),
+                (Value::Str(s), Attribute::Point(key)) => attributes.push(KeyValue {
+                    key: key.into_owned(),
+                    value: Some(AnyValue {
+                        value: Some(any_value::Value::StringValue(s.to_owned())),
+                    }),
+                    ..KeyValue::default()
+                }),
+                (Value::Cpu(cpu), _) => attributes.push(KeyValue {
+                    key: CPU.to_owned(),
+                    value: Some(AnyValue {
+                        value: Some(any_value::Value::IntValue(i64::from(cpu))),
+                    }),
+                    ..KeyValue::default()
+                }),
+            }
             Ok::<(), Infallible>(())
         });
         let start = if cumulative {
@@ -204,33 +260,102 @@ impl Chunker<'_> {
         } else {
             0
         };
-        NumberDataPoint {
+        let point = NumberDataPoint {
             attributes,
             start_time_unix_nano: start,
             time_unix_nano: self.time,
             value: Some(number_data_point::Value::AsDouble(point.value)),
             ..NumberDataPoint::default()
+        };
+        (identity, point)
+    }
+
+    /// Bytes that adding a point of `identity` and `family` to the request
+    /// being filled takes besides the point itself: its resource and its
+    /// metric, where the request has them not yet.
+    fn overhead(&self, identity: &Identity, family: &Family) -> usize {
+        let (resource, new_metric) = match self.index.get(identity) {
+            Some(&at) => (0, self.resources[at].open != Some(self.family)),
+            None => {
+                let empty = self.batcher.resource_metrics(identity, Vec::new());
+                // Its own prefix and that of its ScopeMetrics can grow.
+                (framed(empty.encoded_len()) + 2 * LENGTH_GROWTH, true)
+            }
+        };
+        // The metric's own length prefix and that of its Sum/Gauge can
+        // both grow as points are added.
+        let metric = if new_metric {
+            framed(metric(family, Vec::new()).encoded_len()) + 2 * LENGTH_GROWTH
+        } else {
+            0
+        };
+        resource + metric
+    }
+
+    /// Adds `point` to the metric of `family` in the resource of
+    /// `identity`, making either where missing.
+    fn add(&mut self, identity: Identity, family: &Family, point: NumberDataPoint) {
+        let at = match self.index.get(&identity) {
+            Some(&at) => at,
+            None => {
+                self.index.insert(identity.clone(), self.resources.len());
+                self.resources.push(Pending {
+                    identity,
+                    metrics: Vec::new(),
+                    open: None,
+                });
+                self.resources.len() - 1
+            }
+        };
+        let pending = &mut self.resources[at];
+        if pending.open != Some(self.family) {
+            pending.metrics.push(metric(family, Vec::new()));
+            pending.open = Some(self.family);
         }
+        if let Some(metric) = pending.metrics.last_mut() {
+            match &mut metric.data {
+                Some(metric::Data::Sum(sum)) => sum.data_points.push(point),
+                Some(metric::Data::Gauge(gauge)) => gauge.data_points.push(point),
+                _ => {}
+            }
+        }
+        self.points += 1;
     }
 }
 
-/// The OpenTelemetry semantic-convention name of a label that has one
-/// (pod and container identity), so that collectors and backends join
-/// cgperf's points with their other Kubernetes data; other labels keep
-/// their Prometheus name.
-fn attribute_name(label: &str) -> &str {
+/// The attribute name the OTLP data point gives the point attribute for
+/// a CPU.
+const CPU: &str = "cpu.logical_number";
+
+/// Where a label goes in OTLP, under which name.
+#[derive(Debug, PartialEq, Eq)]
+enum Attribute {
+    /// On the resource: it names the pod or container the point belongs
+    /// to, as the collector's `k8sattributes` processor and kubeletstats
+    /// do, under the OpenTelemetry semantic-convention name.
+    Resource(&'static str),
+    /// On the data point: a semantic-convention name where one exists,
+    /// `cgperf.<label>` otherwise.
+    Point(Cow<'static, str>),
+}
+
+/// Where the label `label` goes, and its name there.
+fn attribute(label: &str) -> Attribute {
     use crate::cri::{CONTAINER, IMAGE, NAMESPACE, POD};
     use crate::labels::{CONTAINER_ID, CONTAINER_RUNTIME, POD_UID};
-    match label {
+    let resource = match label {
         POD => "k8s.pod.name",
         POD_UID => "k8s.pod.uid",
         NAMESPACE => "k8s.namespace.name",
         CONTAINER => "k8s.container.name",
         CONTAINER_ID => "container.id",
-        CONTAINER_RUNTIME => "container.runtime",
+        CONTAINER_RUNTIME => "container.runtime.name",
         IMAGE => "container.image.name",
-        other => other,
-    }
+        "cgroup" => return Attribute::Point(Cow::Borrowed("cgroup.path")),
+        "cpu" => return Attribute::Point(Cow::Borrowed(CPU)),
+        other => return Attribute::Point(Cow::Owned(format!("cgperf.{other}"))),
+    };
+    Attribute::Resource(resource)
 }
 
 /// The metric of `family` with `data_points`.
@@ -246,7 +371,7 @@ fn metric(family: &Family, data_points: Vec<NumberDataPoint>) -> Metric {
     Metric {
         name: family.sample_name(),
         description: family.help.to_owned(),
-        unit: if family.seconds { "s" } else { "" }.to_owned(),
+        unit: family.unit.ucum().to_owned(),
         data: Some(data),
         ..Metric::default()
     }
@@ -260,33 +385,18 @@ impl Visitor for Chunker<'_> {
         family: &Family,
         points: impl Iterator<Item = Point<'p>>,
     ) -> Result<(), Infallible> {
-        // The metric's own length prefix and that of its Sum/Gauge can both
-        // grow as points are added.
-        let base = framed(metric(family, Vec::new()).encoded_len()) + 2 * LENGTH_GROWTH;
+        self.family += 1;
         let cumulative = family.kind == Kind::Counter;
-        let mut current = Vec::new();
-        let mut size = base;
         for point in points {
-            let point = self.data_point(&point, cumulative);
+            let (identity, point) = self.data_point(&point, cumulative);
             let bytes = framed(point.encoded_len());
-            if self.used + size + bytes > self.batcher.limit
-                && (!current.is_empty() || !self.metrics.is_empty())
-            {
-                if !current.is_empty() {
-                    self.metrics
-                        .push(metric(family, std::mem::take(&mut current)));
-                    self.used += size;
-                }
+            let mut cost = self.overhead(&identity, family) + bytes;
+            if self.used + cost > self.batcher.limit && self.points > 0 {
                 self.finish();
-                size = base;
+                cost = self.overhead(&identity, family) + bytes;
             }
-            current.push(point);
-            size += bytes;
-            self.points += 1;
-        }
-        if !current.is_empty() {
-            self.metrics.push(metric(family, current));
-            self.used += size;
+            self.used += cost;
+            self.add(identity, family, point);
         }
         Ok(())
     }
@@ -296,18 +406,29 @@ impl Visitor for Chunker<'_> {
 mod tests {
 
     #[test]
-    fn identity_labels_take_opentelemetry_names() {
-        for (label, attribute) in [
-            ("pod", "k8s.pod.name"),
-            ("namespace", "k8s.namespace.name"),
-            ("container", "k8s.container.name"),
-            ("container_id", "container.id"),
-            ("image", "container.image.name"),
-            ("cgroup", "cgroup"),
+    fn labels_take_opentelemetry_names_and_pods_go_on_the_resource() {
+        for (label, want) in [
+            ("pod", Attribute::Resource("k8s.pod.name")),
+            ("pod_uid", Attribute::Resource("k8s.pod.uid")),
+            ("namespace", Attribute::Resource("k8s.namespace.name")),
+            ("container", Attribute::Resource("k8s.container.name")),
+            ("container_id", Attribute::Resource("container.id")),
+            (
+                "container_runtime",
+                Attribute::Resource("container.runtime.name"),
+            ),
+            ("image", Attribute::Resource("container.image.name")),
+            ("cgroup", Attribute::Point("cgroup.path".into())),
+            ("cpu", Attribute::Point("cpu.logical_number".into())),
+            ("group", Attribute::Point("cgperf.group".into())),
+            ("event", Attribute::Point("cgperf.event".into())),
+            ("qos_class", Attribute::Point("cgperf.qos_class".into())),
+            ("reason", Attribute::Point("cgperf.reason".into())),
         ] {
-            assert_eq!(attribute_name(label), attribute);
+            assert_eq!(attribute(label), want, "{label}");
         }
     }
+
     use super::*;
     use crate::snapshot::{CounterSample, GroupTimeSample, SeriesKey};
     use std::sync::Arc;
@@ -369,19 +490,65 @@ mod tests {
         )
     }
 
-    fn metrics(r: &Request) -> &[Metric] {
-        &r.message.resource_metrics[0].scope_metrics[0].metrics
+    /// The metrics of every resource of `r`.
+    fn metrics(r: &Request) -> impl Iterator<Item = &Metric> {
+        r.message
+            .resource_metrics
+            .iter()
+            .flat_map(|rm| &rm.scope_metrics)
+            .flat_map(|sm| &sm.metrics)
+    }
+
+    fn points(m: &Metric) -> &[NumberDataPoint] {
+        match &m.data {
+            Some(metric::Data::Sum(s)) => &s.data_points,
+            Some(metric::Data::Gauge(g)) => &g.data_points,
+            _ => &[],
+        }
+    }
+
+    fn keys(attributes: &[KeyValue]) -> Vec<&str> {
+        attributes.iter().map(|a| a.key.as_str()).collect()
+    }
+
+    /// `snapshot(cgroups, events)` whose first `pods` cgroups are
+    /// containers of pods of their own.
+    fn pod_snapshot(cgroups: usize, events: usize, pods: usize) -> Snapshot {
+        let mut snap = snapshot(cgroups, events);
+        let identity = |cgroup: &str| -> Option<crate::snapshot::Labels> {
+            let n: usize = cgroup
+                .strip_prefix("/kubepods.slice/pod")?
+                .strip_suffix(".slice")?
+                .parse()
+                .ok()?;
+            (n < pods).then(|| {
+                Arc::from(vec![
+                    ("pod_uid", Box::from(format!("uid-{n}"))),
+                    ("container_id", Box::from(format!("{n:064x}"))),
+                    ("container_runtime", Box::from("containerd")),
+                ])
+            })
+        };
+        for c in &mut snap.counters {
+            if let Some(labels) = identity(&c.cgroup) {
+                let mut key = SeriesKey::clone(c);
+                key.labels = labels;
+                *c = CounterSample::new(key, c.value);
+            }
+        }
+        for g in &mut snap.group_times {
+            if let Some(labels) = identity(&g.cgroup) {
+                g.labels = labels;
+            }
+        }
+        snap
     }
 
     fn count_points(requests: &[Request]) -> usize {
         requests
             .iter()
             .flat_map(metrics)
-            .map(|m| match &m.data {
-                Some(metric::Data::Sum(s)) => s.data_points.len(),
-                Some(metric::Data::Gauge(g)) => g.data_points.len(),
-                _ => 0,
-            })
+            .map(|m| points(m).len())
             .sum()
     }
 
@@ -391,10 +558,8 @@ mod tests {
         let batcher = batcher(MAX_REQUEST_BYTES);
         let requests = batcher.requests(&snap, Some(&OtlpStats::default()));
         assert_eq!(requests.len(), 1);
-        let metrics = metrics(&requests[0]);
         let find = |name: &str| {
-            metrics
-                .iter()
+            metrics(&requests[0])
                 .find(|m| m.name == name)
                 .unwrap_or_else(|| panic!("no {name}"))
         };
@@ -412,7 +577,10 @@ mod tests {
             Some(number_data_point::Value::AsDouble(1000.0))
         );
         let keys: Vec<&str> = point.attributes.iter().map(|a| a.key.as_str()).collect();
-        assert_eq!(keys, ["cgroup", "unit", "group", "event"]);
+        assert_eq!(
+            keys,
+            ["cgroup.path", "cgperf.unit", "cgperf.group", "cgperf.event"]
+        );
         assert_eq!(point.time_unix_nano, nanos(snap.taken_at));
         assert_eq!(
             point.start_time_unix_nano,
@@ -424,7 +592,7 @@ mod tests {
             panic!("clock is a sum");
         };
         let cpu = clock.data_points[0].attributes.last().expect("cpu");
-        assert_eq!(cpu.key, "cpu");
+        assert_eq!(cpu.key, "cpu.logical_number");
         assert_eq!(
             cpu.value.as_ref().and_then(|v| v.value.clone()),
             Some(any_value::Value::IntValue(1))
@@ -540,6 +708,108 @@ mod tests {
                     r.message.encoded_len() <= limit || r.points == 1,
                     "limit {limit}"
                 );
+            }
+        }
+    }
+
+    /// Each pod's container is a resource of its own carrying its
+    /// identity, which its points do not repeat; cgroups outside pods and
+    /// cgperf's own metrics stay on cgperf's resource.
+    #[test]
+    fn each_container_is_a_resource() {
+        let snap = pod_snapshot(3, 2, 2);
+        let requests = batcher(MAX_REQUEST_BYTES).requests(&snap, None);
+        assert_eq!(requests.len(), 1);
+        let resources = &requests[0].message.resource_metrics;
+        let identities: Vec<Vec<&str>> = resources
+            .iter()
+            .map(|rm| keys(&rm.resource.as_ref().expect("resource").attributes))
+            .collect();
+        let own = [
+            "service.name",
+            "service.version",
+            "service.instance.id",
+            "host.name",
+        ];
+        let container = [
+            "service.name",
+            "service.version",
+            "service.instance.id",
+            "host.name",
+            "k8s.pod.uid",
+            "container.id",
+            "container.runtime.name",
+        ];
+        assert_eq!(identities, [&container[..], &container[..], &own[..]]);
+        for rm in &resources[..2] {
+            let events = rm.scope_metrics[0]
+                .metrics
+                .iter()
+                .find(|m| m.name == "cgperf_events_total")
+                .expect("events");
+            assert_eq!(events.unit, "{event}");
+            // Two events of one container.
+            assert_eq!(points(events).len(), 2);
+            for p in points(events) {
+                assert_eq!(
+                    keys(&p.attributes),
+                    ["cgroup.path", "cgperf.group", "cgperf.event"]
+                );
+            }
+        }
+        let host = &resources[2].scope_metrics[0].metrics;
+        let events = host
+            .iter()
+            .find(|m| m.name == "cgperf_events_total")
+            .expect("events");
+        assert_eq!(points(events).len(), 2, "the third cgroup's");
+        assert!(host.iter().any(|m| m.name == "cgperf_collections_total"));
+        assert_eq!(
+            count_points(&requests),
+            count_points(&batcher(MAX_REQUEST_BYTES).requests(&snapshot(3, 2), None))
+        );
+    }
+
+    /// Thousands of pods: requests stay under the limit, every point
+    /// arrives once, and a pod split over two requests names itself in
+    /// both.
+    #[test]
+    fn many_pods_split_under_the_limit() {
+        let snap = pod_snapshot(5_000, 10, 5_000);
+        let all = count_points(&batcher(MAX_REQUEST_BYTES).requests(&snapshot(5_000, 10), None));
+        for limit in [MAX_REQUEST_BYTES, 100_000, 1_000] {
+            let requests = batcher(limit).requests(&snap, None);
+            assert_eq!(count_points(&requests), all, "limit {limit}");
+            let declared: u64 = requests.iter().map(|r| r.points).sum();
+            assert_eq!(declared as usize, all);
+            for r in &requests {
+                assert!(r.message.encoded_len() <= limit, "limit {limit}");
+                for rm in &r.message.resource_metrics {
+                    let resource = &rm.resource.as_ref().expect("resource").attributes;
+                    let id = resource.iter().find(|a| a.key == "container.id").map(|a| {
+                        let Some(any_value::Value::StringValue(id)) =
+                            a.value.as_ref().and_then(|v| v.value.as_ref())
+                        else {
+                            panic!("container.id is a string");
+                        };
+                        usize::from_str_radix(id, 16).expect("hex id")
+                    });
+                    for p in rm.scope_metrics[0].metrics.iter().flat_map(points) {
+                        let Some(path) = p.attributes.iter().find(|a| a.key == "cgroup.path")
+                        else {
+                            continue;
+                        };
+                        // Pods are the cgroups numbered below 5,000: all.
+                        let pod = match path.value.as_ref().and_then(|v| v.value.as_ref()) {
+                            Some(any_value::Value::StringValue(p)) => p.clone(),
+                            _ => panic!("cgroup.path is a string"),
+                        };
+                        assert_eq!(
+                            id.map(|n| format!("/kubepods.slice/pod{n:06}.slice")),
+                            Some(pod)
+                        );
+                    }
+                }
             }
         }
     }

@@ -75,6 +75,9 @@ pub enum Transport {
     Http(HttpTransport<HttpConnector>),
     /// OTLP/HTTP over TLS.
     Https(HttpTransport<hyper_rustls::HttpsConnector<HttpConnector>>),
+    /// No collector: each request is written to standard output as one
+    /// line of OTLP/JSON, the collector's file exporter format.
+    Console,
 }
 
 /// An http/protobuf client and what every request carries.
@@ -93,6 +96,9 @@ impl Transport {
     /// A client for `config`. Connects lazily, so a collector that is down
     /// at start is no error. Must run inside a tokio runtime.
     pub fn new(config: &OtlpConfig) -> Result<Self, String> {
+        if config.console {
+            return Ok(Self::Console);
+        }
         let https = config.url.to_ascii_lowercase().starts_with("https://");
         match config.protocol {
             OtlpProtocol::Grpc => grpc(config, https),
@@ -155,8 +161,24 @@ impl Transport {
             }
             Self::Http(t) => t.export(request).await,
             Self::Https(t) => t.export(request).await,
+            Self::Console => console(request),
         }
     }
+}
+
+/// Writes `request` to standard output as one line of OTLP/JSON. A closed
+/// or full standard output fails the request like an unreachable
+/// collector: counted, and the next push tries again.
+fn console(request: &ExportMetricsServiceRequest) -> Result<ExportMetricsServiceResponse, Failure> {
+    use std::io::Write;
+    let mut line = serde_json::to_vec(request)
+        .map_err(|e| Failure::new(Reason::Rejected, format!("OTLP/JSON: {e}")))?;
+    line.push(b'\n');
+    let mut out = std::io::stdout().lock();
+    out.write_all(&line)
+        .and_then(|()| out.flush())
+        .map_err(|e| Failure::new(Reason::Unreachable, format!("standard output: {e}")))?;
+    Ok(ExportMetricsServiceResponse::default())
 }
 
 fn grpc(config: &OtlpConfig, https: bool) -> Result<Transport, String> {
@@ -503,6 +525,7 @@ mod tests {
             timeout: Duration::from_secs(2),
             headers: vec![("authorization".into(), "Bearer x".into())],
             resource: Vec::new(),
+            console: false,
         }
     }
 
