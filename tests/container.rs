@@ -3,24 +3,22 @@
 //! deploy/kubernetes/base/daemonset.yaml runs it: its image, command, capability
 //! set, read-only root and host mounts, read from the manifest.
 //!
-//! There is no registry and no Docker daemon here: the Rust builder image is
-//! made locally with debootstrap (Debian's packages) plus the toolchain this
-//! test was built with, mounted into the build; the crates come from this
-//! machine's cargo cache. containerd runs on a private socket and root.
+//! There is no registry and no Docker daemon here: the image is the one
+//! scripts/release builds from the Dockerfile (its OCI archive, shared with
+//! tests/release.rs through `common::release`). containerd runs on a
+//! private socket and root.
 //!
 //! The same containerd, with its CRI plugin, is the runtime cgperf asks for
 //! pod and container names: pods and containers are made through its CRI
 //! API as kubelet makes them (cgroupfs driver, host network), and the
 //! runtime is stopped while they run.
 //!
-//! Needs root, `buildah`, `containerd`, `runc`, `ctr`, `debootstrap` and a
-//! static C toolchain (`gcc`, `libc6-dev`); scripts/test installs them. The
-//! first run debootstraps the builder and compiles the release binary in it;
-//! later runs reuse both (`CARGO_TARGET_TMPDIR/container`).
+//! Needs root, `buildah`, `containerd`, `runc`, `ctr` and a static C
+//! toolchain (`gcc`, `libc6-dev`); scripts/test installs them.
 mod common;
 
 use common::manifest::{Volume, VolumeMount};
-use common::{Exporter, require_root, value};
+use common::{Exporter, release, require_root, value};
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::{
     ContainerConfig, ContainerMetadata, CreateContainerRequest, ImageSpec, LinuxContainerConfig,
@@ -34,17 +32,10 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// Bump when the builder's package list changes, so that a cached builder
-/// image is rebuilt.
-const BUILDER: &str = "localhost/cgperf-rust-builder:bookworm-2";
-/// Packages the Dockerfile's build stage needs besides a Rust toolchain
-/// (protoc: the CRI client is generated at build time).
-const BUILDER_PACKAGES: &str = "gcc,libc6-dev,ca-certificates,protobuf-compiler";
 const WORKLOAD: &str = "localhost/cgperf-test-workload:latest";
 
-/// A scratch directory of this test binary that survives between runs
-/// (the builder's root filesystem, cargo's target directory of the image
-/// build, image archives).
+/// A scratch directory of this test binary (the workload's build, image
+/// archives).
 fn scratch() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("container");
     std::fs::create_dir_all(&dir).expect("scratch directory");
@@ -80,85 +71,6 @@ fn succeeds(cmd: &mut Command) -> bool {
 
 fn buildah(args: &[&str]) -> String {
     run(Command::new("buildah").args(args))
-}
-
-/// The Debian-based Rust builder image: debootstrap's minimal system with
-/// the build stage's packages. The toolchain is not copied in: the build
-/// mounts this test's own (`rustc --print sysroot`) at /usr/local/rust.
-fn builder_image() {
-    if succeeds(Command::new("buildah").args(["inspect", "--type", "image", BUILDER])) {
-        return;
-    }
-    let rootfs = scratch().join("builder-rootfs");
-    if rootfs.exists() {
-        std::fs::remove_dir_all(&rootfs).expect("remove an old builder root");
-    }
-    run(Command::new("debootstrap").args([
-        "--variant=minbase",
-        &format!("--include={BUILDER_PACKAGES}"),
-        "bookworm",
-        rootfs.to_str().expect("UTF-8 path"),
-        "http://deb.debian.org/debian",
-    ]));
-    for cache in ["var/cache/apt/archives", "var/lib/apt/lists"] {
-        let _ = std::fs::remove_dir_all(rootfs.join(cache));
-    }
-    let c = buildah(&["from", "scratch"]);
-    let c = c.trim();
-    buildah(&["add", c, rootfs.to_str().expect("UTF-8 path"), "/"]);
-    buildah(&[
-        "config",
-        "--env",
-        "PATH=/usr/local/cargo/bin:/usr/local/rust/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        "--env",
-        "CARGO_HOME=/usr/local/cargo",
-        c,
-    ]);
-    buildah(&["commit", "-q", "--rm", c, BUILDER]);
-    let _ = std::fs::remove_dir_all(&rootfs);
-}
-
-/// The image the Dockerfile builds, tagged as `image` and saved as an OCI
-/// archive (containerd imports it from there).
-fn cgperf_image(image: &str) -> PathBuf {
-    builder_image();
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let sysroot = run(Command::new("rustc").args(["--print", "sysroot"]));
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
-        .expect("CARGO_HOME or HOME");
-    let registry = cargo_home.join("registry");
-    let target = scratch().join("cargo-target");
-    std::fs::create_dir_all(&target).expect("target directory");
-    // The previous build under this name would be left dangling.
-    let _ = Command::new("buildah")
-        .args(["rmi", "--force", image])
-        .output();
-    let started = Instant::now();
-    run(Command::new("buildah")
-        .current_dir(repo)
-        .args([
-            "build",
-            "--layers=false",
-            "--network=host",
-            "-f",
-            "Dockerfile",
-        ])
-        .args(["--build-arg", &format!("RUST_IMAGE={BUILDER}")])
-        .args(["--build-arg", "CARGO_NET_OFFLINE=true"])
-        .arg(format!("--volume={}:/usr/local/rust:ro", sysroot.trim()))
-        .arg(format!(
-            "--volume={}:/usr/local/cargo/registry",
-            registry.display()
-        ))
-        .arg(format!("--volume={}:/src/target", target.display()))
-        .args(["-t", image, "."]));
-    eprintln!(
-        "built {image} from the Dockerfile in {:.0?}",
-        started.elapsed()
-    );
-    oci_archive(image, "cgperf")
 }
 
 /// `image` saved as `<scratch>/<file>.tar`.
@@ -227,15 +139,12 @@ fn workload_image() -> PathBuf {
     oci_archive(WORKLOAD, "workload")
 }
 
-/// The image the Dockerfile builds, named as the DaemonSet names it, and its
-/// archive; built once per test binary.
-fn cgperf() -> &'static (String, PathBuf) {
-    static IMAGE: OnceLock<(String, PathBuf)> = OnceLock::new();
-    IMAGE.get_or_init(|| {
-        let image = daemonset().image.clone();
-        let archive = cgperf_image(&image);
-        (image, archive)
-    })
+/// The image scripts/release builds, named as the DaemonSet names it, and
+/// its archive.
+fn cgperf() -> (String, PathBuf) {
+    let image = daemonset().image.clone();
+    let archive = release::built().image.clone();
+    (image, archive)
 }
 
 /// The workload image's archive, built once per test binary.
@@ -728,7 +637,7 @@ fn the_image_counts_a_workload_in_another_container_under_containerd() {
     let _parent = RuntimeCgroup(parent.clone());
 
     let mut containerd = Containerd::start();
-    containerd.import(archive, image);
+    containerd.import(&archive, &image);
     containerd.import(workload(), WORKLOAD);
     let work_id = container_id(0xc0);
     let work_cgroup = format!("{parent}/cri-containerd-{work_id}.scope");

@@ -7,6 +7,7 @@
 
 pub mod manifest;
 pub mod perf_data;
+pub mod release;
 
 use std::ffi::CString;
 use std::io::{BufRead, BufReader, Read, Write};

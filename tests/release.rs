@@ -1,0 +1,352 @@
+//! The release artifacts as scripts/release builds them: what they hold,
+//! their checksums, a binary that needs no shared library (so it runs on
+//! any glibc, or none), and the `.deb` installed with `dpkg -i` into a
+//! fresh Debian root made with debootstrap — Debian 11 (bullseye, glibc
+//! 2.31, 2021), older than anything the binary was built on — where
+//! `cgperf --version` and `cgperf check` run, then removed and purged.
+//! tests/container.rs runs the release's image.
+//!
+//! Needs root, network access to deb.debian.org (debootstrap), buildah,
+//! dpkg-deb and binutils; scripts/test and scripts/release install them.
+//! The Debian root is made once and kept in the tests' scratch directory.
+mod common;
+
+use common::Exporter;
+use common::release::{self, VERSION};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Runs `cmd`, failing the test with its output unless it succeeds;
+/// returns its stdout.
+#[track_caller]
+fn run(cmd: &mut Command) -> String {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn read(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The tarball unpacked into a fresh directory: (directory, the release
+/// folder inside it).
+fn unpacked() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    run(Command::new("tar")
+        .arg("-xzf")
+        .arg(&release::built().tarball)
+        .arg("-C")
+        .arg(dir.path()));
+    let inner = dir.path().join(format!("cgperf-{VERSION}.linux-amd64"));
+    (dir, inner)
+}
+
+#[test]
+fn the_tarball_holds_the_binary_config_unit_and_licence_and_the_sums_match() {
+    let r = release::built();
+    let listing = run(Command::new("tar").arg("-tzvf").arg(&r.tarball));
+    let mut names: Vec<&str> = listing
+        .lines()
+        .map(|l| l.split_whitespace().last().expect("a name"))
+        .collect();
+    names.sort_unstable();
+    let top = format!("cgperf-{VERSION}.linux-amd64");
+    let want: Vec<String> = [
+        "",
+        "LICENSE",
+        "README.md",
+        "cgperf",
+        "cgperf.service",
+        "cgperf.yaml",
+    ]
+    .iter()
+    .map(|f| format!("{top}/{f}"))
+    .collect();
+    assert_eq!(names, want, "{listing}");
+    for line in listing.lines() {
+        assert!(line.contains("0/0"), "owned by root in the archive: {line}");
+    }
+    let (_dir, inner) = unpacked();
+    assert_eq!(
+        read(&inner.join("cgperf.yaml")),
+        read(&repo("config/default.yaml"))
+    );
+    assert_eq!(
+        read(&inner.join("cgperf.service")),
+        read(&repo("deploy/systemd/cgperf.service"))
+    );
+    assert_eq!(read(&inner.join("LICENSE")), read(&repo("LICENSE")));
+    // Every artifact is in SHA256SUMS, and each sum holds.
+    let sums = std::fs::read_to_string(r.dir.join("SHA256SUMS")).expect("SHA256SUMS");
+    let mut listed: Vec<&str> = sums
+        .lines()
+        .map(|l| l.split_whitespace().last().expect("a name"))
+        .collect();
+    listed.sort_unstable();
+    let mut made: Vec<String> = [&r.tarball, &r.debug, &r.deb, &r.image]
+        .iter()
+        .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
+        .collect();
+    made.sort_unstable();
+    assert_eq!(listed, made);
+    let checked = run(Command::new("sha256sum")
+        .arg("--check")
+        .arg("--strict")
+        .arg("SHA256SUMS")
+        .current_dir(&r.dir));
+    assert_eq!(
+        checked.lines().filter(|l| l.ends_with(": OK")).count(),
+        4,
+        "{checked}"
+    );
+}
+
+/// The binary needs no shared library and no file of the machine it runs
+/// on: it runs in a root that holds nothing but itself, and its debug info
+/// is in the `.debug` artifact it points at.
+#[test]
+fn the_binary_is_static_stripped_and_runs_in_an_empty_root() {
+    let (_dir, inner) = unpacked();
+    let binary = inner.join("cgperf");
+    let dynamic = run(Command::new("readelf").arg("-d").arg(&binary));
+    assert!(
+        !dynamic.contains("NEEDED"),
+        "shared libraries needed:\n{dynamic}"
+    );
+    let program = run(Command::new("readelf").arg("-lW").arg(&binary));
+    assert!(!program.contains("INTERP"), "no dynamic loader:\n{program}");
+    let sections = run(Command::new("readelf").arg("-SW").arg(&binary));
+    assert!(sections.contains(".gnu_debuglink"), "{sections}");
+    assert!(!sections.contains(".debug_info"), "stripped:\n{sections}");
+    let debug = run(Command::new("readelf")
+        .arg("-SW")
+        .arg(&release::built().debug));
+    assert!(debug.contains(".debug_info"), "{debug}");
+    let link = run(Command::new("readelf")
+        .arg("--string-dump=.gnu_debuglink")
+        .arg(&binary));
+    assert!(
+        link.contains(&format!("cgperf-{VERSION}.linux-amd64.debug")),
+        "{link}"
+    );
+
+    let root = tempfile::tempdir().expect("temp dir");
+    std::fs::copy(&binary, root.path().join("cgperf")).expect("copy");
+    let version = run(Command::new("chroot")
+        .arg(root.path())
+        .arg("/cgperf")
+        .arg("--version"));
+    assert_eq!(version.trim(), format!("cgperf {VERSION}"));
+}
+
+/// A minimal Debian 11 root (glibc 2.31), made with debootstrap once and
+/// kept; each test installs into a copy of it.
+fn bullseye() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bullseye");
+    let done = dir.join(".complete");
+    if !done.exists() {
+        let _ = std::fs::remove_dir_all(&dir);
+        run(Command::new("debootstrap").args([
+            "--variant=minbase",
+            "bullseye",
+            dir.to_str().expect("UTF-8 path"),
+            "http://deb.debian.org/debian",
+        ]));
+        for cache in ["var/cache/apt/archives", "var/lib/apt/lists"] {
+            let _ = std::fs::remove_dir_all(dir.join(cache));
+        }
+        std::fs::write(&done, "").expect("mark complete");
+    }
+    dir
+}
+
+/// Runs `script` with `sh` in `root` (chroot), in a mount namespace of its
+/// own where the host's /proc and /sys are mounted into `root`: gone when
+/// it exits. Returns (exit code, stdout + stderr).
+fn in_root(root: &Path, script: &str) -> (i32, String) {
+    let r = root.to_str().expect("UTF-8 path");
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount -t proc proc {r}/proc && mount --rbind /sys {r}/sys && exec chroot {r} sh -c \"$0\""
+        ))
+        .arg(script)
+        .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        .stdin(Stdio::null())
+        .output()
+        .expect("unshare runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn the_deb_installs_runs_and_goes_on_debian_11() {
+    let r = release::built();
+    let info = run(Command::new("dpkg-deb").arg("--field").arg(&r.deb));
+    assert!(info.contains("Package: cgperf\n"), "{info}");
+    assert!(info.contains(&format!("Version: {VERSION}\n")), "{info}");
+    assert!(info.contains("Architecture: amd64\n"), "{info}");
+    assert!(
+        !info.contains("Depends:"),
+        "static: no dependencies\n{info}"
+    );
+
+    let root = tempfile::tempdir().expect("temp dir");
+    run(Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", bullseye().display()))
+        .arg(root.path()));
+    let r_path = root.path();
+    let glibc = in_root(r_path, "ldd --version | head -n 1");
+    assert!(glibc.1.contains("2.31"), "an old glibc: {}", glibc.1);
+    let deb_name = r.deb.file_name().expect("name");
+    std::fs::copy(&r.deb, r_path.join(deb_name)).expect("copy the .deb");
+
+    // The README's line, as written, where the file is.
+    let install = readme_block("dpkg -i ");
+    assert_eq!(install.len(), 1, "{install:?}");
+    let (code, said) = in_root(r_path, &format!("cd / && {}", install[0]));
+    assert_eq!(code, 0, "{}:\n{said}", install[0]);
+    let (code, said) = in_root(r_path, "dpkg-query -W -f '${Status} ${Version}' cgperf");
+    assert_eq!(
+        (code, said.as_str()),
+        (0, format!("install ok installed {VERSION}").as_str())
+    );
+    // Where the package puts things, as the unit and config expect.
+    assert_eq!(
+        read(&r_path.join("etc/cgperf/cgperf.yaml")),
+        read(&repo("config/default.yaml"))
+    );
+    let unit = std::fs::read_to_string(r_path.join("lib/systemd/system/cgperf.service"))
+        .expect("the installed unit");
+    let shipped = std::fs::read_to_string(repo("deploy/systemd/cgperf.service")).expect("unit");
+    assert_eq!(
+        unit,
+        shipped.replace("/usr/local/bin/cgperf", "/usr/bin/cgperf")
+    );
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("ExecStart");
+    let (binary, args) = exec.split_once(' ').expect("arguments");
+    assert_eq!(binary, "/usr/bin/cgperf");
+    let conffiles = in_root(r_path, "cat /var/lib/dpkg/info/cgperf.conffiles");
+    assert_eq!(conffiles.1.trim(), "/etc/cgperf/cgperf.yaml");
+
+    let (code, said) = in_root(r_path, "cgperf --version");
+    assert_eq!(
+        (code, said.trim()),
+        (0, format!("cgperf {VERSION}").as_str())
+    );
+    // `check` of the config the unit names: it counts here, exit 0.
+    let config = args
+        .split(' ')
+        .find(|a| a.starts_with("--config.file="))
+        .expect("the unit names its config");
+    assert_eq!(config, "--config.file=/etc/cgperf/cgperf.yaml");
+    let (code, said) = in_root(r_path, &format!("cgperf check {config}"));
+    assert_eq!(code, 0, "cgperf check {config}:\n{said}");
+
+    // Removed: the binary goes, the edited config stays; purged: it goes.
+    std::fs::write(r_path.join("etc/cgperf/cgperf.yaml"), "interval: 5s\n").expect("edit");
+    let (code, said) = in_root(r_path, "dpkg -r cgperf");
+    assert_eq!(code, 0, "dpkg -r:\n{said}");
+    assert!(!r_path.join("usr/bin/cgperf").exists());
+    assert!(!r_path.join("lib/systemd/system/cgperf.service").exists());
+    assert!(
+        r_path.join("etc/cgperf/cgperf.yaml").exists(),
+        "a conffile stays"
+    );
+    let (code, said) = in_root(r_path, "dpkg -P cgperf");
+    assert_eq!(code, 0, "dpkg -P:\n{said}");
+    assert!(!r_path.join("etc/cgperf/cgperf.yaml").exists(), "purged");
+}
+
+/// The commands of the README's first `sh` block whose first line starts
+/// with `first`, comments dropped.
+fn readme_block(first: &str) -> Vec<String> {
+    let readme = std::fs::read_to_string(repo("README.md")).expect("README.md");
+    let block = readme
+        .split("```sh\n")
+        .skip(1)
+        .find(|b| b.starts_with(first))
+        .unwrap_or_else(|| panic!("no README block starting with {first:?}"));
+    let block = block.split("```").next().expect("a block");
+    block
+        .lines()
+        .map(|l| l.split(" #").next().expect("a command").trim().to_owned())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// The README's "download and run" lines, run as written in a directory
+/// holding the release's tarball: the exporter serves the default
+/// config's counts on :9810 (in a network namespace of its own, where the
+/// port is free).
+#[test]
+fn the_readmes_download_and_run_lines_serve_metrics() {
+    let lines = readme_block("tar -xzf ");
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let tarball = &release::built().tarball;
+    std::fs::copy(tarball, dir.path().join(tarball.file_name().expect("name")))
+        .expect("copy the tarball");
+    run(Command::new("sh")
+        .arg("-ec")
+        .arg(&lines[0])
+        .current_dir(dir.path()));
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--net", "sh", "-ec", "ip link set lo up\nexec \"$@\"", "sh"])
+        .args(lines[1].split_whitespace())
+        .current_dir(dir.path());
+    let exporter = Exporter::spawn_as_given(cmd, true);
+    assert_eq!(exporter.addr, "[::]:9810", "the default listen address");
+    let (head, _) = exporter.get("/metrics", None);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    exporter.wait_for("the root cgroup's context switches", |body| {
+        common::value(
+            body,
+            "cgperf_events_total",
+            &[
+                ("cgroup", "/"),
+                ("group", "sched"),
+                ("event", "context-switches"),
+            ],
+        )
+        .is_some_and(|n| n > 0.0)
+    });
+}
+
+/// The forge's release workflow runs the script these tests run, with the
+/// flags it has.
+#[test]
+fn the_release_workflow_runs_scripts_release() {
+    let text = std::fs::read_to_string(repo(".github/workflows/release.yml")).expect("workflow");
+    let workflow: serde_json::Value = serde_saphyr::from_str(&text).expect("YAML");
+    let steps = workflow["jobs"]["release"]["steps"]
+        .as_array()
+        .expect("steps");
+    let runs: Vec<&str> = steps.iter().filter_map(|s| s["run"].as_str()).collect();
+    assert!(runs.contains(&"scripts/release --out dist"), "{runs:?}");
+    assert_eq!(workflow["on"]["push"]["tags"][0], "v*");
+    let help = run(Command::new(repo("scripts/release")).arg("--help"));
+    assert!(help.contains("--out"), "{help}");
+}
