@@ -119,8 +119,8 @@ pub const LABEL_NAMES: &[&str] = &[
 /// |---|---|---|
 /// | kubernetes | `pod_uid` | the pod's UID with dashes (`1b2c3d4e-…`), as in the Kubernetes API |
 /// | kubernetes | `qos_class` | `guaranteed`, `burstable` or `besteffort` |
-/// | systemd | `slice` | innermost `*.slice`, escapes decoded (`system-getty.slice`) |
-/// | systemd | `unit` | innermost `*.service` or `*.scope`, escapes decoded |
+/// | systemd | `slice` | innermost `*.slice`, escapes decoded (`system-getty.slice`); not kubelet's `kubepods*` slices of a pod when `kubernetes` is on |
+/// | systemd | `unit` | innermost `*.service` or `*.scope`, escapes decoded; not a container's scope when `containers` is on |
 /// | containers | `container_id` | the 64-hex container ID |
 /// | containers | `container_runtime` | `containerd`, `crio`, `docker`, `podman`, `crio-conmon`, `podman-conmon`; absent when the name does not say |
 pub fn extract(path: &str, enabled: &[Extractor]) -> Vec<(&'static str, String)> {
@@ -135,10 +135,19 @@ pub fn extract(path: &str, enabled: &[Extractor]) -> Vec<(&'static str, String)>
     }
     if on(Extractor::Systemd) {
         let units = systemd_units(path);
-        if let Some(slice) = units.slice {
+        // kubelet's slices of a pod and a runtime's scope of a container
+        // say again what pod_uid and container_id say: with those
+        // extractors on, they are left out rather than copied.
+        let pod_slice = |slice: &str| {
+            on(Extractor::Kubernetes)
+                && slice.starts_with("kubepods")
+                && kubernetes_pod(path).is_some()
+        };
+        let container_scope = |unit: &str| on(Extractor::Containers) && container(unit).is_some();
+        if let Some(slice) = units.slice.filter(|s| !pod_slice(s)) {
             labels.push((SLICE, unescape(slice)));
         }
-        if let Some(unit) = units.unit {
+        if let Some(unit) = units.unit.filter(|u| !container_scope(u)) {
             labels.push((UNIT, unescape(unit)));
         }
     }
@@ -535,7 +544,8 @@ mod tests {
         let backward = labels(&path, &[Containers, Systemd, Kubernetes, Containers]);
         assert_eq!(forward, backward);
         check_invariants(&forward);
-        assert_eq!(forward.len(), 6);
+        // No slice or unit: they would copy pod_uid and container_id.
+        assert_eq!(forward.len(), 4);
     }
 
     #[test]
@@ -563,8 +573,6 @@ mod tests {
             [
                 format!("pod_uid={UID}"),
                 "qos_class=burstable".to_owned(),
-                format!("slice={pod}"),
-                format!("unit=cri-containerd-{ID}.scope"),
                 format!("container_id={ID}"),
                 "container_runtime=containerd".to_owned(),
             ]
@@ -572,11 +580,7 @@ mod tests {
         // The pod cgroup itself: no container, no unit.
         assert_eq!(
             all(&format!("/kubepods.slice/kubepods-burstable.slice/{pod}")),
-            [
-                format!("pod_uid={UID}"),
-                "qos_class=burstable".to_owned(),
-                format!("slice={pod}"),
-            ]
+            [format!("pod_uid={UID}"), "qos_class=burstable".to_owned()]
         );
     }
 
@@ -642,7 +646,6 @@ mod tests {
             all(&format!("/system.slice/crio-conmon-{ID}.scope")),
             [
                 "slice=system.slice".to_owned(),
-                format!("unit=crio-conmon-{ID}.scope"),
                 format!("container_id={ID}"),
                 "container_runtime=crio-conmon".to_owned(),
             ]
@@ -657,8 +660,6 @@ mod tests {
             [
                 format!("pod_uid={UID}"),
                 "qos_class=guaranteed".to_owned(),
-                format!("slice=kubepods-pod{UID_SYSTEMD}.slice"),
-                format!("unit=docker-{ID}.scope"),
                 format!("container_id={ID}"),
                 "container_runtime=docker".to_owned(),
             ]
@@ -715,7 +716,6 @@ mod tests {
             [
                 format!("pod_uid={STATIC_UID}"),
                 "qos_class=burstable".to_owned(),
-                format!("slice=kubepods-burstable-pod{STATIC_UID}.slice"),
             ]
         );
         assert_eq!(
@@ -909,6 +909,37 @@ mod tests {
         assert_eq!(all("/-.slice"), ["slice=-.slice"]);
     }
 
+    /// A pod's slice and a container's scope are what pod_uid and
+    /// container_id say: copied as slice and unit only when those
+    /// extractors are off.
+    #[test]
+    fn systemd_labels_do_not_copy_pod_and_container_identity() {
+        let path = format!(
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_SYSTEMD}.slice/cri-containerd-{ID}.scope"
+        );
+        let names = |enabled: &[Extractor]| -> Vec<&str> {
+            extract(&path, enabled).iter().map(|(k, _)| *k).collect()
+        };
+        assert_eq!(names(&[Systemd]), ["slice", "unit"]);
+        assert_eq!(
+            names(&[Systemd, Kubernetes]),
+            ["pod_uid", "qos_class", "unit"]
+        );
+        assert_eq!(
+            names(&[Systemd, Containers]),
+            ["slice", "container_id", "container_runtime"]
+        );
+        assert_eq!(
+            names(&Extractor::ALL),
+            ["pod_uid", "qos_class", "container_id", "container_runtime"]
+        );
+        // A service is no container: its unit stays.
+        assert_eq!(
+            all("/system.slice/containerd.service"),
+            ["slice=system.slice", "unit=containerd.service"]
+        );
+    }
+
     // ---- containers outside Kubernetes -----------------------------------
 
     #[test]
@@ -917,7 +948,6 @@ mod tests {
             all(&format!("/system.slice/docker-{ID}.scope")),
             [
                 "slice=system.slice".to_owned(),
-                format!("unit=docker-{ID}.scope"),
                 format!("container_id={ID}"),
                 "container_runtime=docker".to_owned(),
             ]
@@ -971,7 +1001,6 @@ mod tests {
             all(&format!("/machine.slice/libpod-{ID}.scope")),
             [
                 "slice=machine.slice".to_owned(),
-                format!("unit=libpod-{ID}.scope"),
                 format!("container_id={ID}"),
                 "container_runtime=podman".to_owned(),
             ]
@@ -1003,7 +1032,6 @@ mod tests {
             )),
             [
                 "slice=user.slice".to_owned(),
-                format!("unit=libpod-{ID}.scope"),
                 format!("container_id={ID}"),
                 "container_runtime=podman".to_owned(),
             ]
@@ -1014,7 +1042,6 @@ mod tests {
             )),
             [
                 format!("slice=machine-libpod_pod_{ID2}.slice"),
-                format!("unit=libpod-{ID}.scope"),
                 format!("container_id={ID}"),
                 "container_runtime=podman".to_owned(),
             ]

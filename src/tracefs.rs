@@ -63,9 +63,11 @@ impl Tracefs {
                     None => String::new(),
                 };
                 Err(format!(
-                    "unknown tracepoint `{tp}`: {} does not exist{close} (list them with \
-                     `cgperf list`)",
-                    path.display()
+                    "unknown tracepoint `{tp}`: {} does not exist{close} (list those of \
+                     `{}` with `cgperf list {}:`)",
+                    path.display(),
+                    tp.subsystem,
+                    tp.subsystem
                 ))
             }
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(format!(

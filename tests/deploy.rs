@@ -184,13 +184,6 @@ fn systemd_unit_verifies_cleanly() {
 
 #[test]
 fn the_units_capabilities_are_enough_to_count_exactly_as_nobody() {
-    let unit = read("systemd/cgperf.service");
-    let caps = unit_values(&unit, "AmbientCapabilities").join(" ");
-    let caps: Vec<String> = caps
-        .split_whitespace()
-        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_ascii_lowercase()))
-        .collect();
-    let caps = caps.join(",");
     // As root, make sure tracefs is mounted: the unit does not mount it.
     cgperf::tracefs::Tracefs::locate().expect("tracefs mounted");
     let cg = TestCgroup::create("cgperf-nobody");
@@ -204,13 +197,8 @@ fn the_units_capabilities_are_enough_to_count_exactly_as_nobody() {
         std::os::unix::fs::PermissionsExt::from_mode(0o644),
     )
     .expect("chmod");
-    let mut cmd = Command::new("setpriv");
-    cmd.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-        .arg(format!("--inh-caps=-all,{caps}"))
-        .arg(format!("--ambient-caps=-all,{caps}"))
-        .arg(format!("--bounding-set=-all,{caps}"))
-        .arg(env!("CARGO_BIN_EXE_cgperf"))
-        .arg(format!("--config.file={}", config.path().display()));
+    let mut cmd = as_the_unit();
+    cmd.arg(format!("--config.file={}", config.path().display()));
     let exporter = Exporter::spawn(cmd);
     let tp = [
         ("cgroup", cg.rel.as_str()),
@@ -237,6 +225,63 @@ fn the_units_capabilities_are_enough_to_count_exactly_as_nobody() {
         ("bpf".into(), String::new()),
         "the unit's capabilities are enough for `auto` to count through BPF"
     );
+}
+
+/// cgperf as nobody with exactly the systemd unit's capabilities (ambient,
+/// inheritable and bounding sets), through setpriv.
+fn as_the_unit() -> Command {
+    let unit = read("systemd/cgperf.service");
+    let caps = unit_values(&unit, "AmbientCapabilities").join(" ");
+    let caps: Vec<String> = caps
+        .split_whitespace()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_ascii_lowercase()))
+        .collect();
+    let caps = caps.join(",");
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .arg(format!("--inh-caps=-all,{caps}"))
+        .arg(format!("--ambient-caps=-all,{caps}"))
+        .arg(format!("--bounding-set=-all,{caps}"))
+        .arg(env!("CARGO_BIN_EXE_cgperf"));
+    cmd
+}
+
+/// The README's `check` of config/example.yaml, run with the unit's
+/// privileges: the example uses nothing the shipped unit cannot give
+/// (no uprobes, which need CAP_SYS_ADMIN; no OTLP push to a collector that
+/// is not there), so nothing is refused for permission; what is disabled
+/// is only what this machine lacks (hardware counters in a VM).
+#[test]
+fn the_example_config_checks_under_the_units_privileges() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("scripts/run check "))
+        .expect("the README checks the example config");
+    let args: Vec<&str> = line
+        .trim_start_matches("scripts/run ")
+        .split_whitespace()
+        .collect();
+    assert_eq!(args, ["check", "--config.file=config/example.yaml"]);
+    cgperf::tracefs::Tracefs::locate().expect("tracefs mounted");
+    let out = as_the_unit()
+        .args(&args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cgperf check runs");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(!said.to_lowercase().contains("permission"), "{said}");
+    assert!(!said.contains("otlp") && !said.contains("uprobe"), "{said}");
+    // The groups that are off here are off for want of a PMU, said so.
+    for line in said.lines().filter(|l| l.starts_with('[')) {
+        assert!(line.contains("no counter for the event"), "{line}\n{said}");
+    }
 }
 
 #[derive(Deserialize)]

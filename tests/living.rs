@@ -322,14 +322,7 @@ fn labels_are_extracted_from_real_kubernetes_systemd_and_container_cgroups() {
             );
         }
     };
-    has(
-        &k8s_pod,
-        &[
-            ("pod_uid", uid),
-            ("qos_class", "burstable"),
-            ("slice", k8s_pod.rel.rsplit('/').next().unwrap_or_default()),
-        ],
-    );
+    has(&k8s_pod, &[("pod_uid", uid), ("qos_class", "burstable")]);
     has(
         &k8s_ctr,
         &[
@@ -350,9 +343,19 @@ fn labels_are_extracted_from_real_kubernetes_systemd_and_container_cgroups() {
         &[
             ("container_id", &id),
             ("container_runtime", "docker"),
-            ("unit", &format!("docker-{id}.scope")),
+            ("slice", "system.slice"),
         ],
     );
+    // The pod's slice and the container's scope would say again what
+    // pod_uid and container_id say.
+    for (cg, copy) in [
+        (&k8s_pod, "slice="),
+        (&k8s_ctr, "slice="),
+        (&k8s_ctr, "unit="),
+        (&docker, "unit="),
+    ] {
+        assert!(!series(cg).contains(copy), "{}", series(cg));
+    }
     assert!(
         !series(&k8s_qos).contains("pod_uid="),
         "{}",

@@ -262,10 +262,10 @@ fn example_config_parses() {
     assert!(containers.groups.is_empty());
     assert_eq!(containers.tracepoints, [tp("sched:sched_process_exec")]);
     assert_eq!(config.max_cgroups, Some(5000));
-    assert_eq!(
-        config.labels,
-        [Extractor::Kubernetes, Extractor::Containers]
-    );
+    assert_eq!(config.labels, Extractor::ALL);
+    // Nothing the shipped unit cannot give: no probes, no push.
+    assert!(config.probes.is_empty());
+    assert!(config.otlp.is_none());
 }
 
 // ---- errors: types, keys, YAML ------------------------------------------

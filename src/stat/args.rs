@@ -99,13 +99,12 @@ pub enum EventListError {
         source: EventSyntaxError,
     },
     /// `subsystem:name` that tracefs does not have.
-    #[error("-e {list}: {reason} (see `cgperf list {name}`)")]
+    #[error("-e {list}: {reason}")]
     UnknownTracepoint {
         /// The `-e` value.
         list: String,
-        /// The tracepoint as written.
-        name: String,
-        /// Why it is unknown, e.g. the directory that does not exist.
+        /// Why it is unknown, e.g. the directory that does not exist, with
+        /// the closest name and where to list them.
         reason: String,
     },
     /// An empty item, e.g. `cycles,,instructions`.
@@ -207,7 +206,6 @@ fn classify(
         // Not an event but shaped like a tracepoint: say why it is not one.
         (Err(_), Some(tp)) => Err(EventListError::UnknownTracepoint {
             list: list.to_string(),
-            name: item.to_string(),
             reason: match tracefs {
                 Ok(tracefs) => tracefs
                     .tracepoint_id(&tp)
@@ -342,10 +340,12 @@ mod tests {
             unknown.starts_with("-e sched:nope: unknown tracepoint `sched:nope`"),
             "{unknown}"
         );
+        // Where to look, without repeating the typo.
         assert!(
-            unknown.ends_with("(see `cgperf list sched:nope`)"),
+            unknown.ends_with("(list those of `sched` with `cgperf list sched:`)"),
             "{unknown}"
         );
+        assert_eq!(unknown.matches("nope").count(), 3, "{unknown}");
         assert_eq!(
             err("cycles,,instructions"),
             "-e cycles,,instructions: empty event (a stray `,`); separate events with single commas"
