@@ -18,7 +18,7 @@
 mod common;
 
 use common::manifest::{Volume, VolumeMount};
-use common::{Exporter, release, require_root, value};
+use common::{Exporter, release, require_root, run, value};
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::{
     ContainerConfig, ContainerMetadata, CreateContainerRequest, ImageSpec, LinuxContainerConfig,
@@ -40,24 +40,6 @@ fn scratch() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("container");
     std::fs::create_dir_all(&dir).expect("scratch directory");
     dir
-}
-
-/// Runs `cmd`, failing the test with its output unless it succeeds; returns
-/// its stdout.
-#[track_caller]
-fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{cmd:?} does not start: {e} (scripts/test installs it)"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Whether `cmd` succeeds (its output discarded).

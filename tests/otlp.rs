@@ -17,7 +17,9 @@ use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
 };
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
-use opentelemetry_proto::tonic::metrics::v1::{AggregationTemporality, metric, number_data_point};
+use opentelemetry_proto::tonic::metrics::v1::{
+    AggregationTemporality, ResourceMetrics, metric, number_data_point,
+};
 use prost::Message;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::Read;
@@ -299,14 +301,7 @@ fn points(received: &[Received]) -> Vec<Point> {
     let mut out = Vec::new();
     for r in received {
         for rm in &r.message.resource_metrics {
-            let resource: BTreeMap<String, String> = rm
-                .resource
-                .as_ref()
-                .expect("resource")
-                .attributes
-                .iter()
-                .map(|a| (a.key.clone(), text(a)))
-                .collect();
+            let resource = attributes_of(rm);
             for sm in &rm.scope_metrics {
                 for m in &sm.metrics {
                     let (sum, data_points) = match &m.data {
@@ -348,16 +343,20 @@ fn points(received: &[Received]) -> Vec<Point> {
     out
 }
 
-/// The resource attributes of the first request.
-fn resource(received: &[Received]) -> BTreeMap<String, String> {
-    received[0].message.resource_metrics[0]
-        .resource
+/// The attributes of the resource of `rm`.
+fn attributes_of(rm: &ResourceMetrics) -> BTreeMap<String, String> {
+    rm.resource
         .as_ref()
         .expect("resource")
         .attributes
         .iter()
         .map(|a| (a.key.clone(), text(a)))
         .collect()
+}
+
+/// The resource attributes of the first request.
+fn resource(received: &[Received]) -> BTreeMap<String, String> {
+    attributes_of(&received[0].message.resource_metrics[0])
 }
 
 /// Polls `f` until it gives a value, for at most `secs` seconds.

@@ -11,28 +11,10 @@
 //! The Debian root is made once and kept in the tests' scratch directory.
 mod common;
 
-use common::Exporter;
 use common::release::{self, VERSION};
+use common::{Exporter, run};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-/// Runs `cmd`, failing the test with its output unless it succeeds;
-/// returns its stdout.
-#[track_caller]
-fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)

@@ -609,6 +609,24 @@ pub fn status_caps(pid: i32, key: &str) -> u64 {
 
 /// Fails, saying why (`why`: what the tests do that needs root), unless the
 /// tests run as root: they must never pass without having run.
+/// Runs `cmd`, failing the test with its output unless it succeeds;
+/// returns its stdout.
+#[track_caller]
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd:?} does not start: {e} (scripts/test installs it)"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 pub fn require_root(why: &str) {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };

@@ -32,17 +32,10 @@ pub fn built() -> &'static Release {
         let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dist");
         let started = std::time::Instant::now();
-        let out = Command::new(repo.join("scripts/release"))
-            .arg("--out")
-            .arg(&dir)
-            .output()
-            .expect("scripts/release runs");
-        assert!(
-            out.status.success(),
-            "scripts/release failed ({}):\n{}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        super::run(
+            Command::new(repo.join("scripts/release"))
+                .arg("--out")
+                .arg(&dir),
         );
         eprintln!("scripts/release took {:.0?}", started.elapsed());
         let at = |name: String| {
