@@ -125,10 +125,14 @@ pub const LABEL_NAMES: &[&str] = &[
 /// | containers | `container_runtime` | `containerd`, `crio`, `docker`, `podman`, `crio-conmon`, `podman-conmon`; absent when the name does not say |
 pub fn extract(path: &str, enabled: &[Extractor]) -> Vec<(&'static str, String)> {
     let on = |e: Extractor| enabled.contains(&e);
+    // Each parse once: the systemd labels also ask whether the path is a
+    // pod's or a container's.
+    let pod = on(Extractor::Kubernetes)
+        .then(|| kubernetes_pod(path))
+        .flatten();
+    let container = on(Extractor::Containers).then(|| container(path)).flatten();
     let mut labels = Vec::new();
-    if on(Extractor::Kubernetes)
-        && let Some(pod) = kubernetes_pod(path)
-    {
+    if let Some(pod) = &pod {
         labels.reserve_exact(2);
         labels.push((POD_UID, pod.uid()));
         labels.push((QOS_CLASS, pod.qos.name().to_owned()));
@@ -138,12 +142,8 @@ pub fn extract(path: &str, enabled: &[Extractor]) -> Vec<(&'static str, String)>
         // kubelet's slices of a pod and a runtime's scope of a container
         // say again what pod_uid and container_id say: with those
         // extractors on, they are left out rather than copied.
-        let pod_slice = |slice: &str| {
-            on(Extractor::Kubernetes)
-                && slice.starts_with("kubepods")
-                && kubernetes_pod(path).is_some()
-        };
-        let container_scope = |unit: &str| on(Extractor::Containers) && container(unit).is_some();
+        let pod_slice = |slice: &str| pod.is_some() && slice.starts_with("kubepods");
+        let container_scope = |unit: &str| container.as_ref().is_some_and(|c| unit.contains(c.id));
         if let Some(slice) = units.slice.filter(|s| !pod_slice(s)) {
             labels.push((SLICE, unescape(slice)));
         }
@@ -151,9 +151,7 @@ pub fn extract(path: &str, enabled: &[Extractor]) -> Vec<(&'static str, String)>
             labels.push((UNIT, unescape(unit)));
         }
     }
-    if on(Extractor::Containers)
-        && let Some(container) = container(path)
-    {
+    if let Some(container) = container {
         labels.push((CONTAINER_ID, container.id.to_owned()));
         if let Some(runtime) = container.runtime {
             labels.push((CONTAINER_RUNTIME, runtime.to_owned()));

@@ -135,27 +135,43 @@ const RESERVED_HEADERS: [&str; 8] = [
     "accept-encoding",
 ];
 
-/// Where pushes go, from `OTEL_METRICS_EXPORTER` (the SDKs' variable):
-/// `Some(true)` to standard output, `Some(false)` nowhere, `None` to the
-/// collector.
-fn exporter(text: &str) -> Result<Option<bool>, Invalid> {
-    const NAMES: [&str; 3] = ["otlp", "console", "none"];
+/// Where pushes go, from `OTEL_METRICS_EXPORTER` (the SDKs' variable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exporter {
+    /// To the collector (the default).
+    Otlp,
+    /// To standard output, as OTLP/JSON.
+    Console,
+    /// Nowhere: no push.
+    None,
+}
+
+fn exporter(text: &str) -> Result<Exporter, Invalid> {
     match text {
-        "otlp" => Ok(None),
-        "console" => Ok(Some(true)),
-        "none" => Ok(Some(false)),
-        other => {
-            let listing = "exporters: otlp (the collector), console (OTLP/JSON on standard output), none (no push; /metrics still serves)";
-            let hint = match did_you_mean(other, NAMES) {
-                Some(close) => format!("did you mean `{close}`? {listing}"),
-                None => listing.to_owned(),
-            };
-            Err(invalid(
-                format!("unknown metrics exporter {}", quote(other)),
-                hint,
-            ))
-        }
+        "otlp" => Ok(Exporter::Otlp),
+        "console" => Ok(Exporter::Console),
+        "none" => Ok(Exporter::None),
+        other => Err(unknown(
+            "metrics exporter",
+            other,
+            ["otlp", "console", "none"],
+            "exporters: otlp (the collector), console (OTLP/JSON on standard output), none (no push; /metrics still serves)",
+        )),
     }
+}
+
+/// `other` is no `what`: the closest of `names`, and `listing`.
+fn unknown<'a>(
+    what: &str,
+    other: &str,
+    names: impl IntoIterator<Item = &'a str>,
+    listing: &str,
+) -> Invalid {
+    let hint = match did_you_mean(other, names) {
+        Some(close) => format!("did you mean `{close}`? {listing}"),
+        None => listing.to_owned(),
+    };
+    invalid(format!("unknown {what} {}", quote(other)), hint)
 }
 
 fn protocol(text: &str) -> Result<OtlpProtocol, Invalid> {
@@ -166,17 +182,12 @@ fn protocol(text: &str) -> Result<OtlpProtocol, Invalid> {
             "OTLP protocol \"http/json\" is not supported".to_owned(),
             "use `grpc` or `http/protobuf`; every collector accepts both",
         )),
-        other => {
-            let listing = "protocols: grpc, http/protobuf";
-            let hint = match did_you_mean(other, OtlpProtocol::NAMES) {
-                Some(close) => format!("did you mean `{close}`? {listing}"),
-                None => listing.to_owned(),
-            };
-            Err(invalid(
-                format!("unknown OTLP protocol {}", quote(other)),
-                hint,
-            ))
-        }
+        other => Err(unknown(
+            "OTLP protocol",
+            other,
+            OtlpProtocol::NAMES,
+            "protocols: grpc, http/protobuf",
+        )),
     }
 }
 
@@ -399,9 +410,9 @@ pub fn resolve(
     };
     let console = match var(&["OTEL_METRICS_EXPORTER"]) {
         Some((name, v)) => match exporter(v.trim()).map_err(|e| from_env(name, e))? {
-            Some(true) => true,
-            Some(false) => return Ok(None),
-            None => false,
+            Exporter::Console => true,
+            Exporter::None => return Ok(None),
+            Exporter::Otlp => false,
         },
         None => false,
     };

@@ -270,26 +270,19 @@ impl Chunker<'_> {
         (identity, point)
     }
 
-    /// Bytes that adding a point of `identity` and `family` to the request
-    /// being filled takes besides the point itself: its resource and its
-    /// metric, where the request has them not yet.
-    fn overhead(&self, identity: &Identity, family: &Family) -> usize {
-        let (resource, new_metric) = match self.index.get(identity) {
-            Some(&at) => (0, self.resources[at].open != Some(self.family)),
+    /// Bytes that adding a point of `identity` to the request being filled
+    /// takes besides the point itself: its resource and its metric (of
+    /// `metric_bytes`), where the request has them not yet.
+    fn overhead(&self, identity: &Identity, metric_bytes: usize) -> usize {
+        match self.index.get(identity) {
+            Some(&at) if self.resources[at].open == Some(self.family) => 0,
+            Some(_) => metric_bytes,
             None => {
                 let empty = self.batcher.resource_metrics(identity, Vec::new());
                 // Its own prefix and that of its ScopeMetrics can grow.
-                (framed(empty.encoded_len()) + 2 * LENGTH_GROWTH, true)
+                framed(empty.encoded_len()) + 2 * LENGTH_GROWTH + metric_bytes
             }
-        };
-        // The metric's own length prefix and that of its Sum/Gauge can
-        // both grow as points are added.
-        let metric = if new_metric {
-            framed(metric(family, Vec::new()).encoded_len()) + 2 * LENGTH_GROWTH
-        } else {
-            0
-        };
-        resource + metric
+        }
     }
 
     /// Adds `point` to the metric of `family` in the resource of
@@ -387,13 +380,16 @@ impl Visitor for Chunker<'_> {
     ) -> Result<(), Infallible> {
         self.family += 1;
         let cumulative = family.kind == Kind::Counter;
+        // An empty metric of this family; its own length prefix and that
+        // of its Sum/Gauge can both grow as points are added.
+        let metric_bytes = framed(metric(family, Vec::new()).encoded_len()) + 2 * LENGTH_GROWTH;
         for point in points {
             let (identity, point) = self.data_point(&point, cumulative);
             let bytes = framed(point.encoded_len());
-            let mut cost = self.overhead(&identity, family) + bytes;
+            let mut cost = self.overhead(&identity, metric_bytes) + bytes;
             if self.used + cost > self.batcher.limit && self.points > 0 {
                 self.finish();
-                cost = self.overhead(&identity, family) + bytes;
+                cost = self.overhead(&identity, metric_bytes) + bytes;
             }
             self.used += cost;
             self.add(identity, family, point);
