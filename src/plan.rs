@@ -117,6 +117,9 @@ pub struct SampledSpec {
     /// Distinct value combinations per cgroup before the rest goes to
     /// `other`.
     pub max_series: usize,
+    /// The position in `fields` of a syscall number whose name its series
+    /// also carry (as the `syscall` label).
+    pub syscall_name: Option<usize>,
     /// The fields its filter compares, as the format lays them out: what a
     /// backend that evaluates the filter itself reads.
     pub filter_fields: Vec<Field>,
@@ -528,7 +531,10 @@ fn plan_tracepoint(
             Some(field) => Ok((field_label(name), field.clone())),
             None => Err(unknown_field(def, name, &format)),
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(at) = def.syscall_name {
+        fields::check_syscall_field(def, fields.get(at).map(|(_, field)| field))?;
+    }
     Ok(Ok(Planned::Sampled(SampledSpec {
         label: event.label,
         attr: event.attr,
@@ -541,6 +547,7 @@ fn plan_tracepoint(
         filter,
         fields,
         max_series: def.max_series,
+        syscall_name: def.syscall_name,
     })))
 }
 

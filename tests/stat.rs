@@ -292,6 +292,42 @@ fn a_config_file_gives_the_events() {
     );
 }
 
+#[test]
+fn counts_split_by_a_field_are_shown_under_their_total_with_syscall_names() {
+    let mut config = tempfile::NamedTempFile::new().expect("temp file");
+    std::io::Write::write_all(
+        &mut config,
+        b"tracepoints:\n  - {name: raw_syscalls:sys_enter, by: [id], syscall_name: id, as: calls}\n",
+    )
+    .expect("write config");
+    let path = config.path().to_str().expect("UTF-8 path");
+    let (text, cgroup) = stat_command(&["--config.file", path], &getppid_command(321));
+    let getppid = format!("calls{{id={},syscall=getppid}}", libc::SYS_getppid);
+    assert_eq!(summary_line(&text, &getppid, &cgroup)[0], "321", "{text}");
+    // Every other line of the split is a named syscall, and they add up to
+    // the total.
+    let total: u64 = summary_line(&text, "calls", &cgroup)[0]
+        .replace(',', "")
+        .parse()
+        .expect("a count");
+    let parts: Vec<(String, u64)> = text
+        .lines()
+        .filter_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let split = words.get(1)?.strip_prefix("calls{")?;
+            Some((split.to_owned(), words[0].replace(',', "").parse().ok()?))
+        })
+        .collect();
+    assert!(parts.len() > 1, "{text}");
+    assert!(
+        parts
+            .iter()
+            .all(|(split, _)| !split.contains("syscall=syscall_")),
+        "a number without a name:\n{text}"
+    );
+    assert_eq!(parts.iter().map(|(_, n)| n).sum::<u64>(), total, "{text}");
+}
+
 /// The status as a shell shows it: the exit code, or 128 + the signal.
 fn shell_status(status: ExitStatus) -> i32 {
     status

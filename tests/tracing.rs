@@ -156,6 +156,44 @@ cgroups:
 }
 
 #[test]
+fn syscalls_split_by_number_carry_their_names() {
+    const N: u64 = 777;
+    let cg = TestCgroup::create("cgperf-tracing-syscall-names");
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms
+tracepoints:
+  - {{name: raw_syscalls:sys_enter, by: [id], syscall_name: id, as: calls}}
+cgroups:
+  - path: {}
+",
+        cg.rel
+    )));
+    // Its loss counter appears when the cgroup is counted.
+    exporter.wait_for("the test cgroup counted", |b| {
+        let labels = [("cgroup", cg.rel.as_str()), ("event", "calls")];
+        value(b, "cgperf_events_lost_total", &labels).is_some()
+    });
+    getppid_workload(Some(&cg.dir), N);
+    let getppid = libc::SYS_getppid.to_string();
+    let labels = [
+        ("cgroup", cg.rel.as_str()),
+        ("event", "calls"),
+        ("id", getppid.as_str()),
+        ("syscall", "getppid"),
+    ];
+    let body = exporter.wait_for("getppid by name", |b| {
+        value(b, "cgperf_events_total", &labels) == Some(N as f64)
+    });
+    // Every number the workload used (exit_group, ...) has its name.
+    let all = series(&body, &cg.rel, "calls");
+    assert!(all.len() > 1, "{body}");
+    for (labels, _) in &all {
+        assert!(labels.contains("syscall=\""), "{labels}");
+        assert!(!labels.contains("syscall=\"syscall_"), "{labels}");
+    }
+}
+
+#[test]
 fn values_beyond_max_series_fold_into_other() {
     let cg = TestCgroup::create("cgperf-tracing-other");
     let exporter = Exporter::start(Some(&format!(

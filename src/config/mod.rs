@@ -219,6 +219,10 @@ pub struct TracepointDef {
     /// For `by:` counts: distinct value combinations per cgroup before the
     /// rest is counted under `other`.
     pub max_series: usize,
+    /// The position in `by` of the field that holds a syscall number
+    /// (`syscall_name:`): its series also get a `syscall` label with the
+    /// name this architecture gives that number.
+    pub syscall_name: Option<usize>,
     /// Where the entry was written.
     pub origin: Origin,
 }

@@ -83,6 +83,8 @@ pub(crate) struct RawTracepointEntry {
     pub by: Option<TextList>,
     /// Signed, so that `0` or `-1` get a positioned range error.
     pub max_series: Option<Spanned<i64>>,
+    /// The `by:` field that holds a syscall number.
+    pub syscall_name: Option<Text>,
 }
 
 impl<'de> Deserialize<'de> for RawTracepoint {

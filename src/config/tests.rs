@@ -1392,6 +1392,10 @@ cgroups:
     let by = &config.tracepoints[2];
     assert_eq!(by.by, ["which"]);
     assert_eq!(by.max_series, 7);
+    assert_eq!(by.syscall_name, None);
+    let named =
+        ok("tracepoints:\n  - {name: raw_syscalls:sys_enter, by: [cpu, id], syscall_name: id}\n");
+    assert_eq!(named.tracepoints[0].syscall_name, Some(1));
     assert_eq!(config.tracepoints[0].max_series, DEFAULT_MAX_SERIES);
     let probes: Vec<&str> = config.probes.iter().map(|p| p.label.as_str()).collect();
     assert_eq!(probes, ["malloc_calls", "openat2_calls"]);
@@ -1457,6 +1461,24 @@ fn tracepoint_entry_errors() {
         Some((2, 40)),
         &["field \"a\" is listed twice in `by`"],
         "remove the duplicate",
+    );
+    check(
+        "tracepoints:\n  - {name: raw_syscalls:sys_enter, syscall_name: id}\n",
+        Some((2, 50)),
+        &["`syscall_name` applies only to counts split `by:` fields"],
+        "by: [id], syscall_name: id",
+    );
+    check(
+        "tracepoints:\n  - {name: raw_syscalls:sys_enter, by: [id], syscall_name: nr}\n",
+        Some((2, 60)),
+        &["`syscall_name` names \"nr\", which is not among the `by:` fields"],
+        "holds the syscall number",
+    );
+    check(
+        "tracepoints:\n  - {name: x:y, by: [nr, syscall], syscall_name: nr}\n",
+        Some((2, 50)),
+        &["already has a field of that name"],
+        "remove `syscall_name:`",
     );
     check(
         "tracepoints:\n  - {name: sched:sched_switch, max_series: 5}\n",

@@ -13,7 +13,7 @@ use super::validate::Validator;
 use super::{
     DEFAULT_MAX_SERIES, MAX_RING_PAGES, MAX_SERIES_LIMIT, Origin, ProbeDef, TracepointDef,
 };
-use crate::events::ProbeSpec;
+use crate::events::{ProbeSpec, SYSCALL_LABEL};
 
 /// Longest filter: the kernel copies at most a page of filter text.
 const MAX_FILTER_BYTES: usize = 4095;
@@ -54,6 +54,7 @@ impl Validator<'_> {
                         filter: None,
                         by: Vec::new(),
                         max_series: DEFAULT_MAX_SERIES,
+                        syscall_name: None,
                         origin: self.origin(at),
                     };
                     (def, text)
@@ -109,6 +110,10 @@ impl Validator<'_> {
             Some(n) => self.max_series(n)?,
             None => DEFAULT_MAX_SERIES,
         };
+        let syscall_name = match &entry.syscall_name {
+            Some(text) => Some(self.syscall_field(text, &by)?),
+            None => None,
+        };
         let label_text = match entry.label {
             Some(label) => {
                 self.label(&label)?;
@@ -122,9 +127,38 @@ impl Validator<'_> {
             filter,
             by,
             max_series,
+            syscall_name,
             origin: self.origin(at),
         };
         Ok((def, label_text))
+    }
+
+    /// `syscall_name:`: which of the `by:` fields holds a syscall number.
+    fn syscall_field(&self, text: &Text, by: &[String]) -> Result<usize, ConfigError> {
+        if by.iter().any(|field| field == SYSCALL_LABEL) {
+            let message = format!(
+                "`syscall_name` adds a `{SYSCALL_LABEL}` label, and `by:` already has a field of that name"
+            );
+            return Err(self
+                .error(text.referenced, message)
+                .hint("remove `syscall_name:`; the field is exported under its own name"));
+        }
+        by.iter()
+            .position(|field| *field == text.value)
+            .ok_or_else(|| {
+                let message = if by.is_empty() {
+                    "`syscall_name` applies only to counts split `by:` fields".to_owned()
+                } else {
+                    format!(
+                        "`syscall_name` names {}, which is not among the `by:` fields",
+                        quote(&text.value)
+                    )
+                };
+                self.error(text.referenced, message).hint(
+                    "name the `by:` field that holds the syscall number, e.g. \
+                 `{name: raw_syscalls:sys_enter, by: [id], syscall_name: id}`",
+                )
+            })
     }
 
     fn filter(&self, text: &Text) -> Result<String, ConfigError> {

@@ -2,6 +2,7 @@
 
 use super::counting::Entry;
 use super::keys::{CgroupNames, GroupKeys};
+use crate::events::{SYSCALL_LABEL, syscall_name};
 use crate::ids::GroupId;
 use crate::plan::{GroupSpec, SampledSpec};
 use crate::snapshot::{CounterSample, GroupTimeSample, SeriesKey};
@@ -129,12 +130,18 @@ impl AllSeries {
         lost: Arc<[SeriesKey]>,
     ) {
         let group = GroupId::Tracepoints.shared_label();
+        let syscall_label: Arc<str> = SYSCALL_LABEL.into();
         for (values, n) in counts.series(spec.fields.len()) {
+            let syscall = spec
+                .syscall_name
+                .and_then(|at| values.get(at))
+                .map(|number| (syscall_label.clone(), Box::from(syscall_name(number))));
             let fields = spec
                 .fields
                 .iter()
                 .zip(values)
                 .map(|((name, _), value)| (name.clone(), Box::from(value)))
+                .chain(syscall)
                 .collect();
             let key = SeriesKey {
                 fields,

@@ -11,6 +11,7 @@ mod format;
 mod hardware;
 mod pmu;
 mod probe;
+mod syscall;
 mod tracepoint;
 
 use crate::suggest::did_you_mean;
@@ -21,6 +22,7 @@ pub(crate) use hardware::known_names;
 pub use probe::{
     HeldBinary, ProbeError, ProbeKind, ProbeProblem, ProbeSpec, ProbeSyntaxError, ResolvedProbe,
 };
+pub use syscall::{SYSCALL_LABEL, syscall_name};
 pub use tracepoint::{NAME_MAX, TracepointName, TracepointProblem, parse_tracepoint};
 
 /// Where the kernel describes its PMUs (one directory per PMU, with `type`,

@@ -4,7 +4,7 @@
 //! (it gives only an errno).
 
 use crate::config::{ConfigError, TracepointDef};
-use crate::events::TracepointFormat;
+use crate::events::{Field, FieldKind, TracepointFormat};
 use crate::perf::Errno;
 use std::ffi::{CStr, CString};
 use std::sync::Arc;
@@ -86,6 +86,27 @@ pub(super) fn filter_fields(text: &str) -> impl Iterator<Item = &str> {
 fn field_listing(format: &TracepointFormat) -> String {
     let names: Vec<&str> = format.field_names().collect();
     format!("fields of this tracepoint: {}", names.join(", "))
+}
+
+/// Checks that the `syscall_name:` field is an integer: only a number can
+/// be looked up in the syscall table.
+pub(super) fn check_syscall_field(
+    def: &TracepointDef,
+    field: Option<&Field>,
+) -> Result<(), ConfigError> {
+    match field {
+        Some(field) if field.kind == FieldKind::Int => Ok(()),
+        Some(field) => Err(def
+            .origin
+            .error(format!(
+                "`syscall_name: {}` names a field of type `{}`, not a syscall number",
+                field.name, field.type_text
+            ))
+            .hint("name an integer field such as `id` of raw_syscalls:sys_enter")),
+        None => Err(def
+            .origin
+            .error("`syscall_name` names none of the `by:` fields")),
+    }
 }
 
 pub(super) fn unknown_field(

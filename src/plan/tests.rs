@@ -277,6 +277,27 @@ fn a_filter_the_kernel_rejects_is_a_config_error_at_its_entry() {
 }
 
 #[test]
+fn a_syscall_name_must_come_from_an_integer_field() {
+    let yaml = |field: &str| {
+        format!(
+            "tracepoints:\n  - {{name: sched:sched_switch, by: [prev_comm, prev_pid], \
+             syscall_name: {field}, as: s}}\n"
+        )
+    };
+    let probe = FakeProbe::refusing(&[]);
+    let err = plan(&yaml("prev_comm"), &probe).unwrap_err();
+    assert_eq!((err.line, err.column), (Some(2), Some(5)), "{err}");
+    assert!(
+        err.message.contains(
+            "`syscall_name: prev_comm` names a field of type `char[16]`, not a syscall number"
+        ),
+        "{err}"
+    );
+    let plan = plan(&yaml("prev_pid"), &probe).unwrap();
+    assert_eq!(plan.sampled_for(&[0])[0].syscall_name, Some(1));
+}
+
+#[test]
 fn a_mechanism_that_cannot_ask_leaves_the_filter_unjudged() {
     // The probe cgroup gone between the two opens: not the filter's fault.
     #[derive(Debug, Default)]

@@ -29,7 +29,9 @@ EVENTS are perf's names (see `cgperf list`), separated by commas. The events of 
 that are not tracepoints form one group, scheduled together; a `subsystem:name` that \
 exists in tracefs is counted as a tracepoint. Without -e (and without --config.file): \
 task-clock, context-switches, cpu-migrations, page-faults, and, as a second group, \
-cycles and instructions. --config.file counts that config's groups and tracepoints.\n\n\
+cycles and instructions. --config.file counts that config's groups and tracepoints; a \
+tracepoint counted `by:` fields shows, under its total, one line per value combination \
+(e.g. `calls{id=110,syscall=getppid}`), most counted first.\n\n\
 The counts go to stdout: value (msec for task-clock and cpu-clock), event, cgroup, a \
 rate after `#` (CPUs utilized for clocks, insn per cycle, else per second of task-clock, \
 as perf prints them), and, when the kernel had to multiplex the group, the share of the time \

@@ -28,6 +28,7 @@ pub fn build(
                 filter: None,
                 by: Vec::new(),
                 max_series: config::DEFAULT_MAX_SERIES,
+                syscall_name: None,
                 origin: Origin {
                     source: "-e".to_owned(),
                     line: 1,

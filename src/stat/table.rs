@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::snapshot::{Snapshot, Support};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
 
 /// Where the rate comment starts, so that `(NN.NN%)` lines up after it.
@@ -61,15 +61,33 @@ pub struct Counts {
     values: HashMap<(GroupKey, String), (f64, bool)>,
     /// Group key → (enabled seconds, running seconds).
     times: HashMap<GroupKey, (f64, f64)>,
+    /// `(group key, event)` → the counts of a `by:` tracepoint per value
+    /// combination (`id=110,syscall=getppid`), whose sum `values` holds.
+    parts: HashMap<(GroupKey, String), BTreeMap<String, f64>>,
 }
 
 impl Counts {
     /// The totals of a snapshot; series of one event that differ only in
-    /// other labels are summed.
+    /// other labels are summed, and those split `by:` fields are also kept
+    /// apart in `parts`.
     pub fn of(snapshot: &Snapshot) -> Self {
         let mut values: HashMap<(GroupKey, String), (f64, bool)> = HashMap::new();
+        let mut parts: HashMap<(GroupKey, String), BTreeMap<String, f64>> = HashMap::new();
         for c in &snapshot.counters {
             let key = (c.cgroup.to_string(), c.group.to_string(), c.cpu);
+            if !c.fields.is_empty() {
+                let part = c
+                    .fields
+                    .iter()
+                    .map(|(name, value)| format!("{name}={value}"))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                *parts
+                    .entry((key.clone(), c.event.to_string()))
+                    .or_default()
+                    .entry(part)
+                    .or_default() += c.value;
+            }
             let total = values
                 .entry((key, c.event.to_string()))
                 .or_insert((0.0, c.clock));
@@ -83,7 +101,11 @@ impl Counts {
                 (key, (t.enabled_seconds, t.running_seconds))
             })
             .collect();
-        Self { values, times }
+        Self {
+            values,
+            times,
+            parts,
+        }
     }
 
     /// What was counted between `earlier` and these totals. A series that
@@ -105,7 +127,26 @@ impl Counts {
                 (key.clone(), (enabled - e0, running - r0))
             })
             .collect();
-        Self { values, times }
+        let parts = self
+            .parts
+            .iter()
+            .map(|(key, parts)| {
+                let before = earlier.parts.get(key);
+                let delta = parts
+                    .iter()
+                    .map(|(part, value)| {
+                        let was = before.and_then(|b| b.get(part)).copied().unwrap_or(0.0);
+                        (part.clone(), value - was)
+                    })
+                    .collect();
+                (key.clone(), delta)
+            })
+            .collect();
+        Self {
+            values,
+            times,
+            parts,
+        }
     }
 
     /// The cgroups counted, sorted.
@@ -170,11 +211,48 @@ pub fn lines(
             for &cpu in cpus {
                 if let Some(line) = line(row, counts, cgroup, cpu, elapsed) {
                     out.push(line);
+                    out.extend(part_lines(row, counts, cgroup, cpu, elapsed));
                 }
             }
         }
     }
     out
+}
+
+/// The lines of a `by:` tracepoint's value combinations under its total,
+/// `event{field=value,...}`, most counted first; none that counted nothing
+/// in the period.
+fn part_lines(
+    row: &Row,
+    counts: &Counts,
+    cgroup: &str,
+    cpu: Option<u32>,
+    elapsed: f64,
+) -> Vec<Line> {
+    let key = (
+        (cgroup.to_string(), row.group.clone(), cpu),
+        row.event.clone(),
+    );
+    let Some(parts) = counts.parts.get(&key) else {
+        return Vec::new();
+    };
+    let mut parts: Vec<(&String, f64)> = parts
+        .iter()
+        .map(|(part, v)| (part, *v))
+        .filter(|(_, v)| *v > 0.0)
+        .collect();
+    parts.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    parts
+        .into_iter()
+        .map(|(part, value)| Line {
+            cpu,
+            shown: Shown::Count(value),
+            event: format!("{}{{{part}}}", row.event),
+            cgroup: cgroup.to_string(),
+            note: note(&row.event, value, false, counts, cgroup, cpu, elapsed),
+            share: None,
+        })
+        .collect()
 }
 
 fn line(row: &Row, counts: &Counts, cgroup: &str, cpu: Option<u32>, elapsed: f64) -> Option<Line> {
@@ -311,6 +389,7 @@ mod tests {
                 .map(|(g, e, v, c)| ((key(g), e.to_string()), (*v, *c)))
                 .collect(),
             times: times.iter().map(|(g, e, r)| (key(g), (*e, *r))).collect(),
+            parts: HashMap::new(),
         }
     }
 
@@ -431,6 +510,57 @@ mod tests {
         );
         assert_eq!(lines[0].shown, Shown::Count(10.0));
         assert_eq!(lines[0].note, "");
+    }
+
+    #[test]
+    fn by_field_counts_follow_their_total_most_counted_first() {
+        let mut c = counts(
+            &[
+                ("tracepoints", "s", 10.0, false),
+                ("g", "task-clock", 1.0, true),
+            ],
+            &[("g", 1.0, 1.0)],
+        );
+        let key = (
+            ("/a".to_string(), "tracepoints".to_string(), None),
+            "s".to_string(),
+        );
+        let parts = [
+            ("id=0,syscall=read", 3.0),
+            ("id=110,syscall=getppid", 7.0),
+            ("id=1,syscall=write", 0.0),
+        ];
+        c.parts.insert(
+            key.clone(),
+            parts.iter().map(|(p, v)| (p.to_string(), *v)).collect(),
+        );
+        let mut earlier = c.clone();
+        earlier.values.clear();
+        earlier
+            .parts
+            .insert(key, [("id=0,syscall=read".to_string(), 1.0)].into());
+        for (counts, read) in [(c.clone(), 3.0), (c.since(&earlier), 2.0)] {
+            let lines = lines(
+                &[row("tracepoints", "s")],
+                &counts,
+                &["/a".into()],
+                &[None],
+                1.0,
+            );
+            let shown: Vec<(&str, Shown, String)> = lines
+                .iter()
+                .map(|l| (l.event.as_str(), l.shown, l.note.clone()))
+                .collect();
+            let note = |v: f64| format!("# {v:8.3} /sec");
+            assert_eq!(
+                shown,
+                [
+                    ("s", Shown::Count(10.0), note(10.0)),
+                    ("s{id=110,syscall=getppid}", Shown::Count(7.0), note(7.0)),
+                    ("s{id=0,syscall=read}", Shown::Count(read), note(read)),
+                ]
+            );
+        }
     }
 
     #[test]
