@@ -227,3 +227,45 @@ fn a_100000_character_event_name_is_not_echoed_whole() {
     );
     assert!(err.len() < 1_000, "{} bytes of error", err.len());
 }
+
+#[test]
+fn every_mistake_is_reported_in_one_pass_in_file_order() {
+    // Seven independent mistakes, in sections checked in another order;
+    // the selector names the broken group `a` too, and is not blamed for
+    // `a`'s own mistake.
+    let err = rejected(
+        "interval: 1 sec\n\
+         groups:\n  a: [task-clokc]\n  b: [cycles, cycles]\n\
+         tracepoints:\n  - sched\n  - {name: x:y, as: \"bad label\"}\n\
+         cgroups:\n  - {path: /, groups: [a, c]}\n\
+         backend: bfp\n",
+    );
+    let positions: Vec<&str> = err
+        .lines()
+        .filter(|l| !l.starts_with("  hint: "))
+        .filter_map(|l| l.split_once(".yaml:")?.1.split_once(": ").map(|(at, _)| at))
+        .collect();
+    assert_eq!(
+        positions,
+        ["1:11", "3:7", "4:15", "6:5", "7:21", "9:27", "10:10"],
+        "{err}"
+    );
+    assert_eq!(err.matches("  hint: ").count(), 7, "{err}");
+    assert!(err.contains("undefined group \"c\""), "{err}");
+    assert!(!err.contains("undefined group \"a\""), "{err}");
+}
+
+#[test]
+fn a_thousand_mistakes_show_the_first_twenty_and_a_count() {
+    let events = vec!["nosuchevent"; 1000].join(", ");
+    let err = rejected(&format!("groups:\n  a: [{events}]\n"));
+    assert_eq!(
+        err.matches("unknown event `nosuchevent`").count(),
+        20,
+        "{err}"
+    );
+    assert!(
+        err.ends_with("and 980 more mistakes after these\n"),
+        "{err}"
+    );
+}

@@ -25,6 +25,10 @@ pub struct ConfigError {
     pub message: String,
     /// How to fix it, when there is something useful to say.
     pub hint: Option<String>,
+    /// The other mistakes found in the same file, in file order.
+    pub others: Vec<ConfigError>,
+    /// How many of `others` are shown; past them, only their number.
+    shown_others: usize,
 }
 
 impl ConfigError {
@@ -36,7 +40,18 @@ impl ConfigError {
             column: None,
             message: message.into(),
             hint: None,
+            others: Vec::new(),
+            shown_others: 0,
         }
+    }
+
+    /// This error followed by `others`, of which the first
+    /// `max_shown - 1` are shown (a file of thousands of mistakes must not
+    /// bury the first under them).
+    pub(crate) fn with_others(mut self, others: Vec<ConfigError>, max_shown: usize) -> Self {
+        self.shown_others = others.len().min(max_shown.saturating_sub(1));
+        self.others = others;
+        self
     }
 
     /// Positions the error at `location`, unless the parser did not know it
@@ -74,6 +89,18 @@ impl ConfigError {
         if let Some(hint) = &self.hint {
             out.push_str("\n  hint: ");
             out.push_str(hint);
+        }
+        for other in &self.others[..self.shown_others] {
+            out.push('\n');
+            out.push_str(&other.render());
+        }
+        let unshown = self.others.len() - self.shown_others;
+        if unshown > 0 {
+            out.push_str(&format!(
+                "\n{}: and {unshown} more mistake{} after these",
+                self.source_name,
+                if unshown == 1 { "" } else { "s" }
+            ));
         }
         out
     }

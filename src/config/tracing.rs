@@ -23,6 +23,13 @@ const LABEL_HINT: &str = "`as:` names become the `event` label and must match \
 const FIELD_HINT: &str = "`by:` lists field names of the tracepoint, as in its format file \
                           (/sys/kernel/tracing/events/SUBSYSTEM/NAME/format), e.g. `by: [which]`";
 
+/// A tracepoint entry and where its label was written.
+struct Labelled {
+    def: TracepointDef,
+    label: String,
+    label_at: Location,
+}
+
 impl Validator<'_> {
     fn origin(&self, at: Location) -> Origin {
         Origin {
@@ -32,14 +39,28 @@ impl Validator<'_> {
         }
     }
 
-    /// The top-level `tracepoints:` list.
-    pub(super) fn tracepoints(
-        &self,
-        list: Vec<Spanned<RawTracepoint>>,
-    ) -> Result<Vec<TracepointDef>, ConfigError> {
+    /// The top-level `tracepoints:` list; a broken entry is reported and
+    /// left out.
+    pub(super) fn tracepoints(&self, list: Vec<Spanned<RawTracepoint>>) -> Vec<TracepointDef> {
         let mut defs: Vec<TracepointDef> = Vec::with_capacity(list.len());
         let mut labels: Vec<(String, Location)> = Vec::with_capacity(list.len());
         for item in list {
+            if let Some(def) = self.keep(self.tracepoint_item(item, &labels)) {
+                labels.push((def.label.clone(), def.label_at));
+                defs.push(def.def);
+            }
+        }
+        defs
+    }
+
+    /// One entry of `tracepoints:`, unless its label is one of `labels`
+    /// already.
+    fn tracepoint_item(
+        &self,
+        item: Spanned<RawTracepoint>,
+        labels: &[(String, Location)],
+    ) -> Result<Labelled, ConfigError> {
+        {
             let at = item.referenced;
             let (def, label_text) = match item.value {
                 RawTracepoint::Name(name) => {
@@ -77,10 +98,12 @@ impl Validator<'_> {
                      several times with different filters or `by:` fields",
                 ));
             }
-            labels.push((def.label.clone(), label_text.referenced));
-            defs.push(def);
+            Ok(Labelled {
+                label: def.label.clone(),
+                label_at: label_text.referenced,
+                def,
+            })
         }
-        Ok(defs)
     }
 
     /// One `- name: ...` entry; returns it and the text its label came from.
@@ -234,14 +257,27 @@ impl Validator<'_> {
         Err(self.error(text.referenced, message).hint(LABEL_HINT))
     }
 
-    /// The top-level `probes:` list.
-    pub(super) fn probes(
-        &self,
-        list: Vec<Spanned<RawProbe>>,
-    ) -> Result<Vec<ProbeDef>, ConfigError> {
+    /// The top-level `probes:` list; a broken entry is reported and left
+    /// out.
+    pub(super) fn probes(&self, list: Vec<Spanned<RawProbe>>) -> Vec<ProbeDef> {
         let mut defs = Vec::with_capacity(list.len());
         let mut labels: Vec<(String, Location)> = Vec::with_capacity(list.len());
         for item in list {
+            if let Some(def) = self.keep(self.probe(item, &mut labels)) {
+                defs.push(def);
+            }
+        }
+        defs
+    }
+
+    /// One entry of `probes:`; its label joins `labels` unless it is there
+    /// already.
+    fn probe(
+        &self,
+        item: Spanned<RawProbe>,
+        labels: &mut Vec<(String, Location)>,
+    ) -> Result<ProbeDef, ConfigError> {
+        {
             let at = item.referenced;
             let raw = item.value;
             let spec = match (&raw.uprobe, &raw.kprobe) {
@@ -272,14 +308,13 @@ impl Validator<'_> {
                     .hint("add e.g. `as: malloc_calls`; it becomes the `event` label"));
             };
             self.label(&label)?;
-            self.unique("probe name", "", &mut labels, label.value.clone(), &label)?;
-            defs.push(ProbeDef {
+            self.unique("probe name", "", labels, label.value.clone(), &label)?;
+            Ok(ProbeDef {
                 spec,
                 label: label.value,
                 origin: self.origin(at),
-            });
+            })
         }
-        Ok(defs)
     }
 
     fn probe_error(&self, text: &Text, error: &str) -> ConfigError {

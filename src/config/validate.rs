@@ -1,21 +1,26 @@
 //! Raw schema -> [`Config`]: every semantic rule, each failing with the
 //! position of the offending value and a hint.
 //!
-//! The first error wins: one precise error is more useful than a cascade of
-//! consequences of the same mistake.
+//! Every mistake is reported, not only the first: validation goes on past a
+//! bad value to the next section, group, event, entry or selector, so that a
+//! user fixes a file in one pass. Within one value the first problem wins,
+//! and a value that refers to a broken one (a selector naming a group whose
+//! events are wrong) is not blamed for it: a cascade of consequences of one
+//! mistake helps no one.
 
 use serde_saphyr::{Location, Spanned};
 
 use super::cgroup::{CgroupPattern, PatternError};
 use super::duration::{MAX_INTERVAL, MIN_INTERVAL, human, parse_duration};
 use super::error::{ConfigError, about, quote, sanitize};
-use super::schema::{RawConfig, RawGroups, RawSelector, Text, TextList};
+use super::schema::{RawConfig, RawGroups, RawSelector, RawTracepoint, Text, TextList};
 use super::{
     BACKEND_HINT, BackendChoice, CgroupSelector, Config, DEFAULT_INTERVAL, DEFAULT_RING_PAGES,
-    GroupDef, MAX_CGROUPS_LIMIT, ProbeDef, RESERVED_GROUPS, TracepointDef,
+    GroupDef, MAX_CGROUPS_LIMIT, RESERVED_GROUPS,
 };
 use crate::events::{Event, TracepointName, parse_event, parse_tracepoint};
 use crate::suggest::did_you_mean;
+use std::cell::RefCell;
 
 use crate::labels::Extractor;
 
@@ -34,36 +39,42 @@ const NOTHING_HINT: &str = "add a group, e.g. `groups: {sched: [task-clock, cont
                             or a probe, e.g. `probes: [{uprobe: /bin/bash:readline, as: readline}]`";
 
 pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigError> {
-    let v = Validator { source };
-    let interval = match raw.interval {
-        Some(text) => v.interval(&text)?,
-        None => DEFAULT_INTERVAL,
+    let v = Validator {
+        source,
+        found: RefCell::new(Vec::new()),
     };
+    // The names as written, broken entries included: what selectors may
+    // refer to without being blamed for the entry's own mistake.
+    let written = Written::of(&raw);
+    let nothing = raw.groups.as_ref().is_none_or(|g| g.value.0.is_empty())
+        && raw.tracepoints.as_ref().is_none_or(|t| t.value.is_empty())
+        && raw.probes.as_ref().is_none_or(|p| p.value.is_empty());
+    let interval = raw
+        .interval
+        .and_then(|text| v.keep(v.interval(&text)))
+        .unwrap_or(DEFAULT_INTERVAL);
     let groups_at = raw.groups.as_ref().map(|g| g.referenced);
-    let groups = match raw.groups {
-        Some(groups) => v.groups(groups.value)?,
-        None => Vec::new(),
-    };
+    let groups = raw.groups.map(|g| v.groups(g.value)).unwrap_or_default();
     let tracepoints_at = raw.tracepoints.as_ref().map(|t| t.referenced);
-    let tracepoints = match raw.tracepoints {
-        Some(list) => v.tracepoints(list.value)?,
-        None => Vec::new(),
-    };
+    let tracepoints = raw
+        .tracepoints
+        .map(|list| v.tracepoints(list.value))
+        .unwrap_or_default();
     let probes_at = raw.probes.as_ref().map(|t| t.referenced);
-    let probes = match raw.probes {
-        Some(list) => v.probes(list.value)?,
-        None => Vec::new(),
-    };
-    let ring_pages = match raw.ring_pages {
-        Some(n) => v.ring_pages(&n)?,
-        None => DEFAULT_RING_PAGES,
-    };
-    if groups.is_empty() && tracepoints.is_empty() && probes.is_empty() {
+    let probes = raw
+        .probes
+        .map(|list| v.probes(list.value))
+        .unwrap_or_default();
+    let ring_pages = raw
+        .ring_pages
+        .and_then(|n| v.keep(v.ring_pages(&n)))
+        .unwrap_or(DEFAULT_RING_PAGES);
+    if nothing {
         let message = "the config defines no groups, tracepoints or probes, \
                        so there is nothing to count";
-        return Err(ConfigError::new(source, message)
+        v.keep::<()>(Err(ConfigError::new(source, message)
             .at(groups_at.or(tracepoints_at).or(probes_at))
-            .hint(NOTHING_HINT));
+            .hint(NOTHING_HINT)));
     }
     let cgroups = match raw.cgroups {
         // The whole machine, with everything.
@@ -74,7 +85,7 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
             probes: probes.iter().map(|p| p.label.clone()).collect(),
         }],
         Some(list) if list.value.is_empty() => {
-            return Err(v
+            v.keep::<()>(Err(v
                 .error(
                     list.referenced,
                     "`cgroups` is empty, so nothing would be counted",
@@ -82,40 +93,32 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
                 .hint(
                     "list at least one selector, e.g. `- path: /`, \
                      or remove `cgroups:` to count the whole machine",
-                ));
+                )));
+            Vec::new()
         }
-        Some(list) => {
-            let mut selectors = Vec::with_capacity(list.value.len());
-            for (index, raw) in list.value.into_iter().enumerate() {
+        Some(list) => list
+            .value
+            .into_iter()
+            .enumerate()
+            .filter_map(|(index, raw)| {
                 let here = format!("`cgroups[{index}]`");
-                selectors.push(v.selector(
-                    &here,
-                    raw.referenced,
-                    raw.value,
-                    &groups,
-                    &tracepoints,
-                    &probes,
-                )?);
-            }
-            selectors
-        }
+                v.keep(v.selector(&here, raw.referenced, raw.value, &written))
+            })
+            .collect(),
     };
-    let max_cgroups = match raw.max_cgroups {
-        Some(n) => Some(v.max_cgroups(&n)?),
-        None => None,
-    };
-    let labels = match raw.labels {
-        Some(list) => v.labels(&list)?,
-        None => Vec::new(),
-    };
-    let otlp = match raw.otlp {
-        Some(section) => Some(super::otlp::validate_section(source, section.value)?),
-        None => None,
-    };
-    let backend = match raw.backend {
-        Some(text) => v.backend(&text)?,
-        None => BackendChoice::default(),
-    };
+    let max_cgroups = raw.max_cgroups.and_then(|n| v.keep(v.max_cgroups(&n)));
+    let labels = raw
+        .labels
+        .and_then(|list| v.keep(v.labels(&list)))
+        .unwrap_or_default();
+    let otlp = raw
+        .otlp
+        .and_then(|section| v.keep(super::otlp::validate_section(source, section.value)));
+    let backend = raw
+        .backend
+        .and_then(|text| v.keep(v.backend(&text)))
+        .unwrap_or_default();
+    v.finish()?;
     Ok(Config {
         interval,
         per_cpu: raw.per_cpu.unwrap_or(false),
@@ -131,11 +134,89 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
     })
 }
 
+/// Where a config's mistakes at most are shown: past them, a count.
+const MAX_SHOWN_ERRORS: usize = 20;
+
+/// The names a config's selectors may refer to, as written.
+struct Written {
+    groups: Vec<String>,
+    tracepoints: Vec<String>,
+    probes: Vec<String>,
+}
+
+impl Written {
+    /// Every group name, tracepoint label (`as:`, else the name) and probe
+    /// `as:` written in `raw`, valid or not.
+    fn of(raw: &RawConfig) -> Self {
+        let groups = raw.groups.as_ref().map_or_else(Vec::new, |g| {
+            g.value
+                .0
+                .iter()
+                .map(|(name, _)| name.value.clone())
+                .collect()
+        });
+        let tracepoints = raw.tracepoints.as_ref().map_or_else(Vec::new, |list| {
+            list.value
+                .iter()
+                .map(|item| match &item.value {
+                    RawTracepoint::Name(name) => name.clone(),
+                    RawTracepoint::Entry(entry) => {
+                        entry.label.as_ref().unwrap_or(&entry.name).value.clone()
+                    }
+                })
+                .collect()
+        });
+        let probes = raw.probes.as_ref().map_or_else(Vec::new, |list| {
+            list.value
+                .iter()
+                .filter_map(|item| item.value.label.as_ref().map(|l| l.value.clone()))
+                .collect()
+        });
+        Self {
+            groups,
+            tracepoints,
+            probes,
+        }
+    }
+}
+
 pub(super) struct Validator<'a> {
     pub(super) source: &'a str,
+    /// The mistakes found so far.
+    found: RefCell<Vec<ConfigError>>,
 }
 
 impl Validator<'_> {
+    /// The value of `result`, or `None` with its error kept for the report:
+    /// the caller goes on to the next value.
+    pub(super) fn keep<T>(&self, result: Result<T, ConfigError>) -> Option<T> {
+        match result {
+            Ok(value) => Some(value),
+            Err(error) => {
+                self.found.borrow_mut().push(error);
+                None
+            }
+        }
+    }
+
+    /// How many mistakes were found so far.
+    fn mistakes(&self) -> usize {
+        self.found.borrow().len()
+    }
+
+    /// `Ok` when nothing was found, else the first mistake in the file with
+    /// the others after it, in file order.
+    fn finish(self) -> Result<(), ConfigError> {
+        let mut found = self.found.into_inner();
+        // Sections are checked in a fixed order; the report follows the file.
+        found.sort_by_key(|e| (e.line.unwrap_or(0), e.column.unwrap_or(0)));
+        let mut found = found.into_iter();
+        match found.next() {
+            None => Ok(()),
+            Some(first) => Err(first.with_others(found.collect(), MAX_SHOWN_ERRORS)),
+        }
+    }
+
     pub(super) fn error(&self, at: Location, message: impl Into<String>) -> ConfigError {
         ConfigError::new(self.source, message).at(Some(at))
     }
@@ -233,16 +314,20 @@ impl Validator<'_> {
             .collect())
     }
 
-    fn groups(&self, raw: RawGroups) -> Result<Vec<GroupDef>, ConfigError> {
+    /// The groups; a broken one is reported and left out.
+    fn groups(&self, raw: RawGroups) -> Vec<GroupDef> {
         let mut groups = Vec::with_capacity(raw.0.len());
         for (name, events) in raw.0 {
-            self.group_name(&name)?;
-            groups.push(GroupDef {
-                events: self.group_events(&name.value, &events)?,
-                name: name.value,
-            });
+            let named = self.keep(self.group_name(&name));
+            let events = self.group_events(&name.value, &events);
+            if let (Some(()), Some(events)) = (named, events) {
+                groups.push(GroupDef {
+                    events,
+                    name: name.value,
+                });
+            }
         }
-        Ok(groups)
+        groups
     }
 
     fn group_name(&self, name: &Text) -> Result<(), ConfigError> {
@@ -274,15 +359,31 @@ impl Validator<'_> {
         Ok(())
     }
 
-    fn group_events(&self, group: &str, list: &TextList) -> Result<Vec<Event>, ConfigError> {
+    /// A group's events; `None` when any is wrong (each is reported).
+    fn group_events(&self, group: &str, list: &TextList) -> Option<Vec<Event>> {
         if list.value.is_empty() {
-            return Err(self
+            return self.keep(Err(self
                 .error(list.referenced, format!("group `{group}` has no events"))
-                .hint("list at least one event, e.g. `ipc: [cycles, instructions]`, or remove the group"));
+                .hint("list at least one event, e.g. `ipc: [cycles, instructions]`, or remove the group")));
         }
-        let context = format!(" in group `{group}`");
+        let before = self.mistakes();
         let mut events: Vec<(Event, Location)> = Vec::with_capacity(list.value.len());
         for item in &list.value {
+            self.keep(self.group_event(group, item, &mut events));
+        }
+        (self.mistakes() == before).then(|| events.into_iter().map(|(event, _)| event).collect())
+    }
+
+    /// One event of `group`, appended to `events` unless it is wrong or
+    /// one of them already.
+    fn group_event(
+        &self,
+        group: &str,
+        item: &Text,
+        events: &mut Vec<(Event, Location)>,
+    ) -> Result<(), ConfigError> {
+        let context = format!(" in group `{group}`");
+        {
             let event = parse_event(&item.value).map_err(|e| {
                 let message = syntax_message("event", &item.value, &e.to_string());
                 self.error(item.referenced, format!("in group `{group}`: {message}"))
@@ -304,9 +405,8 @@ impl Validator<'_> {
                     .error(item.referenced, message)
                     .hint("remove one of them"));
             }
-            self.unique("event", &context, &mut events, event, item)?;
+            self.unique("event", &context, events, event, item)
         }
-        Ok(events.into_iter().map(|(event, _)| event).collect())
     }
 
     pub(super) fn tracepoint(&self, item: &Text) -> Result<TracepointName, ConfigError> {
@@ -347,9 +447,7 @@ impl Validator<'_> {
         here: &str,
         at: Location,
         raw: RawSelector,
-        groups: &[GroupDef],
-        tracepoints: &[TracepointDef],
-        probes: &[ProbeDef],
+        written: &Written,
     ) -> Result<CgroupSelector, ConfigError> {
         let pattern_error =
             |text: &Text, e: PatternError| self.error(text.referenced, e.message).hint(e.hint);
@@ -380,18 +478,30 @@ impl Validator<'_> {
                     ));
             }
         };
-        let group_names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
-        let tracepoint_labels: Vec<&str> = tracepoints.iter().map(|t| t.label.as_str()).collect();
-        let probe_labels: Vec<&str> = probes.iter().map(|p| p.label.as_str()).collect();
-        let selected_groups = self.select(here, Kind::Group, raw.groups.as_ref(), &group_names)?;
+        fn names(list: &[String]) -> Vec<&str> {
+            list.iter().map(String::as_str).collect()
+        }
+        let before = self.mistakes();
+        let selected_groups = self.select(
+            here,
+            Kind::Group,
+            raw.groups.as_ref(),
+            &names(&written.groups),
+        );
         let selected_tracepoints = self.select(
             here,
             Kind::Tracepoint,
             raw.tracepoints.as_ref(),
-            &tracepoint_labels,
-        )?;
-        let selected_probes = self.select(here, Kind::Probe, raw.probes.as_ref(), &probe_labels)?;
-        if selected_groups.is_empty()
+            &names(&written.tracepoints),
+        );
+        let selected_probes = self.select(
+            here,
+            Kind::Probe,
+            raw.probes.as_ref(),
+            &names(&written.probes),
+        );
+        if self.mistakes() == before
+            && selected_groups.is_empty()
             && selected_tracepoints.is_empty()
             && selected_probes.is_empty()
         {
@@ -417,18 +527,39 @@ impl Validator<'_> {
 
     /// Resolves a selector's `groups:`, `tracepoints:` or `probes:` to names
     /// defined at the top level, in their order; absent means all of them.
+    /// Each name that is not defined, or listed twice, is reported.
     fn select(
         &self,
         here: &str,
         kind: Kind,
         list: Option<&TextList>,
         defined: &[&str],
-    ) -> Result<Vec<String>, ConfigError> {
+    ) -> Vec<String> {
         let Some(list) = list else {
-            return Ok(defined.iter().map(|name| (*name).to_owned()).collect());
+            return defined.iter().map(|name| (*name).to_owned()).collect();
         };
         let mut wanted: Vec<(&str, Location)> = Vec::with_capacity(list.value.len());
         for item in &list.value {
+            self.keep(self.wanted(here, kind, item, defined, &mut wanted));
+        }
+        defined
+            .iter()
+            .filter(|name| wanted.iter().any(|(w, _)| w == *name))
+            .map(|name| (*name).to_owned())
+            .collect()
+    }
+
+    /// One name of a selector's list, appended to `wanted` unless it is not
+    /// defined or already there.
+    fn wanted<'a>(
+        &self,
+        here: &str,
+        kind: Kind,
+        item: &'a Text,
+        defined: &[&str],
+        wanted: &mut Vec<(&'a str, Location)>,
+    ) -> Result<(), ConfigError> {
+        {
             let name = item.value.as_str();
             if !defined.contains(&name) {
                 let listing = if defined.is_empty() {
@@ -451,13 +582,8 @@ impl Validator<'_> {
                 };
                 return Err(self.error(item.referenced, message).hint(hint));
             }
-            self.unique(kind.noun(), &format!(" in {here}"), &mut wanted, name, item)?;
+            self.unique(kind.noun(), &format!(" in {here}"), wanted, name, item)
         }
-        Ok(defined
-            .iter()
-            .filter(|name| wanted.iter().any(|(w, _)| w == *name))
-            .map(|name| (*name).to_owned())
-            .collect())
     }
 }
 
