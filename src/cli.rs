@@ -3,6 +3,7 @@
 
 use crate::config;
 use crate::daemon::{Daemon, Endpoint, Options};
+use crate::exporter::cadvisor::Compat;
 use crate::exporter::web::{self, ListenAddress, WebConfig};
 use crate::{check, deadline, reload};
 use anyhow::Context;
@@ -67,6 +68,14 @@ pub struct Cli {
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536)
     )]
     max_connections: usize,
+
+    /// Also serve another exporter's metric families on /metrics, so that
+    /// its dashboards and alerts work unchanged. `cadvisor`: cAdvisor's
+    /// container_perf_events_total and container_perf_events_scaling_ratio,
+    /// with its labels (id, name, image, container, pod, namespace, cpu,
+    /// event). Repeatable.
+    #[arg(long = "compat", value_name = "EXPORTER", value_enum)]
+    compat: Vec<Compat>,
 
     /// The container runtime's CRI socket, asked for pod, namespace,
     /// container and image names of pod and container cgroups (when the
@@ -168,6 +177,7 @@ pub fn main() -> ExitCode {
             web_config_file: cli.web_config_file,
             web_config,
             max_connections: cli.max_connections,
+            compat: cli.compat,
         };
         let cri_sockets = if cli.cri_sockets.is_empty() {
             crate::cri::DEFAULT_SOCKETS

@@ -9,6 +9,7 @@ use crate::config::{Config, OtlpConfig};
 use crate::cri::Names;
 use crate::discovery::{CgroupFs, Discovery};
 use crate::engine::{self, Control, Engine, FdBudget};
+use crate::exporter::cadvisor::Compat;
 use crate::exporter::families::SelfMetrics;
 use crate::exporter::otlp::{self, OtlpStats};
 use crate::exporter::web::{self, ListenAddress, WebConfig};
@@ -51,6 +52,8 @@ pub struct Endpoint {
     pub web_config: WebConfig,
     /// `--web.max-connections`.
     pub max_connections: usize,
+    /// `--compat`: other exporters' families `/metrics` shows as well.
+    pub compat: Vec<Compat>,
 }
 
 /// Everything the daemon runs on, from the command line and the config.
@@ -129,6 +132,7 @@ impl Daemon {
             web_config_file,
             web_config,
             max_connections,
+            compat,
         } = endpoint;
         if !telemetry_path.starts_with('/') || telemetry_path == "/" {
             anyhow::bail!(
@@ -249,6 +253,7 @@ impl Daemon {
         let exposition = Arc::new(Exposition::with_self_metrics(
             latest.clone(),
             others.collect(),
+            &compat,
         ));
         Ok(Daemon {
             serving: Serving {

@@ -839,7 +839,8 @@ fn pods_and_containers_get_their_names_from_the_runtime_and_counting_survives_it
     ));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
     cmd.arg(format!("--config.file={}", config.path().display()))
-        .arg(format!("--cri.socket={}", containerd.socket().display()));
+        .arg(format!("--cri.socket={}", containerd.socket().display()))
+        .arg("--compat=cadvisor");
     let exporter = Exporter::spawn(cmd);
 
     let mut cri = Cri::connect(&containerd.socket());
@@ -894,6 +895,24 @@ fn pods_and_containers_get_their_names_from_the_runtime_and_counting_survives_it
     });
     let body = exporter.scrape();
     assert_eq!(value(&body, "cgperf_cri_failures_total", &[]), Some(0.0));
+    // cAdvisor's series of the container carry the same names under its
+    // labels, and the same count.
+    let cadvisor = [
+        ("id", work_cgroup.as_str()),
+        ("name", work.as_str()),
+        ("image", WORKLOAD),
+        ("container", "work"),
+        ("pod", "counter"),
+        ("namespace", "cgperf-test"),
+        ("cpu", ""),
+        event,
+    ];
+    let counted = value(&body, "cgperf_events_total", &work_series).expect("work series");
+    assert_eq!(
+        value(&body, "container_perf_events_total", &cadvisor),
+        Some(counted),
+        "{body}"
+    );
 
     // The runtime stops; its containers run on. A pod cgroup that appears
     // now cannot be named: the failure is counted and it keeps its UID.

@@ -4,10 +4,9 @@
 
 mod common;
 
+use common::prometheus::{Prometheus, encode};
 use common::*;
 use serde::Deserialize;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[derive(Deserialize)]
@@ -209,110 +208,6 @@ fn dashboard_is_well_formed_for_grafana() {
             }
         }
     }
-}
-
-/// A free loopback port.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-struct Prometheus {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The shipped rule files.
-const RULE_FILES: [&str; 2] = ["rules.yml", "alerts.yml"];
-
-impl Prometheus {
-    /// Prometheus scraping `targets` (each its own `instance`) as the job
-    /// `cgperf`, with the shipped recording and alerting rules.
-    fn start(targets: &[&str]) -> Self {
-        Self::start_with(targets, &[])
-    }
-
-    /// The same, with the extra flags `flags`.
-    fn start_with(targets: &[&str], flags: &[&str]) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let config = dir.path().join("prometheus.yml");
-        for file in RULE_FILES {
-            let path = format!("{}/deploy/prometheus/{file}", env!("CARGO_MANIFEST_DIR"));
-            // Evaluated every second for the test.
-            let text = std::fs::read_to_string(path)
-                .expect("rules")
-                .replace("interval: 30s", "interval: 1s");
-            std::fs::write(dir.path().join(file), text).expect("write rules");
-        }
-        let targets: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [{}]\nscrape_configs:\n  - job_name: cgperf\n    static_configs:\n      - targets: [{}]\n",
-                RULE_FILES.join(", "),
-                targets.join(", ")
-            ),
-        )
-        .expect("write config");
-        let addr = format!("127.0.0.1:{}", free_port());
-        let child = Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-            .arg(format!("--web.listen-address={addr}"))
-            .args(flags)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the prometheus server is installed (the test script installs the prometheus package)");
-        let prometheus = Self {
-            child,
-            addr,
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !prometheus.get("/-/ready").0.contains(" 200 ") {
-            assert!(Instant::now() < deadline, "prometheus did not become ready");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        prometheus
-    }
-
-    fn get(&self, path: &str) -> (String, String) {
-        match std::net::TcpStream::connect(&self.addr) {
-            Ok(_) => http_get(&self.addr, path, None),
-            Err(_) => (String::new(), String::new()),
-        }
-    }
-
-    /// Runs an instant query; returns (status is success, number of series).
-    fn query(&self, expr: &str) -> (bool, usize, String) {
-        let (_, body) = self.get(&format!("/api/v1/query?query={}", encode(expr)));
-        let ok = body.contains("\"status\":\"success\"");
-        let series = body.matches("\"metric\":").count();
-        (ok, series, body)
-    }
-}
-
-/// Percent-encodes a query parameter.
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// Grafana's template variables as Grafana would expand "All".

@@ -1,5 +1,6 @@
 //! Every metric family cgperf exports, described once: name, help, unit,
-//! kind, and the points a snapshot gives it. The Prometheus exposition and
+//! kind, and the points a snapshot gives it (cAdvisor's families, shown
+//! with `--compat=cadvisor`, are described in [`super::cadvisor`]). The Prometheus exposition and
 //! the OTLP push both walk this description, so the two can never disagree
 //! on a name, a label or a value.
 //!
@@ -107,6 +108,26 @@ pub enum Labels<'a> {
         /// CPU, for per-CPU output.
         cpu: Option<u32>,
     },
+    /// A series of cAdvisor's perf families (`--compat=cadvisor`), its
+    /// labels in the order cAdvisor writes them.
+    Cadvisor {
+        /// The cgroup path.
+        id: &'a str,
+        /// The container ID, else empty.
+        name: &'a str,
+        /// The container's image, else empty.
+        image: &'a str,
+        /// The container's name in its pod, else empty.
+        container: &'a str,
+        /// The pod's name, else empty.
+        pod: &'a str,
+        /// The pod's namespace, else empty.
+        namespace: &'a str,
+        /// The CPU with per-CPU output; empty without.
+        cpu: Option<u32>,
+        /// The event.
+        event: &'a str,
+    },
     /// Up to three fixed labels (`group`, `event`, `reason`, and
     /// `cgperf_build_info`'s `version`, `revision`, `rustversion`).
     Fixed([Option<(&'static str, &'a str)>; 3]),
@@ -158,6 +179,28 @@ impl<'a> Labels<'a> {
                 if let Some(cpu) = cpu {
                     f("cpu", Value::Cpu(cpu))?;
                 }
+            }
+            Self::Cadvisor {
+                id,
+                name,
+                image,
+                container,
+                pod,
+                namespace,
+                cpu,
+                event,
+            } => {
+                f("container", Value::Str(container))?;
+                match cpu {
+                    Some(cpu) => f("cpu", Value::Cpu(cpu))?,
+                    None => f("cpu", Value::Str(""))?,
+                }
+                f("event", Value::Str(event))?;
+                f("id", Value::Str(id))?;
+                f("image", Value::Str(image))?;
+                f("name", Value::Str(name))?;
+                f("namespace", Value::Str(namespace))?;
+                f("pod", Value::Str(pod))?;
             }
             Self::Fixed(pairs) => {
                 for (name, value) in pairs.into_iter().flatten() {

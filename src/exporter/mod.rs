@@ -3,6 +3,7 @@
 //! for all of them; [`process`] adds the process's own figures, read from
 //! `/proc/self` at scrape and push time as client libraries do.
 
+pub mod cadvisor;
 pub mod families;
 pub mod http;
 pub mod otlp;

@@ -2,6 +2,7 @@
 //! `prometheus-client` crate, and the classic text format 0.0.4 derived from
 //! it for scrapers that do not ask for OpenMetrics.
 
+use super::cadvisor::{self, Compat};
 use super::families::{self, Family, Kind, Labels, Point, SelfMetrics, Value, Visitor};
 use super::process::Process;
 use crate::snapshot::Latest;
@@ -29,16 +30,25 @@ impl Exposition {
     /// An exposition of whatever `latest` holds at scrape time, and of the
     /// process's own figures.
     pub fn new(latest: Latest) -> Self {
-        Self::with_self_metrics(latest, Vec::new())
+        Self::with_self_metrics(latest, Vec::new(), &[])
     }
 
     /// Also shows the figures of `others` (the OTLP exporter's counters),
-    /// read at scrape time, after the process's own.
-    pub fn with_self_metrics(latest: Latest, others: Vec<Arc<dyn SelfMetrics>>) -> Self {
+    /// read at scrape time, after the process's own, and then the families
+    /// of the other exporters in `compat`.
+    pub fn with_self_metrics(
+        latest: Latest,
+        others: Vec<Arc<dyn SelfMetrics>>,
+        compat: &[Compat],
+    ) -> Self {
         let mut sources: Vec<Arc<dyn SelfMetrics>> = vec![Arc::new(Process)];
         sources.extend(others);
         let mut registry = Registry::default();
-        registry.register_collector(Box::new(SnapshotCollector { latest, sources }));
+        registry.register_collector(Box::new(SnapshotCollector {
+            latest,
+            sources,
+            cadvisor: compat.contains(&Compat::Cadvisor),
+        }));
         Self {
             registry,
             last_len: AtomicUsize::new(0),
@@ -65,13 +75,19 @@ struct SnapshotCollector {
     latest: Latest,
     /// Figures outside the snapshot, the process's own first.
     sources: Vec<Arc<dyn SelfMetrics>>,
+    /// Whether cAdvisor's perf families are shown too.
+    cadvisor: bool,
 }
 
 impl Collector for SnapshotCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), Error> {
         let snap = self.latest.get();
         let sources: Vec<&dyn SelfMetrics> = self.sources.iter().map(|s| &**s).collect();
-        families::visit(&snap, &sources, &mut Encoder(&mut encoder))
+        families::visit(&snap, &sources, &mut Encoder(&mut encoder))?;
+        if self.cadvisor {
+            cadvisor::visit(&snap, &mut Encoder(&mut encoder))?;
+        }
+        Ok(())
     }
 }
 

@@ -7,6 +7,7 @@
 
 pub mod manifest;
 pub mod perf_data;
+pub mod prometheus;
 pub mod release;
 
 use std::ffi::CString;

@@ -1,0 +1,222 @@
+//! `--compat=cadvisor`: cAdvisor's perf families, as cAdvisor's users query
+//! them, from a real kernel through a real Prometheus.
+
+mod common;
+
+use common::prometheus::Prometheus;
+use common::*;
+use std::process::Command;
+
+const TP: &str = "syscalls:sys_enter_getppid";
+
+/// The labels cAdvisor gives its perf series (kubelet's `/metrics/cadvisor`),
+/// in the order it writes them.
+const LABELS: [&str; 8] = [
+    "container",
+    "cpu",
+    "event",
+    "id",
+    "image",
+    "name",
+    "namespace",
+    "pod",
+];
+
+/// The label names of a sample line.
+fn label_names(line: &str) -> Vec<&str> {
+    let inside = line
+        .split_once('{')
+        .and_then(|(_, rest)| rest.rsplit_once('}'))
+        .map_or("", |(labels, _)| labels);
+    inside
+        .split("\",")
+        .filter_map(|kv| kv.split_once('=').map(|(k, _)| k))
+        .collect()
+}
+
+#[test]
+fn cadvisors_perf_families_count_exactly_and_answer_its_users_queries() {
+    require_root("count a cgroup's events");
+    const N: u64 = 4321;
+    let cg = TestCgroup::create("cgperf-cadvisor");
+    let config = config_file(&format!(
+        "interval: 200ms\ngroups:\n  sched: [task-clock, context-switches]\n  ipc: [cycles, instructions]\n\
+         tracepoints: [{TP}]\ncgroups:\n  - path: /\n  - path: {}\n",
+        cg.rel
+    ));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", config.path().display()))
+        .arg("--compat=cadvisor");
+    let exporter = Exporter::spawn(cmd);
+    let getppid = [("id", cg.rel.as_str()), ("event", TP), ("cpu", "")];
+    exporter.wait_for("the test cgroup's cAdvisor series", |b| {
+        value(b, "container_perf_events_total", &getppid) == Some(0.0)
+    });
+    getppid_workload(Some(&cg.dir), N);
+    let body = exporter.wait_for("the workload's calls", |b| {
+        value(b, "container_perf_events_total", &getppid) == Some(N as f64)
+    });
+
+    // Every family cAdvisor exports for core perf events, with its type,
+    // help and exactly its labels.
+    for (family, kind, help) in [
+        (
+            "container_perf_events_total",
+            "counter",
+            "Perf event metric.",
+        ),
+        (
+            "container_perf_events_scaling_ratio",
+            "gauge",
+            "Perf event metric scaling ratio.",
+        ),
+    ] {
+        assert!(
+            body.contains(&format!("# TYPE {family} {kind}\n")),
+            "{body}"
+        );
+        assert!(
+            body.contains(&format!("# HELP {family} {help}\n")),
+            "{body}"
+        );
+        let lines: Vec<&str> = body
+            .lines()
+            .filter(|l| l.starts_with(&format!("{family}{{")))
+            .collect();
+        // task-clock, context-switches and the tracepoint in both cgroups;
+        // cycles and instructions where the machine has a PMU.
+        let events = if has_hardware_pmu() { 5 } else { 3 };
+        assert_eq!(lines.len(), 2 * events, "{body}");
+        for line in lines {
+            assert_eq!(label_names(line), LABELS, "{line}");
+        }
+    }
+    let ratio = [("id", cg.rel.as_str()), ("event", "task-clock")];
+    assert_eq!(
+        value(&body, "container_perf_events_scaling_ratio", &ratio),
+        Some(1.0),
+        "software events are never multiplexed:\n{body}"
+    );
+    // The clock in nanoseconds, as perf counts it: cgperf's seconds × 1e9.
+    let seconds = value(
+        &body,
+        "cgperf_clock_seconds_total",
+        &[("cgroup", cg.rel.as_str()), ("event", "task-clock")],
+    )
+    .expect("task-clock");
+    let nanoseconds = value(&body, "container_perf_events_total", &ratio).expect("task-clock");
+    assert!(
+        (nanoseconds - seconds * 1e9).abs() <= 1.0,
+        "{nanoseconds} ns for {seconds} s"
+    );
+
+    // Queries as cAdvisor's perf users write them, unchanged.
+    let prometheus = Prometheus::start(&[&exporter.addr]);
+    let id = &cg.rel;
+    let queries = [
+        // Instructions per cycle per container.
+        (
+            "sum by (namespace, pod, container) (rate(container_perf_events_total{event=\"instructions\"}[1m])) \
+             / sum by (namespace, pod, container) (rate(container_perf_events_total{event=\"cycles\"}[1m]))",
+            has_hardware_pmu(),
+        ),
+        // Multiplexed counters (alert on scaling below 1).
+        ("container_perf_events_scaling_ratio < 1", false),
+        (
+            "min by (id, event) (container_perf_events_scaling_ratio)",
+            true,
+        ),
+        // Events per second of one cgroup, summed over CPUs.
+        (
+            &*format!("sum by (id, event) (rate(container_perf_events_total{{id=\"{id}\"}}[1m]))"),
+            true,
+        ),
+        // cAdvisor without per-CPU metrics writes cpu="".
+        (
+            "sum by (event) (increase(container_perf_events_total{cpu=\"\"}[1m]))",
+            true,
+        ),
+    ];
+    for (query, has_data) in queries {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let (ok, series, body) = prometheus.query(query);
+            assert!(ok, "{query}: {body}");
+            if (series > 0) == has_data {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{query}: expected {} data, last answer {body}",
+                if has_data { "some" } else { "no" }
+            );
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+    }
+    let (_, _, answer) = prometheus.query(&format!(
+        "container_perf_events_total{{id=\"{id}\", event=\"{TP}\", cpu=\"\"}}"
+    ));
+    assert!(answer.contains(&format!("\"{N}\"]")), "{answer}");
+}
+
+/// The fenced blocks of `lang` in docs/migrating.md.
+fn migration_blocks(lang: &str) -> Vec<String> {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/migrating.md"))
+        .expect("docs/migrating.md");
+    page.split(&format!("```{lang}\n"))
+        .skip(1)
+        .filter_map(|b| b.split("```").next().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn the_migration_pages_configs_are_valid_here() {
+    let configs = migration_blocks("yaml");
+    assert_eq!(configs.len(), 2, "the cAdvisor and node_exporter configs");
+    for yaml in configs {
+        let file = config_file(&yaml);
+        let (code, out, err) =
+            run_cgperf(&["check", &format!("--config.file={}", file.path().display())]);
+        // 3: valid, but this machine can count none of it (hardware events
+        // without a PMU).
+        assert!(
+            code == 0 || (code == 3 && !has_hardware_pmu()),
+            "exit {code} for\n{yaml}\n{out}{err}"
+        );
+    }
+}
+
+#[test]
+fn the_migration_pages_commands_run_as_written() {
+    require_root("count cgroups");
+    let commands: Vec<String> = migration_blocks("sh")
+        .iter()
+        .flat_map(|b| b.lines().map(str::to_owned).collect::<Vec<_>>())
+        .collect();
+    assert_eq!(commands.len(), 2, "{commands:?}");
+    for command in commands {
+        let words: Vec<&str> = command.split_whitespace().collect();
+        assert_eq!(words[0], "cgperf", "{command}");
+        let binary = env!("CARGO_BIN_EXE_cgperf");
+        if words[1] == "stat" {
+            let out = run(Command::new(binary).args(&words[1..]));
+            assert!(out.contains("task-clock"), "{command}: {out}");
+            continue;
+        }
+        // The daemon, on its default address, in a network namespace of
+        // its own.
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--net", "sh", "-ec", "ip link set lo up\nexec \"$@\"", "sh"])
+            .arg(binary)
+            .args(&words[1..]);
+        let exporter = Exporter::spawn_as_given(cmd, true);
+        exporter.wait_for("the root cgroup's cAdvisor series", |body| {
+            value(
+                body,
+                "container_perf_events_total",
+                &[("id", "/"), ("event", "context-switches"), ("cpu", "")],
+            )
+            .is_some_and(|n| n > 0.0)
+        });
+    }
+}
