@@ -27,8 +27,6 @@ pub struct ConfigError {
     pub hint: Option<String>,
     /// The other mistakes found in the same file, in file order.
     pub others: Vec<ConfigError>,
-    /// How many of `others` are shown; past them, only their number.
-    shown_others: usize,
 }
 
 impl ConfigError {
@@ -41,15 +39,11 @@ impl ConfigError {
             message: message.into(),
             hint: None,
             others: Vec::new(),
-            shown_others: 0,
         }
     }
 
-    /// This error followed by `others`, of which the first
-    /// `max_shown - 1` are shown (a file of thousands of mistakes must not
-    /// bury the first under them).
-    pub(crate) fn with_others(mut self, others: Vec<ConfigError>, max_shown: usize) -> Self {
-        self.shown_others = others.len().min(max_shown.saturating_sub(1));
+    /// This error followed by `others`.
+    pub(crate) fn with_others(mut self, others: Vec<ConfigError>) -> Self {
         self.others = others;
         self
     }
@@ -90,11 +84,12 @@ impl ConfigError {
             out.push_str("\n  hint: ");
             out.push_str(hint);
         }
-        for other in &self.others[..self.shown_others] {
+        let shown = self.others.len().min(MAX_SHOWN_ERRORS - 1);
+        for other in &self.others[..shown] {
             out.push('\n');
             out.push_str(&other.render());
         }
-        let unshown = self.others.len() - self.shown_others;
+        let unshown = self.others.len() - shown;
         if unshown > 0 {
             out.push_str(&format!(
                 "\n{}: and {unshown} more mistake{} after these",
@@ -105,6 +100,10 @@ impl ConfigError {
         out
     }
 }
+
+/// Mistakes of one file shown at most (a file of thousands must not bury
+/// the first under them); past them, only their number.
+const MAX_SHOWN_ERRORS: usize = 20;
 
 /// Longest part of a value a message shows.
 const MAX_SHOWN_CHARS: usize = 80;

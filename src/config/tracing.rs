@@ -60,50 +60,48 @@ impl Validator<'_> {
         item: Spanned<RawTracepoint>,
         labels: &[(String, Location)],
     ) -> Result<Labelled, ConfigError> {
-        {
-            let at = item.referenced;
-            let (def, label_text) = match item.value {
-                RawTracepoint::Name(name) => {
-                    let text = Text {
-                        value: name,
-                        referenced: at,
-                        defined: item.defined,
-                    };
-                    let def = TracepointDef {
-                        name: self.tracepoint(&text)?,
-                        label: text.value.clone(),
-                        filter: None,
-                        by: Vec::new(),
-                        max_series: DEFAULT_MAX_SERIES,
-                        syscall_name: None,
-                        origin: self.origin(at),
-                    };
-                    (def, text)
-                }
-                RawTracepoint::Entry(entry) => self.tracepoint_entry(at, *entry)?,
-            };
-            if labels.iter().any(|(l, _)| *l == def.label) {
-                let first = labels
-                    .iter()
-                    .find(|(l, _)| *l == def.label)
-                    .map_or(at, |(_, first)| *first);
-                let message = format!(
-                    "tracepoint event label {} is used twice (first at line {}, column {})",
-                    quote(&def.label),
-                    first.line(),
-                    first.column()
-                );
-                return Err(self.error(label_text.referenced, message).hint(
-                    "give each entry its own `as:` name; the same tracepoint may be listed \
-                     several times with different filters or `by:` fields",
-                ));
+        let at = item.referenced;
+        let (def, label_text) = match item.value {
+            RawTracepoint::Name(name) => {
+                let text = Text {
+                    value: name,
+                    referenced: at,
+                    defined: item.defined,
+                };
+                let def = TracepointDef {
+                    name: self.tracepoint(&text)?,
+                    label: text.value.clone(),
+                    filter: None,
+                    by: Vec::new(),
+                    max_series: DEFAULT_MAX_SERIES,
+                    syscall_name: None,
+                    origin: self.origin(at),
+                };
+                (def, text)
             }
-            Ok(Labelled {
-                label: def.label.clone(),
-                label_at: label_text.referenced,
-                def,
-            })
+            RawTracepoint::Entry(entry) => self.tracepoint_entry(at, *entry)?,
+        };
+        if labels.iter().any(|(l, _)| *l == def.label) {
+            let first = labels
+                .iter()
+                .find(|(l, _)| *l == def.label)
+                .map_or(at, |(_, first)| *first);
+            let message = format!(
+                "tracepoint event label {} is used twice (first at line {}, column {})",
+                quote(&def.label),
+                first.line(),
+                first.column()
+            );
+            return Err(self.error(label_text.referenced, message).hint(
+                "give each entry its own `as:` name; the same tracepoint may be listed \
+                 several times with different filters or `by:` fields",
+            ));
         }
+        Ok(Labelled {
+            label: def.label.clone(),
+            label_at: label_text.referenced,
+            def,
+        })
     }
 
     /// One `- name: ...` entry; returns it and the text its label came from.
@@ -277,44 +275,42 @@ impl Validator<'_> {
         item: Spanned<RawProbe>,
         labels: &mut Vec<(String, Location)>,
     ) -> Result<ProbeDef, ConfigError> {
-        {
-            let at = item.referenced;
-            let raw = item.value;
-            let spec = match (&raw.uprobe, &raw.kprobe) {
-                (Some(text), None) => ProbeSpec::parse_uprobe(&text.value)
-                    .map_err(|e| self.probe_error(text, &e.to_string()))?,
-                (None, Some(text)) => ProbeSpec::parse_kprobe(&text.value)
-                    .map_err(|e| self.probe_error(text, &e.to_string()))?,
-                (Some(_), Some(kprobe)) => {
-                    return Err(self
-                        .error(
-                            kprobe.referenced,
-                            "a probe has both `uprobe:` and `kprobe:`",
-                        )
-                        .hint("write one entry per probe"));
-                }
-                (None, None) => {
-                    return Err(self
-                        .error(at, "a probe has neither `uprobe:` nor `kprobe:`")
-                        .hint(
-                            "write e.g. `- {uprobe: /usr/lib/x86_64-linux-gnu/libc.so.6:malloc, \
-                         as: malloc_calls}`",
-                        ));
-                }
-            };
-            let Some(label) = raw.label else {
+        let at = item.referenced;
+        let raw = item.value;
+        let spec = match (&raw.uprobe, &raw.kprobe) {
+            (Some(text), None) => ProbeSpec::parse_uprobe(&text.value)
+                .map_err(|e| self.probe_error(text, &e.to_string()))?,
+            (None, Some(text)) => ProbeSpec::parse_kprobe(&text.value)
+                .map_err(|e| self.probe_error(text, &e.to_string()))?,
+            (Some(_), Some(kprobe)) => {
                 return Err(self
-                    .error(at, "a probe has no `as:` name")
-                    .hint("add e.g. `as: malloc_calls`; it becomes the `event` label"));
-            };
-            self.label(&label)?;
-            self.unique("probe name", "", labels, label.value.clone(), &label)?;
-            Ok(ProbeDef {
-                spec,
-                label: label.value,
-                origin: self.origin(at),
-            })
-        }
+                    .error(
+                        kprobe.referenced,
+                        "a probe has both `uprobe:` and `kprobe:`",
+                    )
+                    .hint("write one entry per probe"));
+            }
+            (None, None) => {
+                return Err(self
+                    .error(at, "a probe has neither `uprobe:` nor `kprobe:`")
+                    .hint(
+                        "write e.g. `- {uprobe: /usr/lib/x86_64-linux-gnu/libc.so.6:malloc, \
+                     as: malloc_calls}`",
+                    ));
+            }
+        };
+        let Some(label) = raw.label else {
+            return Err(self
+                .error(at, "a probe has no `as:` name")
+                .hint("add e.g. `as: malloc_calls`; it becomes the `event` label"));
+        };
+        self.label(&label)?;
+        self.unique("probe name", "", labels, label.value.clone(), &label)?;
+        Ok(ProbeDef {
+            spec,
+            label: label.value,
+            origin: self.origin(at),
+        })
     }
 
     fn probe_error(&self, text: &Text, error: &str) -> ConfigError {

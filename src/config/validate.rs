@@ -134,9 +134,6 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
     })
 }
 
-/// Where a config's mistakes at most are shown: past them, a count.
-const MAX_SHOWN_ERRORS: usize = 20;
-
 /// The names a config's selectors may refer to, as written.
 struct Written {
     groups: Vec<String>,
@@ -213,7 +210,7 @@ impl Validator<'_> {
         let mut found = found.into_iter();
         match found.next() {
             None => Ok(()),
-            Some(first) => Err(first.with_others(found.collect(), MAX_SHOWN_ERRORS)),
+            Some(first) => Err(first.with_others(found.collect())),
         }
     }
 
@@ -383,30 +380,28 @@ impl Validator<'_> {
         events: &mut Vec<(Event, Location)>,
     ) -> Result<(), ConfigError> {
         let context = format!(" in group `{group}`");
+        let event = parse_event(&item.value).map_err(|e| {
+            let message = syntax_message("event", &item.value, &e.to_string());
+            self.error(item.referenced, format!("in group `{group}`: {message}"))
+                .hint(EVENT_HINT)
+        })?;
+        if let Some((first, at)) = events
+            .iter()
+            .find(|(other, _)| other.text != event.text && other.label() == event.label())
         {
-            let event = parse_event(&item.value).map_err(|e| {
-                let message = syntax_message("event", &item.value, &e.to_string());
-                self.error(item.referenced, format!("in group `{group}`: {message}"))
-                    .hint(EVENT_HINT)
-            })?;
-            if let Some((first, at)) = events
-                .iter()
-                .find(|(other, _)| other.text != event.text && other.label() == event.label())
-            {
-                let message = format!(
-                    "event {} is {} again{context} (line {}, column {}): perf's aliases name one event, exported as event=\"{}\"",
-                    quote(&item.value),
-                    quote(&first.text),
-                    at.line(),
-                    at.column(),
-                    event.label()
-                );
-                return Err(self
-                    .error(item.referenced, message)
-                    .hint("remove one of them"));
-            }
-            self.unique("event", &context, events, event, item)
+            let message = format!(
+                "event {} is {} again{context} (line {}, column {}): perf's aliases name one event, exported as event=\"{}\"",
+                quote(&item.value),
+                quote(&first.text),
+                at.line(),
+                at.column(),
+                event.label()
+            );
+            return Err(self
+                .error(item.referenced, message)
+                .hint("remove one of them"));
         }
+        self.unique("event", &context, events, event, item)
     }
 
     pub(super) fn tracepoint(&self, item: &Text) -> Result<TracepointName, ConfigError> {
@@ -559,31 +554,29 @@ impl Validator<'_> {
         defined: &[&str],
         wanted: &mut Vec<(&'a str, Location)>,
     ) -> Result<(), ConfigError> {
-        {
-            let name = item.value.as_str();
-            if !defined.contains(&name) {
-                let listing = if defined.is_empty() {
-                    format!("no {}s are defined under `{}:`", kind.noun(), kind.key())
-                } else {
-                    format!("defined {}s: {}", kind.noun(), defined.join(", "))
-                };
-                let hint = match did_you_mean(name, defined.iter().copied()) {
-                    Some(close) => format!("did you mean `{close}`? {listing}"),
-                    None => format!("{}; {listing}", kind.fix()),
-                };
-                let message = match kind {
-                    Kind::Group => format!("{here} refers to undefined group {}", quote(name)),
-                    _ => format!(
-                        "{here} refers to {} {}, which is not in the top-level `{}:` list",
-                        kind.noun(),
-                        quote(name),
-                        kind.key()
-                    ),
-                };
-                return Err(self.error(item.referenced, message).hint(hint));
-            }
-            self.unique(kind.noun(), &format!(" in {here}"), wanted, name, item)
+        let name = item.value.as_str();
+        if !defined.contains(&name) {
+            let listing = if defined.is_empty() {
+                format!("no {}s are defined under `{}:`", kind.noun(), kind.key())
+            } else {
+                format!("defined {}s: {}", kind.noun(), defined.join(", "))
+            };
+            let hint = match did_you_mean(name, defined.iter().copied()) {
+                Some(close) => format!("did you mean `{close}`? {listing}"),
+                None => format!("{}; {listing}", kind.fix()),
+            };
+            let message = match kind {
+                Kind::Group => format!("{here} refers to undefined group {}", quote(name)),
+                _ => format!(
+                    "{here} refers to {} {}, which is not in the top-level `{}:` list",
+                    kind.noun(),
+                    quote(name),
+                    kind.key()
+                ),
+            };
+            return Err(self.error(item.referenced, message).hint(hint));
         }
+        self.unique(kind.noun(), &format!(" in {here}"), wanted, name, item)
     }
 }
 

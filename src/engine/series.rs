@@ -130,12 +130,14 @@ impl AllSeries {
         lost: Arc<[SeriesKey]>,
     ) {
         let group = GroupId::Tracepoints.shared_label();
-        let syscall_label: Arc<str> = SYSCALL_LABEL.into();
+        let syscall = spec
+            .syscall_name
+            .map(|at| (at, Arc::<str>::from(SYSCALL_LABEL)));
         for (values, n) in counts.series(spec.fields.len()) {
-            let syscall = spec
-                .syscall_name
-                .and_then(|at| values.get(at))
-                .map(|number| (syscall_label.clone(), Box::from(syscall_name(number))));
+            let syscall = syscall.as_ref().and_then(|(at, label)| {
+                let number = values.get(*at)?;
+                Some((label.clone(), Box::from(syscall_name(number))))
+            });
             let fields = spec
                 .fields
                 .iter()

@@ -216,34 +216,34 @@ mod tests {
         };
         let line =
             |name: &str, event: &str, value: &str| format!("{name}{} {value}", labels(event));
-        let total = "container_perf_events_total";
-        let ratio = "container_perf_events_scaling_ratio";
-        assert_eq!(
-            family(&text, total),
-            [
-                format!("# TYPE {total} counter"),
-                line(total, "task-clock", "1500000000.0"),
-                line(total, "context-switches", "40.0"),
-                line(total, "page-faults", "0.0"),
-                line(total, "syscalls", "7.0"),
-            ],
-            "{text}"
-        );
-        assert_eq!(
-            family(&text, ratio),
-            [
-                format!("# TYPE {ratio} gauge"),
-                line(ratio, "task-clock", "0.25"),
-                line(ratio, "context-switches", "0.25"),
-                line(ratio, "page-faults", "1.0"),
-                line(ratio, "syscalls", "1.0"),
-            ],
-            "{text}"
-        );
-        assert!(text.contains(&format!("# HELP {total} Perf event metric.\n")));
-        assert!(text.contains(&format!(
-            "# HELP {ratio} Perf event metric scaling ratio.\n"
-        )));
+        let rows = [
+            ("task-clock", "1500000000.0", "0.25"),
+            ("context-switches", "40.0", "0.25"),
+            ("page-faults", "0.0", "1.0"),
+            ("syscalls", "7.0", "1.0"),
+        ];
+        for (name, kind, help, column) in [
+            (
+                "container_perf_events_total",
+                "counter",
+                "Perf event metric.",
+                1,
+            ),
+            (
+                "container_perf_events_scaling_ratio",
+                "gauge",
+                "Perf event metric scaling ratio.",
+                2,
+            ),
+        ] {
+            let mut want = vec![format!("# TYPE {name} {kind}")];
+            want.extend(rows.iter().map(|row| {
+                let value = if column == 1 { row.1 } else { row.2 };
+                line(name, row.0, value)
+            }));
+            assert_eq!(family(&text, name), want, "{text}");
+            assert!(text.contains(&format!("# HELP {name} {help}\n")), "{text}");
+        }
     }
 
     #[test]

@@ -293,7 +293,7 @@ fn a_syscall_name_must_come_from_an_integer_field() {
         ),
         "{err}"
     );
-    let plan = plan(&yaml("prev_pid"), &probe).unwrap();
+    let plan = plan(&yaml("prev_pid"), &probe).expect("an integer field takes syscall names");
     assert_eq!(plan.sampled_for(&[0])[0].syscall_name, Some(1));
 }
 
