@@ -1,6 +1,6 @@
 //! Which backend counts, under which privileges: the real `cgperf` binary
 //! run through `setpriv` with capabilities taken away, or as `nobody` with
-//! exactly the capabilities the README documents, counting a workload
+//! exactly the capabilities docs/backends.md documents, counting a workload
 //! exactly, and keeping exactly what it needs after the start-up drop.
 
 mod common;
@@ -323,7 +323,7 @@ fn the_bpf_backend_counts_as_nobody_with_exactly_cap_bpf_cap_perfmon_cap_dac_rea
     );
 }
 
-/// The capabilities the README documents for the bpf backend.
+/// The capabilities docs/backends.md documents for the bpf backend.
 const BPF_AS_NOBODY: [Capability; 3] = [
     Capability::CAP_BPF,
     Capability::CAP_PERFMON,

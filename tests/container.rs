@@ -249,6 +249,41 @@ impl Containerd {
         cmd
     }
 
+    /// docs/kubernetes.md's `ctr -n k8s.io images import …` line, run as
+    /// written but with this containerd's address and namespace for the
+    /// kubelet's `k8s.io`, and the release's archive where it is.
+    fn import_as_documented(&self, archive: &Path, image: &str) {
+        let page =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/kubernetes.md"))
+                .expect("docs/kubernetes.md");
+        let line = page
+            .lines()
+            .find(|l| l.starts_with("ctr "))
+            .expect("docs/kubernetes.md imports the image with ctr");
+        let words: Vec<&str> = line
+            .split(" #")
+            .next()
+            .expect("a command")
+            .split_whitespace()
+            .collect();
+        let (file, words) = words.split_last().expect("an archive");
+        assert_eq!(words[..3], ["ctr", "-n", "k8s.io"], "{line}");
+        assert_eq!(
+            Path::new(file).file_name(),
+            archive.file_name(),
+            "{line}: the release's archive"
+        );
+        let base = image.rsplit_once(':').map_or(image, |(base, _)| base);
+        assert_eq!(
+            words[3..],
+            ["images", "import", "--base-name", base],
+            "{line}"
+        );
+        let mut args = words[3..].to_vec();
+        args.push(archive.to_str().expect("UTF-8"));
+        run(&mut self.ctr(&args));
+    }
+
     fn import(&self, archive: &Path, name: &str) {
         let base = name.rsplit_once(':').map_or(name, |(base, _)| base);
         run(&mut self.ctr(&[
@@ -619,7 +654,7 @@ fn the_image_counts_a_workload_in_another_container_under_containerd() {
     let _parent = RuntimeCgroup(parent.clone());
 
     let mut containerd = Containerd::start();
-    containerd.import(&archive, &image);
+    containerd.import_as_documented(&archive, &image);
     containerd.import(workload(), WORKLOAD);
     let work_id = container_id(0xc0);
     let work_cgroup = format!("{parent}/cri-containerd-{work_id}.scope");

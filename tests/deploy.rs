@@ -23,6 +23,22 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(deploy(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
+/// The commands of the `sh` blocks of a page of docs/ (comments dropped),
+/// as the pages show them to users.
+fn docs_commands(page: &str) -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("docs")
+        .join(page);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("docs/{page}: {e}"));
+    text.split("```sh\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .flat_map(str::lines)
+        .map(|l| l.split(" #").next().expect("a command").trim().to_owned())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
 fn tool(cmd: &mut Command) -> (bool, String) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?} runs: {e}"));
     let said = format!(
@@ -246,19 +262,17 @@ fn as_the_unit() -> Command {
     cmd
 }
 
-/// The README's `check` of config/example.yaml, run with the unit's
+/// The getting-started page's `check` of config/example.yaml, run with the unit's
 /// privileges: the example uses nothing the shipped unit cannot give
 /// (no uprobes, which need CAP_SYS_ADMIN; no OTLP push to a collector that
 /// is not there), so nothing is refused for permission; what is disabled
 /// is only what this machine lacks (hardware counters in a VM).
 #[test]
 fn the_example_config_checks_under_the_units_privileges() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
-    let line = readme
-        .lines()
+    let line = docs_commands("getting-started.md")
+        .into_iter()
         .find(|l| l.starts_with("scripts/run check "))
-        .expect("the README checks the example config");
+        .expect("docs/getting-started.md checks the example config");
     let args: Vec<&str> = line
         .trim_start_matches("scripts/run ")
         .split_whitespace()
@@ -546,7 +560,18 @@ fn text(v: &serde_json::Value) -> String {
 /// node's name for OTLP; the overlay adds the Prometheus Operator's objects.
 #[test]
 fn kustomize_renders_the_base_and_the_operator_overlay() {
-    let base = kustomize("kubernetes/base");
+    // What docs/kubernetes.md applies: the base, or the overlay.
+    let applied: Vec<String> = docs_commands("kubernetes.md")
+        .iter()
+        .filter_map(|l| l.strip_prefix("kubectl apply -k deploy/"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        applied,
+        ["kubernetes/base", "kubernetes/prometheus-operator"],
+        "docs/kubernetes.md applies the base and the overlay"
+    );
+    let base = kustomize(&applied[0]);
     let objects: Vec<Rendered> = base
         .iter()
         .map(|d| serde_saphyr::from_str(d).unwrap_or_else(|e| panic!("{e}:\n{d}")))
@@ -650,7 +675,7 @@ fn kustomize_renders_the_base_and_the_operator_overlay() {
         Some("1")
     );
 
-    let overlay = kustomize("kubernetes/prometheus-operator");
+    let overlay = kustomize(&applied[1]);
     assert_eq!(
         overlay.len(),
         base.len() + 2,
@@ -1099,16 +1124,16 @@ fn unit_command(line: &str) -> Vec<String> {
     line.split_whitespace().map(str::to_string).collect()
 }
 
-/// The unit's install comment: `install ... SOURCE /etc/...` of its config.
-fn installed_config(unit: &str, target: &str) -> String {
-    unit.lines()
-        .filter_map(|l| l.strip_prefix('#'))
+/// The install steps' `install ... SOURCE TARGET`: the SOURCE of `target`.
+fn installed_from(steps: &[String], target: &str) -> String {
+    steps
+        .iter()
         .find_map(|l| {
             let words: Vec<&str> = l.split_whitespace().collect();
             (words.first() == Some(&"install") && words.last() == Some(&target))
                 .then(|| words[words.len() - 2].to_string())
         })
-        .unwrap_or_else(|| panic!("the unit's install steps do not say what goes to {target}"))
+        .unwrap_or_else(|| panic!("the install steps do not say what goes to {target}"))
 }
 
 /// `wanted` as an open-files limit, or the tests' own hard limit where they
@@ -1141,6 +1166,30 @@ fn nofile_limit_settable(wanted: u64) -> u64 {
 fn the_systemd_unit_runs_as_written_and_counts_exactly() {
     require_root("run the unit's command line with its user and capabilities");
     let unit = read("systemd/cgperf.service");
+    // docs/getting-started.md's steps after the build: the installs and
+    // systemctl lines of the unit's own comment, then `systemctl reload`.
+    // Done here as they and systemd would: the binary of this build where
+    // ExecStart runs it, the installed config mounted where ExecStart reads
+    // it, ExecStart run as the unit says, ExecReload for the reload.
+    let steps = docs_commands("getting-started.md");
+    let built = steps
+        .iter()
+        .position(|l| l == "cargo build --release")
+        .expect("docs/getting-started.md builds cgperf");
+    let steps = &steps[built + 1..];
+    let commented: Vec<String> = unit
+        .lines()
+        .filter_map(|l| l.strip_prefix('#'))
+        .map(|l| l.trim().trim_start_matches("Install:").trim().to_owned())
+        .filter(|l| l.starts_with("install ") || l.starts_with("systemctl "))
+        .collect();
+    assert_eq!(commented.len(), 4, "{commented:?}");
+    assert_eq!(
+        steps[..4],
+        commented[..],
+        "docs/getting-started.md installs as the unit's comment says"
+    );
+    assert_eq!(steps[4], "systemctl reload cgperf", "{steps:?}");
     let mut exec_start = None;
     let mut exec_reload = None;
     let mut launch: Vec<String> = Vec::new();
@@ -1221,10 +1270,11 @@ fn the_systemd_unit_runs_as_written_and_counts_exactly() {
         argv[0], "/usr/local/bin/cgperf",
         "installed where the unit's install steps put it"
     );
+    assert_eq!(installed_from(steps, &argv[0]), "target/release/cgperf");
     argv[0] = env!("CARGO_BIN_EXE_cgperf").into();
     // The config the install steps put where ExecStart reads it.
     let config_path = Path::new(config_arg(&argv)).to_path_buf();
-    let source = installed_config(&unit, &config_path.display().to_string());
+    let source = installed_from(steps, &config_path.display().to_string());
     let config = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(&source))
         .unwrap_or_else(|e| panic!("{source}: {e}"));
     let mount_at = config_path

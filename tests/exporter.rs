@@ -160,7 +160,7 @@ fn the_conventions_of_prometheus_exporters() {
     );
 
     // promtool accepts the classic text; Debian's promtool (2.42) reads
-    // only that format and refuses OpenMetrics' `info` type, as the README
+    // only that format and refuses OpenMetrics' `info` type, as docs/metrics.md
     // says; a newer one may accept it.
     promtool_check(&body);
     let (_, openmetrics) = http_get(

@@ -72,6 +72,33 @@ fn the_tarball_holds_the_binary_config_unit_and_licence_and_the_sums_match() {
         read(&repo("deploy/systemd/cgperf.service"))
     );
     assert_eq!(read(&inner.join("LICENSE")), read(&repo("LICENSE")));
+    // The README is the repository's, but its links to docs/ (not in the
+    // tarball) point at the release's tag: none is left relative, and each
+    // names a page the repository has.
+    let text = |path: &Path| String::from_utf8(read(path)).expect("a UTF-8 README");
+    let readme = text(&inner.join("README.md"));
+    let tag = format!("https://github.com/cgperf/cgperf/blob/v{VERSION}/");
+    let mut absolute = 0;
+    for (at, _) in readme.match_indices("](") {
+        let target = &readme[at + 2..];
+        let target = &target[..target.find(')').expect("a closed link")];
+        if let Some(path) = target.strip_prefix(&tag) {
+            let path = path.split('#').next().expect("a path");
+            assert!(repo(path).exists(), "the tarball's README links {target}");
+            absolute += 1;
+        } else {
+            assert!(
+                target.starts_with("https://"),
+                "a relative link in the tarball's README: {target}"
+            );
+        }
+    }
+    assert!(absolute >= 10, "{absolute} links to the docs");
+    assert_eq!(
+        readme.replace(&tag, ""),
+        text(&repo("README.md")),
+        "the tarball's README is the repository's but for its links"
+    );
     // Every artifact is in SHA256SUMS, and each sum holds.
     let sums = std::fs::read_to_string(r.dir.join("SHA256SUMS")).expect("SHA256SUMS");
     let mut listed: Vec<&str> = sums
@@ -202,8 +229,9 @@ fn the_deb_installs_runs_and_goes_on_debian_11() {
     let deb_name = r.deb.file_name().expect("name");
     std::fs::copy(&r.deb, r_path.join(deb_name)).expect("copy the .deb");
 
-    // The README's line, as written, where the file is.
-    let install = readme_block("dpkg -i ");
+    // The line of the README and the getting-started page, as written,
+    // where the file is.
+    let install = install_block("dpkg -i ");
     assert_eq!(install.len(), 1, "{install:?}");
     let (code, said) = in_root(r_path, &format!("cd / && {}", install[0]));
     assert_eq!(code, 0, "{}:\n{said}", install[0]);
@@ -262,15 +290,19 @@ fn the_deb_installs_runs_and_goes_on_debian_11() {
     assert!(!r_path.join("etc/cgperf/cgperf.yaml").exists(), "purged");
 }
 
-/// The commands of the README's first `sh` block whose first line starts
-/// with `first`, comments dropped.
-fn readme_block(first: &str) -> Vec<String> {
-    let readme = std::fs::read_to_string(repo("README.md")).expect("README.md");
-    let block = readme
+/// The pages that show the download-and-run and install lines: the README
+/// and the getting-started page, which must show the same.
+const INSTALL_PAGES: [&str; 2] = ["README.md", "docs/getting-started.md"];
+
+/// The commands of `page`'s first `sh` block whose first line starts with
+/// `first`, comments dropped.
+fn page_block(page: &str, first: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(repo(page)).unwrap_or_else(|e| panic!("{page}: {e}"));
+    let block = text
         .split("```sh\n")
         .skip(1)
         .find(|b| b.starts_with(first))
-        .unwrap_or_else(|| panic!("no README block starting with {first:?}"));
+        .unwrap_or_else(|| panic!("no {page} block starting with {first:?}"));
     let block = block.split("```").next().expect("a block");
     block
         .lines()
@@ -279,13 +311,29 @@ fn readme_block(first: &str) -> Vec<String> {
         .collect()
 }
 
-/// The README's "download and run" lines, run as written in a directory
+/// The block starting with `first`, the same on every page of
+/// [`INSTALL_PAGES`].
+fn install_block(first: &str) -> Vec<String> {
+    let lines = page_block(INSTALL_PAGES[0], first);
+    for page in &INSTALL_PAGES[1..] {
+        assert_eq!(
+            page_block(page, first),
+            lines,
+            "{page} and {} show different lines",
+            INSTALL_PAGES[0]
+        );
+    }
+    lines
+}
+
+/// The "download and run" lines of the README and the getting-started
+/// page, run as written in a directory
 /// holding the release's tarball: the exporter serves the default
 /// config's counts on :9810 (in a network namespace of its own, where the
 /// port is free).
 #[test]
-fn the_readmes_download_and_run_lines_serve_metrics() {
-    let lines = readme_block("tar -xzf ");
+fn the_download_and_run_lines_serve_metrics() {
+    let lines = install_block("tar -xzf ");
     assert_eq!(lines.len(), 2, "{lines:?}");
     let dir = tempfile::tempdir().expect("temp dir");
     let tarball = &release::built().tarball;

@@ -106,7 +106,7 @@ pub const MAX_RING_PAGES: usize = 1024;
 ///
 /// The default is `auto`: the bpf backend's descriptors and kernel memory
 /// do not grow with the number of cgroups, and it counts what the cgroup
-/// backend counts (README, "Backends", says where they still differ).
+/// backend counts (docs/backends.md says where they still differ).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BackendChoice {
     /// Through BPF where the kernel and cgperf's privileges allow it, else
