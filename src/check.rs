@@ -38,6 +38,13 @@ pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<Verdict> {
         "online CPUs: {cpus:?} (probing on CPU {})",
         machine.probe_cpu
     )?;
+    for core in machine.cores.pmus() {
+        writeln!(
+            out,
+            "core type:   {} on CPUs {:?} (hybrid CPU: events of the CPU are opened there with its type {})",
+            core.name, core.cpus, core.type_
+        )?;
+    }
     writeln!(
         out,
         "kernel.perf_event_paranoid: {}",

@@ -8,6 +8,7 @@ use crate::tracefs::Tracefs;
 use crate::{cpus, events};
 use anyhow::Context;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Where the machine-dependent inputs of a plan come from.
 #[derive(Debug, Clone)]
@@ -20,6 +21,9 @@ pub struct Machine {
     pub probe_cgroup: PathBuf,
     /// A CPU that is online, used to probe groups.
     pub probe_cpu: u32,
+    /// The core PMUs of a hybrid CPU (none otherwise): where each event of
+    /// the CPU is opened.
+    pub cores: Arc<events::CorePmus>,
 }
 
 /// What [`Machine::discover`] finds.
@@ -42,11 +46,21 @@ impl Machine {
         let cgroupfs = CgroupFs::locate().map_err(anyhow::Error::msg)?;
         let cpus = cpus::online().map_err(anyhow::Error::msg)?;
         let probe_cpu = *cpus.first().context("no CPU is online")?;
+        let pmu_root = PathBuf::from(events::PMU_ROOT);
+        let cores = events::CorePmus::discover(&pmu_root).unwrap_or_else(|e| {
+            tracing::warn!(
+                "cannot tell the core types of this hybrid CPU apart ({e}): events of the CPU \
+                 are opened as on a CPU with one core type, and the kernel may refuse them on \
+                 some CPUs"
+            );
+            events::CorePmus::default()
+        });
         let machine = Machine {
-            pmu_root: events::PMU_ROOT.into(),
+            pmu_root,
             tracefs: Tracefs::locate(),
             probe_cgroup: cgroupfs.root().to_path_buf(),
             probe_cpu,
+            cores: Arc::new(cores),
         };
         Ok(Discovered {
             cgroupfs,

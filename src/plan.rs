@@ -8,7 +8,7 @@
 
 use crate::config::{CgroupSelector, Config, ConfigError, GroupDef, ProbeDef, TracepointDef};
 use crate::deadline;
-use crate::events::{Event, EventAttr, Field, HeldBinary, PERF_TYPE_TRACEPOINT};
+use crate::events::{CorePmus, Event, EventAttr, Field, HeldBinary, PERF_TYPE_TRACEPOINT};
 use crate::ids::{EventId, GroupId, SampledId};
 use crate::machine::Machine;
 use crate::perf::OpenFailure;
@@ -23,7 +23,7 @@ pub use crate::config::{PROBE_GROUP, TRACEPOINT_GROUP};
 mod fields;
 mod probe;
 
-pub use probe::{Probe, Refusal, Trial};
+pub use probe::{Probe, Refusal, Trial, placed};
 #[cfg(test)]
 mod tests;
 
@@ -72,12 +72,25 @@ pub struct GroupSpec {
     pub name: GroupId,
     /// Leader first.
     pub events: Vec<PlannedEvent>,
+    /// The core PMUs of a hybrid CPU, which decide how the events of the
+    /// CPU are opened on each CPU (none for tracepoints and probes).
+    pub cores: Arc<CorePmus>,
 }
 
 impl GroupSpec {
-    /// The attrs in group order.
-    pub fn attrs(&self) -> Vec<EventAttr> {
-        self.events.iter().map(|e| e.attr).collect()
+    /// The attrs in group order as opened on `cpu`, or `None` where the
+    /// group does not count: on a hybrid CPU, the CPUs of another core type
+    /// than its events' (see [`CorePmus::on_cpu`]).
+    pub fn attrs_on(&self, cpu: u32) -> Option<Vec<EventAttr>> {
+        let attrs: Vec<EventAttr> = self.events.iter().map(|e| e.attr).collect();
+        self.cores.group_on_cpu(&attrs, cpu)
+    }
+
+    /// Whether the group counts on `cpu`: see [`GroupSpec::attrs_on`].
+    pub fn counts_on(&self, cpu: u32) -> bool {
+        self.events
+            .iter()
+            .all(|e| self.cores.on_cpu(&e.attr, cpu).is_some())
     }
 
     /// The filters in group order.
@@ -198,7 +211,7 @@ impl Plan {
             .groups
             .iter()
             .map(|def| {
-                let status = resolve_group(def, &machine.pmu_root)
+                let status = resolve_group(def, machine)
                     .map_err(|r| NotCountable::new(NotCountable::UNKNOWN_EVENT, r))
                     .and_then(|spec| {
                         spec.probe(probe)?;
@@ -393,7 +406,11 @@ impl Plan {
                 .filter_map(|(_, event)| event.clone())
                 .collect();
             if !events.is_empty() {
-                out.push(Arc::new(GroupSpec { name, events }));
+                out.push(Arc::new(GroupSpec {
+                    name,
+                    events,
+                    cores: Arc::default(),
+                }));
             }
         }
         out
@@ -589,15 +606,16 @@ fn plan_probe(
 }
 
 /// Resolves every event of a group, or says which one cannot be resolved.
-pub fn resolve_group(def: &GroupDef, pmu_root: &Path) -> Result<GroupSpec, String> {
+pub fn resolve_group(def: &GroupDef, machine: &Machine) -> Result<GroupSpec, String> {
     let events = def
         .events
         .iter()
-        .map(|e| resolve_event(e, pmu_root))
+        .map(|e| resolve_event(e, &machine.pmu_root))
         .collect::<Result<_, _>>()?;
     Ok(GroupSpec {
         name: GroupId::Named(def.name.as_str().into()),
         events,
+        cores: machine.cores.clone(),
     })
 }
 
@@ -625,13 +643,5 @@ pub fn probe_event(event: &Event, pmu_root: &Path, probe: &dyn Probe) -> Result<
 
 /// The attr of a tracepoint, by its tracefs id.
 fn tracepoint_attr(id: u64) -> EventAttr {
-    EventAttr {
-        type_: PERF_TYPE_TRACEPOINT,
-        config: id,
-        config1: 0,
-        config2: 0,
-        exclude_user: false,
-        exclude_kernel: false,
-        exclude_hv: false,
-    }
+    EventAttr::new(PERF_TYPE_TRACEPOINT, id)
 }

@@ -148,6 +148,9 @@ impl NotCountable {
     /// The backend could not ask the kernel (its probe cgroup would not
     /// open).
     pub const NOT_PROBED: &'static str = "not_probed";
+    /// A group whose events no CPU counts together: on a hybrid CPU, events
+    /// of two core types' PMUs (`cpu_core/.../` and `cpu_atom/.../`).
+    pub const MIXED_CORE_TYPES: &'static str = "mixed_core_types";
 
     /// A reason with `token`.
     pub fn new(token: &'static str, reason: impl Into<String>) -> Self {

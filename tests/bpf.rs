@@ -2,6 +2,8 @@
 //! the same as the cgroup backend in the same run, the flush of a cgroup
 //! that never switches out, descriptors independent of the number of
 //! cgroups, removed cgroups, and the committed object matching its source.
+//! Both backends open a group of one core type of a hybrid CPU only on its
+//! CPUs.
 
 mod common;
 
@@ -27,6 +29,7 @@ fn machine() -> Machine {
         tracefs: cgperf::tracefs::Tracefs::locate(),
         probe_cgroup: fs.root().to_path_buf(),
         probe_cpu: cpus[0],
+        cores: Default::default(),
     }
 }
 
@@ -35,7 +38,11 @@ fn config(yaml: &str) -> cgperf::config::Config {
 }
 
 fn plan(config: &cgperf::config::Config, probe: &dyn Probe) -> Plan {
-    Plan::build(config, &machine(), probe).expect("the plan builds")
+    plan_on(config, probe, &machine())
+}
+
+fn plan_on(config: &cgperf::config::Config, probe: &dyn Probe, machine: &Machine) -> Plan {
+    Plan::build(config, machine, probe).expect("the plan builds")
 }
 
 fn discovery() -> Discovery {
@@ -47,10 +54,15 @@ fn discovery() -> Discovery {
 
 /// An engine counting `yaml` with the BPF backend, and where it publishes.
 fn bpf_engine(yaml: &str, capacity: usize) -> (Engine<BpfBackend>, Latest) {
+    bpf_engine_on(yaml, capacity, &machine())
+}
+
+/// The same on `machine`.
+fn bpf_engine_on(yaml: &str, capacity: usize, machine: &Machine) -> (Engine<BpfBackend>, Latest) {
     require_root("the BPF backend loads a program and opens system-wide counters");
     let config = config(yaml);
-    let probe = BpfProbe::new(&machine());
-    let plan = plan(&config, &probe);
+    let probe = BpfProbe::new(machine);
+    let plan = plan_on(&config, &probe, machine);
     let tally = Arc::new(AtomicU64::new(0));
     let budget = FdBudget::from_limit(raise_nofile_limit());
     cgperf::backend::bpf::available(capacity)
@@ -71,9 +83,14 @@ fn bpf_engine(yaml: &str, capacity: usize) -> (Engine<BpfBackend>, Latest) {
 
 /// The same with the cgroup backend.
 fn cgroup_engine(yaml: &str) -> (Engine, Latest) {
+    cgroup_engine_on(yaml, &machine())
+}
+
+/// The same on `machine`.
+fn cgroup_engine_on(yaml: &str, machine: &Machine) -> (Engine, Latest) {
     let config = config(yaml);
-    let probe = CgroupProbe::new(&machine());
-    let plan = plan(&config, &probe);
+    let probe = CgroupProbe::new(machine);
+    let plan = plan_on(&config, &probe, machine);
     let latest = Latest::new();
     let budget = FdBudget::from_limit(raise_nofile_limit());
     let chosen = cgperf::backend::choose::Chosen {
@@ -840,4 +857,105 @@ fn groups_past_128_counters_per_cpu_are_unsupported_with_the_reason_and_the_rest
     );
     assert!(faults.is_some_and(|n| n > 0.0), "{body}");
     assert!(cgperf.log().contains(reason), "{}", cgperf.log());
+}
+
+/// A hybrid CPU as sysfs shows it, on this machine's CPUs: the first
+/// online CPU is a "P-core" whose core PMU has the software events' type
+/// (so that a group of software events is one of the P-core type), the
+/// second an "E-core" whose PMU has the type of this kernel's `msr` PMU.
+/// Both backends open the P-core group on the first CPU only, while
+/// tracepoints count everywhere; a group that mixes both core types is
+/// not countable, and says why.
+#[test]
+fn a_group_of_one_core_type_is_opened_only_on_its_cpus_by_both_backends() {
+    require_root("count cgroups on chosen CPUs");
+    let online = cgperf::cpus::online().expect("online CPUs");
+    let [p_core, e_core, ..] = online[..] else {
+        panic!("this test needs two online CPUs; this machine has {online:?}");
+    };
+    let msr = std::fs::read_to_string("/sys/bus/event_source/devices/msr/type")
+        .expect("this x86 machine has the msr PMU");
+    let sysfs = tempfile::tempdir().expect("temp dir");
+    for (name, type_, cpu) in [("cpu_core", "1", p_core), ("cpu_atom", msr.trim(), e_core)] {
+        let dir = sysfs.path().join(name);
+        std::fs::create_dir(&dir).expect("PMU dir");
+        std::fs::write(dir.join("type"), format!("{type_}\n")).expect("type");
+        std::fs::write(dir.join("cpus"), format!("{cpu}\n")).expect("cpus");
+    }
+    let cores = cgperf::events::CorePmus::discover(sysfs.path()).expect("core PMUs");
+    let machine = Machine {
+        // The E-core is probed first: planning must find the P-core.
+        probe_cpu: e_core,
+        cores: Arc::new(cores),
+        ..machine()
+    };
+    let cg = TestCgroup::create("cgperf-bpf-cores");
+    let yaml = format!(
+        "interval: 1s
+per_cpu: true
+groups:
+  p_core: [task-clock, context-switches]
+  mixed: [task-clock, msr/tsc/]
+tracepoints:
+  - {GETPPID}
+cgroups:
+  - path: {}
+",
+        cg.rel
+    );
+    let (mut bpf, by_bpf) = bpf_engine_on(&yaml, DEFAULT_CAPACITY, &machine);
+    let (mut cgroup, by_cgroup) = cgroup_engine_on(&yaml, &machine);
+    bpf.collect();
+    cgroup.collect();
+    let n = 5_000;
+    for cpu in [p_core, e_core] {
+        in_child(Some(&cg.dir), || {
+            pin_or_exit(cpu as usize);
+            for _ in 0..n {
+                // SAFETY: a raw syscall without arguments.
+                unsafe { libc::syscall(libc::SYS_getppid) };
+            }
+        });
+    }
+    bpf.collect();
+    cgroup.collect();
+    for (backend, latest) in [("bpf", &by_bpf), ("cgroup", &by_cgroup)] {
+        let snapshot = latest.get();
+        let verdict = |group: &str| {
+            snapshot
+                .support
+                .iter()
+                .find(|s| s.group.label() == group)
+                .map(|s| s.status.clone())
+                .expect("a verdict")
+        };
+        assert_eq!(verdict("p_core"), Ok(()), "{backend}: probed on the P-core");
+        let mixed = verdict("mixed").expect_err("no CPU counts both core types");
+        assert_eq!(
+            mixed.token, "mixed_core_types",
+            "{backend}: {}",
+            mixed.reason
+        );
+        let on = |cpu: u32, event: &str| {
+            snapshot
+                .counters
+                .iter()
+                .filter(|c| *c.cgroup == *cg.rel && *c.event == *event && c.cpu == Some(cpu))
+                .map(|c| c.value)
+                .reduce(|a, b| a + b)
+        };
+        let clock = on(p_core, "task-clock").expect("task-clock on the P-core");
+        assert!(
+            clock > 0.0,
+            "{backend}: the P-core ran the workload: {clock}"
+        );
+        assert_eq!(
+            on(e_core, "task-clock"),
+            None,
+            "{backend}: the group is not opened on the E-core"
+        );
+        // Tracepoints belong to no core type: counted on both, exactly.
+        assert_eq!(on(p_core, GETPPID), Some(n as f64), "{backend}");
+        assert_eq!(on(e_core, GETPPID), Some(n as f64), "{backend}");
+    }
 }

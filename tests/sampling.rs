@@ -29,15 +29,7 @@ fn tracefs() -> Tracefs {
 
 fn getpriority_attr() -> EventAttr {
     let tp = parse_tracepoint(TRACEPOINT).unwrap();
-    EventAttr {
-        type_: PERF_TYPE_TRACEPOINT,
-        config: tracefs().tracepoint_id(&tp).unwrap(),
-        config1: 0,
-        config2: 0,
-        exclude_user: false,
-        exclude_kernel: false,
-        exclude_hv: false,
-    }
+    EventAttr::new(PERF_TYPE_TRACEPOINT, tracefs().tracepoint_id(&tp).unwrap())
 }
 
 /// Offset and size of `field` in the tracepoint's raw entry, from its

@@ -73,15 +73,7 @@ impl CpuTracker {
     }
 
     fn open_canary(&mut self, cpu: u32) -> Canary {
-        let attr = EventAttr {
-            type_: PERF_TYPE_SOFTWARE,
-            config: CPU_CLOCK,
-            config1: 0,
-            config2: 0,
-            exclude_user: false,
-            exclude_kernel: false,
-            exclude_hv: false,
-        };
+        let attr = EventAttr::new(PERF_TYPE_SOFTWARE, CPU_CLOCK);
         let group = CounterGroup::open(&[attr], Target::AllTasks, cpu)
             .map(|group| Held::new(group, &self.tally))
             .map_err(|e| {

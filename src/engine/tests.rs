@@ -239,6 +239,7 @@ fn plan(config: &Config) -> Plan {
         tracefs: Err("not used".into()),
         probe_cgroup: "/nonexistent".into(),
         probe_cpu: 0,
+        cores: Default::default(),
     };
     match Plan::build(config, &machine, &Accepting) {
         Ok(plan) => plan,

@@ -7,6 +7,7 @@
 //! can be checked on any machine; [`Event::resolve`] then reads the PMU
 //! descriptions under [`PMU_ROOT`] of the machine that will do the counting.
 
+mod cores;
 mod format;
 mod hardware;
 mod pmu;
@@ -17,6 +18,7 @@ mod tracepoint;
 use crate::suggest::did_you_mean;
 use std::path::{Path, PathBuf};
 
+pub use cores::{CorePmu, CorePmus};
 pub use format::{DecodeError, Field, FieldKind, FormatError, MAX_VALUE_LEN, TracepointFormat};
 pub(crate) use hardware::known_names;
 pub use probe::{
@@ -93,9 +95,17 @@ pub enum PmuSpec {
     Alias(String),
 }
 
-/// Privilege levels excluded from counting, as set by perf's `u`, `k` and `h`
-/// modifiers; the default counts everything.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+/// What is excluded from counting, as perf's modifiers set it: the
+/// privilege levels `u`, `k` and `h`, and `G` (guest) and `H` (host).
+///
+/// The default counts every privilege level of the host and nothing that
+/// KVM guests run, as `perf stat` does: `exclude_guest` is set unless `G`
+/// is written (and cleared for PMUs outside the cores, which refuse it:
+/// see [`Event::resolve`]). On hosts whose KVM guests have a mediated (passed-through)
+/// PMU, that is also what lets cgperf count at all while such a guest
+/// runs: the kernel then refuses new events that would count the guest
+/// (EOPNOTSUPP), and events that do keep such guests from starting (EBUSY).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Modifiers {
     /// Do not count in user space.
     pub exclude_user: bool,
@@ -103,6 +113,22 @@ pub struct Modifiers {
     pub exclude_kernel: bool,
     /// Do not count in the hypervisor.
     pub exclude_hv: bool,
+    /// Do not count while a KVM guest runs (set unless `G` is written).
+    pub exclude_guest: bool,
+    /// Do not count on the host (set by `G` without `H`).
+    pub exclude_host: bool,
+}
+
+impl Default for Modifiers {
+    fn default() -> Self {
+        Self {
+            exclude_user: false,
+            exclude_kernel: false,
+            exclude_hv: false,
+            exclude_guest: true,
+            exclude_host: false,
+        }
+    }
 }
 
 /// What the kernel needs: perf_event_attr fields.
@@ -122,6 +148,41 @@ pub struct EventAttr {
     pub exclude_kernel: bool,
     /// `perf_event_attr.exclude_hv`.
     pub exclude_hv: bool,
+    /// `perf_event_attr.exclude_guest`.
+    pub exclude_guest: bool,
+    /// `perf_event_attr.exclude_host`.
+    pub exclude_host: bool,
+}
+
+impl EventAttr {
+    /// The event `config` of PMU `type_`, counted as an event written
+    /// without modifiers is (see [`Modifiers`]).
+    pub fn new(type_: u32, config: u64) -> Self {
+        Self::with_modifiers(type_, [config, 0, 0], Modifiers::default())
+    }
+
+    /// The event `[config, config1, config2]` of PMU `type_`, with what
+    /// `modifiers` exclude.
+    pub fn with_modifiers(type_: u32, config: [u64; 3], modifiers: Modifiers) -> Self {
+        let Modifiers {
+            exclude_user,
+            exclude_kernel,
+            exclude_hv,
+            exclude_guest,
+            exclude_host,
+        } = modifiers;
+        Self {
+            type_,
+            config: config[0],
+            config1: config[1],
+            config2: config[2],
+            exclude_user,
+            exclude_kernel,
+            exclude_hv,
+            exclude_guest,
+            exclude_host,
+        }
+    }
 }
 
 /// Why an event or tracepoint name is not valid syntax; the message says how
@@ -161,11 +222,13 @@ pub enum EventSyntaxError {
     #[error("invalid raw event `{0}`: write `r` followed by 1 to 16 hex digits, e.g. `r003c`")]
     BadRaw(String),
     /// A `:` with nothing after it.
-    #[error("empty modifier in `{0}`: remove the trailing `:` or add u, k or h, e.g. `cycles:u`")]
-    EmptyModifier(String),
-    /// A modifier letter other than `u`, `k` or `h`.
     #[error(
-        "unsupported modifier `{modifier}` in `{text}`: only u (user), k (kernel) and h (hypervisor) are supported, e.g. `cycles:u`"
+        "empty modifier in `{0}`: remove the trailing `:` or add u, k, h, G or H, e.g. `cycles:u`"
+    )]
+    EmptyModifier(String),
+    /// A modifier letter other than `u`, `k`, `h`, `G` or `H`.
+    #[error(
+        "unsupported modifier `{modifier}` in `{text}`: only u (user), k (kernel), h (hypervisor), G (KVM guests) and H (host) are supported, e.g. `cycles:u`"
     )]
     BadModifier {
         /// The event text as written.
@@ -174,7 +237,9 @@ pub enum EventSyntaxError {
         modifier: char,
     },
     /// The same modifier letter twice.
-    #[error("modifier `{modifier}` repeated in `{text}`; give each of u, k and h at most once")]
+    #[error(
+        "modifier `{modifier}` repeated in `{text}`; give each of u, k, h, G and H at most once"
+    )]
     RepeatedModifier {
         /// The event text as written.
         text: String,
@@ -353,7 +418,7 @@ impl Event {
     /// Turns the event into `perf_event_attr` fields; `pmu_root` (normally
     /// [`PMU_ROOT`]) is only read for `pmu/.../` events.
     pub fn resolve(&self, pmu_root: &Path) -> Result<EventAttr, ResolveError> {
-        let (type_, [config, config1, config2]) = match &self.kind {
+        let (type_, config) = match &self.kind {
             EventKind::Hardware(id) => (PERF_TYPE_HARDWARE, [*id, 0, 0]),
             EventKind::Software(id) => (PERF_TYPE_SOFTWARE, [*id, 0, 0]),
             EventKind::HardwareCache { cache, op, result } => (
@@ -363,15 +428,16 @@ impl Event {
             EventKind::Raw(config) => (PERF_TYPE_RAW, [*config, 0, 0]),
             EventKind::Pmu { pmu, spec } => pmu::resolve(pmu_root, pmu, spec)?,
         };
-        Ok(EventAttr {
-            type_,
-            config,
-            config1,
-            config2,
-            exclude_user: self.modifiers.exclude_user,
-            exclude_kernel: self.modifiers.exclude_kernel,
-            exclude_hv: self.modifiers.exclude_hv,
-        })
+        let mut modifiers = self.modifiers;
+        if let EventKind::Pmu { pmu, .. } = &self.kind
+            && !cores::is_core_pmu(pmu_root, pmu)
+        {
+            // PMUs outside the cores (msr, power, uncore) refuse every
+            // exclude bit (EINVAL) and count no guest apart anyway: the
+            // default leaves guests in there, as perf ends up doing.
+            modifiers.exclude_guest = false;
+        }
+        Ok(EventAttr::with_modifiers(type_, config, modifiers))
     }
 
     /// The `event` label: perf's own name of a generalized event whatever
@@ -453,18 +519,22 @@ fn unknown_event(text: &str, name: &str, mods: Option<&str>) -> EventSyntaxError
     }
 }
 
-/// Parses perf's privilege modifiers: listing levels counts only those, e.g.
-/// `u` sets exclude_kernel and exclude_hv, `uk` sets exclude_hv only.
+/// Parses perf's modifiers. Listing privilege levels counts only those,
+/// e.g. `u` sets exclude_kernel and exclude_hv, `uk` sets exclude_hv only;
+/// `G` counts guests and `H` the host: `G` alone sets exclude_host, `GH`
+/// counts both, neither (or `H`) counts the host only.
 fn parse_modifiers(text: &str, mods: &str) -> Result<Modifiers, EventSyntaxError> {
     if mods.is_empty() {
         return Err(EventSyntaxError::EmptyModifier(text.to_string()));
     }
-    let (mut user, mut kernel, mut hv) = (false, false, false);
+    let (mut user, mut kernel, mut hv, mut guest, mut host) = (false, false, false, false, false);
     for modifier in mods.chars() {
         let seen = match modifier {
             'u' => &mut user,
             'k' => &mut kernel,
             'h' => &mut hv,
+            'G' => &mut guest,
+            'H' => &mut host,
             _ => {
                 let text = text.to_string();
                 return Err(EventSyntaxError::BadModifier { text, modifier });
@@ -476,10 +546,13 @@ fn parse_modifiers(text: &str, mods: &str) -> Result<Modifiers, EventSyntaxError
         }
         *seen = true;
     }
+    let privileged = user || kernel || hv;
     Ok(Modifiers {
-        exclude_user: !user,
-        exclude_kernel: !kernel,
-        exclude_hv: !hv,
+        exclude_user: privileged && !user,
+        exclude_kernel: privileged && !kernel,
+        exclude_hv: privileged && !hv,
+        exclude_guest: !guest,
+        exclude_host: guest && !host,
     })
 }
 
@@ -619,6 +692,7 @@ pub(crate) mod tests {
             exclude_user: !user,
             exclude_kernel: !kernel,
             exclude_hv: !hv,
+            ..Modifiers::default()
         }
     }
 
@@ -628,6 +702,49 @@ pub(crate) mod tests {
         assert_eq!(event.text, "cycles");
         assert_eq!(event.modifiers, Modifiers::default());
         assert_eq!(parse_event("cycles:u").unwrap().text, "cycles:u");
+    }
+
+    #[test]
+    fn guests_are_left_out_unless_g_is_written_as_perf_does() {
+        let of = |text: &str| {
+            let m = parse_event(text).unwrap().modifiers;
+            (m.exclude_guest, m.exclude_host)
+        };
+        // Host only: no modifier, a privilege level, or H.
+        for text in [
+            "cycles",
+            "cycles:u",
+            "cycles:H",
+            "cycles:uH",
+            "cpu/event=0x3c/k",
+        ] {
+            assert_eq!(of(text), (true, false), "{text}");
+        }
+        // Guests only, or both.
+        assert_eq!(of("cycles:G"), (false, true));
+        assert_eq!(of("cycles:Gu"), (false, true));
+        assert_eq!(of("cycles:GH"), (false, false));
+        assert_eq!(of("cpu/event=0x3c/HG"), (false, false));
+        // G and H leave the privilege levels alone.
+        let g = parse_event("cycles:G").unwrap().modifiers;
+        assert!(!g.exclude_user && !g.exclude_kernel && !g.exclude_hv);
+        let gu = parse_event("cycles:Gu").unwrap().modifiers;
+        assert!(!gu.exclude_user && gu.exclude_kernel && gu.exclude_hv);
+        assert!(matches!(
+            err("cycles:GG"),
+            EventSyntaxError::RepeatedModifier { modifier: 'G', .. }
+        ));
+        assert!(matches!(
+            err("cycles:g"),
+            EventSyntaxError::BadModifier { modifier: 'g', .. }
+        ));
+        // Every way of writing an event asks the kernel for the same.
+        let attr = parse_event("cycles:G")
+            .unwrap()
+            .resolve(Path::new("/nonexistent"))
+            .unwrap();
+        assert!(!attr.exclude_guest && attr.exclude_host);
+        assert!(EventAttr::new(PERF_TYPE_SOFTWARE, 0).exclude_guest);
     }
 
     #[test]
@@ -699,9 +816,9 @@ pub(crate) mod tests {
             err("msr/tsc/:"),
             EventSyntaxError::EmptyModifier("msr/tsc/:".into())
         );
-        let msg = err("cycles:G").to_string();
+        let msg = err("cycles:P").to_string();
         assert!(
-            msg.contains("only u (user), k (kernel) and h (hypervisor)"),
+            msg.contains("only u (user), k (kernel), h (hypervisor), G (KVM guests) and H (host)"),
             "{msg}"
         );
     }
@@ -937,13 +1054,10 @@ pub(crate) mod tests {
         let nowhere = Path::new("/nonexistent");
         let attr = |text: &str| parse_event(text).unwrap().resolve(nowhere).unwrap();
         let expect = |type_, config, (u, k, h)| EventAttr {
-            type_,
-            config,
-            config1: 0,
-            config2: 0,
             exclude_user: u,
             exclude_kernel: k,
             exclude_hv: h,
+            ..EventAttr::new(type_, config)
         };
         assert_eq!(attr("cycles"), expect(0, 0, (false, false, false)));
         assert_eq!(attr("instructions:u"), expect(0, 1, (false, true, true)));
@@ -1026,6 +1140,8 @@ pub(crate) mod tests {
             "events/tsc is event=0x00 and format/event is config:0-63"
         );
         assert!(attr.exclude_kernel && attr.exclude_hv && !attr.exclude_user);
+        // msr is no core PMU: the kernel would refuse exclude_guest.
+        assert!(!attr.exclude_guest && !attr.exclude_host);
         let e = parse_event("msr/tscx/").unwrap().resolve(root).unwrap_err();
         let msg = e.to_string();
         assert!(

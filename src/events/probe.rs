@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolFlags, SymbolKind};
 
-use crate::events::{EventAttr, PmuSpec, ResolveError, parse_number, pmu};
+use crate::events::{EventAttr, Modifiers, PmuSpec, ResolveError, parse_number, pmu};
 use crate::suggest::edit_distance;
 
 /// perf's suffix for a probe on the function's return instead of its entry.
@@ -513,15 +513,8 @@ impl ProbeSpec {
             // With no function name the kprobe PMU reads the address from config2.
             Location::KernelAddress(address) => (0, *address, None),
         };
-        let attr = EventAttr {
-            type_,
-            config,
-            config1,
-            config2,
-            exclude_user: false,
-            exclude_kernel: false,
-            exclude_hv: false,
-        };
+        let attr =
+            EventAttr::with_modifiers(type_, [config, config1, config2], Modifiers::default());
         Ok(ResolvedProbe { attr, binary })
     }
 

@@ -35,6 +35,8 @@ pub(crate) fn counting_attr(event: &EventAttr, leader: bool) -> perf_event_attr 
     attr.set_exclude_user(u64::from(event.exclude_user));
     attr.set_exclude_kernel(u64::from(event.exclude_kernel));
     attr.set_exclude_hv(u64::from(event.exclude_hv));
+    attr.set_exclude_guest(u64::from(event.exclude_guest));
+    attr.set_exclude_host(u64::from(event.exclude_host));
     attr
 }
 
@@ -75,6 +77,8 @@ mod tests {
             exclude_user: false,
             exclude_kernel: true,
             exclude_hv: true,
+            exclude_guest: true,
+            exclude_host: false,
         }
     }
 
@@ -97,6 +101,16 @@ mod tests {
         assert_eq!(attr.exclude_user(), 0);
         assert_eq!(attr.exclude_kernel(), 1);
         assert_eq!(attr.exclude_hv(), 1);
+        assert_eq!((attr.exclude_guest(), attr.exclude_host()), (1, 0));
+        let guests = counting_attr(
+            &EventAttr {
+                exclude_guest: false,
+                exclude_host: true,
+                ..event()
+            },
+            true,
+        );
+        assert_eq!((guests.exclude_guest(), guests.exclude_host()), (0, 1));
         assert_eq!(attr.read_format, 0b1111);
         assert_eq!(attr.size as usize, std::mem::size_of::<perf_event_attr>());
     }
@@ -115,5 +129,6 @@ mod tests {
             (1, libc::CLOCK_MONOTONIC)
         );
         assert_eq!((attr.type_, attr.config, attr.exclude_kernel()), (1, 2, 1));
+        assert_eq!(attr.exclude_guest(), 1);
     }
 }

@@ -50,15 +50,7 @@ impl RingOwner {
     /// The dummy stays disabled: it exists only to own the ring, and a
     /// disabled owner still receives what other events redirect to it.
     pub fn open(cpu: u32, data_pages: usize, wakeup_bytes: u32) -> Result<Self, Errno> {
-        let dummy = EventAttr {
-            type_: PERF_TYPE_SOFTWARE,
-            config: u64::from(PERF_COUNT_SW_DUMMY),
-            config1: 0,
-            config2: 0,
-            exclude_user: false,
-            exclude_kernel: false,
-            exclude_hv: false,
-        };
+        let dummy = EventAttr::new(PERF_TYPE_SOFTWARE, u64::from(PERF_COUNT_SW_DUMMY));
         let mut attr = sampling_attr(&dummy, SAMPLE_TYPE);
         // The watermark is the ring's: the kernel takes it from the event
         // that maps the ring, whoever writes into it.

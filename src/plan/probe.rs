@@ -3,7 +3,7 @@
 //! from sysfs and tracefs. Backends implement [`Probe`]; planning and
 //! `cgperf check` / `cgperf list` ask it.
 
-use crate::events::EventAttr;
+use crate::events::{CorePmus, EventAttr};
 use crate::perf::{Errno, OpenFailure};
 use crate::snapshot::NotCountable;
 use std::ffi::CStr;
@@ -87,8 +87,112 @@ impl Refusal {
     }
 }
 
+/// Where `group` is tried, and its events as opened there: on `cpu`, or on
+/// a hybrid CPU the first online CPU (`cpu` first) whose core PMU counts
+/// every event of the group. Refused without asking the kernel when no CPU
+/// does: the group holds events of two core types.
+pub fn placed<'a>(
+    group: &[Trial<'a>],
+    cores: &CorePmus,
+    cpu: u32,
+) -> Result<(u32, Vec<Trial<'a>>), Refusal> {
+    let attrs: Vec<EventAttr> = group.iter().map(|t| t.attr).collect();
+    let online = std::iter::once_with(|| crate::cpus::online().unwrap_or_default()).flatten();
+    let Some((cpu, attrs)) = cores.first_cpu_for(&attrs, std::iter::once(cpu).chain(online)) else {
+        let names: Vec<&str> = cores.pmus().iter().map(|p| p.name.as_str()).collect();
+        return Err(Refusal::not_asked(
+            NotCountable::MIXED_CORE_TYPES,
+            format!(
+                "no online CPU counts all of its events: this CPU's core types ({}) each \
+                 count on their own CPUs; put the events of each core type in a group of \
+                 their own",
+                names.join(", ")
+            ),
+        ));
+    };
+    let trials = group
+        .iter()
+        .zip(attrs)
+        .map(|(t, attr)| Trial { attr, ..*t })
+        .collect();
+    Ok((cpu, trials))
+}
+
 impl From<Refusal> for NotCountable {
     fn from(refusal: Refusal) -> Self {
         Self::new(refusal.token, refusal.reason)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE};
+
+    fn trial(label: &str, attr: EventAttr) -> Trial<'_> {
+        Trial {
+            label,
+            attr,
+            filter: None,
+        }
+    }
+
+    /// An Intel hybrid's sysfs: `cpu_core` on CPUs 0-3, `cpu_atom` on 4-7.
+    fn hybrid() -> (tempfile::TempDir, CorePmus) {
+        let root = tempfile::tempdir().expect("temp dir");
+        for (name, type_, cpus) in [("cpu_core", 4, "0-3"), ("cpu_atom", 10, "4-7")] {
+            let dir = root.path().join(name);
+            std::fs::create_dir(&dir).expect("PMU dir");
+            std::fs::write(dir.join("type"), format!("{type_}\n")).expect("type");
+            std::fs::write(dir.join("cpus"), format!("{cpus}\n")).expect("cpus");
+        }
+        let cores = CorePmus::discover(root.path()).expect("core PMUs");
+        (root, cores)
+    }
+
+    #[test]
+    fn a_group_is_tried_where_it_counts_and_events_of_two_core_types_are_refused() {
+        let (_root, cores) = hybrid();
+        let cycles = EventAttr::new(PERF_TYPE_HARDWARE, 0);
+        let clock = EventAttr::new(PERF_TYPE_SOFTWARE, 1);
+        // On the probe CPU, generalized events with its PMU's type.
+        let (cpu, trials) = placed(
+            &[trial("cycles", cycles), trial("task-clock", clock)],
+            &cores,
+            1,
+        )
+        .expect("placed");
+        assert_eq!(cpu, 1);
+        assert_eq!(trials[0].attr.config, 4 << 32);
+        assert_eq!((trials[1].label, trials[1].attr), ("task-clock", clock));
+        // An E-core event is tried on the first online E-core; where none
+        // of CPUs 4-7 is online (this machine may have fewer CPUs), no CPU
+        // counts it.
+        let atom = [trial("cpu_atom/event=0xc0/", EventAttr::new(10, 0xc0))];
+        let first_e_core = crate::cpus::online()
+            .expect("online CPUs")
+            .into_iter()
+            .find(|c| (4..=7).contains(c));
+        match (placed(&atom, &cores, 1), first_e_core) {
+            (Ok((cpu, _)), Some(e_core)) => assert_eq!(cpu, e_core),
+            (Err(refusal), None) => assert_eq!(refusal.token, NotCountable::MIXED_CORE_TYPES),
+            (placed, e_core) => panic!("{placed:?} with E-core {e_core:?} online"),
+        }
+        let mixed = [
+            trial("cpu_core/event=0xc0/", EventAttr::new(4, 0xc0)),
+            trial("cpu_atom/event=0xc0/", EventAttr::new(10, 0xc0)),
+        ];
+        let refusal = placed(&mixed, &cores, 0).expect_err("no CPU counts both");
+        assert_eq!(refusal.token, NotCountable::MIXED_CORE_TYPES);
+        assert_eq!(refusal.refused, None);
+        assert!(
+            refusal.reason.contains("(cpu_atom, cpu_core)")
+                && refusal.reason.contains("a group of their own"),
+            "{}",
+            refusal.reason
+        );
+        // Without a hybrid CPU, everything is tried on the probe CPU.
+        let (cpu, trials) = placed(&mixed, &CorePmus::default(), 3).expect("placed");
+        assert_eq!((cpu, trials[1].attr.type_), (3, 10));
     }
 }

@@ -111,6 +111,7 @@ fn machine() -> (tempfile::TempDir, Machine) {
         tracefs: Ok(Tracefs::at(dir.path().join("tracing"))),
         probe_cgroup: dir.path().join("no-such-cgroup"),
         probe_cpu: 0,
+        cores: Default::default(),
     };
     (dir, machine)
 }

@@ -41,15 +41,7 @@ pub fn available(capacity: usize) -> Result<(), Unavailable> {
         .ok()
         .and_then(|online| online.first().copied())
         .unwrap_or(0);
-    let clock = EventAttr {
-        type_: PERF_TYPE_SOFTWARE,
-        config: 0,
-        config1: 0,
-        config2: 0,
-        exclude_user: false,
-        exclude_kernel: false,
-        exclude_hv: false,
-    };
+    let clock = EventAttr::new(PERF_TYPE_SOFTWARE, 0);
     CounterGroup::open(&[clock], Target::AllTasks, cpu)
         .map(drop)
         .map_err(|e| {

@@ -115,7 +115,7 @@ impl BpfBackend {
                     }
                 };
                 let charged = &mut counted.groups[at];
-                if !charged.cpus.contains_key(&cpu) {
+                if !charged.cpus.contains_key(&cpu) && spec.counts_on(cpu) {
                     let key = (cgroup.slot, cpu, counted.slot);
                     let fed = Fed::new(kernel, key, spec, &charged.at, totals);
                     charged.cpus.insert(cpu, fed);

@@ -323,8 +323,12 @@ impl Kernel {
             }
             let spec = p.spec.clone();
             let at = p.at.clone();
-            match CounterGroup::open_filtered(&spec.attrs(), &spec.filters(), Target::AllTasks, cpu)
-            {
+            // A group of another core type than this CPU's is not opened
+            // here: its slots stay empty, and the program reads nothing.
+            let Some(attrs) = spec.attrs_on(cpu) else {
+                continue;
+            };
+            match CounterGroup::open_filtered(&attrs, &spec.filters(), Target::AllTasks, cpu) {
                 Ok(group) => {
                     let mut installed = true;
                     for (index, (fd, &e)) in group.fds().zip(&at).enumerate() {

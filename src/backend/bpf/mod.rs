@@ -256,7 +256,8 @@ impl BpfBackend {
                 },
             };
             for &cpu in &self.online {
-                if charged.cpus.contains_key(&cpu) {
+                // A hybrid CPU's other core type: never opened there.
+                if charged.cpus.contains_key(&cpu) || !spec.counts_on(cpu) {
                     continue;
                 }
                 let fed = Fed::new(kernel, (key, cpu, counted.slot), spec, &charged.at, totals);

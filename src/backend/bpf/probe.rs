@@ -1,9 +1,11 @@
 //! Probing for the BPF backend: a group opened once system-wide on one
 //! CPU, as the backend opens it on every CPU (whatever the cgroups).
 
+use crate::events::CorePmus;
 use crate::machine::Machine;
 use crate::perf::{CounterGroup, Target};
-use crate::plan::{Probe, Refusal, Trial};
+use crate::plan::{Probe, Refusal, Trial, placed};
+use std::sync::Arc;
 
 /// Opens trial groups system-wide on an online CPU: what this machine
 /// refuses there, the BPF backend cannot count. (System-wide PMUs such as
@@ -11,6 +13,8 @@ use crate::plan::{Probe, Refusal, Trial};
 #[derive(Debug, Clone)]
 pub struct BpfProbe {
     cpu: u32,
+    /// On a hybrid CPU, where a group of one core type is opened instead.
+    cores: Arc<CorePmus>,
 }
 
 impl BpfProbe {
@@ -18,15 +22,17 @@ impl BpfProbe {
     pub fn new(machine: &Machine) -> Self {
         Self {
             cpu: machine.probe_cpu,
+            cores: machine.cores.clone(),
         }
     }
 }
 
 impl Probe for BpfProbe {
     fn try_group(&self, group: &[Trial<'_>]) -> Result<(), Refusal> {
-        let attrs: Vec<_> = group.iter().map(|t| t.attr).collect();
-        let filters: Vec<_> = group.iter().map(|t| t.filter).collect();
-        CounterGroup::open_filtered(&attrs, &filters, Target::AllTasks, self.cpu)
+        let (cpu, trials) = placed(group, &self.cores, self.cpu)?;
+        let attrs: Vec<_> = trials.iter().map(|t| t.attr).collect();
+        let filters: Vec<_> = trials.iter().map(|t| t.filter).collect();
+        CounterGroup::open_filtered(&attrs, &filters, Target::AllTasks, cpu)
             .map(drop)
             .map_err(|e| Refusal::kernel(group, e.index, e.errno))
     }

@@ -21,7 +21,7 @@ use crate::plan::{Plan, SampledSpec};
 use crate::snapshot::{ErrorReason, Operation, SkipReason};
 use crate::totals::Totals;
 use counter::GroupState;
-use open::{Opener, or_later};
+use open::{NotOpened, Opener, or_later};
 use reconcile::{Reconciling, reconcile};
 use rings::SampledState;
 use std::collections::{BTreeMap, HashSet};
@@ -371,6 +371,10 @@ fn open_pending(
                 continue;
             }
             let opened = opener.open(&group.spec, &state.path, &dir, cpu);
+            // Another core type's CPU: no counter, no series there.
+            if matches!(opened, Err(NotOpened::NotHere)) {
+                continue;
+            }
             let opened = or_later(opened, &mut group.unopened, cpu);
             if opened.is_some() || !group.cpus.iter().any(|c| c.cpu == cpu) {
                 group.counter(slot, cpu, totals).opened(opened);

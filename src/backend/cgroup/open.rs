@@ -44,6 +44,9 @@ pub(super) enum NotOpened {
     /// A lasting failure: no such event, no permission, the CPU or the
     /// cgroup gone. Counted and logged; trying again would fail the same.
     ForGood,
+    /// The group's events do not count on this CPU (a hybrid CPU's other
+    /// core type): not a failure, nothing to try again.
+    NotHere,
 }
 
 /// The opened `T`, or `None`; then `cpu` joins `unopened`, the CPUs to try
@@ -59,7 +62,7 @@ pub(super) fn or_later<T>(
             unopened.remove(&cpu);
             Some(opened)
         }
-        Err(NotOpened::ForGood) => {
+        Err(NotOpened::ForGood | NotOpened::NotHere) => {
             unopened.remove(&cpu);
             None
         }
@@ -110,12 +113,15 @@ impl Opener {
         dir: &std::fs::File,
         cpu: u32,
     ) -> Result<Held, NotOpened> {
+        let Some(attrs) = spec.attrs_on(cpu) else {
+            return Err(NotOpened::NotHere);
+        };
         let n = spec.events.len() as u64;
         if !self.budget.fits(self.used(), n) {
             return Err(NotOpened::OutOfFds);
         }
         let target = Target::Cgroup(dir.as_fd());
-        CounterGroup::open_filtered(&spec.attrs(), &spec.filters(), target, cpu)
+        CounterGroup::open_filtered(&attrs, &spec.filters(), target, cpu)
             .map(|group| Held::new(group, &self.tally))
             .map_err(|e| self.failed(&spec.name.shared_label(), cgroup, cpu, e.errno))
     }

@@ -3,7 +3,7 @@
 
 use super::Counted;
 use super::counter::GroupState;
-use super::open::{Opener, OutOfFds, or_give_up};
+use super::open::{NotOpened, Opener, OutOfFds, or_give_up};
 use super::rings::SampledState;
 use crate::backend::Wanted;
 use crate::ids::CgroupSlot;
@@ -169,6 +169,10 @@ fn hand_over(
             let done = c.in_dir(|dir| {
                 for p in plan.iter_mut().filter(|p| !p.kept) {
                     let opened = opener.open(&p.group.spec, &c.state.path, dir, cpu);
+                    // Another core type's CPU: no counter, no series there.
+                    if matches!(opened, Err(NotOpened::NotHere)) {
+                        continue;
+                    }
                     let opened = or_give_up(opened, &mut p.group.unopened, cpu)?;
                     p.group.counter(c.slot, cpu, totals).opened(opened);
                     if let Some(previous) = p.previous.as_mut() {
