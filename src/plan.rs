@@ -82,8 +82,10 @@ impl GroupSpec {
     /// group does not count: on a hybrid CPU, the CPUs of another core type
     /// than its events' (see [`CorePmus::on_cpu`]).
     pub fn attrs_on(&self, cpu: u32) -> Option<Vec<EventAttr>> {
-        let attrs: Vec<EventAttr> = self.events.iter().map(|e| e.attr).collect();
-        self.cores.group_on_cpu(&attrs, cpu)
+        self.events
+            .iter()
+            .map(|e| self.cores.on_cpu(&e.attr, cpu))
+            .collect()
     }
 
     /// Whether the group counts on `cpu`: see [`GroupSpec::attrs_on`].
