@@ -1174,7 +1174,7 @@ fn the_systemd_unit_runs_as_written_and_counts_exactly() {
     let steps = docs_commands("getting-started.md");
     let built = steps
         .iter()
-        .position(|l| l == "cargo build --release")
+        .position(|l| l == "scripts/build")
         .expect("docs/getting-started.md builds cgperf");
     let steps = &steps[built + 1..];
     let commented: Vec<String> = unit
@@ -1270,7 +1270,10 @@ fn the_systemd_unit_runs_as_written_and_counts_exactly() {
         argv[0], "/usr/local/bin/cgperf",
         "installed where the unit's install steps put it"
     );
-    assert_eq!(installed_from(steps, &argv[0]), "target/release/cgperf");
+    assert_eq!(
+        installed_from(steps, &argv[0]),
+        "target/dist/x86_64-unknown-linux-gnu/release/cgperf"
+    );
     argv[0] = env!("CARGO_BIN_EXE_cgperf").into();
     // The config the install steps put where ExecStart reads it.
     let config_path = Path::new(config_arg(&argv)).to_path_buf();

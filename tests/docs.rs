@@ -63,7 +63,7 @@ const RUN_ELSEWHERE: [(&str, &str, &str); 14] = [
         "fn the_example_config_checks_under_the_units_privileges(",
     ),
     (
-        "install -m 0755 target/release/cgperf /usr/local/bin/cgperf",
+        "install -m 0755 target/dist/x86_64-unknown-linux-gnu/release/cgperf /usr/local/bin/cgperf",
         "tests/deploy.rs",
         "fn the_systemd_unit_runs_as_written_and_counts_exactly(",
     ),
@@ -116,9 +116,7 @@ fn runs_here(command: &str) -> Option<&'static str> {
         None
     } else if command.starts_with("cgperf ") {
         Some("cgperf_commands_run_as_written_in_a_sandbox")
-    } else if command == "scripts/run"
-        || command == "cargo build --release"
-        || command.starts_with("curl ")
+    } else if command == "scripts/run" || command == "scripts/build" || command.starts_with("curl ")
     {
         Some("scripts_run_serves_what_the_curl_lines_ask")
     } else if command.starts_with("perf stat ") {
@@ -841,7 +839,7 @@ fn cgperf_commands_run_as_written_in_a_sandbox() {
     }
 }
 
-/// `cargo build --release`, then `scripts/run` (the README's first
+/// `scripts/build`, then `scripts/run` (the README's first
 /// command), in a network namespace of its own where `:9810` is free; then
 /// the getting-started page's `curl` lines, as written, from inside it.
 #[test]
@@ -855,7 +853,7 @@ fn scripts_run_serves_what_the_curl_lines_ask() {
             .unwrap_or_else(|| panic!("no page shows `{command}`"))
             .clone()
     };
-    let build = find("cargo build --release");
+    let build = find("scripts/build");
     let out = Command::new("sh")
         .arg("-c")
         .arg(&build.command)
