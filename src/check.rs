@@ -89,6 +89,7 @@ pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<Verdict> {
     if chosen.kind == Kind::Bpf {
         by_lines(&plan, out)?;
     }
+    metric_lines(config, &plan, out)?;
 
     writeln!(out)?;
     let found = cgroupfs.expand(&plan.selectors);
@@ -164,6 +165,32 @@ fn by_lines(plan: &Plan, out: &mut dyn Write) -> anyhow::Result<()> {
                 spec.label
             )?,
         }
+    }
+    Ok(())
+}
+
+/// Each metric, its formula, and whether this machine counts what it uses.
+fn metric_lines(config: &Config, plan: &Plan, out: &mut dyn Write) -> anyhow::Result<()> {
+    if !config.metrics.is_empty() {
+        writeln!(out)?;
+    }
+    for metric in &config.metrics {
+        let uncounted = metric.inputs.iter().find(|input| {
+            let group = GroupId::from_label(&input.group);
+            let event = match group {
+                GroupId::Named(_) => None,
+                _ => Some(input.event.as_str()),
+            };
+            verdict(plan, &group, event).is_err()
+        });
+        let status = match uncounted {
+            None => "computed".to_owned(),
+            Some(input) => format!(
+                "NOT COMPUTED: it uses `{}` (group `{}`), which this machine does not count",
+                input.event, input.group
+            ),
+        };
+        writeln!(out, "metric {} = {}: {status}", metric.name, metric.formula)?;
     }
     Ok(())
 }

@@ -3,8 +3,8 @@
 //! Data flows one way: [`config`] (parse and validate) → [`plan`] (resolve
 //! events on this machine) → [`engine`] (which cgroups, what to count, when
 //! to read) through a counting [`backend`] (open, read, close; over
-//! [`perf`]) into [`totals`] → [`snapshot`] → [`exporter`]. [`discovery`]
-//! finds the cgroups to count.
+//! [`perf`]) into [`totals`] → [`snapshot`] (with the [`metrics`] of each
+//! interval) → [`exporter`]. [`discovery`] finds the cgroups to count.
 
 pub mod backend;
 pub mod check;
@@ -22,6 +22,7 @@ pub mod ids;
 pub mod labels;
 pub mod list;
 pub mod machine;
+pub mod metrics;
 pub mod mountinfo;
 pub mod perf;
 pub mod plan;

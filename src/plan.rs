@@ -6,7 +6,9 @@
 //! Resolving makes no perf syscall: everything only the kernel can judge is
 //! asked of the [`Probe`] a plan is built with.
 
-use crate::config::{CgroupSelector, Config, ConfigError, GroupDef, ProbeDef, TracepointDef};
+use crate::config::{
+    CgroupSelector, Config, ConfigError, GroupDef, MetricDef, ProbeDef, TracepointDef,
+};
 use crate::deadline;
 use crate::events::{CorePmus, Event, EventAttr, Field, HeldBinary, PERF_TYPE_TRACEPOINT};
 use crate::ids::{EventId, GroupId, SampledId};
@@ -189,6 +191,8 @@ pub struct Plan {
     sampled: Vec<(SampledId, Option<Arc<SampledSpec>>)>,
     /// The verdict on every group, tracepoint and probe.
     pub support: Vec<Support>,
+    /// The config's metrics.
+    pub metrics: Vec<Arc<MetricDef>>,
     /// Counters per CPU that the groups some selector counts need, before
     /// any was left out for want of room (see
     /// [`Probe::counters_per_cpu`]).
@@ -283,6 +287,7 @@ impl Plan {
             probes,
             sampled,
             support,
+            metrics: config.metrics.iter().cloned().map(Arc::new).collect(),
             counters: 0,
         };
         let every: Vec<usize> = (0..plan.selectors.len()).collect();
@@ -429,6 +434,17 @@ impl Plan {
                     .any(|s| s.tracepoints.iter().any(|l| **l == *id.label))
             })
             .filter_map(|(_, spec)| spec.clone())
+            .collect()
+    }
+
+    /// The metrics to compute for a cgroup chosen by `selectors`, in the
+    /// config's order.
+    pub fn metrics_for(&self, selectors: &[usize]) -> Vec<Arc<MetricDef>> {
+        let chosen = self.chosen(selectors);
+        self.metrics
+            .iter()
+            .filter(|m| chosen.iter().any(|s| s.metrics.contains(&m.name)))
+            .cloned()
             .collect()
     }
 

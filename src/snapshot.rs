@@ -1,6 +1,7 @@
 //! The immutable result of one sampling interval. The sampler builds it; the
 //! exporters only present it.
 
+use crate::config::MetricDef;
 use crate::ids::GroupId;
 use crate::perf::OpenFailure;
 use std::collections::BTreeMap;
@@ -88,6 +89,19 @@ impl std::ops::Deref for CounterSample {
         // `at` is within `keys`: both constructors make sure of it.
         &self.keys[self.at]
     }
+}
+
+/// The value of one metric in one cgroup over the last interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricSample {
+    /// cgroup path.
+    pub cgroup: Arc<str>,
+    /// Extra labels derived from the cgroup path.
+    pub labels: Labels,
+    /// Which metric.
+    pub metric: Arc<MetricDef>,
+    /// Its value over the interval.
+    pub value: f64,
 }
 
 /// Enabled and running time of one group in one cgroup.
@@ -345,6 +359,11 @@ pub struct Snapshot {
     /// (their samples were dropped by a full ring): the labels of the
     /// entry's counters without the field labels.
     pub events_lost: Vec<CounterSample>,
+    /// The value of each metric in each cgroup over the last interval,
+    /// where it has one.
+    pub metrics: Vec<MetricSample>,
+    /// Every metric of the config.
+    pub metric_defs: Vec<Arc<MetricDef>>,
     /// Support of every configured group.
     pub support: Vec<Support>,
     /// Read and open errors so far.
@@ -399,6 +418,8 @@ impl Snapshot {
             counters: Vec::new(),
             group_times: Vec::new(),
             events_lost: Vec::new(),
+            metrics: Vec::new(),
+            metric_defs: Vec::new(),
             support: Vec::new(),
             errors: Errors::default(),
             skipped: BTreeMap::new(),

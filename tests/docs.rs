@@ -372,6 +372,7 @@ fn every_key_the_parser_accepts_is_in_the_configuration_reference() {
             "groups: {a: [cs]}\ncgroups:\n  - {path: /, zzz: 1}\n",
         ),
         ("otlp", "otlp: {zzz: 1}\n"),
+        ("a metric", "metrics:\n  - {zzz: 1}\n"),
     ];
     let mut keys = 0;
     for (level, config) in levels {
@@ -496,7 +497,7 @@ fn every_served_family_is_in_the_metrics_reference_with_its_type_and_labels_and_
         "interval: 200ms\ngroups:\n  sched: [task-clock, context-switches]\n\
          tracepoints:\n  - {name: raw_syscalls:sys_enter, by: [id], syscall_name: id, as: calls}\n\
          \x20 - sched:no_such_tracepoint\nprobes:\n  - {uprobe: /no/such/binary:main, as: nothing}\n\
-         cgroups:\n  - path: /\n",
+         metrics:\n  - {name: busy, expr: task-clock * 5}\ncgroups:\n  - path: /\n",
     );
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
     cmd.arg(format!("--config.file={}", config.path().display()))
@@ -505,7 +506,9 @@ fn every_served_family_is_in_the_metrics_reference_with_its_type_and_labels_and_
     let exporter = Exporter::spawn(cmd);
     exporter.wait_collections(2);
     let body = exporter.wait_for("every kind of series", |b| {
-        b.contains("cgperf_events_lost_total{") && b.contains("container_perf_events_total{")
+        b.contains("cgperf_events_lost_total{")
+            && b.contains("container_perf_events_total{")
+            && b.contains("cgperf_metric{")
     });
     let served = served(&body);
     let documented = documented();

@@ -387,7 +387,11 @@ fn latest(received: &[Received], metric: &str, want: &[(&str, &str)]) -> Option<
 const GETPPID: &str = "syscalls:sys_enter_getppid";
 
 fn tracepoint_config(cgroups: &str, otlp: &str) -> String {
-    format!("interval: 100ms\ntracepoints: [{GETPPID}]\ncgroups:\n{cgroups}{otlp}")
+    format!(
+        "interval: 100ms\ntracepoints: [{GETPPID}]\n\
+         metrics:\n  - {{name: calls, expr: \"{GETPPID}\", unit: calls}}\n\
+         cgroups:\n{cgroups}{otlp}"
+    )
 }
 
 /// A workload of exactly `N` getppid calls in a fresh cgroup arrives at the
@@ -419,6 +423,30 @@ fn exact_count_arrives(name: &str, receiver: &Receiver, start: impl FnOnce(&str)
     assert_eq!(point.attributes["cgperf.group"], "tracepoints");
     assert_eq!(point.unit, "{event}");
     assert!(0 < point.start && point.start <= point.time, "{point:?}");
+    // The metric: a gauge per cgroup, the calls of the interval before the
+    // push (0 once the workload is done; the push, slower than the
+    // interval, need not see the interval of the calls), and its
+    // description.
+    let metric = wait("the metric at the receiver", 20, || {
+        latest(
+            &receiver.log.accepted(),
+            "cgperf_metric",
+            &[("cgroup.path", cg.rel.as_str())],
+        )
+    });
+    assert_eq!(metric.sum, None, "a gauge");
+    assert!(metric.value <= N as f64, "{metric:?}");
+    let keys: Vec<&str> = metric.attributes.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["cgperf.metric", "cgroup.path"]);
+    assert_eq!(metric.attributes["cgperf.metric"], "calls");
+    let info = latest(
+        &receiver.log.accepted(),
+        "cgperf_metric_info",
+        &[("cgperf.metric", "calls")],
+    )
+    .expect("the metric's description");
+    assert_eq!(info.attributes["cgperf.description"], GETPPID);
+    assert_eq!(info.attributes["cgperf.unit"], "calls");
     let received = receiver.log.accepted();
     let all = points(&received);
     let gauge = all

@@ -23,6 +23,9 @@
 //! backend: cgroup         # cgroup, bpf or auto; default cgroup
 //! otlp:                   # push to an OpenTelemetry collector; default: off
 //!   endpoint: http://127.0.0.1:4317
+//! metrics:                # formulas over the counts, per cgroup per interval
+//!   - name: ipc
+//!     expr: instructions / cycles
 //! ```
 //!
 //! Keys that are absent or `null` take their defaults; unknown keys,
@@ -34,6 +37,7 @@
 mod cgroup;
 mod duration;
 mod error;
+mod metrics;
 mod otlp;
 mod schema;
 mod tracing;
@@ -48,6 +52,7 @@ use std::time::Duration;
 
 use crate::events::{Event, ProbeSpec, TracepointName};
 use crate::labels::Extractor;
+pub use crate::metrics::{MetricDef, MetricInput};
 
 pub use cgroup::CgroupPattern;
 pub use duration::{MAX_INTERVAL, MIN_INTERVAL};
@@ -171,6 +176,9 @@ pub struct Config {
     /// The `otlp:` section as written; `None` when absent. The push it
     /// describes also depends on `OTEL_*` variables: see [`resolve_otlp`].
     pub otlp: Option<OtlpSection>,
+    /// Metrics computed from the counts, in the order written; names are
+    /// unique.
+    pub metrics: Vec<MetricDef>,
 }
 
 /// A named set of events opened (and read) together as one perf group, so
@@ -252,6 +260,10 @@ pub struct CgroupSelector {
     /// order. `groups`, `tracepoints` and `probes` are never all empty: a
     /// selector always counts something.
     pub probes: Vec<String>,
+    /// Names of the metrics to compute, a subset of [`Config::metrics`] in
+    /// its order, each counted by this selector's groups, tracepoints and
+    /// probes.
+    pub metrics: Vec<String>,
 }
 
 /// Reads and validates the config file at `path`.

@@ -35,6 +35,17 @@ pub(crate) struct RawConfig {
     pub labels: Option<TextList>,
     pub otlp: Option<Spanned<RawOtlp>>,
     pub backend: Option<Text>,
+    pub metrics: Option<Spanned<Vec<Spanned<RawMetric>>>>,
+}
+
+/// One `metrics:` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMetric {
+    pub name: Text,
+    pub expr: Text,
+    pub description: Option<Text>,
+    pub unit: Option<Text>,
 }
 
 /// The `otlp:` section; every key may be left to the environment or the
@@ -60,6 +71,7 @@ pub(crate) struct RawSelector {
     pub groups: Option<TextList>,
     pub tracepoints: Option<TextList>,
     pub probes: Option<TextList>,
+    pub metrics: Option<TextList>,
 }
 
 /// One `tracepoints:` entry: `subsys:name`, or a mapping that adds a

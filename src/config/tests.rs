@@ -76,6 +76,7 @@ fn defaults_apply() {
             groups: vec!["ipc".to_owned()],
             tracepoints: vec![],
             probes: vec![],
+            metrics: vec![],
         }]
     );
     let events: Vec<_> = config.groups[0]
@@ -1609,4 +1610,157 @@ fn bad_backend() {
         &["`auto`, `cgroup` or `bpf`"],
         BACKEND_HINT,
     );
+}
+
+// ---- metrics -----------------------------------------------------------
+
+const METRIC_BASE: &str = "groups:\n  ipc: [cycles, instructions]\n  sched: [task-clock, context-switches]\n\
+tracepoints:\n  - sys:sys_enter_read\n  - {name: raw_syscalls:sys_enter, by: [id], as: calls}\n\
+\x20 - {name: sched:sched_switch, as: switches}\n";
+
+#[test]
+fn metrics_find_their_inputs_where_they_are_counted() {
+    let config = ok(&format!(
+        "{METRIC_BASE}metrics:\n  - name: ipc\n    expr: instructions / cycles\n    unit: ratio\n\
+         \x20 - name: reads_per_switch\n    expr: \"sys:sys_enter_read / context-switches\"\n\
+         \x20   description: read() calls per context switch\n\
+         \x20 - {{name: busy, expr: task-clock * 100 / switches}}\n"
+    ));
+    let m = &config.metrics;
+    assert_eq!(m.len(), 3);
+    assert_eq!(m[0].name, "ipc");
+    assert_eq!(m[0].unit, "ratio");
+    assert_eq!(
+        m[0].description, "instructions / cycles",
+        "the formula by default"
+    );
+    let inputs = |i: usize| -> Vec<(&str, &str)> {
+        m[i].inputs
+            .iter()
+            .map(|x| (x.group.as_str(), x.event.as_str()))
+            .collect()
+    };
+    assert_eq!(inputs(0), [("ipc", "instructions"), ("ipc", "cycles")]);
+    assert_eq!(
+        inputs(1),
+        [
+            ("tracepoints", "sys:sys_enter_read"),
+            ("sched", "context-switches")
+        ]
+    );
+    assert_eq!(m[1].description, "read() calls per context switch");
+    assert_eq!(
+        inputs(2),
+        [("sched", "task-clock"), ("tracepoints", "switches")]
+    );
+    // The default selector computes them all.
+    assert_eq!(
+        config.cgroups[0].metrics,
+        ["ipc", "reads_per_switch", "busy"]
+    );
+}
+
+#[test]
+fn a_selector_computes_what_it_counts_unless_it_names_its_metrics() {
+    let metrics = "metrics:\n  - {name: ipc, expr: instructions / cycles}\n\
+                   \x20 - {name: cs, expr: context-switches}\n";
+    // Left to the default: each selector computes the metrics it counts
+    // the inputs of.
+    let config = ok(&format!(
+        "{METRIC_BASE}{metrics}cgroups:\n  - {{path: /a, groups: [sched]}}\n  - {{path: /b}}\n"
+    ));
+    assert_eq!(config.cgroups[0].metrics, ["cs"]);
+    assert_eq!(config.cgroups[1].metrics, ["ipc", "cs"]);
+    // Named: what it does not count is a mistake, with the fix.
+    check(
+        &format!(
+            "{METRIC_BASE}{metrics}cgroups:\n  - {{path: /a, groups: [sched], metrics: [ipc]}}\n"
+        ),
+        Some((12, 42)),
+        &[
+            "`cgroups[0]` computes metric \"ipc\"",
+            "\"instructions\" of group `ipc`",
+            "does not count",
+        ],
+        "add it to this entry's `groups:`",
+    );
+    check(
+        &format!("{METRIC_BASE}{metrics}cgroups:\n  - {{path: /a, metrics: [icp]}}\n"),
+        Some((12, 26)),
+        &["`cgroups[0]` refers to metric \"icp\""],
+        "did you mean `ipc`?",
+    );
+    let config = ok(&format!(
+        "{METRIC_BASE}{metrics}cgroups:\n  - {{path: /a, metrics: []}}\n"
+    ));
+    assert!(config.cgroups[0].metrics.is_empty());
+}
+
+#[test]
+fn metric_mistakes_name_the_place_and_the_fix() {
+    let at = |expr: &str| format!("{METRIC_BASE}metrics:\n  - name: m\n    expr: {expr}\n");
+    check(
+        &at("instructions / cylces"),
+        Some((10, 11)),
+        &["metric \"m\" uses \"cylces\", which the config does not count"],
+        "did you mean `cycles`?",
+    );
+    check(
+        &at("branch-misses / instructions"),
+        Some((10, 11)),
+        &["uses \"branch-misses\""],
+        "add it to a group under `groups:`",
+    );
+    check(
+        &at("calls / cycles"),
+        Some((10, 11)),
+        &["uses tracepoint \"calls\", which is counted `by:` fields"],
+        "without `by:`",
+    );
+    check(
+        &at("instructions cycles"),
+        Some((10, 11)),
+        &[
+            "metric \"m\": `expr`",
+            "unexpected `cycles`",
+            "(at character 14)",
+        ],
+        "a subtraction with spaces",
+    );
+    check(
+        &format!("{METRIC_BASE}metrics:\n  - {{name: 1ipc, expr: cycles}}\n"),
+        Some((9, 12)),
+        &["invalid metric name \"1ipc\""],
+        "[A-Za-z_][A-Za-z0-9_]*",
+    );
+    check(
+        &format!(
+            "{METRIC_BASE}metrics:\n  - {{name: a, expr: cycles}}\n  - {{name: a, expr: cycles}}\n"
+        ),
+        Some((10, 12)),
+        &["metric \"a\" is defined twice (first at line 9, column 12)"],
+        "rename or remove",
+    );
+    check(
+        &format!("{METRIC_BASE}metrics:\n  - {{name: a, expr: cycles, unit: Per Second}}\n"),
+        Some((9, 35)),
+        &["metric \"a\": invalid unit \"Per Second\""],
+        "lowercase",
+    );
+    check(
+        &format!("{METRIC_BASE}metrics:\n  - {{name: a, expr: cycles, scale: 2}}\n"),
+        Some((9, 29)),
+        &["unknown key \"scale\" in `metrics[0]`"],
+        "valid keys here: name, expr, description, unit",
+    );
+    // Every mistake at once, in file order.
+    let err = check(
+        &format!(
+            "{METRIC_BASE}metrics:\n  - {{name: a, expr: nope}}\n  - {{name: b, expr: \"(\"}}\n"
+        ),
+        Some((9, 21)),
+        &["uses \"nope\""],
+        "",
+    );
+    assert_eq!(err.others.len(), 1, "{err}");
 }

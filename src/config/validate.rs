@@ -65,6 +65,10 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
         .probes
         .map(|list| v.probes(list.value))
         .unwrap_or_default();
+    let metrics = raw
+        .metrics
+        .map(|list| v.metrics(list.value, (&groups, &tracepoints, &probes)))
+        .unwrap_or_default();
     let ring_pages = raw
         .ring_pages
         .and_then(|n| v.keep(v.ring_pages(&n)))
@@ -76,14 +80,18 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
             .at(groups_at.or(tracepoints_at).or(probes_at))
             .hint(NOTHING_HINT)));
     }
-    let cgroups = match raw.cgroups {
+    let selectors: Vec<_> = match raw.cgroups {
         // The whole machine, with everything.
-        None => vec![CgroupSelector {
-            pattern: CgroupPattern::Path("/".to_owned()),
-            groups: groups.iter().map(|g| g.name.clone()).collect(),
-            tracepoints: tracepoints.iter().map(|t| t.label.clone()).collect(),
-            probes: probes.iter().map(|p| p.label.clone()).collect(),
-        }],
+        None => vec![(
+            CgroupSelector {
+                pattern: CgroupPattern::Path("/".to_owned()),
+                groups: groups.iter().map(|g| g.name.clone()).collect(),
+                tracepoints: tracepoints.iter().map(|t| t.label.clone()).collect(),
+                probes: probes.iter().map(|p| p.label.clone()).collect(),
+                metrics: metrics.iter().map(|m| m.name.clone()).collect(),
+            },
+            None,
+        )],
         Some(list) if list.value.is_empty() => {
             v.keep::<()>(Err(v
                 .error(
@@ -106,6 +114,8 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
             })
             .collect(),
     };
+    let (mut cgroups, explicit): (Vec<_>, Vec<_>) = selectors.into_iter().unzip();
+    v.selector_metrics(&mut cgroups, &explicit, &metrics);
     let max_cgroups = raw.max_cgroups.and_then(|n| v.keep(v.max_cgroups(&n)));
     let labels = raw
         .labels
@@ -131,6 +141,7 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
         labels,
         backend,
         otlp,
+        metrics,
     })
 }
 
@@ -139,6 +150,7 @@ struct Written {
     groups: Vec<String>,
     tracepoints: Vec<String>,
     probes: Vec<String>,
+    metrics: Vec<String>,
 }
 
 impl Written {
@@ -169,10 +181,17 @@ impl Written {
                 .filter_map(|item| item.value.label.as_ref().map(|l| l.value.clone()))
                 .collect()
         });
+        let metrics = raw.metrics.as_ref().map_or_else(Vec::new, |list| {
+            list.value
+                .iter()
+                .map(|item| item.value.name.value.clone())
+                .collect()
+        });
         Self {
             groups,
             tracepoints,
             probes,
+            metrics,
         }
     }
 }
@@ -443,7 +462,7 @@ impl Validator<'_> {
         at: Location,
         raw: RawSelector,
         written: &Written,
-    ) -> Result<CgroupSelector, ConfigError> {
+    ) -> Result<(CgroupSelector, Option<Location>), ConfigError> {
         let pattern_error =
             |text: &Text, e: PatternError| self.error(text.referenced, e.message).hint(e.hint);
         let pattern = match (&raw.path, &raw.glob) {
@@ -512,12 +531,20 @@ impl Validator<'_> {
                      `groups:`/`tracepoints:`/`probes:` from the entry to count all of them",
                 ));
         }
-        Ok(CgroupSelector {
+        let selected_metrics = self.select(
+            here,
+            Kind::Metric,
+            raw.metrics.as_ref(),
+            &names(&written.metrics),
+        );
+        let selector = CgroupSelector {
             pattern,
             groups: selected_groups,
             tracepoints: selected_tracepoints,
             probes: selected_probes,
-        })
+            metrics: selected_metrics,
+        };
+        Ok((selector, raw.metrics.map(|list| list.referenced)))
     }
 
     /// Resolves a selector's `groups:`, `tracepoints:` or `probes:` to names
@@ -586,6 +613,7 @@ enum Kind {
     Group,
     Tracepoint,
     Probe,
+    Metric,
 }
 
 impl Kind {
@@ -594,6 +622,7 @@ impl Kind {
             Self::Group => "group",
             Self::Tracepoint => "tracepoint",
             Self::Probe => "probe",
+            Self::Metric => "metric",
         }
     }
 
@@ -602,6 +631,7 @@ impl Kind {
             Self::Group => "groups",
             Self::Tracepoint => "tracepoints",
             Self::Probe => "probes",
+            Self::Metric => "metrics",
         }
     }
 
@@ -612,6 +642,7 @@ impl Kind {
                 "add it to the top-level `tracepoints:` list (or use its `as:` name) or remove it here"
             }
             Self::Probe => "use the `as:` name of an entry of the top-level `probes:` list",
+            Self::Metric => "define it under the top-level `metrics:` list",
         }
     }
 }

@@ -4,11 +4,13 @@
 
 use super::keys::SeriesKeys;
 use crate::backend::{Backend, Cgroup, Outcome, Wanted};
+use crate::config::MetricDef;
 use crate::cpus::CpuChanges;
 use crate::cri::Names;
 use crate::discovery::{CgroupFs, Found};
 use crate::ids::CgroupSlot;
 use crate::labels::{Extractor, extract};
+use crate::metrics::LastTotals;
 use crate::plan::Plan;
 use crate::snapshot::{Labels, SkipReason};
 use crate::totals::Totals;
@@ -31,6 +33,10 @@ pub(super) struct Entry {
     pub unnamed: bool,
     /// What it counts.
     pub wanted: Wanted,
+    /// The metrics computed from what it counts.
+    pub metrics: Vec<Arc<MetricDef>>,
+    /// Their inputs' totals at the last snapshot.
+    pub last: LastTotals,
     /// When counting it began: the start of all its series.
     pub created: SystemTime,
     /// The keys of its series, kept across snapshots.
@@ -142,6 +148,7 @@ impl<B: Backend> Counting<B> {
                     path: entry.path.clone(),
                     dir: fs.dir(&f.path),
                 };
+                entry.metrics = plan.metrics_for(&entry.selectors);
                 changed.push((cgroup, Wanted::of(plan, &entry.selectors)));
             }
         }
@@ -214,11 +221,13 @@ impl<B: Backend> Counting<B> {
                     slot: cgroup.slot,
                     path: cgroup.path,
                     ino: f.ino,
+                    metrics: plan.metrics_for(&f.selectors),
                     selectors: f.selectors,
                     generation: self.generation,
                     labels,
                     unnamed,
                     wanted,
+                    last: LastTotals::default(),
                     created: SystemTime::now(),
                     keys: SeriesKeys::default(),
                 };

@@ -277,6 +277,8 @@ impl<B: Backend> Engine<B> {
             counters: series.counters,
             group_times: series.group_times,
             events_lost: series.events_lost,
+            metrics: series.metrics,
+            metric_defs: self.plan.metrics.clone(),
             support: self.plan.support.clone(),
             errors,
             skipped: counting.skipped.clone(),

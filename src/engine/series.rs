@@ -2,10 +2,11 @@
 
 use super::counting::Entry;
 use super::keys::{CgroupNames, GroupKeys};
+use crate::config::MetricInput;
 use crate::events::{SYSCALL_LABEL, syscall_name};
 use crate::ids::GroupId;
 use crate::plan::{GroupSpec, SampledSpec};
-use crate::snapshot::{CounterSample, GroupTimeSample, SeriesKey};
+use crate::snapshot::{CounterSample, GroupTimeSample, MetricSample, SeriesKey};
 use crate::totals::{Counts, GroupTotals, SampledKey, Totals};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ pub(super) struct AllSeries {
     pub counters: Vec<CounterSample>,
     pub group_times: Vec<GroupTimeSample>,
     pub events_lost: Vec<CounterSample>,
+    pub metrics: Vec<MetricSample>,
 }
 
 impl AllSeries {
@@ -50,6 +52,7 @@ impl AllSeries {
                 created: entry.created,
             };
             let mut n = 0;
+            let first = all.counters.len();
             for spec in &entry.wanted.groups {
                 let id = spec.id();
                 let cpus = totals.per_cpu(entry.slot, &id);
@@ -80,8 +83,34 @@ impl AllSeries {
             }
             keys.keep(groups, entry.wanted.sampled.len());
             entry.keys = keys;
+            all.push_metrics(entry, first);
         }
         all
+    }
+
+    /// Adds the values of `entry`'s metrics over the interval, from its
+    /// counters (those from `first` on), summed over CPUs.
+    fn push_metrics(&mut self, entry: &mut Entry, first: usize) {
+        if entry.metrics.is_empty() {
+            return;
+        }
+        let counted = self.counters.get(first..).unwrap_or_default();
+        let total = |input: &MetricInput| {
+            let mut found = counted
+                .iter()
+                .filter(|c| *c.group == *input.group && *c.event == *input.event)
+                .peekable();
+            found.peek()?;
+            Some(found.fold(0.0, |sum, c| sum + c.value))
+        };
+        for (metric, value) in entry.last.next(&entry.metrics, total) {
+            self.metrics.push(MetricSample {
+                cgroup: entry.path.clone(),
+                labels: entry.labels.clone(),
+                metric,
+                value,
+            });
+        }
     }
 
     /// Adds one group's series (named by `names`): the sum of `parts` (one

@@ -108,6 +108,16 @@ pub enum Labels<'a> {
         /// CPU, for per-CPU output.
         cpu: Option<u32>,
     },
+    /// A metric's value in a cgroup: `cgroup`, the labels from its path,
+    /// `metric`.
+    Metric {
+        /// cgroup path.
+        cgroup: &'a str,
+        /// Labels derived from the path.
+        extra: &'a [(&'static str, Box<str>)],
+        /// The metric's name.
+        metric: &'a str,
+    },
     /// A series of cAdvisor's perf families (`--compat=cadvisor`), its
     /// labels in the order cAdvisor writes them.
     Cadvisor {
@@ -179,6 +189,17 @@ impl<'a> Labels<'a> {
                 if let Some(cpu) = cpu {
                     f("cpu", Value::Cpu(cpu))?;
                 }
+            }
+            Self::Metric {
+                cgroup,
+                extra,
+                metric,
+            } => {
+                f("cgroup", Value::Str(cgroup))?;
+                for (name, value) in extra {
+                    f(name, Value::Str(value))?;
+                }
+                f("metric", Value::Str(metric))?;
             }
             Self::Cadvisor {
                 id,
@@ -268,6 +289,18 @@ const CLOCK: Family = Family {
     help: "CPU time counted by the task-clock and cpu-clock software events, per cgroup.",
     unit: Unit::Seconds,
     kind: Kind::Counter,
+};
+const METRIC: Family = Family {
+    name: "cgperf_metric",
+    help: "The value of each metric of the config's `metrics:` per cgroup, over the last interval's counts; none for an interval in which its formula divides by zero (the cgroup did not run). cgperf_metric_info gives each metric's description and unit.",
+    unit: Unit::Count("1"),
+    kind: Kind::Gauge,
+};
+const METRIC_INFO: Family = Family {
+    name: "cgperf_metric",
+    help: "One per metric of the config's `metrics:`, always 1: its description (the formula, unless the config gives one) and unit.",
+    unit: Unit::Count("1"),
+    kind: Kind::Info,
 };
 const EVENTS_LOST: Family = Family {
     name: "cgperf_events_lost",
@@ -540,6 +573,29 @@ pub fn visit<V: Visitor>(
     v.family(&EVENTS, counters().filter(|c| !c.clock).map(counter_point))?;
     v.family(&CLOCK, counters().filter(|c| c.clock).map(counter_point))?;
     v.family(&EVENTS_LOST, snap.events_lost.iter().map(counter_point))?;
+    v.family(
+        &METRIC,
+        snap.metrics.iter().map(|m| Point {
+            labels: Labels::Metric {
+                cgroup: &m.cgroup,
+                extra: &m.labels,
+                metric: &m.metric.name,
+            },
+            value: m.value,
+            start: None,
+        }),
+    )?;
+    v.family(
+        &METRIC_INFO,
+        snap.metric_defs.iter().map(|m| {
+            let labels = Labels::Fixed([
+                Some(("metric", m.name.as_str())),
+                Some(("description", m.description.as_str())),
+                Some(("unit", m.unit.as_str())),
+            ]);
+            Point::fixed(labels, 1.0)
+        }),
+    )?;
     v.family(
         &GROUP_ENABLED,
         times().map(|t| time_point(t, t.enabled_seconds)),

@@ -43,6 +43,7 @@ pub fn build(
         max_cgroups: None,
         labels: Vec::new(),
         otlp: None,
+        metrics: Vec::new(),
     });
     config.per_cpu |= per_cpu;
     if !cgroups.is_empty() {
@@ -53,6 +54,7 @@ pub fn build(
                 groups: config.groups.iter().map(|g| g.name.clone()).collect(),
                 tracepoints: config.tracepoints.iter().map(|t| t.label.clone()).collect(),
                 probes: config.probes.iter().map(|p| p.label.clone()).collect(),
+                metrics: config.metrics.iter().map(|m| m.name.clone()).collect(),
             })
             .collect();
     }

@@ -1,0 +1,640 @@
+//! Metric expressions: parsed once from the config, evaluated per cgroup
+//! per interval over that interval's counts.
+//!
+//! The language is the part of `perf`'s metric expressions (`MetricExpr`)
+//! that stands on counts alone, so that a metric written for `perf stat -M`
+//! reads the same here:
+//!
+//! ```text
+//! expr    := sum [ "if" sum "else" expr ]       a if c else b (c != 0)
+//! sum     := product { ("+" | "-") product }
+//!                       (comparison: sum ("<" | ">") sum, 1 or 0)
+//! product := unary { ("*" | "/" | "%") unary }
+//! unary   := "-" unary | primary
+//! primary := number | name | func "(" expr { "," expr } ")" | "(" expr ")"
+//! func    := d_ratio | min | max
+//! ```
+//!
+//! Names are what cgperf counts, as the config writes them
+//! (`context-switches`, `syscalls:sys_enter_read`, `cpu/event=0x3c/`, an
+//! `as:` label): a name is a letter or `_` followed by letters, digits and
+//! `_ . : - / = @`, and `\` keeps the next character in it (perf's
+//! `\-`, `\,`). So `a-b` is one name and a subtraction is written
+//! `a - b`, with spaces, as perf's own metrics are.
+//!
+//! Hand-written: perf's expression language has no crate, and the general
+//! expression crates neither keep `-` in names nor make a division by
+//! zero "no value".
+
+use std::fmt;
+
+/// The most nested parentheses or calls an expression may have: deep
+/// enough for any real metric, shallow enough that parsing and evaluating
+/// (both recursive) cannot exhaust the stack on a hostile config.
+pub const MAX_DEPTH: usize = 64;
+
+/// The most operators and values an expression may have: a sum is a chain
+/// of nested nodes, which evaluating walks recursively, so its length is
+/// bounded like nesting is.
+pub const MAX_NODES: usize = 1_000;
+
+/// A parsed expression; its names are numbered in order of first use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expr {
+    root: Node,
+    names: Vec<String>,
+}
+
+/// Numbers are never NaN (the tokenizer reads digits, and `nan` is a
+/// name), so equality is an equivalence.
+impl Eq for Expr {}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Node {
+    Number(f64),
+    /// The value of `names[i]`.
+    Name(usize),
+    Neg(Box<Node>),
+    Binary(Op, Box<Node>, Box<Node>),
+    /// `then if condition else otherwise`.
+    If {
+        then: Box<Node>,
+        condition: Box<Node>,
+        otherwise: Box<Node>,
+    },
+    Call(Func, Vec<Node>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Op {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Less,
+    Greater,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Func {
+    /// `a / b`, or 0 when `b` is 0 (perf's).
+    DRatio,
+    Min,
+    Max,
+}
+
+impl Func {
+    const ALL: [(&'static str, Self); 3] = [
+        ("d_ratio", Self::DRatio),
+        ("min", Self::Min),
+        ("max", Self::Max),
+    ];
+
+    fn arity(self) -> Option<usize> {
+        match self {
+            Self::DRatio => Some(2),
+            Self::Min | Self::Max => None,
+        }
+    }
+}
+
+/// Why an expression does not parse: what, and where (a byte offset into
+/// the expression).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExprError {
+    /// Byte offset of the mistake in the expression.
+    pub at: usize,
+    /// What is wrong, and how to write it.
+    pub message: String,
+}
+
+impl fmt::Display for ExprError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (at character {})", self.message, self.at + 1)
+    }
+}
+
+impl std::error::Error for ExprError {}
+
+impl Expr {
+    /// Parses `text`.
+    pub fn parse(text: &str) -> Result<Self, ExprError> {
+        let tokens = tokenize(text)?;
+        let mut parser = Parser {
+            tokens,
+            next: 0,
+            names: Vec::new(),
+            end: text.len(),
+            nodes: 0,
+        };
+        let root = parser.expr(0)?;
+        if let Some((at, token)) = parser.tokens.get(parser.next) {
+            return Err(ExprError {
+                at: *at,
+                message: format!(
+                    "unexpected {} after a complete expression; \
+                     join terms with an operator (`+ - * / %`), \
+                     and write a subtraction with spaces (`a - b`)",
+                    token.describe()
+                ),
+            });
+        }
+        Ok(Self {
+            root,
+            names: parser.names,
+        })
+    }
+
+    /// The names it uses, each once, in order of first use: `value`'s
+    /// index in [`Expr::eval`] is the position here.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Its value when name `i` has `values[i]`; `None` when it has none: a
+    /// division or remainder by zero (a cgroup that did not run in the
+    /// interval), or a result that is not a finite number. `values` holds
+    /// one value per [`Expr::names`].
+    pub fn eval(&self, values: &[f64]) -> Option<f64> {
+        eval(&self.root, values).filter(|v| v.is_finite())
+    }
+}
+
+fn eval(node: &Node, values: &[f64]) -> Option<f64> {
+    Some(match node {
+        Node::Number(n) => *n,
+        Node::Name(i) => *values.get(*i)?,
+        Node::Neg(inner) => -eval(inner, values)?,
+        Node::Binary(op, a, b) => {
+            let (a, b) = (eval(a, values)?, eval(b, values)?);
+            match op {
+                Op::Add => a + b,
+                Op::Sub => a - b,
+                Op::Mul => a * b,
+                Op::Div if b == 0.0 => return None,
+                Op::Div => a / b,
+                Op::Rem if b == 0.0 => return None,
+                Op::Rem => a % b,
+                Op::Less => f64::from(u8::from(a < b)),
+                Op::Greater => f64::from(u8::from(a > b)),
+            }
+        }
+        Node::If {
+            then,
+            condition,
+            otherwise,
+        } => {
+            if eval(condition, values)? != 0.0 {
+                eval(then, values)?
+            } else {
+                eval(otherwise, values)?
+            }
+        }
+        Node::Call(func, args) => {
+            let mut args = args.iter().map(|a| eval(a, values));
+            match func {
+                Func::DRatio => {
+                    let (a, b) = (args.next()??, args.next()??);
+                    if b == 0.0 { 0.0 } else { a / b }
+                }
+                Func::Min => args.try_fold(f64::INFINITY, |m, v| Some(m.min(v?)))?,
+                Func::Max => args.try_fold(f64::NEG_INFINITY, |m, v| Some(m.max(v?)))?,
+            }
+        }
+    })
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Token {
+    Number(f64),
+    Name(String),
+    Op(char),
+    Open,
+    Close,
+    Comma,
+}
+
+impl Token {
+    fn describe(&self) -> String {
+        match self {
+            Self::Number(n) => format!("number `{n}`"),
+            Self::Name(name) => format!("`{name}`"),
+            Self::Op(c) => format!("`{c}`"),
+            Self::Open => "`(`".into(),
+            Self::Close => "`)`".into(),
+            Self::Comma => "`,`".into(),
+        }
+    }
+}
+
+fn is_name_start(c: char) -> bool {
+    c.is_ascii_alphabetic() || c == '_' || c == '\\'
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "_.:-/=@".contains(c)
+}
+
+fn tokenize(text: &str) -> Result<Vec<(usize, Token)>, ExprError> {
+    let mut tokens = Vec::new();
+    let mut chars = text.char_indices().peekable();
+    while let Some(&(at, c)) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+        } else if c.is_ascii_digit() || c == '.' {
+            let mut end = at;
+            let mut last = ' ';
+            while let Some(&(i, c)) = chars.peek() {
+                let exponent_sign = (c == '+' || c == '-') && matches!(last, 'e' | 'E');
+                if c.is_ascii_alphanumeric() || c == '.' || exponent_sign {
+                    end = i + c.len_utf8();
+                    last = c;
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            let written = &text[at..end];
+            let n: f64 = written.parse().map_err(|_| ExprError {
+                at,
+                message: format!("`{written}` is not a number; names start with a letter or `_`"),
+            })?;
+            tokens.push((at, Token::Number(n)));
+        } else if is_name_start(c) {
+            let mut name = String::new();
+            while let Some(&(i, c)) = chars.peek() {
+                if c == '\\' {
+                    chars.next();
+                    let Some((_, kept)) = chars.next() else {
+                        return Err(ExprError {
+                            at: i,
+                            message: "`\\` at the end: it keeps the character after it \
+                                      in a name"
+                                .into(),
+                        });
+                    };
+                    name.push(kept);
+                } else if is_name_char(c) {
+                    name.push(c);
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            tokens.push((at, Token::Name(name)));
+        } else {
+            chars.next();
+            let token = match c {
+                '+' | '-' | '*' | '/' | '%' | '<' | '>' => Token::Op(c),
+                '(' => Token::Open,
+                ')' => Token::Close,
+                ',' => Token::Comma,
+                other => {
+                    return Err(ExprError {
+                        at,
+                        message: format!(
+                            "unexpected `{other}`; an expression has numbers, names, \
+                             `+ - * / %`, `< >`, `a if c else b`, parentheses and \
+                             d_ratio(a, b), min(...), max(...)"
+                        ),
+                    });
+                }
+            };
+            tokens.push((at, token));
+        }
+    }
+    Ok(tokens)
+}
+
+struct Parser {
+    tokens: Vec<(usize, Token)>,
+    next: usize,
+    names: Vec<String>,
+    /// Where the text ends, for "missing ..." at the end.
+    end: usize,
+    /// Nodes made so far (see [`MAX_NODES`]).
+    nodes: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> Option<&Token> {
+        self.tokens.get(self.next).map(|(_, t)| t)
+    }
+
+    fn at(&self) -> usize {
+        self.tokens.get(self.next).map_or(self.end, |(at, _)| *at)
+    }
+
+    fn is_keyword(&self, word: &str) -> bool {
+        matches!(self.peek(), Some(Token::Name(n)) if n == word)
+    }
+
+    fn error(&self, message: impl Into<String>) -> ExprError {
+        ExprError {
+            at: self.at(),
+            message: message.into(),
+        }
+    }
+
+    /// Counts one more node, refusing past [`MAX_NODES`].
+    fn node(&mut self, node: Node) -> Result<Node, ExprError> {
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(self.error(format!(
+                "more than {MAX_NODES} operators and values; a metric is a short formula"
+            )));
+        }
+        Ok(node)
+    }
+
+    fn deeper(&self, depth: usize) -> Result<usize, ExprError> {
+        if depth >= MAX_DEPTH {
+            return Err(self.error(format!(
+                "nested more than {MAX_DEPTH} deep; a metric is a short formula"
+            )));
+        }
+        Ok(depth + 1)
+    }
+
+    fn expr(&mut self, depth: usize) -> Result<Node, ExprError> {
+        let depth = self.deeper(depth)?;
+        let then = self.comparison(depth)?;
+        if !self.is_keyword("if") {
+            return Ok(then);
+        }
+        self.next += 1;
+        let condition = self.comparison(depth)?;
+        if !self.is_keyword("else") {
+            return Err(self.error("`a if c` needs `else b`"));
+        }
+        self.next += 1;
+        let otherwise = self.expr(depth)?;
+        Ok(Node::If {
+            then: Box::new(then),
+            condition: Box::new(condition),
+            otherwise: Box::new(otherwise),
+        })
+    }
+
+    fn comparison(&mut self, depth: usize) -> Result<Node, ExprError> {
+        let left = self.sum(depth)?;
+        let op = match self.peek() {
+            Some(Token::Op('<')) => Op::Less,
+            Some(Token::Op('>')) => Op::Greater,
+            _ => return Ok(left),
+        };
+        self.next += 1;
+        let right = self.sum(depth)?;
+        Ok(Node::Binary(op, Box::new(left), Box::new(right)))
+    }
+
+    fn sum(&mut self, depth: usize) -> Result<Node, ExprError> {
+        let mut left = self.product(depth)?;
+        loop {
+            let op = match self.peek() {
+                Some(Token::Op('+')) => Op::Add,
+                Some(Token::Op('-')) => Op::Sub,
+                _ => return Ok(left),
+            };
+            self.next += 1;
+            let right = self.product(depth)?;
+            left = self.node(Node::Binary(op, Box::new(left), Box::new(right)))?;
+        }
+    }
+
+    fn product(&mut self, depth: usize) -> Result<Node, ExprError> {
+        let mut left = self.unary(depth)?;
+        loop {
+            let op = match self.peek() {
+                Some(Token::Op('*')) => Op::Mul,
+                Some(Token::Op('/')) => Op::Div,
+                Some(Token::Op('%')) => Op::Rem,
+                _ => return Ok(left),
+            };
+            self.next += 1;
+            let right = self.unary(depth)?;
+            left = self.node(Node::Binary(op, Box::new(left), Box::new(right)))?;
+        }
+    }
+
+    fn unary(&mut self, depth: usize) -> Result<Node, ExprError> {
+        if self.peek() == Some(&Token::Op('-')) {
+            let depth = self.deeper(depth)?;
+            self.next += 1;
+            return Ok(Node::Neg(Box::new(self.unary(depth)?)));
+        }
+        self.primary(depth)
+    }
+
+    fn primary(&mut self, depth: usize) -> Result<Node, ExprError> {
+        let Some(token) = self.peek().cloned() else {
+            return Err(self.error("the expression ends where a value is needed"));
+        };
+        match token {
+            Token::Number(n) => {
+                self.next += 1;
+                self.node(Node::Number(n))
+            }
+            Token::Open => {
+                self.next += 1;
+                let inner = self.expr(depth)?;
+                self.close("`(`")?;
+                Ok(inner)
+            }
+            Token::Name(name) if name == "if" || name == "else" => Err(self.error(format!(
+                "`{name}` where a value is needed; write `a if c else b`"
+            ))),
+            Token::Name(name) => {
+                self.next += 1;
+                if self.peek() == Some(&Token::Open) {
+                    return self.call(&name, depth);
+                }
+                let index = match self.names.iter().position(|n| *n == name) {
+                    Some(i) => i,
+                    None => {
+                        self.names.push(name);
+                        self.names.len() - 1
+                    }
+                };
+                self.node(Node::Name(index))
+            }
+            other => Err(self.error(format!(
+                "unexpected {} where a value is needed",
+                other.describe()
+            ))),
+        }
+    }
+
+    fn call(&mut self, name: &str, depth: usize) -> Result<Node, ExprError> {
+        let Some(func) = Func::ALL.iter().find(|(n, _)| *n == name).map(|(_, f)| *f) else {
+            self.next -= 1;
+            let known: Vec<&str> = Func::ALL.iter().map(|(n, _)| *n).collect();
+            return Err(self.error(format!(
+                "unknown function `{name}`; the functions are {}",
+                known.join(", ")
+            )));
+        };
+        let called_at = self.tokens[self.next - 1].0;
+        self.next += 1;
+        let depth = self.deeper(depth)?;
+        let mut args = vec![self.expr(depth)?];
+        while self.peek() == Some(&Token::Comma) {
+            self.next += 1;
+            args.push(self.expr(depth)?);
+        }
+        self.close(&format!("`{name}(`"))?;
+        if let Some(n) = func.arity()
+            && args.len() != n
+        {
+            return Err(ExprError {
+                at: called_at,
+                message: format!("`{name}` takes {n} arguments, not {}", args.len()),
+            });
+        }
+        Ok(Node::Call(func, args))
+    }
+
+    fn close(&mut self, opened: &str) -> Result<(), ExprError> {
+        if self.peek() == Some(&Token::Close) {
+            self.next += 1;
+            Ok(())
+        } else {
+            Err(self.error(format!("missing `)` to close {opened}")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(text: &str, values: &[f64]) -> Option<f64> {
+        Expr::parse(text)
+            .unwrap_or_else(|e| panic!("{text}: {e}"))
+            .eval(values)
+    }
+
+    fn error(text: &str) -> ExprError {
+        Expr::parse(text).expect_err(text)
+    }
+
+    #[test]
+    fn names_keep_dashes_colons_and_escapes_and_are_numbered_once() {
+        let e = Expr::parse(
+            "syscalls:sys_enter_read / context-switches + cpu/event=0x3c/ \
+             * context-switches - topdown\\-be\\-bound + cpu@inst\\,cmask\\=1@",
+        )
+        .expect("parses");
+        assert_eq!(
+            e.names(),
+            [
+                "syscalls:sys_enter_read",
+                "context-switches",
+                "cpu/event=0x3c/",
+                "topdown-be-bound",
+                "cpu@inst,cmask=1@"
+            ]
+        );
+    }
+
+    #[test]
+    fn precedence_and_associativity_are_arithmetics() {
+        assert_eq!(value("1 + 2 * 3", &[]), Some(7.0));
+        assert_eq!(value("(1 + 2) * 3", &[]), Some(9.0));
+        assert_eq!(value("8 - 2 - 1", &[]), Some(5.0));
+        assert_eq!(value("8 / 4 / 2", &[]), Some(1.0));
+        assert_eq!(value("-2 * -3", &[]), Some(6.0));
+        assert_eq!(value("7 % 4", &[]), Some(3.0));
+        assert_eq!(value("1e9 * 2.5e-9", &[]), Some(2.5));
+        assert_eq!(value(".5 + 0.25", &[]), Some(0.75));
+        assert_eq!(value("a - b", &[5.0, 3.0]), Some(2.0));
+        assert_eq!(value("a-b", &[4.0]), Some(4.0), "one name");
+        assert_eq!(value("1 < 2", &[]), Some(1.0));
+        assert_eq!(value("1 > 2", &[]), Some(0.0));
+        assert_eq!(value("1 + 1 > 1", &[]), Some(1.0));
+    }
+
+    #[test]
+    fn conditionals_functions_and_perfs_d_ratio() {
+        assert_eq!(value("a if b > 1 else c", &[1.0, 2.0, 3.0]), Some(1.0));
+        assert_eq!(value("a if b > 1 else c", &[1.0, 0.0, 3.0]), Some(3.0));
+        // Right-nested: a if x else (b if y else c).
+        assert_eq!(
+            value("1 if 0 else 2 if 0 else 3", &[]),
+            Some(3.0),
+            "else binds an if-else"
+        );
+        assert_eq!(value("d_ratio(a, b)", &[6.0, 3.0]), Some(2.0));
+        assert_eq!(value("d_ratio(a, b)", &[6.0, 0.0]), Some(0.0));
+        assert_eq!(value("min(3, a, 2)", &[1.0]), Some(1.0));
+        assert_eq!(value("max(3, a, 2)", &[1.0]), Some(3.0));
+        assert_eq!(value("max(a)", &[-1.0]), Some(-1.0));
+    }
+
+    #[test]
+    fn a_zero_denominator_or_a_non_finite_result_has_no_value() {
+        assert_eq!(value("a / b", &[1.0, 0.0]), None);
+        assert_eq!(value("0 / b", &[0.0]), None, "0/0 is no value, not NaN");
+        assert_eq!(value("a % b", &[1.0, 0.0]), None);
+        assert_eq!(value("1 + a / b * 0", &[1.0, 0.0]), None, "anywhere inside");
+        // The branch not taken may divide by zero.
+        assert_eq!(value("1 if 1 else a / 0", &[2.0]), Some(1.0));
+        assert_eq!(value("1e308 * 1e308", &[]), None);
+        assert_eq!(value("a", &[f64::NAN]), None);
+        // A value missing from the slice is no value either.
+        assert_eq!(value("a + b", &[1.0]), None);
+    }
+
+    #[test]
+    fn mistakes_say_what_and_where() {
+        let e = error("a +");
+        assert_eq!(e.at, 3);
+        assert!(e.message.contains("ends where a value"), "{e}");
+        let e = error("a b");
+        assert_eq!(e.at, 2);
+        assert!(e.message.contains("`a - b`"), "{e}");
+        let e = error("(a + b");
+        assert!(e.message.contains("missing `)`"), "{e}");
+        let e = error("ratio(a, b)");
+        assert_eq!(e.at, 0);
+        assert!(e.message.contains("d_ratio, min, max"), "{e}");
+        let e = error("d_ratio(a)");
+        assert!(e.message.contains("takes 2 arguments, not 1"), "{e}");
+        let e = error("a ^ b");
+        assert_eq!(e.at, 2);
+        assert!(e.message.contains("unexpected `^`"), "{e}");
+        let e = error("a if b");
+        assert!(e.message.contains("needs `else b`"), "{e}");
+        let e = error("1.2.3");
+        assert!(e.message.contains("not a number"), "{e}");
+        let e = error("a\\");
+        assert!(e.message.contains("at the end"), "{e}");
+        let e = error("");
+        assert_eq!(e.at, 0);
+        let e = error("if");
+        assert!(e.message.contains("`if` where a value"), "{e}");
+        assert_eq!(error("a )").at, 2);
+    }
+
+    #[test]
+    fn nesting_is_bounded_so_a_hostile_config_cannot_overflow_the_stack() {
+        let deep = format!("{}1{}", "(".repeat(100_000), ")".repeat(100_000));
+        assert!(error(&deep).message.contains("nested more than"));
+        let negated = format!("{}1", "-".repeat(100_000));
+        assert!(error(&negated).message.contains("nested more than"));
+        let calls = format!("{}1{}", "max(".repeat(100_000), ")".repeat(100_000));
+        assert!(error(&calls).message.contains("nested more than"));
+        let fine = format!(
+            "{}1{}",
+            "(".repeat(MAX_DEPTH - 2),
+            ")".repeat(MAX_DEPTH - 2)
+        );
+        assert_eq!(value(&fine, &[]), Some(1.0));
+        // A long sum is a deep chain too.
+        let long = vec!["a"; 100_000].join(" + ");
+        assert!(error(&long).message.contains("more than 1000 operators"));
+        let fine = vec!["a"; 400].join(" + ");
+        assert_eq!(value(&fine, &[1.0]), Some(400.0));
+    }
+}

@@ -1,0 +1,192 @@
+//! Metrics: formulas over what cgperf counts (`instructions / cycles`),
+//! computed per cgroup per interval from that interval's counts.
+//!
+//! A metric is never computed from lifetime totals: a ratio of totals
+//! hides every change after the first hour. Each interval's value comes
+//! from the growth of its inputs' totals since the last interval, which
+//! are scaled per interval already (see docs/design/counting.md), so a
+//! metric is as exact as the counts it is made of.
+
+mod expr;
+
+pub use expr::{Expr, ExprError, MAX_DEPTH, MAX_NODES};
+
+use std::sync::Arc;
+
+/// A metric of the config's `metrics:`: a formula over what the config
+/// counts, computed per cgroup per interval from that interval's counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricDef {
+    /// The `metric` label; matches `[A-Za-z_][A-Za-z0-9_]*`.
+    pub name: String,
+    /// The formula as written.
+    pub formula: String,
+    /// The formula.
+    pub expr: Expr,
+    /// Where each of [`Expr::names`] is counted, in that order.
+    pub inputs: Vec<MetricInput>,
+    /// For people (`cgperf_metric_info`, OTLP); the formula when the
+    /// config gives none.
+    pub description: String,
+    /// What a value measures (`ratio`, `seconds`, ...), for people; empty
+    /// when the config gives none.
+    pub unit: String,
+}
+
+/// Where a metric's input is counted: the `group` and `event` labels of
+/// its `cgperf_events_total` (or `cgperf_clock_seconds_total`) series.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricInput {
+    /// A group's name, or the label of the tracepoints' or the probes'
+    /// group.
+    pub group: String,
+    /// The event as written, a tracepoint's label or a probe's `as:`.
+    pub event: String,
+}
+
+/// A cgroup's inputs' totals at the last interval, to take the next
+/// interval's growth from. Starts empty: the first interval's growth is
+/// the totals themselves, which began at zero with the cgroup's series.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LastTotals(Vec<(MetricInput, f64)>);
+
+impl LastTotals {
+    /// The value of each of `metrics` over the interval that ends now, when
+    /// it has one, given each input's total now (`None`: not counted, e.g.
+    /// its group is not supported here). Remembers the totals for the
+    /// next interval.
+    ///
+    /// A metric has no value when an input is not counted, or its formula
+    /// divides by zero (an input that did not grow: a cgroup that did not
+    /// run), never 0 or NaN. A total lower than the last one (its series
+    /// began again, as after a reload that dropped and restored its group)
+    /// grew by all of itself.
+    pub fn next(
+        &mut self,
+        metrics: &[Arc<MetricDef>],
+        total: impl Fn(&MetricInput) -> Option<f64>,
+    ) -> Vec<(Arc<MetricDef>, f64)> {
+        let mut now: Vec<(MetricInput, f64)> = Vec::new();
+        for input in metrics.iter().flat_map(|m| &m.inputs) {
+            if !now.iter().any(|(i, _)| i == input)
+                && let Some(value) = total(input)
+            {
+                now.push((input.clone(), value));
+            }
+        }
+        let grown = |input: &MetricInput| -> Option<f64> {
+            let (_, value) = now.iter().find(|(i, _)| i == input)?;
+            let last = self
+                .0
+                .iter()
+                .find(|(i, _)| i == input)
+                .map_or(0.0, |(_, v)| *v);
+            Some(if *value >= last { value - last } else { *value })
+        };
+        let mut values = Vec::new();
+        let mut out = Vec::with_capacity(metrics.len());
+        for metric in metrics {
+            values.clear();
+            let Some(()) = metric.inputs.iter().try_for_each(|input| {
+                values.push(grown(input)?);
+                Some(())
+            }) else {
+                continue;
+            };
+            if let Some(value) = metric.expr.eval(&values) {
+                out.push((metric.clone(), value));
+            }
+        }
+        self.0 = now;
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(group: &str, event: &str) -> MetricInput {
+        MetricInput {
+            group: group.into(),
+            event: event.into(),
+        }
+    }
+
+    fn metric(name: &str, text: &str) -> Arc<MetricDef> {
+        let expr = Expr::parse(text).expect("parses");
+        let inputs = expr.names().iter().map(|n| input("g", n)).collect();
+        Arc::new(MetricDef {
+            name: name.into(),
+            formula: text.into(),
+            expr,
+            inputs,
+            description: text.into(),
+            unit: String::new(),
+        })
+    }
+
+    fn values(out: &[(Arc<MetricDef>, f64)]) -> Vec<(&str, f64)> {
+        out.iter().map(|(m, v)| (m.name.as_str(), *v)).collect()
+    }
+
+    #[test]
+    fn each_interval_is_computed_from_its_own_growth_not_the_totals() {
+        let metrics = [metric("ipc", "i / c"), metric("c_per_s", "c / s")];
+        let mut last = LastTotals::default();
+        let totals = |i: f64, c: f64, s: f64| {
+            move |input: &MetricInput| match input.event.as_str() {
+                "i" => Some(i),
+                "c" => Some(c),
+                "s" => Some(s),
+                _ => None,
+            }
+        };
+        // First interval: the totals are the growth.
+        let out = last.next(&metrics, totals(300.0, 100.0, 1.0));
+        assert_eq!(values(&out), [("ipc", 3.0), ("c_per_s", 100.0)]);
+        // Second: 100 more instructions over 100 more cycles is 1, whatever
+        // the totals' ratio (400 / 200 = 2).
+        let out = last.next(&metrics, totals(400.0, 200.0, 2.0));
+        assert_eq!(values(&out), [("ipc", 1.0), ("c_per_s", 100.0)]);
+        // An interval in which nothing ran: no value, not 0 or NaN.
+        let out = last.next(&metrics, totals(400.0, 200.0, 2.0));
+        assert_eq!(values(&out), []);
+        // And the next one counts from where the idle one left off.
+        let out = last.next(&metrics, totals(460.0, 230.0, 2.5));
+        assert_eq!(values(&out), [("ipc", 2.0), ("c_per_s", 60.0)]);
+    }
+
+    #[test]
+    fn a_metric_with_an_input_not_counted_has_no_value_and_the_others_go_on() {
+        let metrics = [metric("ipc", "i / c"), metric("twice", "c * 2")];
+        let mut last = LastTotals::default();
+        let out = last.next(&metrics, |input| (input.event == "c").then_some(10.0));
+        assert_eq!(values(&out), [("twice", 20.0)]);
+    }
+
+    #[test]
+    fn a_series_that_began_again_grew_by_its_whole_total() {
+        let metrics = [metric("ipc", "i / c")];
+        let mut last = LastTotals::default();
+        last.next(&metrics, |input| {
+            Some(if input.event == "i" { 1000.0 } else { 500.0 })
+        });
+        // Both began again (their group was dropped and restored by a
+        // reload): never a negative growth.
+        let out = last.next(&metrics, |input| {
+            Some(if input.event == "i" { 30.0 } else { 10.0 })
+        });
+        assert_eq!(values(&out), [("ipc", 3.0)]);
+    }
+
+    #[test]
+    fn inputs_shared_by_metrics_are_taken_once() {
+        // The second metric sees the same growth as the first.
+        let metrics = [metric("a", "c"), metric("b", "c")];
+        let mut last = LastTotals::default();
+        last.next(&metrics, |_| Some(5.0));
+        let out = last.next(&metrics, |_| Some(12.0));
+        assert_eq!(values(&out), [("a", 7.0), ("b", 7.0)]);
+    }
+}

@@ -1,0 +1,213 @@
+//! Metrics on the real kernel: formulas over tracepoint counts of
+//! deterministic workloads in fresh cgroups, per interval, under the
+//! backend `scripts/test` asks for.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::time::Duration;
+
+/// `getppid` `per` times, then `getpid` once, over and over, in `cgroup`,
+/// for `millis` milliseconds.
+fn calls_in_ratio(cgroup: &Path, per: u64, millis: i64) {
+    in_child(Some(cgroup), || {
+        let now = || {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: writes into the local timespec.
+            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+            ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
+        };
+        let end = now() + millis;
+        while now() < end {
+            for _ in 0..1000 {
+                for _ in 0..per {
+                    // SAFETY: raw syscalls without arguments.
+                    unsafe { libc::syscall(libc::SYS_getppid) };
+                }
+                unsafe { libc::syscall(libc::SYS_getpid) };
+            }
+        }
+    });
+}
+
+fn config(cgroup: &str, ratio_expr: &str) -> String {
+    format!(
+        "interval: 200ms
+groups:
+  sched: [task-clock, context-switches]
+tracepoints:
+  - syscalls:sys_enter_getppid
+  - {{name: syscalls:sys_enter_getpid, as: getpid}}
+metrics:
+  - name: getppid_per_getpid
+    expr: {ratio_expr}
+    description: getppid calls per getpid call
+    unit: ratio
+  - name: cpu_busy
+    expr: task-clock / 0.2
+cgroups:
+  - path: {cgroup}
+"
+    )
+}
+
+/// Values of `cgperf_metric{metric}` for `cgroup` seen in scrapes while
+/// `work` runs on another thread.
+fn values_while(
+    exporter: &Exporter,
+    cgroup: &str,
+    metric: &str,
+    work: impl FnOnce() + Send,
+) -> Vec<f64> {
+    let mut seen = Vec::new();
+    std::thread::scope(|s| {
+        let worker = s.spawn(work);
+        while !worker.is_finished() {
+            let body = exporter.scrape();
+            if let Some(v) = value(
+                &body,
+                "cgperf_metric",
+                &[("cgroup", cgroup), ("metric", metric)],
+            ) {
+                seen.push(v);
+            }
+            std::thread::sleep(Duration::from_millis(150));
+        }
+        worker.join().expect("the workload ran");
+    });
+    seen
+}
+
+#[test]
+fn each_interval_has_its_own_ratio_and_an_idle_cgroup_none() {
+    require_root("count a workload's syscalls in a fresh cgroup");
+    let cg = TestCgroup::create("cgperf-metric-ratio");
+    let exporter = Exporter::start(Some(&config(
+        &cg.rel,
+        "syscalls:sys_enter_getppid / getpid",
+    )));
+    let body = exporter.wait_collections(2);
+    // Described once, with its unit, whatever runs.
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_metric_info",
+            &[
+                ("metric", "getppid_per_getpid"),
+                ("description", "getppid calls per getpid call"),
+                ("unit", "ratio"),
+            ]
+        ),
+        Some(1.0),
+        "{body}"
+    );
+    // Nothing ran in the cgroup yet: 0 / 0 is no value, not 0 or NaN.
+    let quiet = [
+        ("cgroup", cg.rel.as_str()),
+        ("metric", "getppid_per_getpid"),
+    ];
+    assert_eq!(value(&body, "cgperf_metric", &quiet), None, "{body}");
+    assert!(!body.contains("NaN"), "{body}");
+
+    // One getppid per getpid first, so that the lifetime ratio of the
+    // totals is far from the next phase's 3.
+    let one = values_while(&exporter, &cg.rel, "getppid_per_getpid", || {
+        calls_in_ratio(&cg.dir, 1, 1200)
+    });
+    let three = values_while(&exporter, &cg.rel, "getppid_per_getpid", || {
+        calls_in_ratio(&cg.dir, 3, 1500)
+    });
+    // An interval split between the two phases lies between them; every
+    // other one is its phase's ratio, to the call at each end of it.
+    let near = |v: f64, want: f64| (v - want).abs() < 0.01;
+    assert!(
+        one.iter().filter(|v| near(**v, 1.0)).count() >= 3,
+        "{one:?}"
+    );
+    assert!(
+        three.iter().filter(|v| near(**v, 3.0)).count() >= 4,
+        "each interval of the second phase is 3, never the totals' ratio: {three:?}"
+    );
+    assert!(
+        three.iter().rev().take(3).all(|v| near(*v, 3.0)),
+        "{three:?}"
+    );
+    assert!(
+        one.iter()
+            .chain(&three)
+            .all(|v| *v >= 1.0 - 0.01 && *v <= 3.0 + 0.01),
+        "{one:?} {three:?}"
+    );
+    // Once the cgroup is idle its metric goes away, and its counts stay.
+    let idle = exporter.wait_for("the idle cgroup's metric to go", |b| {
+        value(b, "cgperf_metric", &quiet).is_none()
+    });
+    let getppid = getppid_of(&idle, &cg.rel).expect("counted");
+    assert!(getppid > 1000.0, "{idle}");
+    let busy = [("cgroup", cg.rel.as_str()), ("metric", "cpu_busy")];
+    assert_eq!(value(&idle, "cgperf_metric", &busy), Some(0.0), "{idle}");
+}
+
+#[test]
+fn a_reload_between_two_reads_keeps_each_intervals_ratio() {
+    require_root("count a workload's syscalls in a fresh cgroup");
+    let cg = TestCgroup::create("cgperf-metric-reload");
+    let yaml = config(&cg.rel, "syscalls:sys_enter_getppid / getpid");
+    let file = config_file(&yaml);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", file.path().display()));
+    let exporter = Exporter::spawn(cmd);
+    exporter.wait_collections(2);
+    calls_in_ratio(&cg.dir, 1, 600);
+    // The same metric by another formula, and a group more: the cgroup is
+    // reconciled, its totals and its metrics' last totals kept.
+    let changed = config(&cg.rel, "d_ratio(syscalls:sys_enter_getppid, getpid)").replace(
+        "  sched: [task-clock, context-switches]\n",
+        "  sched: [task-clock, context-switches]\n  more: [page-faults]\n",
+    );
+    std::fs::write(file.path(), changed).expect("rewrite the config");
+    let reloaded = reload_time(&exporter.scrape());
+    exporter.wait_for("the reload", |b| reload_time(b) > reloaded);
+    // Idle since: d_ratio makes that 0 (where `/` has no value).
+    let metric = [
+        ("cgroup", cg.rel.as_str()),
+        ("metric", "getppid_per_getpid"),
+    ];
+    exporter.wait_for("an idle interval", |b| {
+        value(b, "cgperf_metric", &metric) == Some(0.0)
+    });
+    let three = values_while(&exporter, &cg.rel, "getppid_per_getpid", || {
+        calls_in_ratio(&cg.dir, 3, 1500)
+    });
+    let three: Vec<f64> = three.into_iter().filter(|v| *v != 0.0).collect();
+    assert!(three.len() >= 4, "{three:?}");
+    assert!(
+        three.iter().all(|v| (v - 3.0).abs() < 0.01),
+        "after the reload, each interval's own ratio (the first straddles the idle gap, \
+         which adds nothing): {three:?}"
+    );
+}
+
+#[test]
+fn cgperf_check_lists_the_metrics_and_what_they_use() {
+    let cfg = config_file(&config("/", "syscalls:sys_enter_getppid / getpid"));
+    let (code, out, err) =
+        run_cgperf(&["check", &format!("--config.file={}", cfg.path().display())]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.lines().any(|l| l.contains("metric getppid_per_getpid")
+            && l.contains("syscalls:sys_enter_getppid / getpid")),
+        "{out}"
+    );
+    // A typo is a config error naming the place and the fix.
+    let bad = config_file(&config("/", "syscalls:sys_enter_getppid / getpdi"));
+    let (code, out, err) =
+        run_cgperf(&["check", &format!("--config.file={}", bad.path().display())]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains(":9:11:"), "{err}");
+    assert!(err.contains("did you mean `getpid`?"), "{err}");
+}
