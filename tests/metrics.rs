@@ -211,3 +211,62 @@ fn cgperf_check_lists_the_metrics_and_what_they_use() {
     assert!(err.contains(":9:11:"), "{err}");
     assert!(err.contains("did you mean `getpid`?"), "{err}");
 }
+
+#[test]
+fn cgperf_stat_prints_the_metrics_of_the_run_beside_the_counts() {
+    require_root("count a workload's syscalls in a fresh cgroup");
+    let cg = TestCgroup::create("cgperf-metric-stat");
+    let cfg = config_file(&config("/", "syscalls:sys_enter_getppid / getpid"));
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"))
+        .arg("stat")
+        .arg(format!("--config.file={}", cfg.path().display()))
+        .args([
+            "-M",
+            "getppid_per_getpid",
+            "-G",
+            &cg.rel,
+            "--",
+            "sleep",
+            "2",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("cgperf stat starts");
+    std::thread::sleep(Duration::from_millis(700));
+    // Exactly 3 getppid per getpid over the run.
+    getppid_workload(Some(&cg.dir), 30_000);
+    in_child(Some(&cg.dir), || {
+        for _ in 0..10_000 {
+            // SAFETY: a raw syscall without arguments.
+            unsafe { libc::syscall(libc::SYS_getpid) };
+        }
+    });
+    let out = child.wait_with_output().expect("cgperf stat ends");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(name))
+            .unwrap_or_else(|| panic!("no {name} line:\n{stdout}"))
+            .to_owned()
+    };
+    assert!(
+        line("syscalls:sys_enter_getppid")
+            .trim_start()
+            .starts_with("30,000 "),
+        "{stdout}"
+    );
+    let metric = line("getppid_per_getpid");
+    assert!(metric.trim_start().starts_with("3.00 "), "{stdout}");
+    assert!(
+        metric.ends_with("# getppid calls per getpid call"),
+        "{stdout}"
+    );
+    // -M chose it: the other metric of the config is not printed.
+    assert!(!stdout.contains("cpu_busy"), "{stdout}");
+}

@@ -71,6 +71,17 @@ pub struct StatArgs {
     )]
     pub interval_ms: Option<u64>,
 
+    /// Metrics to print beside the counts, comma-separated; repeatable.
+    /// They are those of --config.file's `metrics:` (all of them without
+    /// -M), computed over the run and over each -I interval.
+    #[arg(
+        short = 'M',
+        long = "metrics",
+        value_name = "METRICS",
+        value_delimiter = ','
+    )]
+    pub metrics: Vec<String>,
+
     /// System-wide: count the root cgroup `/` (the whole machine), while
     /// COMMAND runs if there is one (it gets no cgroup of its own).
     #[arg(short = 'a', long = "all-cpus")]

@@ -46,6 +46,14 @@ pub enum StatError {
          config's `groups:` and `tracepoints:`"
     )]
     EventsAndConfig,
+    /// A `-M` metric the config does not define.
+    #[error("-M {given}: {message}")]
+    Metric {
+        /// The name as given.
+        given: String,
+        /// What is wrong, and what to write.
+        message: String,
+    },
     /// A `-G` that is not a cgroup path.
     #[error("-G {given}: {message}; {hint}")]
     BadCgroup {
@@ -113,6 +121,7 @@ impl StatError {
             Self::Events(_)
             | Self::Config(_)
             | Self::EventsAndConfig
+            | Self::Metric { .. }
             | Self::BadCgroup { .. }
             | Self::NoCgroup { .. } => 1,
             Self::Machine(_)
@@ -351,13 +360,57 @@ fn setup(args: &StatArgs, config_file: Option<&Path>) -> Result<Setup, StatError
         }
         None => patterns,
     };
+    let mut config = config::build(file, selection, &targets, args.per_cpu);
+    if !args.metrics.is_empty() {
+        config.metrics = pick_metrics(&config.metrics, &args.metrics)?;
+    }
     Ok(Setup {
-        config: config::build(file, selection, &targets, args.per_cpu),
+        config,
         cgroupfs,
         cpus,
         machine,
         fresh,
     })
+}
+
+/// The metrics `-M` names, in the order given, from the config's.
+fn pick_metrics(
+    defined: &[crate::metrics::MetricDef],
+    given: &[String],
+) -> Result<Vec<crate::metrics::MetricDef>, StatError> {
+    given
+        .iter()
+        .map(|name| {
+            if let Some(def) = defined.iter().find(|m| m.name == *name) {
+                return Ok(def.clone());
+            }
+            let names = defined.iter().map(|m| m.name.as_str());
+            let message = match (
+                crate::suggest::did_you_mean(name, names),
+                defined.is_empty(),
+            ) {
+                (_, true) => {
+                    "no metric is defined: -M names metrics of the `metrics:` of --config.file \
+                              (cgperf knows no metric by name without one)"
+                        .to_owned()
+                }
+                (Some(close), _) => {
+                    format!("no such metric in the config; did you mean `{close}`?")
+                }
+                (None, _) => {
+                    let all: Vec<&str> = defined.iter().map(|m| m.name.as_str()).collect();
+                    format!(
+                        "no such metric in the config; its metrics: {}",
+                        all.join(", ")
+                    )
+                }
+            };
+            Err(StatError::Metric {
+                given: name.clone(),
+                message,
+            })
+        })
+        .collect()
 }
 
 /// Starts the command, if there is one, in its fresh cgroup if it has one;
@@ -403,6 +456,8 @@ fn command_line(command: &[OsString]) -> String {
 struct Counting {
     latest: Latest,
     rows: Vec<table::Row>,
+    /// The metrics printed after each cgroup's counts.
+    metrics: Vec<crate::metrics::MetricDef>,
     /// The config's cgroup paths and globs.
     selected: Vec<CgroupPattern>,
     /// `[None]`, or every CPU with `-A`.
@@ -421,6 +476,7 @@ impl Counting {
         let started = Instant::now();
         Self {
             rows: table::layout(config, &snapshot.support),
+            metrics: config.metrics.clone(),
             selected: config.cgroups.iter().map(|s| s.pattern.clone()).collect(),
             cpus: if config.per_cpu {
                 cpus.into_iter().map(Some).collect()
@@ -471,7 +527,13 @@ impl Counting {
         }
         let prefix = format!("{:15.9} ", now.duration_since(self.started).as_secs_f64());
         let cgroups = self.cgroups(&delta);
-        let lines = table::lines(&self.rows, &delta, &cgroups, &self.cpus, seconds);
+        let lines = table::lines(
+            (&self.rows, &self.metrics),
+            &delta,
+            &cgroups,
+            &self.cpus,
+            seconds,
+        );
         table::write_lines(out, &prefix, &lines)?;
         out.flush()?;
         self.last = (totals, now);
@@ -502,7 +564,7 @@ impl Counting {
         writeln!(out, " Performance counter stats for {title}:")?;
         writeln!(out)?;
         let lines = table::lines(
-            &self.rows,
+            (&self.rows, &self.metrics),
             &counts,
             &self.cgroups(&counts),
             &self.cpus,

@@ -2,6 +2,7 @@
 //! whole run, or one `-I` interval) and laid out like `perf stat`.
 
 use crate::config::Config;
+use crate::metrics::MetricDef;
 use crate::snapshot::{Snapshot, Support};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
@@ -157,6 +158,20 @@ impl Counts {
         cgroups
     }
 
+    /// An event's value in a group of a cgroup on a CPU (summed over CPUs
+    /// for `None` when counted per CPU).
+    fn find_in(&self, cgroup: &str, group: &str, event: &str, cpu: Option<u32>) -> Option<f64> {
+        let mut found = self
+            .values
+            .iter()
+            .filter(|(((c, g, at), e), _)| {
+                c == cgroup && g == group && e == event && (cpu.is_none() || *at == cpu)
+            })
+            .peekable();
+        found.peek()?;
+        Some(found.fold(0.0, |sum, (_, (value, _))| sum + value))
+    }
+
     /// A counted event's value in a cgroup on a CPU, whatever its group.
     fn find(&self, cgroup: &str, event: &str, cpu: Option<u32>) -> Option<f64> {
         self.values
@@ -177,6 +192,10 @@ pub enum Shown {
     NotSupported,
     /// The event's group never ran in the period.
     NotCounted,
+    /// A metric's value.
+    Metric(f64),
+    /// A metric whose formula divides by zero in the period.
+    NoValue,
 }
 
 /// One line of output.
@@ -197,9 +216,10 @@ pub struct Line {
 }
 
 /// The lines of one period of `elapsed` seconds: for each cgroup, each row,
-/// each CPU. Rows a cgroup does not count are left out.
+/// each CPU, then each metric over the period's counts. Rows a cgroup does
+/// not count, and metrics of which it counts no input, are left out.
 pub fn lines(
-    rows: &[Row],
+    (rows, metrics): (&[Row], &[MetricDef]),
     counts: &Counts,
     cgroups: &[String],
     cpus: &[Option<u32>],
@@ -215,8 +235,45 @@ pub fn lines(
                 }
             }
         }
+        for metric in metrics {
+            for &cpu in cpus {
+                out.extend(metric_line(metric, counts, cgroup, cpu));
+            }
+        }
     }
     out
+}
+
+/// A metric over the period's counts, as the exporter computes it over an
+/// interval's; `<no value>` when its formula divides by zero (the cgroup
+/// did not run in the period); none when the cgroup counts no input of it.
+fn metric_line(
+    metric: &MetricDef,
+    counts: &Counts,
+    cgroup: &str,
+    cpu: Option<u32>,
+) -> Option<Line> {
+    let values: Vec<Option<f64>> = metric
+        .inputs
+        .iter()
+        .map(|input| counts.find_in(cgroup, &input.group, &input.event, cpu))
+        .collect();
+    if values.iter().all(Option::is_none) {
+        return None;
+    }
+    let values: Option<Vec<f64>> = values.into_iter().collect();
+    let shown = match values.and_then(|v| metric.expr.eval(&v)) {
+        Some(value) => Shown::Metric(value),
+        None => Shown::NoValue,
+    };
+    Some(Line {
+        cpu,
+        shown,
+        event: metric.name.clone(),
+        cgroup: cgroup.to_string(),
+        note: format!("# {}", metric.description),
+        share: None,
+    })
 }
 
 /// The lines of a `by:` tracepoint's value combinations under its total,
@@ -346,6 +403,9 @@ pub fn write_lines(out: &mut dyn Write, prefix: &str, lines: &[Line]) -> io::Res
             Shown::Clock(seconds) => (thousands(seconds * 1e3, 2), "msec"),
             Shown::NotSupported => ("<not supported>".to_string(), ""),
             Shown::NotCounted => ("<not counted>".to_string(), ""),
+            Shown::Metric(v) if v < 0.0 => (format!("-{}", thousands(-v, 2)), ""),
+            Shown::Metric(v) => (thousands(v, 2), ""),
+            Shown::NoValue => ("<no value>".to_string(), ""),
         };
         let share = l.share.map_or(String::new(), |p| format!("({p:.2}%)"));
         let text = format!(
@@ -459,7 +519,7 @@ mod tests {
             row("other", "not-in-this-cgroup"),
             row("s", "by:field"),
         ];
-        let lines = lines(&rows, &c, &["/a".into()], &[None], 2.0);
+        let lines = lines((&rows, &[]), &c, &["/a".into()], &[None], 2.0);
         let shown: Vec<(Shown, &str, Option<f64>)> = lines
             .iter()
             .map(|l| (l.shown, l.note.as_str(), l.share))
@@ -502,7 +562,7 @@ mod tests {
             &[("t", 1.0, 1.0)],
         );
         let lines = lines(
-            &[row("t", "sched:sched_switch")],
+            (&[row("t", "sched:sched_switch")], &[]),
             &c,
             &["/a".into()],
             &[None],
@@ -541,7 +601,7 @@ mod tests {
             .insert(key, [("id=0,syscall=read".to_string(), 1.0)].into());
         for (counts, read) in [(c.clone(), 3.0), (c.since(&earlier), 2.0)] {
             let lines = lines(
-                &[row("tracepoints", "s")],
+                (&[row("tracepoints", "s")], &[]),
                 &counts,
                 &["/a".into()],
                 &[None],
@@ -578,5 +638,63 @@ mod tests {
                 &[("t", 2.0, 1.0)]
             )
         );
+    }
+
+    #[test]
+    fn metrics_follow_the_counts_of_their_cgroup_with_no_value_for_an_empty_period() {
+        let config = crate::config::parse(
+            "t",
+            "groups:\n  sched: [task-clock, cs]\nmetrics:\n  - {name: per_ms, expr: cs / (task-clock * 1000)}\n\
+             \x20 - {name: neg, expr: 0 - cs, description: minus}\n",
+        )
+        .expect("valid");
+        let rows = [row("sched", "task-clock"), row("sched", "context-switches")];
+        let busy = counts(
+            &[
+                ("sched", "task-clock", 0.5, true),
+                ("sched", "context-switches", 1500.0, false),
+            ],
+            &[("sched", 1.0, 1.0)],
+        );
+        let shown_lines = lines(
+            (&rows, &config.metrics),
+            &busy,
+            &["/a".into()],
+            &[None],
+            1.0,
+        );
+        let shown: Vec<(&str, &Shown, &str)> = shown_lines
+            .iter()
+            .map(|l| (l.event.as_str(), &l.shown, l.note.as_str()))
+            .collect();
+        assert_eq!(
+            shown[2],
+            ("per_ms", &Shown::Metric(3.0), "# cs / (task-clock * 1000)")
+        );
+        assert_eq!(shown[3], ("neg", &Shown::Metric(-1500.0), "# minus"));
+        let mut out = Vec::new();
+        write_lines(&mut out, "", &shown_lines).expect("written");
+        let out = String::from_utf8(out).expect("text");
+        assert!(out.contains("-1,500.00 "), "{out}");
+        let idle = counts(
+            &[
+                ("sched", "task-clock", 0.0, true),
+                ("sched", "context-switches", 0.0, false),
+            ],
+            &[("sched", 1.0, 1.0)],
+        );
+        let idle_lines = lines(
+            (&rows, &config.metrics),
+            &idle,
+            &["/a".into()],
+            &[None],
+            1.0,
+        );
+        assert_eq!(idle_lines[2].shown, Shown::NoValue);
+        assert_eq!(idle_lines[3].shown, Shown::Metric(0.0));
+        // A cgroup that counts none of a metric's inputs shows no line.
+        let other = counts(&[], &[]);
+        let none = lines((&[], &config.metrics), &other, &["/a".into()], &[None], 1.0);
+        assert!(none.is_empty(), "{none:?}");
     }
 }
