@@ -179,7 +179,7 @@ fn metric_lines(config: &Config, plan: &Plan, out: &mut dyn Write) -> anyhow::Re
             let group = GroupId::from_label(&input.group);
             let event = match group {
                 GroupId::Named(_) => None,
-                _ => Some(input.event.as_str()),
+                _ => Some(&*input.event),
             };
             verdict(plan, &group, event).is_err()
         });

@@ -68,8 +68,8 @@ impl<'a> Counted<'a> {
             .iter()
             .find(|(_, label, written)| label == name || written == name)
             .map(|(group, event, _)| MetricInput {
-                group: (*group).to_owned(),
-                event: event.clone(),
+                group: (*group).into(),
+                event: event.as_str().into(),
             })
     }
 }
@@ -251,7 +251,7 @@ impl Validator<'_> {
                     None => kept.push(name),
                     Some(input) => {
                         if let Some(at) = list {
-                            let what = match input.group.as_str() {
+                            let what = match &*input.group {
                                 TRACEPOINT_GROUP => "tracepoint".to_owned(),
                                 PROBE_GROUP => "probe".to_owned(),
                                 group => format!("group `{group}`"),
@@ -269,7 +269,7 @@ impl Validator<'_> {
                                 .hint(format!(
                                     "count it here too (add it to this entry's `{}:`), or \
                                      leave {} out of its `metrics:`",
-                                    match input.group.as_str() {
+                                    match &*input.group {
                                         TRACEPOINT_GROUP => "tracepoints",
                                         PROBE_GROUP => "probes",
                                         _ => "groups",
@@ -288,11 +288,11 @@ impl Validator<'_> {
 /// The first input of `def` that `selector` does not count.
 fn missing<'a>(selector: &CgroupSelector, def: &'a MetricDef) -> Option<&'a MetricInput> {
     def.inputs.iter().find(|input| {
-        let list = match input.group.as_str() {
+        let list = match &*input.group {
             TRACEPOINT_GROUP => &selector.tracepoints,
             PROBE_GROUP => &selector.probes,
             group => return !selector.groups.iter().any(|g| g == group),
         };
-        !list.contains(&input.event)
+        !list.iter().any(|l| **l == *input.event)
     })
 }

@@ -1635,10 +1635,7 @@ fn metrics_find_their_inputs_where_they_are_counted() {
         "the formula by default"
     );
     let inputs = |i: usize| -> Vec<(&str, &str)> {
-        m[i].inputs
-            .iter()
-            .map(|x| (x.group.as_str(), x.event.as_str()))
-            .collect()
+        m[i].inputs.iter().map(|x| (&*x.group, &*x.event)).collect()
     };
     assert_eq!(inputs(0), [("ipc", "instructions"), ("ipc", "cycles")]);
     assert_eq!(

@@ -39,16 +39,21 @@ pub struct MetricDef {
 pub struct MetricInput {
     /// A group's name, or the label of the tracepoints' or the probes'
     /// group.
-    pub group: String,
+    pub group: Arc<str>,
     /// The event as written, a tracepoint's label or a probe's `as:`.
-    pub event: String,
+    pub event: Arc<str>,
 }
 
 /// A cgroup's inputs' totals at the last interval, to take the next
 /// interval's growth from. Starts empty: the first interval's growth is
 /// the totals themselves, which began at zero with the cgroup's series.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct LastTotals(Vec<(MetricInput, f64)>);
+pub struct LastTotals {
+    last: Vec<(MetricInput, f64)>,
+    /// This interval's, filled at each call: kept so that no call
+    /// allocates once the first has.
+    now: Vec<(MetricInput, f64)>,
+}
 
 impl LastTotals {
     /// The value of each of `metrics` over the interval that ends now, when
@@ -66,7 +71,8 @@ impl LastTotals {
         metrics: &[Arc<MetricDef>],
         total: impl Fn(&MetricInput) -> Option<f64>,
     ) -> Vec<(Arc<MetricDef>, f64)> {
-        let mut now: Vec<(MetricInput, f64)> = Vec::new();
+        let mut now = std::mem::take(&mut self.now);
+        now.clear();
         for input in metrics.iter().flat_map(|m| &m.inputs) {
             if !now.iter().any(|(i, _)| i == input)
                 && let Some(value) = total(input)
@@ -77,7 +83,7 @@ impl LastTotals {
         let grown = |input: &MetricInput| -> Option<f64> {
             let (_, value) = now.iter().find(|(i, _)| i == input)?;
             let last = self
-                .0
+                .last
                 .iter()
                 .find(|(i, _)| i == input)
                 .map_or(0.0, |(_, v)| *v);
@@ -97,7 +103,7 @@ impl LastTotals {
                 out.push((metric.clone(), value));
             }
         }
-        self.0 = now;
+        self.now = std::mem::replace(&mut self.last, now);
         out
     }
 }
@@ -135,7 +141,7 @@ mod tests {
         let metrics = [metric("ipc", "i / c"), metric("c_per_s", "c / s")];
         let mut last = LastTotals::default();
         let totals = |i: f64, c: f64, s: f64| {
-            move |input: &MetricInput| match input.event.as_str() {
+            move |input: &MetricInput| match &*input.event {
                 "i" => Some(i),
                 "c" => Some(c),
                 "s" => Some(s),
@@ -161,7 +167,7 @@ mod tests {
     fn a_metric_with_an_input_not_counted_has_no_value_and_the_others_go_on() {
         let metrics = [metric("ipc", "i / c"), metric("twice", "c * 2")];
         let mut last = LastTotals::default();
-        let out = last.next(&metrics, |input| (input.event == "c").then_some(10.0));
+        let out = last.next(&metrics, |input| (&*input.event == "c").then_some(10.0));
         assert_eq!(values(&out), [("twice", 20.0)]);
     }
 
@@ -170,12 +176,12 @@ mod tests {
         let metrics = [metric("ipc", "i / c")];
         let mut last = LastTotals::default();
         last.next(&metrics, |input| {
-            Some(if input.event == "i" { 1000.0 } else { 500.0 })
+            Some(if &*input.event == "i" { 1000.0 } else { 500.0 })
         });
         // Both began again (their group was dropped and restored by a
         // reload): never a negative growth.
         let out = last.next(&metrics, |input| {
-            Some(if input.event == "i" { 30.0 } else { 10.0 })
+            Some(if &*input.event == "i" { 30.0 } else { 10.0 })
         });
         assert_eq!(values(&out), [("ipc", 3.0)]);
     }
