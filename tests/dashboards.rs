@@ -83,8 +83,9 @@ struct Stacking {
 }
 
 /// Families with one series per cgroup.
-const PER_CGROUP: [&str; 5] = [
+const PER_CGROUP: [&str; 6] = [
     "cgperf_events_total",
+    "cgperf_metric{",
     "cgperf_events_lost_total",
     "cgperf_clock_seconds_total",
     "cgperf_group_running_seconds_total",
@@ -227,7 +228,7 @@ fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts()
     // for the losses panel, and no sample can overflow a ring and fire the
     // samples-lost alert while the machine's other workloads run.
     let config = format!(
-        "interval: 500ms\ngroups:\n  sched: [task-clock, cs, cpu-migrations, faults]\n  ipc: [cpu-cycles, instructions]\n  cache: [cache-references, cache-misses]\n  branch: [branch-instructions, branch-misses]\ntracepoints: [sched:sched_switch, syscalls:sys_enter_getppid, {{name: syscalls:sys_enter_getpriority, by: [which], filter: \"which == 99\", as: getpriority_by_which}}]\ncgroups:\n  - path: /\n  - path: {}\n",
+        "interval: 500ms\ngroups:\n  sched: [task-clock, cs, cpu-migrations, faults]\n  ipc: [cpu-cycles, instructions]\n  cache: [cache-references, cache-misses]\n  branch: [branch-instructions, branch-misses]\ntracepoints: [sched:sched_switch, syscalls:sys_enter_getppid, {{name: syscalls:sys_enter_getpriority, by: [which], filter: \"which == 99\", as: getpriority_by_which}}]\nmetrics:\n  - {{name: switches_per_cpu_second, expr: cs / task-clock}}\ncgroups:\n  - path: /\n  - path: {}\n",
         cg.rel
     );
     // Two hosts of a fleet: the same cgroup path on each. The config
