@@ -270,3 +270,58 @@ fn cgperf_stat_prints_the_metrics_of_the_run_beside_the_counts() {
     // -M chose it: the other metric of the config is not printed.
     assert!(!stdout.contains("cpu_busy"), "{stdout}");
 }
+
+#[test]
+fn a_metric_alone_counts_what_it_needs() {
+    require_root("count a workload's syscalls in a fresh cgroup");
+    let cg = TestCgroup::create("cgperf-metric-alone");
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms
+metrics:
+  - name: getppid_per_getpid
+    expr: syscalls:sys_enter_getppid / syscalls:sys_enter_getpid
+  - name: cpu_seconds_per_switch
+    expr: task-clock / context-switches
+cgroups:
+  - path: {}
+",
+        cg.rel
+    )));
+    exporter.wait_collections(2);
+    let three = values_while(&exporter, &cg.rel, "getppid_per_getpid", || {
+        calls_in_ratio(&cg.dir, 3, 1200)
+    });
+    assert!(
+        three.iter().filter(|v| (*v - 3.0).abs() < 0.01).count() >= 3,
+        "{three:?}"
+    );
+    let body = exporter.scrape();
+    // What the metrics scheduled is counted, and shown, like any count.
+    let getppid = getppid_of(&body, &cg.rel).expect("the tracepoint is counted");
+    assert!(getppid >= 3000.0, "{body}");
+    for event in ["task-clock", "context-switches"] {
+        let family = if event == "task-clock" {
+            "cgperf_clock_seconds_total"
+        } else {
+            "cgperf_events_total"
+        };
+        let want = [
+            ("cgroup", cg.rel.as_str()),
+            ("group", "metric:cpu_seconds_per_switch"),
+            ("event", event),
+        ];
+        assert!(
+            value(&body, family, &want).is_some_and(|v| v > 0.0),
+            "{event}: {body}"
+        );
+    }
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_group_supported",
+            &[("group", "metric:cpu_seconds_per_switch")]
+        ),
+        Some(1.0),
+        "{body}"
+    );
+}

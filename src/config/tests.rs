@@ -1703,10 +1703,10 @@ fn metric_mistakes_name_the_place_and_the_fix() {
         "did you mean `cycles`?",
     );
     check(
-        &at("branch-misses / instructions"),
+        &at("nosuchevent / instructions"),
         Some((10, 11)),
-        &["uses \"branch-misses\""],
-        "add it to a group under `groups:`",
+        &["uses \"nosuchevent\", which the config does not count and is no event"],
+        "or an event or tracepoint (see `cgperf list`)",
     );
     check(
         &at("calls / cycles"),
@@ -1760,4 +1760,57 @@ fn metric_mistakes_name_the_place_and_the_fix() {
         "",
     );
     assert_eq!(err.others.len(), 1, "{err}");
+}
+
+#[test]
+fn a_metric_schedules_the_events_and_tracepoints_the_config_does_not_count() {
+    let config = ok("groups:\n  sched: [task-clock, cs]\nmetrics:\n\
+         \x20 - {name: ipc, expr: instructions / cycles}\n\
+         \x20 - {name: cpi, expr: cycles / instructions}\n\
+         \x20 - {name: reads_per_switch, expr: syscalls:sys_enter_read / cs}\n\
+         cgroups:\n  - {path: /a, groups: [sched]}\n  - {path: /b, groups: [sched], metrics: [cpi]}\n\
+         \x20 - {path: /c, groups: [sched], metrics: []}\n");
+    // The events of ipc in a group of its own, which cpi uses too: each
+    // is counted once.
+    assert_eq!(names(&config), ["sched", "metric:ipc"]);
+    let events: Vec<&str> = config.groups[1]
+        .events
+        .iter()
+        .map(|e| e.text.as_str())
+        .collect();
+    assert_eq!(events, ["instructions", "cycles"]);
+    let inputs = |i: usize| -> Vec<(&str, &str)> {
+        config.metrics[i]
+            .inputs
+            .iter()
+            .map(|x| (&*x.group, &*x.event))
+            .collect()
+    };
+    assert_eq!(
+        inputs(1),
+        [("metric:ipc", "cycles"), ("metric:ipc", "instructions")]
+    );
+    assert_eq!(
+        inputs(2),
+        [
+            ("tracepoints", "syscalls:sys_enter_read"),
+            ("sched", "context-switches")
+        ]
+    );
+    assert_eq!(tp_labels(&config), ["syscalls:sys_enter_read"]);
+    // Each entry counts what the metrics it computes scheduled, and no
+    // more.
+    let s = &config.cgroups;
+    assert_eq!(s[0].metrics, ["ipc", "cpi", "reads_per_switch"]);
+    assert_eq!(s[0].groups, ["sched", "metric:ipc"]);
+    assert_eq!(s[0].tracepoints, ["syscalls:sys_enter_read"]);
+    assert_eq!(s[1].metrics, ["cpi"]);
+    assert_eq!(s[1].groups, ["sched", "metric:ipc"]);
+    assert!(s[1].tracepoints.is_empty());
+    assert!(s[2].metrics.is_empty());
+    assert_eq!(s[2].groups, ["sched"]);
+    // Metrics alone are enough to count something.
+    let alone = ok("metrics:\n  - {name: ipc, expr: instructions / cycles}\n");
+    assert_eq!(names(&alone), ["metric:ipc"]);
+    assert_eq!(alone.cgroups[0].groups, ["metric:ipc"]);
 }

@@ -48,15 +48,16 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
     let written = Written::of(&raw);
     let nothing = raw.groups.as_ref().is_none_or(|g| g.value.0.is_empty())
         && raw.tracepoints.as_ref().is_none_or(|t| t.value.is_empty())
-        && raw.probes.as_ref().is_none_or(|p| p.value.is_empty());
+        && raw.probes.as_ref().is_none_or(|p| p.value.is_empty())
+        && raw.metrics.as_ref().is_none_or(|m| m.value.is_empty());
     let interval = raw
         .interval
         .and_then(|text| v.keep(v.interval(&text)))
         .unwrap_or(DEFAULT_INTERVAL);
     let groups_at = raw.groups.as_ref().map(|g| g.referenced);
-    let groups = raw.groups.map(|g| v.groups(g.value)).unwrap_or_default();
+    let mut groups = raw.groups.map(|g| v.groups(g.value)).unwrap_or_default();
     let tracepoints_at = raw.tracepoints.as_ref().map(|t| t.referenced);
-    let tracepoints = raw
+    let mut tracepoints = raw
         .tracepoints
         .map(|list| v.tracepoints(list.value))
         .unwrap_or_default();
@@ -65,10 +66,10 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
         .probes
         .map(|list| v.probes(list.value))
         .unwrap_or_default();
-    let metrics = raw
-        .metrics
-        .map(|list| v.metrics(list.value, (&groups, &tracepoints, &probes)))
-        .unwrap_or_default();
+    let written_metrics = raw.metrics.map(|list| list.value).unwrap_or_default();
+    let (metrics, scheduled) = v.metrics(written_metrics, (&groups, &tracepoints, &probes));
+    groups.extend(scheduled.groups.iter().cloned());
+    tracepoints.extend(scheduled.tracepoints.iter().cloned());
     let ring_pages = raw
         .ring_pages
         .and_then(|n| v.keep(v.ring_pages(&n)))
@@ -115,7 +116,7 @@ pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigErr
             .collect(),
     };
     let (mut cgroups, explicit): (Vec<_>, Vec<_>) = selectors.into_iter().unzip();
-    v.selector_metrics(&mut cgroups, &explicit, &metrics);
+    v.selector_metrics(&mut cgroups, &explicit, &metrics, &scheduled);
     let max_cgroups = raw.max_cgroups.and_then(|n| v.keep(v.max_cgroups(&n)));
     let labels = raw
         .labels
@@ -514,10 +515,17 @@ impl Validator<'_> {
             raw.probes.as_ref(),
             &names(&written.probes),
         );
+        let selected_metrics = self.select(
+            here,
+            Kind::Metric,
+            raw.metrics.as_ref(),
+            &names(&written.metrics),
+        );
         if self.mistakes() == before
             && selected_groups.is_empty()
             && selected_tracepoints.is_empty()
             && selected_probes.is_empty()
+            && selected_metrics.is_empty()
         {
             return Err(self
                 .error(
@@ -531,12 +539,6 @@ impl Validator<'_> {
                      `groups:`/`tracepoints:`/`probes:` from the entry to count all of them",
                 ));
         }
-        let selected_metrics = self.select(
-            here,
-            Kind::Metric,
-            raw.metrics.as_ref(),
-            &names(&written.metrics),
-        );
         let selector = CgroupSelector {
             pattern,
             groups: selected_groups,
