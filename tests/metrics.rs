@@ -12,17 +12,8 @@ use std::time::Duration;
 /// for `millis` milliseconds.
 fn calls_in_ratio(cgroup: &Path, per: u64, millis: i64) {
     in_child(Some(cgroup), || {
-        let now = || {
-            let mut ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            // SAFETY: writes into the local timespec.
-            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-            ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
-        };
-        let end = now() + millis;
-        while now() < end {
+        let end = monotonic_millis() + millis;
+        while monotonic_millis() < end {
             for _ in 0..1000 {
                 for _ in 0..per {
                     // SAFETY: raw syscalls without arguments.

@@ -134,18 +134,22 @@ pub fn getppid_workload(cgroup: Option<&Path>, n: u64) {
     });
 }
 
+/// The monotonic clock in milliseconds, by a raw `clock_gettime` (which
+/// [`in_child`]'s work may call).
+pub fn monotonic_millis() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes into the local timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
+}
+
 /// Keeps a CPU busy for `millis` milliseconds in `cgroup`.
 pub fn spin_workload(cgroup: &Path, millis: i64) {
     in_child(Some(cgroup), || {
-        let now = || {
-            let mut ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            // SAFETY: writes into the local timespec.
-            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-            ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
-        };
+        let now = monotonic_millis;
         let end = now() + millis;
         let mut x = 0u64;
         while now() < end {
