@@ -1,14 +1,16 @@
 # cgperf's container image, as deploy/kubernetes/base/daemonset.yaml runs it:
 # the release binary (statically linked: no shared libraries, no shell, no
-# package manager) and the CA certificates for OTLP over TLS.
+# package manager), the CA certificates for OTLP over TLS, and the licence of
+# the Intel event tables the binary embeds.
 #
 # scripts/release builds it, as ghcr.io/cgperf/cgperf:VERSION, from a
-# context directory holding the stripped binary (`cgperf`) and the CA bundle
-# (`ca-certificates.crt`); the binary's debug info is a release artifact of
+# context directory holding the stripped binary (`cgperf`), the CA bundle
+# (`ca-certificates.crt`) and `LICENSE.event-tables`; the binary's debug info is a release artifact of
 # its own (dist/cgperf-VERSION.linux-amd64.debug).
 FROM scratch
 COPY cgperf /usr/bin/cgperf
 COPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+COPY LICENSE.event-tables /usr/share/doc/cgperf/LICENSE.event-tables
 # Root inside the container, with only the capabilities the DaemonSet adds
 # (BPF, PERFMON, DAC_READ_SEARCH): the host's cgroup and tracefs files are
 # root's.

@@ -26,7 +26,10 @@ fn open_group() -> CounterGroup {
         .map(|e| {
             parse_event(e)
                 .expect("known event")
-                .resolve(std::path::Path::new(PMU_ROOT))
+                .resolve(
+                    std::path::Path::new(PMU_ROOT),
+                    &cgperf::events::EventTables::none(),
+                )
                 .expect("software events resolve")
         })
         .collect();

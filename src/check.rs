@@ -21,12 +21,17 @@ struct Row {
 }
 
 /// Probes every group, event and tracepoint of `config` and writes the table.
-pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<Verdict> {
+/// `event_tables` is `--event-tables`.
+pub fn run(
+    config: &Config,
+    event_tables: Option<&Path>,
+    out: &mut dyn Write,
+) -> anyhow::Result<Verdict> {
     let Discovered {
         cgroupfs,
         cpus,
         machine,
-    } = Machine::discover()?;
+    } = Machine::discover(event_tables)?;
     writeln!(out, "config:      valid")?;
     writeln!(out, "cgroup2:     {}", cgroupfs.root().display())?;
     match &machine.tracefs {
@@ -55,7 +60,7 @@ pub fn run(config: &Config, out: &mut dyn Write) -> anyhow::Result<Verdict> {
     writeln!(out, "backend:     {}", chosen.describe())?;
     writeln!(out)?;
 
-    let rows = rows(config, &machine.pmu_root, &*probe, &plan);
+    let rows = rows(config, &machine, &*probe, &plan);
     let width = |f: fn(&Row) -> usize| column_width(rows.iter().map(f), 5, NAME_MAX);
     let (gw, ew) = (width(|r| r.group.len()), width(|r| r.event.len()));
     // Reasons are footnotes: one failure (no PMU, no permission) usually
@@ -197,12 +202,12 @@ fn metric_lines(config: &Config, plan: &Plan, out: &mut dyn Write) -> anyhow::Re
 
 /// Every event alone, then the group as a whole (a group can fail as a whole,
 /// e.g. more events than the PMU has counters), then each tracepoint.
-fn rows(config: &Config, pmu_root: &Path, probe: &dyn Probe, plan: &Plan) -> Vec<Row> {
+fn rows(config: &Config, machine: &Machine, probe: &dyn Probe, plan: &Plan) -> Vec<Row> {
     let mut rows = Vec::new();
     for def in &config.groups {
         let id = GroupId::Named(def.name.as_str().into());
         for event in &def.events {
-            let status = plan::probe_event(event, pmu_root, probe).map_err(|r| r.reason);
+            let status = plan::probe_event(event, machine, probe).map_err(|r| r.reason);
             rows.push(Row {
                 group: def.name.clone(),
                 event: event.text.clone(),

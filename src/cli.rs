@@ -37,6 +37,14 @@ pub struct Cli {
     #[arg(long = "config.file", value_name = "PATH", global = true)]
     config_file: Option<PathBuf>,
 
+    /// A directory of event tables, searched for this CPU's vendor event
+    /// names (`BR_INST_RETIRED.NEAR_TAKEN`, `ex_ret_instr`) before the
+    /// tables built into cgperf (Intel's core events): perf's
+    /// `tools/perf/pmu-events/arch` from the kernel source (AMD, Arm, any
+    /// newer CPU) or a checkout of Intel's perfmon. Read once, at start.
+    #[arg(long = "event-tables", value_name = "DIR", global = true)]
+    event_tables: Option<PathBuf>,
+
     /// Address to serve /metrics on: `:PORT` (every address, IPv4 and
     /// IPv6), `HOST:PORT` or `[IPV6]:PORT`.
     #[arg(
@@ -132,10 +140,14 @@ pub fn main() -> ExitCode {
     }
     let check = match cli.command {
         Some(Command::List(args)) => {
-            let listed = crate::list::run(&args, &mut std::io::stdout().lock());
+            let tables = cli.event_tables.as_deref();
+            let listed = crate::list::run(&args, tables, &mut std::io::stdout().lock());
             return exit_status(listed.map_err(anyhow::Error::from));
         }
-        Some(Command::Stat(args)) => return crate::stat::run(&args, cli.config_file.as_deref()),
+        Some(Command::Stat(args)) => {
+            let tables = cli.event_tables.as_deref();
+            return crate::stat::run(&args, cli.config_file.as_deref(), tables);
+        }
         Some(Command::Check) => true,
         None => false,
     };
@@ -154,7 +166,8 @@ pub fn main() -> ExitCode {
         }
     };
     let result = if check {
-        match check::run(&config, &mut std::io::stdout().lock()) {
+        let tables = cli.event_tables.as_deref();
+        match check::run(&config, tables, &mut std::io::stdout().lock()) {
             Ok(check::Verdict::NothingCountable) => return ExitCode::from(NOTHING_COUNTABLE),
             checked => checked.map(drop),
         }
@@ -191,6 +204,7 @@ pub fn main() -> ExitCode {
             config,
             otlp,
             config_file: cli.config_file,
+            event_tables: cli.event_tables,
             loaded,
             endpoint,
             cri_sockets,

@@ -65,6 +65,8 @@ pub struct Options {
     pub otlp: Option<OtlpConfig>,
     /// The config file, `None` for the embedded default.
     pub config_file: Option<PathBuf>,
+    /// `--event-tables`: a directory of event tables searched first.
+    pub event_tables: Option<PathBuf>,
     /// The bytes the config was read from (`None` for the default), against
     /// which the watcher compares the file later.
     pub loaded: Option<Vec<u8>>,
@@ -122,6 +124,7 @@ impl Daemon {
             config,
             otlp,
             config_file,
+            event_tables,
             loaded,
             endpoint,
             cri_sockets,
@@ -151,7 +154,7 @@ impl Daemon {
             cgroupfs,
             cpus,
             machine,
-        } = Machine::discover()?;
+        } = Machine::discover(event_tables.as_deref())?;
         tracing::info!(
             cgroup2 = %cgroupfs.root().display(),
             tracefs = %machine.tracefs.as_ref().map_or_else(|e| e.clone(), |t| t.root().display().to_string()),

@@ -1,6 +1,7 @@
 //! `cgperf list`: the events this machine offers, named as cgperf's config
 //! (and `perf`) writes them: generalized hardware, software and cache events,
-//! the dynamic PMU events of sysfs, and the tracepoints of tracefs.
+//! the CPU's own events from the event tables of its model, the dynamic PMU
+//! events of sysfs, and the tracepoints of tracefs.
 //!
 //! Every name listed is one that [`parse_event`] or [`crate::events::parse_tracepoint`]
 //! accepts, so any line can be copied into a config or `cgperf stat -e`.
@@ -10,7 +11,7 @@
 use crate::backend::cgroup::CgroupProbe;
 use crate::backend::choose::choose;
 use crate::config::BackendChoice;
-use crate::events::{self, EventKind, ResolveError, parse_event};
+use crate::events::{self, EventKind, EventTables, ResolveError, parse_event};
 use crate::tracefs::Tracefs;
 use perf_event_open_sys::bindings as sys;
 use std::io::{self, Write};
@@ -44,6 +45,9 @@ pub enum Kind {
     Software,
     /// A generalized hardware cache event, e.g. `L1-dcache-load-misses`.
     Cache,
+    /// An event of the CPU's model from its event table, e.g.
+    /// `BR_INST_RETIRED.NEAR_TAKEN`.
+    Vendor,
     /// An event alias of a dynamic PMU, e.g. `msr/tsc/`.
     Pmu,
     /// A tracepoint, e.g. `sched:sched_switch`.
@@ -57,6 +61,7 @@ impl Kind {
             Self::Hardware => "hardware",
             Self::Software => "software",
             Self::Cache => "cache",
+            Self::Vendor => "vendor",
             Self::Pmu => "pmu",
             Self::Tracepoint => "tracepoint",
         }
@@ -117,14 +122,23 @@ pub struct Listing {
 /// that counts here. The kernel is asked by opening each event once in
 /// cgroup mode on the cgroup2 root; tracepoints that tracefs has are taken
 /// as countable without asking (there are thousands).
-pub fn run(args: &ListArgs, out: &mut dyn Write) -> io::Result<()> {
+pub fn run(args: &ListArgs, event_tables: Option<&Path>, out: &mut dyn Write) -> io::Result<()> {
     let tracefs = Tracefs::locate();
-    let listing = gather(Path::new(events::PMU_ROOT), tracefs.as_ref());
+    let pmu_root = Path::new(events::PMU_ROOT);
+    let discovered = crate::machine::Machine::discover(event_tables);
+    let tables = match &discovered {
+        Ok(found) => found.machine.tables.clone(),
+        Err(_) => std::sync::Arc::new(
+            crate::machine::event_tables(pmu_root, event_tables)
+                .map_err(|e| io::Error::other(format!("{e:#}")))?,
+        ),
+    };
+    let listing = gather(pmu_root, &tables, tracefs.as_ref());
     for problem in &listing.problems {
         eprintln!("cgperf list: {problem}");
     }
     let mut listing = listing.filtered(args.filter.as_deref().unwrap_or(""));
-    match crate::machine::Machine::discover() {
+    match discovered {
         Ok(crate::machine::Discovered { machine, .. }) => {
             // The backend a config that does not name one counts with
             // (`auto`: BPF where this process may load its program).
@@ -133,7 +147,7 @@ pub fn run(args: &ListArgs, out: &mut dyn Write) -> io::Result<()> {
                 Err(_) => std::sync::Arc::new(CgroupProbe::new(&machine)),
             };
             listing.judge(|name| match parse_event(name) {
-                Ok(event) => match crate::plan::probe_event(&event, &machine.pmu_root, &*probe) {
+                Ok(event) => match crate::plan::probe_event(&event, &machine, &*probe) {
                     Ok(()) => Countable::Yes,
                     Err(refusal) if refusal.permission => Countable::Unknown,
                     Err(_) => Countable::No,
@@ -173,11 +187,16 @@ pub fn run(args: &ListArgs, out: &mut dyn Write) -> io::Result<()> {
 
 /// Lists the events of the machine whose PMUs are under `pmu_root` and whose
 /// tracefs is `tracefs` (or why there is none).
-pub fn gather(pmu_root: &Path, tracefs: Result<&Tracefs, &String>) -> Listing {
+pub fn gather(
+    pmu_root: &Path,
+    tables: &EventTables,
+    tracefs: Result<&Tracefs, &String>,
+) -> Listing {
     let mut listing = Listing {
         entries: symbolic_entries(),
         ..Listing::default()
     };
+    listing.entries.extend(vendor_entries(tables));
     match pmu_dirs(pmu_root) {
         Ok(pmus) => {
             for (pmu, dir) in &pmus {
@@ -257,8 +276,39 @@ fn symbolic_entries() -> Vec<Entry> {
         .collect()
 }
 
+/// The events of the CPU's tables, each with its description and encoding:
+/// by its bare name on the PMU a bare name resolves to, as `pmu/NAME/` on
+/// another core type of a hybrid CPU that defines it too.
+fn vendor_entries(tables: &EventTables) -> Vec<Entry> {
+    let mut entries = Vec::new();
+    for table in tables.tables() {
+        for event in &table.events {
+            let bare = tables
+                .find(&event.name)
+                .is_some_and(|(pmu, _)| pmu == table.pmu);
+            let name = if bare {
+                event.name.clone()
+            } else {
+                format!("{}/{}/", table.pmu, event.name)
+            };
+            let encoding = format!("[{}/{}/]", table.pmu, event.encoding());
+            let description = match event.description.as_str() {
+                "" => encoding,
+                text => format!("{text} {encoding}"),
+            };
+            entries.push(Entry {
+                name,
+                kind: Kind::Vendor,
+                description,
+                countable: Countable::Unknown,
+            });
+        }
+    }
+    entries
+}
+
 /// The kind and perf-like description of a generalized event; `None` for
-/// kinds that are not generalized (raw, PMU).
+/// kinds that are not generalized (raw, PMU, vendor).
 fn describe(kind: &EventKind) -> Option<(Kind, String)> {
     let id = |v: u64| u32::try_from(v).ok();
     match kind {
@@ -267,7 +317,7 @@ fn describe(kind: &EventKind) -> Option<(Kind, String)> {
         EventKind::HardwareCache { cache, op, result } => {
             Some((Kind::Cache, cache_text(id(*cache)?, id(*op)?, id(*result)?)))
         }
-        EventKind::Raw(_) | EventKind::Pmu { .. } => None,
+        EventKind::Raw(_) | EventKind::Pmu { .. } | EventKind::Named(_) => None,
     }
 }
 
@@ -371,7 +421,7 @@ fn pmu_entries(root: &Path, pmu: &str, dir: &Path) -> Vec<Entry> {
             let name = format!("{pmu}/{alias}/");
             let terms = std::fs::read_to_string(events.join(&alias)).ok()?;
             let terms = terms.trim();
-            let description = match parse_event(&name).ok()?.resolve(root) {
+            let description = match parse_event(&name).ok()?.resolve(root, &EventTables::none()) {
                 Ok(_) => format!("{pmu} PMU: {terms}"),
                 Err(ResolveError::MissingValue { term, .. }) => {
                     format!("{pmu} PMU: {terms} (write {pmu}/{alias},{term}=N/)")
@@ -603,7 +653,7 @@ mod tests {
         std::fs::write(tracing.join("events/sched/enable"), "0\n").unwrap();
         std::fs::write(tracing.join("events/header_page"), "").unwrap();
 
-        let listing = gather(&pmus, Ok(&Tracefs::at(&tracing)));
+        let listing = gather(&pmus, &EventTables::none(), Ok(&Tracefs::at(&tracing)));
         assert!(listing.problems.is_empty(), "{:?}", listing.problems);
         let dynamic: Vec<(&str, Kind, &str)> = listing
             .entries
@@ -641,7 +691,11 @@ mod tests {
     #[test]
     fn missing_tracefs_is_a_problem_not_a_failure() {
         let dir = tempfile::tempdir().unwrap();
-        let listing = gather(dir.path(), Err(&"tracefs is not mounted".to_string()));
+        let listing = gather(
+            dir.path(),
+            &EventTables::none(),
+            Err(&"tracefs is not mounted".to_string()),
+        );
         assert_eq!(
             listing.problems,
             ["tracepoints not listed: tracefs is not mounted"]

@@ -7,7 +7,10 @@ use crate::discovery::CgroupFs;
 use crate::tracefs::Tracefs;
 use crate::{cpus, events};
 use anyhow::Context;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// Where the kernel describes each CPU (the MIDR of Arm cores).
+const CPU_SYSFS: &str = "/sys/devices/system/cpu";
 use std::sync::Arc;
 
 /// Where the machine-dependent inputs of a plan come from.
@@ -24,6 +27,8 @@ pub struct Machine {
     /// The core PMUs of a hybrid CPU (none otherwise): where each event of
     /// the CPU is opened.
     pub cores: Arc<events::CorePmus>,
+    /// The event tables of this CPU's model: the vendor's event names.
+    pub tables: Arc<events::EventTables>,
 }
 
 /// What [`Machine::discover`] finds.
@@ -42,7 +47,10 @@ impl Machine {
     ///
     /// Fails without a cgroup2 mount or without an online CPU: nothing can
     /// be counted then. tracefs may be missing (its reason is kept).
-    pub fn discover() -> anyhow::Result<Discovered> {
+    /// `event_tables` (`--event-tables`) is searched for this CPU's event
+    /// tables before the embedded ones; a table there that cannot be read
+    /// is an error naming the file.
+    pub fn discover(dir: Option<&Path>) -> anyhow::Result<Discovered> {
         let cgroupfs = CgroupFs::locate().map_err(anyhow::Error::msg)?;
         let cpus = cpus::online().map_err(anyhow::Error::msg)?;
         let probe_cpu = *cpus.first().context("no CPU is online")?;
@@ -55,7 +63,9 @@ impl Machine {
             );
             events::CorePmus::default()
         });
+        let tables = event_tables(&pmu_root, dir)?;
         let machine = Machine {
+            tables: Arc::new(tables),
             pmu_root,
             tracefs: Tracefs::locate(),
             probe_cgroup: cgroupfs.root().to_path_buf(),
@@ -68,4 +78,13 @@ impl Machine {
             machine,
         })
     }
+}
+
+/// The event tables of this machine's CPU, for the core PMUs under
+/// `pmu_root`: from `dir` (`--event-tables`) where it has them, else the
+/// embedded ones.
+pub fn event_tables(pmu_root: &Path, dir: Option<&Path>) -> anyhow::Result<events::EventTables> {
+    let ident = events::CpuIdent::read(Path::new("/proc/cpuinfo"), Path::new(CPU_SYSFS));
+    events::EventTables::load(pmu_root, &ident, dir)
+        .context("reading the event tables (--event-tables)")
 }

@@ -16,7 +16,6 @@ use crate::machine::Machine;
 use crate::perf::OpenFailure;
 use crate::snapshot::{NotCountable, Support};
 use std::ffi::CStr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -628,7 +627,7 @@ pub fn resolve_group(def: &GroupDef, machine: &Machine) -> Result<GroupSpec, Str
     let events = def
         .events
         .iter()
-        .map(|e| resolve_event(e, &machine.pmu_root))
+        .map(|e| resolve_event(e, machine))
         .collect::<Result<_, _>>()?;
     Ok(GroupSpec {
         name: GroupId::Named(def.name.as_str().into()),
@@ -637,10 +636,10 @@ pub fn resolve_group(def: &GroupDef, machine: &Machine) -> Result<GroupSpec, Str
     })
 }
 
-/// Resolves one event against the PMUs of this machine.
-pub fn resolve_event(event: &Event, pmu_root: &Path) -> Result<PlannedEvent, String> {
+/// Resolves one event against the PMUs and event tables of this machine.
+pub fn resolve_event(event: &Event, machine: &Machine) -> Result<PlannedEvent, String> {
     let attr = event
-        .resolve(pmu_root)
+        .resolve(&machine.pmu_root, &machine.tables)
         .map_err(|e| format!("event `{}`: {e}", event.text))?;
     Ok(PlannedEvent {
         label: event.label().into(),
@@ -653,8 +652,8 @@ pub fn resolve_event(event: &Event, pmu_root: &Path) -> Result<PlannedEvent, Str
 
 /// Resolves `event` and asks `probe` whether the kernel counts it alone:
 /// what `cgperf check` shows per event and `cgperf list` leaves out.
-pub fn probe_event(event: &Event, pmu_root: &Path, probe: &dyn Probe) -> Result<(), Refusal> {
-    let resolved = resolve_event(event, pmu_root)
+pub fn probe_event(event: &Event, machine: &Machine, probe: &dyn Probe) -> Result<(), Refusal> {
+    let resolved = resolve_event(event, machine)
         .map_err(|r| Refusal::not_asked(NotCountable::UNKNOWN_EVENT, r))?;
     probe.try_group(&[resolved.trial()])
 }

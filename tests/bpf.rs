@@ -30,6 +30,7 @@ fn machine() -> Machine {
         probe_cgroup: fs.root().to_path_buf(),
         probe_cpu: cpus[0],
         cores: Default::default(),
+        tables: Default::default(),
     }
 }
 
@@ -887,6 +888,7 @@ fn a_group_of_one_core_type_is_opened_only_on_its_cpus_by_both_backends() {
         // The E-core is probed first: planning must find the P-core.
         probe_cpu: e_core,
         cores: Arc::new(cores),
+        tables: Default::default(),
         ..machine()
     };
     let cg = TestCgroup::create("cgperf-bpf-cores");

@@ -68,8 +68,10 @@ fn the_conventions_of_prometheus_exporters() {
         body.contains("# TYPE cgperf_events_total counter"),
         "{body}"
     );
+    // At least halved: really compressed (a small body of many distinct
+    // label values compresses about 3 times, so no tighter bound holds).
     assert!(
-        packed.len() * 3 < body.len(),
+        packed.len() * 2 < body.len(),
         "{} -> {}",
         body.len(),
         packed.len()

@@ -240,6 +240,7 @@ fn plan(config: &Config) -> Plan {
         probe_cgroup: "/nonexistent".into(),
         probe_cpu: 0,
         cores: Default::default(),
+        tables: Default::default(),
     };
     match Plan::build(config, &machine, &Accepting) {
         Ok(plan) => plan,

@@ -177,7 +177,10 @@ mod tests {
     fn attr(text: &str) -> EventAttr {
         parse_event(text)
             .unwrap()
-            .resolve(Path::new("/nonexistent"))
+            .resolve(
+                Path::new("/nonexistent"),
+                &crate::events::EventTables::none(),
+            )
             .unwrap()
     }
 
@@ -300,7 +303,10 @@ mod tests {
             std::fs::write(root.path().join(pmu).join("format/event"), "config:0-7\n").unwrap();
         }
         let of = |text: &str| {
-            let attr = parse_event(text).unwrap().resolve(root.path()).unwrap();
+            let attr = parse_event(text)
+                .unwrap()
+                .resolve(root.path(), &crate::events::EventTables::none())
+                .unwrap();
             (attr.exclude_guest, attr.exclude_host)
         };
         assert_eq!(of("cpu/event=0x3c/"), (true, false));

@@ -340,7 +340,7 @@ pub(crate) fn canonical_name(kind: &EventKind) -> Option<String> {
                 format!("{}-{}", cache.name, op.plural)
             })
         }
-        EventKind::Raw(_) | EventKind::Pmu { .. } => None,
+        EventKind::Raw(_) | EventKind::Pmu { .. } | EventKind::Named(_) => None,
     }
 }
 

@@ -13,6 +13,7 @@ mod hardware;
 mod pmu;
 mod probe;
 mod syscall;
+mod tables;
 mod tracepoint;
 
 use crate::suggest::did_you_mean;
@@ -25,6 +26,7 @@ pub use probe::{
     HeldBinary, ProbeError, ProbeKind, ProbeProblem, ProbeSpec, ProbeSyntaxError, ResolvedProbe,
 };
 pub use syscall::{SYSCALL_LABEL, syscall_name};
+pub use tables::{CpuIdent, EventTables, PmuTable, TableError, TableEvent};
 pub use tracepoint::{NAME_MAX, TracepointName, TracepointProblem, parse_tracepoint};
 
 /// Where the kernel describes its PMUs (one directory per PMU, with `type`,
@@ -75,6 +77,11 @@ pub enum EventKind {
     Software(u64),
     /// A raw CPU event `rNNNN`: the config value, written in hex.
     Raw(u64),
+    /// An event of the CPU's own, by the name its vendor gives it
+    /// (`BR_INST_RETIRED.NEAR_TAKEN`, `ex_ret_instr`, `STALL_BACKEND`):
+    /// resolved on the machine, from the event tables of its CPU model or
+    /// the event aliases of its core PMUs in sysfs.
+    Named(String),
     /// A dynamic PMU event `pmu/term=v,.../` or `pmu/alias/`, resolved via sysfs.
     Pmu {
         /// The PMU's directory name under [`PMU_ROOT`], e.g. `cpu` or `msr`.
@@ -327,6 +334,19 @@ pub enum ResolveError {
         /// The PMU's aliases.
         known: Vec<String>,
     },
+    /// A vendor name that is neither in this CPU's event tables nor an
+    /// event alias of its core PMUs in sysfs.
+    #[error("no event `{name}` in {tables}, nor among the events of its core PMUs in sysfs{} ({advice})", hint(.suggestion))]
+    NoNamedEvent {
+        /// The name as written.
+        name: String,
+        /// Which tables were searched ([`EventTables::describe`]).
+        tables: String,
+        /// The closest table event, if one is close.
+        suggestion: Option<String>,
+        /// What to do.
+        advice: &'static str,
+    },
     /// No file in `format/` for a `term=value`.
     #[error("PMU `{pmu}` has no format term `{term}`{} (known: {})", hint(.suggestion), known_list(.known))]
     NoTerm {
@@ -399,6 +419,11 @@ pub fn parse_event(text: &str) -> Result<Event, EventSyntaxError> {
         };
         let kind = match symbolic_or_raw(name)? {
             Some(kind) => kind,
+            None if is_vendor_name(name)
+                && mods.is_none_or(|m| parse_modifiers(text, m).is_ok()) =>
+            {
+                EventKind::Named(name.to_string())
+            }
             None => return Err(unknown_event(text, name, mods)),
         };
         let modifiers = match mods {
@@ -416,8 +441,14 @@ pub fn parse_event(text: &str) -> Result<Event, EventSyntaxError> {
 
 impl Event {
     /// Turns the event into `perf_event_attr` fields; `pmu_root` (normally
-    /// [`PMU_ROOT`]) is only read for `pmu/.../` events.
-    pub fn resolve(&self, pmu_root: &Path) -> Result<EventAttr, ResolveError> {
+    /// [`PMU_ROOT`]) is only read for `pmu/.../` and named events, and
+    /// `tables` (this CPU's, see [`EventTables::load`]) only asked for
+    /// named events.
+    pub fn resolve(
+        &self,
+        pmu_root: &Path,
+        tables: &EventTables,
+    ) -> Result<EventAttr, ResolveError> {
         let (type_, config) = match &self.kind {
             EventKind::Hardware(id) => (PERF_TYPE_HARDWARE, [*id, 0, 0]),
             EventKind::Software(id) => (PERF_TYPE_SOFTWARE, [*id, 0, 0]),
@@ -426,7 +457,8 @@ impl Event {
                 [cache | (op << 8) | (result << 16), 0, 0],
             ),
             EventKind::Raw(config) => (PERF_TYPE_RAW, [*config, 0, 0]),
-            EventKind::Pmu { pmu, spec } => pmu::resolve(pmu_root, pmu, spec)?,
+            EventKind::Pmu { pmu, spec } => pmu::resolve(pmu_root, pmu, spec, tables)?,
+            EventKind::Named(name) => pmu::resolve_named(pmu_root, name, tables)?,
         };
         let mut modifiers = self.modifiers;
         if let EventKind::Pmu { pmu, .. } = &self.kind
@@ -495,6 +527,21 @@ fn symbolic_or_raw(name: &str) -> Result<Option<EventKind>, EventSyntaxError> {
         return Err(EventSyntaxError::BadRaw(name.to_string()));
     }
     Ok(None)
+}
+
+/// Whether a name that is no generalized event may be one of the CPU's own
+/// (resolved later, on the machine): vendor names have a `.` or `_`
+/// (`INST_RETIRED.ANY`, `ex_ret_instr`, `STALL_BACKEND`), generalized
+/// names never do. A lowercase near-miss of a generalized name
+/// (`task_clock`) stays the typo it is, caught here with its did-you-mean;
+/// capitals are the vendor's (Arm's `CPU_CYCLES`).
+fn is_vendor_name(name: &str) -> bool {
+    let near_generic = || {
+        let known = hardware::known_names();
+        did_you_mean(name, known.iter().map(String::as_str)).is_some()
+    };
+    let lowercase = !name.chars().any(|c| c.is_ascii_uppercase());
+    is_valid_name(name) && name.contains(['.', '_']) && !(lowercase && near_generic())
 }
 
 /// The error for a name that is not known: a did-you-mean if one is close,
@@ -741,7 +788,7 @@ pub(crate) mod tests {
         // Every way of writing an event asks the kernel for the same.
         let attr = parse_event("cycles:G")
             .unwrap()
-            .resolve(Path::new("/nonexistent"))
+            .resolve(Path::new("/nonexistent"), &EventTables::none())
             .unwrap();
         assert!(!attr.exclude_guest && attr.exclude_host);
         assert!(EventAttr::new(PERF_TYPE_SOFTWARE, 0).exclude_guest);
@@ -1016,11 +1063,16 @@ pub(crate) mod tests {
         assert_eq!(label("r003c"), "r003c");
         assert_eq!(label("msr/tsc/"), "msr/tsc/");
         // What opens is what the label says.
-        let planned = crate::plan::resolve_event(
-            &parse_event("migrations").expect("parses"),
-            Path::new(PMU_ROOT),
-        )
-        .expect("resolves");
+        let machine = crate::machine::Machine {
+            pmu_root: PMU_ROOT.into(),
+            tracefs: Err("not needed".into()),
+            probe_cgroup: "/nonexistent".into(),
+            probe_cpu: 0,
+            cores: Default::default(),
+            tables: Default::default(),
+        };
+        let migrations = parse_event("migrations").expect("parses");
+        let planned = crate::plan::resolve_event(&migrations, &machine).expect("resolves");
         assert_eq!(&*planned.label, "cpu-migrations");
     }
 
@@ -1052,7 +1104,12 @@ pub(crate) mod tests {
     #[test]
     fn resolves_generalized_events_without_sysfs() {
         let nowhere = Path::new("/nonexistent");
-        let attr = |text: &str| parse_event(text).unwrap().resolve(nowhere).unwrap();
+        let attr = |text: &str| {
+            parse_event(text)
+                .unwrap()
+                .resolve(nowhere, &EventTables::none())
+                .unwrap()
+        };
         let expect = |type_, config, (u, k, h)| EventAttr {
             exclude_user: u,
             exclude_kernel: k,
@@ -1118,12 +1175,12 @@ pub(crate) mod tests {
         assert_eq!(software, PERF_TYPE_SOFTWARE);
         let attr = parse_event("software/config=1/")
             .unwrap()
-            .resolve(root)
+            .resolve(root, &EventTables::none())
             .unwrap();
         assert_eq!((attr.type_, attr.config), (PERF_TYPE_SOFTWARE, 1));
         let e = parse_event("nosuchpmu/x/")
             .unwrap()
-            .resolve(root)
+            .resolve(root, &EventTables::none())
             .unwrap_err();
         assert!(
             e.to_string()
@@ -1133,7 +1190,10 @@ pub(crate) mod tests {
 
         let msr = read_type("msr")
             .expect("the machines cgperf is built on have the msr PMU (x86); this test needs it");
-        let attr = parse_event("msr/tsc/u").unwrap().resolve(root).unwrap();
+        let attr = parse_event("msr/tsc/u")
+            .unwrap()
+            .resolve(root, &EventTables::none())
+            .unwrap();
         assert_eq!(attr.type_, msr);
         assert_eq!(
             attr.config, 0,
@@ -1142,7 +1202,10 @@ pub(crate) mod tests {
         assert!(attr.exclude_kernel && attr.exclude_hv && !attr.exclude_user);
         // msr is no core PMU: the kernel would refuse exclude_guest.
         assert!(!attr.exclude_guest && !attr.exclude_host);
-        let e = parse_event("msr/tscx/").unwrap().resolve(root).unwrap_err();
+        let e = parse_event("msr/tscx/")
+            .unwrap()
+            .resolve(root, &EventTables::none())
+            .unwrap_err();
         let msg = e.to_string();
         assert!(
             msg.starts_with("PMU `msr` has no event `tscx`; did you mean `tsc`?"),

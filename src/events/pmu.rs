@@ -1,12 +1,14 @@
 //! Resolution of `pmu/.../` events through sysfs, as perf does it: the PMU's
 //! `type` file gives `perf_event_attr.type`, `events/<alias>` files expand to
 //! terms, and `format/<term>` files (`config:0-7,32-35`) say which config bits
-//! each term's value goes to.
+//! each term's value goes to. The events of the CPU's tables are aliases of
+//! its core PMUs too, as in perf: `cpu/BR_INST_RETIRED.NEAR_TAKEN,cmask=1/`,
+//! or written bare and found on whichever core PMU has them.
 
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use crate::events::{PmuSpec, ResolveError, is_valid_name, parse_number};
+use crate::events::{EventTables, PmuSpec, ResolveError, is_valid_name, parse_number};
 use crate::suggest::did_you_mean;
 
 /// The perf_event_attr fields a term can set, by name; terms with these names
@@ -22,6 +24,7 @@ pub(crate) fn resolve(
     root: &Path,
     pmu: &str,
     spec: &PmuSpec,
+    tables: &EventTables,
 ) -> Result<(u32, [u64; 3]), ResolveError> {
     let dir = root.join(pmu);
     if !is_valid_name(pmu) || !dir.is_dir() {
@@ -41,6 +44,7 @@ pub(crate) fn resolve(
     let mut builder = Builder {
         dir,
         pmu,
+        tables,
         config: [0; 3],
         given: Vec::new(),
         needed: Vec::new(),
@@ -70,10 +74,54 @@ pub(crate) fn resolve(
     Ok((type_, builder.config))
 }
 
+/// Resolves a vendor event name written bare: the event of that name in
+/// this CPU's tables (on the PMU whose table has it), else an event alias
+/// of a core PMU in sysfs whatever its case (`L1D_CACHE_REFILL` is Arm's
+/// `l1d_cache_refill`), as perf finds them.
+pub(crate) fn resolve_named(
+    root: &Path,
+    name: &str,
+    tables: &EventTables,
+) -> Result<(u32, [u64; 3]), ResolveError> {
+    if let Some((pmu, event)) = tables.find(name) {
+        let terms = event
+            .terms
+            .iter()
+            .map(|(t, v)| (t.clone(), Some(*v)))
+            .collect();
+        return resolve(root, pmu, &PmuSpec::Terms(terms), tables);
+    }
+    let mut pmus = list_dir(root);
+    pmus.retain(|p| super::cores::is_core_pmu(root, p));
+    pmus.sort_by_key(|p| p != "cpu_core");
+    for pmu in &pmus {
+        if let Some(alias) = aliases(&root.join(pmu))
+            .into_iter()
+            .find(|a| a.eq_ignore_ascii_case(name))
+        {
+            return resolve(root, pmu, &PmuSpec::Alias(alias), tables);
+        }
+    }
+    let advice = if tables.tables().is_empty() {
+        "give this CPU's tables with --event-tables DIR: perf's tools/perf/pmu-events/arch \
+         from the kernel source, or a checkout of Intel's perfmon; or write the event's \
+         encoding, e.g. `cpu/event=0xc0/`"
+    } else {
+        "`cgperf list` lists this CPU's events"
+    };
+    Err(ResolveError::NoNamedEvent {
+        name: name.to_string(),
+        tables: tables.describe(),
+        suggestion: did_you_mean(name, tables.names()).map(str::to_owned),
+        advice,
+    })
+}
+
 /// The config being built for one PMU event.
 struct Builder<'a> {
     dir: PathBuf,
     pmu: &'a str,
+    tables: &'a EventTables,
     config: [u64; 3],
     /// Terms the config gave a value for.
     given: Vec<String>,
@@ -97,6 +145,14 @@ impl Builder<'_> {
         } else {
             None
         };
+        if content.is_none()
+            && let Some(event) = self.tables.find_on(self.pmu, name)
+        {
+            for (term, value) in &event.terms {
+                self.set(term, *value)?;
+            }
+            return Ok(());
+        }
         let Some(content) = content else {
             let known = aliases(&self.dir);
             let terms = list_dir(&self.dir.join("format"));
@@ -325,7 +381,9 @@ mod tests {
     }
 
     fn resolve(root: &Path, text: &str) -> Result<EventAttr, ResolveError> {
-        parse_event(text).unwrap().resolve(root)
+        parse_event(text)
+            .unwrap()
+            .resolve(root, &EventTables::none())
     }
 
     fn config(root: &Path, text: &str) -> (u32, u64, u64, u64) {
@@ -534,7 +592,7 @@ mod tests {
         pmu: &str,
         spec: &PmuSpec,
     ) -> Result<(u32, [u64; 3]), ResolveError> {
-        super::resolve(root, pmu, spec)
+        super::resolve(root, pmu, spec, &EventTables::none())
     }
 
     #[test]
@@ -600,7 +658,12 @@ mod tests {
         let strategy = (proptest::collection::vec(term, 0..4), pmu);
         let mut runner = proptest::test_runner::TestRunner::default();
         let outcome = runner.run(&strategy, |(terms, pmu)| {
-            let _ = super::resolve(root.path(), &pmu, &PmuSpec::Terms(terms));
+            let _ = super::resolve(
+                root.path(),
+                &pmu,
+                &PmuSpec::Terms(terms),
+                &EventTables::none(),
+            );
             Ok(())
         });
         assert!(outcome.is_ok(), "{outcome:?}");

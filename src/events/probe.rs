@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolFlags, SymbolKind};
 
-use crate::events::{EventAttr, Modifiers, PmuSpec, ResolveError, parse_number, pmu};
+use crate::events::{EventAttr, EventTables, Modifiers, PmuSpec, ResolveError, parse_number, pmu};
 use crate::suggest::edit_distance;
 
 /// perf's suffix for a probe on the function's return instead of its entry.
@@ -543,10 +543,12 @@ impl ProbeSpec {
             Some(u64::from(self.retprobe)),
         )]);
         let (type_, [config, _, _]) =
-            pmu::resolve(pmu_root, kind.pmu(), &spec).map_err(|source| ProbeError::Pmu {
-                kind,
-                text: self.text.clone(),
-                source: Box::new(source),
+            pmu::resolve(pmu_root, kind.pmu(), &spec, &EventTables::none()).map_err(|source| {
+                ProbeError::Pmu {
+                    kind,
+                    text: self.text.clone(),
+                    source: Box::new(source),
+                }
             })?;
         Ok((type_, config))
     }

@@ -226,7 +226,7 @@ mod tests {
 
     fn attr(event: &str) -> EventAttr {
         parse_event(event)
-            .map(|e| e.resolve(Path::new(PMU_ROOT)))
+            .map(|e| e.resolve(Path::new(PMU_ROOT), &crate::events::EventTables::none()))
             .expect("parses")
             .expect("resolves")
     }

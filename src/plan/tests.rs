@@ -112,6 +112,7 @@ fn machine() -> (tempfile::TempDir, Machine) {
         probe_cgroup: dir.path().join("no-such-cgroup"),
         probe_cpu: 0,
         cores: Default::default(),
+        tables: Default::default(),
     };
     (dir, machine)
 }

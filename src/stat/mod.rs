@@ -133,11 +133,12 @@ impl StatError {
     }
 }
 
-/// Runs `cgperf stat`; `config_file` is the global `--config.file`. The exit
+/// Runs `cgperf stat`; `config_file` and `event_tables` are the global
+/// `--config.file` and `--event-tables`. The exit
 /// status is the command's (see [`StatArgs`]); when a signal ended the run,
 /// cgperf stat dies of that signal once it has printed and cleaned up.
-pub fn run(args: &StatArgs, config_file: Option<&Path>) -> ExitCode {
-    match stat(args, config_file) {
+pub fn run(args: &StatArgs, config_file: Option<&Path>, event_tables: Option<&Path>) -> ExitCode {
+    match stat(args, config_file, event_tables) {
         Ok(Outcome::Exit(code)) => ExitCode::from(code),
         Ok(Outcome::Signal(signal)) => {
             child::die_of(signal);
@@ -160,7 +161,11 @@ enum Outcome {
 
 /// Sets up, counts until the command exits (or a signal stops it), prints;
 /// returns how to end.
-fn stat(args: &StatArgs, config_file: Option<&Path>) -> Result<Outcome, StatError> {
+fn stat(
+    args: &StatArgs,
+    config_file: Option<&Path>,
+    event_tables: Option<&Path>,
+) -> Result<Outcome, StatError> {
     // Before anything needs cleaning up: a stop signal now waits for the
     // counts and the clean-up.
     let signals = Signals::block().map_err(StatError::Signals)?;
@@ -170,7 +175,7 @@ fn stat(args: &StatArgs, config_file: Option<&Path>) -> Result<Outcome, StatErro
         cpus,
         machine,
         fresh,
-    } = setup(args, config_file)?;
+    } = setup(args, config_file, event_tables)?;
     let latest = Latest::new();
     let discovery = Discovery::new(cgroupfs, RESCAN);
     let budget = FdBudget::from_limit(raise_nofile_limit());
@@ -317,7 +322,11 @@ struct Setup {
 /// Checks the flags against this machine and builds the config: the -G
 /// cgroups, else the command's fresh cgroup, else the config file's
 /// cgroups, else `/`.
-fn setup(args: &StatArgs, config_file: Option<&Path>) -> Result<Setup, StatError> {
+fn setup(
+    args: &StatArgs,
+    config_file: Option<&Path>,
+    event_tables: Option<&Path>,
+) -> Result<Setup, StatError> {
     if config_file.is_some() && !args.events.is_empty() {
         return Err(StatError::EventsAndConfig);
     }
@@ -338,7 +347,7 @@ fn setup(args: &StatArgs, config_file: Option<&Path>) -> Result<Setup, StatError
         cgroupfs,
         cpus,
         machine,
-    } = Machine::discover().map_err(StatError::Machine)?;
+    } = Machine::discover(event_tables).map_err(StatError::Machine)?;
     for (given, pattern) in args.cgroups.iter().zip(&patterns) {
         let dir = cgroupfs.dir(pattern.as_str());
         if !dir.is_dir() {
