@@ -216,12 +216,10 @@ impl Plan {
             .groups
             .iter()
             .map(|def| {
-                let status = resolve_group(def, machine)
-                    .map_err(|r| NotCountable::new(NotCountable::UNKNOWN_EVENT, r))
-                    .and_then(|spec| {
-                        spec.probe(probe)?;
-                        Ok(spec)
-                    });
+                let status = resolve_group(def, machine).and_then(|spec| {
+                    spec.probe(probe)?;
+                    Ok(spec)
+                });
                 let id = GroupId::Named(def.name.as_str().into());
                 support.push(verdict(&id, None, &status));
                 (id, status.ok().map(Arc::new))
@@ -623,7 +621,7 @@ fn plan_probe(
 }
 
 /// Resolves every event of a group, or says which one cannot be resolved.
-pub fn resolve_group(def: &GroupDef, machine: &Machine) -> Result<GroupSpec, String> {
+pub fn resolve_group(def: &GroupDef, machine: &Machine) -> Result<GroupSpec, NotCountable> {
     let events = def
         .events
         .iter()
@@ -637,10 +635,23 @@ pub fn resolve_group(def: &GroupDef, machine: &Machine) -> Result<GroupSpec, Str
 }
 
 /// Resolves one event against the PMUs and event tables of this machine.
-pub fn resolve_event(event: &Event, machine: &Machine) -> Result<PlannedEvent, String> {
+/// An event of the CPU's PMU on a machine that has no hardware PMU at all
+/// (a VM without one) is `not_supported`, as `cycles` is there: nothing a
+/// config can fix; any other event that does not resolve is
+/// `unknown_event`.
+pub fn resolve_event(event: &Event, machine: &Machine) -> Result<PlannedEvent, NotCountable> {
     let attr = event
         .resolve(&machine.pmu_root, &machine.tables)
-        .map_err(|e| format!("event `{}`: {e}", event.text))?;
+        .map_err(|e| {
+            let reason = format!("event `{}`: {e}", event.text);
+            if e.is_missing_hardware_pmu(&machine.pmu_root) {
+                let reason =
+                    format!("{reason}: this machine has no hardware PMU (a VM without one)");
+                NotCountable::new(OpenFailure::NotSupported.label(), reason)
+            } else {
+                NotCountable::new(NotCountable::UNKNOWN_EVENT, reason)
+            }
+        })?;
     Ok(PlannedEvent {
         label: event.label().into(),
         attr,
@@ -653,8 +664,8 @@ pub fn resolve_event(event: &Event, machine: &Machine) -> Result<PlannedEvent, S
 /// Resolves `event` and asks `probe` whether the kernel counts it alone:
 /// what `cgperf check` shows per event and `cgperf list` leaves out.
 pub fn probe_event(event: &Event, machine: &Machine, probe: &dyn Probe) -> Result<(), Refusal> {
-    let resolved = resolve_event(event, machine)
-        .map_err(|r| Refusal::not_asked(NotCountable::UNKNOWN_EVENT, r))?;
+    let resolved =
+        resolve_event(event, machine).map_err(|r| Refusal::not_asked(r.token, r.reason))?;
     probe.try_group(&[resolved.trial()])
 }
 

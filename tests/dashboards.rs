@@ -7,6 +7,7 @@ mod common;
 use common::prometheus::{Prometheus, encode};
 use common::*;
 use serde::Deserialize;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 #[derive(Deserialize)]
@@ -99,6 +100,85 @@ struct Target {
     legend_format: Option<String>,
     format: Option<String>,
     instant: Option<bool>,
+}
+
+/// The `topdown:` group (under `groups:`) and the four `tma_*` metrics
+/// (under `metrics:`) of config/topdown-intel.yaml, as its text writes
+/// them: the group is the lines from `  topdown:` to the next group, the
+/// metrics every entry of `metrics:` but IPC.
+fn topdown_config() -> (String, String) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config/topdown-intel.yaml");
+    let text = std::fs::read_to_string(path).expect("config/topdown-intel.yaml");
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| *l == "  topdown:")
+        .expect("a `topdown:` group");
+    let group: Vec<&str> = lines[start..]
+        .iter()
+        .take_while(|l| *l == &"  topdown:" || l.starts_with("    - "))
+        .copied()
+        .collect();
+    let metrics_at = lines
+        .iter()
+        .position(|l| *l == "metrics:")
+        .expect("a `metrics:` section, last");
+    let mut metrics = String::new();
+    for entry in lines[metrics_at + 1..].split_inclusive(|l| l.starts_with("    unit:")) {
+        if entry.iter().any(|l| l.contains("name: tma_")) {
+            for line in entry {
+                metrics.push_str(line);
+                metrics.push('\n');
+            }
+        }
+    }
+    assert_eq!(metrics.matches("name: tma_").count(), 4, "{metrics}");
+    (group.join("\n") + "\n", metrics)
+}
+
+#[test]
+fn the_topdown_panel_shows_the_metrics_of_the_topdown_config() {
+    let config = cgperf::config::parse(
+        "config/topdown-intel.yaml",
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/config/topdown-intel.yaml"
+        ))
+        .expect("config/topdown-intel.yaml"),
+    )
+    .unwrap_or_else(|e| panic!("config/topdown-intel.yaml: {e}"));
+    let mut names: Vec<&str> = config
+        .metrics
+        .iter()
+        .map(|m| m.name.as_str())
+        .filter(|n| n.starts_with("tma_"))
+        .collect();
+    names.sort_unstable();
+    let d = dashboard();
+    let panel = d
+        .panels
+        .iter()
+        .find(|p| p.title.starts_with("Top-down level 1"))
+        .expect("a top-down panel");
+    let expr = &panel.targets[0].expr;
+    let selected = expr
+        .split("metric=~\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("a metric selector");
+    let mut shown: Vec<&str> = selected.split('|').collect();
+    shown.sort_unstable();
+    assert_eq!(shown, names);
+    // The group is led by slots, as the kernel requires of top-down events.
+    let topdown = config
+        .groups
+        .iter()
+        .find(|g| g.name == "topdown")
+        .expect("a topdown group");
+    assert_eq!(
+        topdown.events.first().map(|e| e.text.as_str()),
+        Some("cpu/slots/")
+    );
 }
 
 fn dashboard() -> Dashboard {
@@ -227,8 +307,11 @@ fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts()
     // The `by:` entry's filter matches nothing: its lost series exists (0)
     // for the losses panel, and no sample can overflow a ring and fire the
     // samples-lost alert while the machine's other workloads run.
+    // With the top-down group and metrics of config/topdown-intel.yaml, as
+    // shipped, for the top-down panel.
+    let (topdown_group, topdown_metrics) = topdown_config();
     let config = format!(
-        "interval: 500ms\ngroups:\n  sched: [task-clock, cs, cpu-migrations, faults]\n  ipc: [cpu-cycles, instructions]\n  cache: [cache-references, cache-misses]\n  branch: [branch-instructions, branch-misses]\ntracepoints: [sched:sched_switch, syscalls:sys_enter_getppid, {{name: syscalls:sys_enter_getpriority, by: [which], filter: \"which == 99\", as: getpriority_by_which}}]\nmetrics:\n  - {{name: switches_per_cpu_second, expr: cs / task-clock}}\ncgroups:\n  - path: /\n  - path: {}\n",
+        "interval: 500ms\ngroups:\n  sched: [task-clock, cs, cpu-migrations, faults]\n  ipc: [cpu-cycles, instructions]\n  cache: [cache-references, cache-misses]\n  branch: [branch-instructions, branch-misses]\n{topdown_group}tracepoints: [sched:sched_switch, syscalls:sys_enter_getppid, {{name: syscalls:sys_enter_getpriority, by: [which], filter: \"which == 99\", as: getpriority_by_which}}]\nmetrics:\n  - {{name: switches_per_cpu_second, expr: cs / task-clock}}\n{topdown_metrics}cgroups:\n  - path: /\n  - path: {}\n",
         cg.rel
     );
     // Two hosts of a fleet: the same cgroup path on each. The config
@@ -243,6 +326,8 @@ fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts()
         getppid_workload(Some(&cg.dir), 10_000);
     }
     let pmu = has_hardware_pmu();
+    // Intel's top-down events, where the kernel publishes them.
+    let topdown = Path::new("/sys/bus/event_source/devices/cpu/events/topdown-retiring").exists();
     let d = dashboard();
     let mut checked = 0;
     for p in d.panels.iter().filter(|p| p.kind != "row") {
@@ -253,6 +338,11 @@ fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts()
             let hardware = ["instructions", "cycles", "cache-", "branch"]
                 .iter()
                 .any(|e| expr.contains(&format!("event=\"{e}")));
+            if expr.contains("metric=~\"tma_") {
+                assert_eq!(series > 0, topdown, "{}: {expr}:\n{body}", p.title);
+                checked += 1;
+                continue;
+            }
             // Panels that may be empty here: errors that did not happen, OTLP
             // that is not configured, unsupported groups where all are
             // supported.

@@ -64,7 +64,11 @@ fn prometheus_config_and_rules_pass_promtool() {
             && said.contains("10 rules found"),
         "the config loads the recording and alerting rules:\n{said}"
     );
-    for (file, rules) in [("prometheus/rules.yml", 4), ("prometheus/alerts.yml", 10)] {
+    for (file, rules) in [
+        ("prometheus/rules.yml", 4),
+        ("prometheus/alerts.yml", 10),
+        ("prometheus/workload-alerts.yml", 1),
+    ] {
         let (ok, said) = tool(
             Command::new("promtool")
                 .arg("check")

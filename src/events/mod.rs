@@ -439,6 +439,26 @@ pub fn parse_event(text: &str) -> Result<Event, EventSyntaxError> {
     })
 }
 
+impl ResolveError {
+    /// Whether this names a PMU of the CPU's cores (`cpu`, `cpu_core`,
+    /// `armv8_pmuv3_0`, ...) on a machine under `pmu_root` that has none:
+    /// a VM without a hardware PMU, where the event cannot count whatever
+    /// the config says, as `cycles` cannot.
+    pub fn is_missing_hardware_pmu(&self, pmu_root: &Path) -> bool {
+        let Self::NoPmu { pmu, .. } = self else {
+            return false;
+        };
+        let cpu_like = pmu == "cpu" || pmu.starts_with("cpu_") || pmu.starts_with("armv");
+        let has_core_pmu = std::fs::read_dir(pmu_root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| entry.file_name().into_string().ok())
+            .any(|name| cores::is_core_pmu(pmu_root, &name));
+        cpu_like && !has_core_pmu
+    }
+}
+
 impl Event {
     /// Turns the event into `perf_event_attr` fields; `pmu_root` (normally
     /// [`PMU_ROOT`]) is only read for `pmu/.../` and named events, and

@@ -302,6 +302,14 @@ fn named_events_on_a_machine_without_a_core_pmu_fail_with_the_reason() {
         matches!(e, ResolveError::NoPmu { ref pmu, .. } if pmu == "cpu"),
         "{e}"
     );
+    assert!(
+        e.is_missing_hardware_pmu(&root),
+        "no core PMU at all: not_supported"
+    );
+    // With a core PMU, another's absence is the config's to fix.
+    pmu(&root, "cpu", 4, None, &AMD_FORMAT, &[]);
+    let e = resolve(&root, &tables, "cpu_atom/event=0xc0/").unwrap_err();
+    assert!(!e.is_missing_hardware_pmu(&root), "{e}");
 }
 
 #[test]
