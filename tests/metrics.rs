@@ -86,7 +86,7 @@ fn each_interval_has_its_own_ratio_and_an_idle_cgroup_none() {
     assert_eq!(
         value(
             &body,
-            "cgperf_metric_info",
+            "cgperf_metric_definition_info",
             &[
                 ("metric", "getppid_per_getpid"),
                 ("description", "getppid calls per getpid call"),
@@ -208,23 +208,23 @@ fn cgperf_stat_prints_the_metrics_of_the_run_beside_the_counts() {
     require_root("count a workload's syscalls in a fresh cgroup");
     let cg = TestCgroup::create("cgperf-metric-stat");
     let cfg = config_file(&config("/", "syscalls:sys_enter_getppid / getpid"));
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"))
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"))
         .arg("stat")
         .arg(format!("--config.file={}", cfg.path().display()))
-        .args([
-            "-M",
-            "getppid_per_getpid",
-            "-G",
-            &cg.rel,
-            "--",
-            "sleep",
-            "2",
-        ])
+        .args(["-M", "getppid_per_getpid", "-G", &cg.rel, "-I", "100"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("cgperf stat starts");
-    std::thread::sleep(Duration::from_millis(700));
+    // The first interval's line: the counters are open, so the workload is
+    // counted from its first syscall however long start-up took.
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    while !first.contains("getppid_per_getpid") {
+        first.clear();
+        let read = std::io::BufRead::read_line(&mut out, &mut first).expect("read");
+        assert_ne!(read, 0, "cgperf stat ended early");
+    }
     // Exactly 3 getppid per getpid over the run.
     getppid_workload(Some(&cg.dir), 30_000);
     in_child(Some(&cg.dir), || {
@@ -233,12 +233,18 @@ fn cgperf_stat_prints_the_metrics_of_the_run_beside_the_counts() {
             unsafe { libc::syscall(libc::SYS_getpid) };
         }
     });
-    let out = child.wait_with_output().expect("cgperf stat ends");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
+    // SAFETY: sends SIGINT to the child we started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut out, &mut stdout).expect("read");
+    let done = child.wait_with_output().expect("cgperf stat ends");
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    // Ctrl-C ends the run as it ends perf stat's, after the summary.
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&done.status),
+        Some(libc::SIGINT),
+        "{stdout}{stderr}"
     );
-    assert!(out.status.success(), "{stdout}{stderr}");
     let line = |name: &str| {
         stdout
             .lines()

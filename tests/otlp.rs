@@ -441,7 +441,7 @@ fn exact_count_arrives(name: &str, receiver: &Receiver, start: impl FnOnce(&str)
     assert_eq!(metric.attributes["cgperf.metric"], "calls");
     let info = latest(
         &receiver.log.accepted(),
-        "cgperf_metric_info",
+        "cgperf_metric_definition_info",
         &[("cgperf.metric", "calls")],
     )
     .expect("the metric's description");

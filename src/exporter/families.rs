@@ -292,12 +292,12 @@ const CLOCK: Family = Family {
 };
 const METRIC: Family = Family {
     name: "cgperf_metric",
-    help: "The value of each metric of the config's `metrics:` per cgroup, over the last interval's counts; none for an interval in which its formula divides by zero (the cgroup did not run). cgperf_metric_info gives each metric's description and unit.",
+    help: "The value of each metric of the config's `metrics:` per cgroup, over the last interval's counts; none for an interval in which its formula divides by zero (the cgroup did not run). cgperf_metric_definition_info gives each metric's description and unit.",
     unit: Unit::Count("1"),
     kind: Kind::Gauge,
 };
 const METRIC_INFO: Family = Family {
-    name: "cgperf_metric",
+    name: "cgperf_metric_definition",
     help: "One per metric of the config's `metrics:`, always 1: its description (the formula, unless the config gives one) and unit.",
     unit: Unit::Count("1"),
     kind: Kind::Info,
@@ -735,6 +735,33 @@ mod tests {
                 ("process_cpu_seconds_total".to_owned(), vec![3.0]),
             ]
         );
+    }
+
+    /// Family names, whatever their kind: an info family `x` and a gauge
+    /// `x` would write two HELP lines for `x`, which Prometheus' text
+    /// parser rejects (it happened: `cgperf_metric` and its descriptions).
+    #[test]
+    fn no_two_families_share_a_name() {
+        struct Families(Vec<&'static str>);
+        impl Visitor for Families {
+            type Error = std::convert::Infallible;
+            fn family<'a>(
+                &mut self,
+                family: &Family,
+                _: impl Iterator<Item = Point<'a>>,
+            ) -> Result<(), Self::Error> {
+                self.0.push(family.name);
+                Ok(())
+            }
+        }
+        let (a, b) = (Source(&OTLP_EXPORTS, 2.0), Source(&PROCESS_CPU, 3.0));
+        let mut seen = Families(Vec::new());
+        let Ok(()) = visit(&Snapshot::empty(), &[&a, &b], &mut seen);
+        assert!(seen.0.len() > 15, "{:?}", seen.0);
+        let mut names = seen.0.clone();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), seen.0.len(), "{:?}", seen.0);
     }
 
     #[test]

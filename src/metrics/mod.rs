@@ -25,7 +25,7 @@ pub struct MetricDef {
     pub expr: Expr,
     /// Where each of [`Expr::names`] is counted, in that order.
     pub inputs: Vec<MetricInput>,
-    /// For people (`cgperf_metric_info`, OTLP); the formula when the
+    /// For people (`cgperf_metric_definition_info`, OTLP); the formula when the
     /// config gives none.
     pub description: String,
     /// What a value measures (`ratio`, `seconds`, ...), for people; empty
