@@ -250,6 +250,11 @@ impl Validator<'_> {
         let description = raw
             .description
             .map_or_else(|| raw.expr.value.clone(), |d| d.value);
+        // Intel's top-down events count only in a group led by `slots`.
+        if let Some(slots) = events.iter().find_map(Event::topdown_slots) {
+            events.retain(|e| e.label() != slots.label());
+            events.insert(0, slots);
+        }
         // Counted from here on, for this metric and the next ones.
         for e in &events {
             counted

@@ -1814,3 +1814,31 @@ fn a_metric_schedules_the_events_and_tracepoints_the_config_does_not_count() {
     assert_eq!(names(&alone), ["metric:ipc"]);
     assert_eq!(alone.cgroups[0].groups, ["metric:ipc"]);
 }
+
+#[test]
+fn a_metrics_topdown_events_are_led_by_slots_as_the_kernel_requires() {
+    let text = |config: &crate::config::Config, g: usize| -> Vec<String> {
+        config.groups[g]
+            .events
+            .iter()
+            .map(|e| e.text.clone())
+            .collect()
+    };
+    // perf's bare names: `slots` of whichever core PMU has it, first.
+    let bare = ok(
+        "metrics:\n  - {name: retiring, expr: topdown-retiring / (topdown-retiring + topdown-be-bound)}\n",
+    );
+    assert_eq!(
+        text(&bare, 0),
+        ["slots", "topdown-retiring", "topdown-be-bound"]
+    );
+    // A PMU's events: that PMU's slots; written last, it still leads.
+    let pmu = ok("metrics:\n  - {name: be, expr: cpu_core/topdown-be-bound/ / cpu_core/slots/}\n");
+    assert_eq!(
+        text(&pmu, 0),
+        ["cpu_core/slots/", "cpu_core/topdown-be-bound/"]
+    );
+    // Other metrics' groups are left as written.
+    let other = ok("metrics:\n  - {name: ipc, expr: instructions / cycles}\n");
+    assert_eq!(text(&other, 0), ["instructions", "cycles"]);
+}

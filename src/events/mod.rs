@@ -550,18 +550,55 @@ fn symbolic_or_raw(name: &str) -> Result<Option<EventKind>, EventSyntaxError> {
 }
 
 /// Whether a name that is no generalized event may be one of the CPU's own
-/// (resolved later, on the machine): vendor names have a `.` or `_`
-/// (`INST_RETIRED.ANY`, `ex_ret_instr`, `STALL_BACKEND`), generalized
-/// names never do. A lowercase near-miss of a generalized name
-/// (`task_clock`) stays the typo it is, caught here with its did-you-mean;
-/// capitals are the vendor's (Arm's `CPU_CYCLES`).
+/// (resolved later, on the machine, from its tables or its core PMUs'
+/// sysfs aliases): vendors join words with `.` or `_` (`INST_RETIRED.ANY`,
+/// `ex_ret_instr`, `STALL_BACKEND`), which generalized names never do;
+/// Intel's top-down events are `topdown-*`, as perf's metrics write them.
+/// A lowercase near-miss of a generalized name (`task_clock`) stays the
+/// typo it is, caught here with its did-you-mean; capitals are the
+/// vendor's (Arm's `CPU_CYCLES`).
 fn is_vendor_name(name: &str) -> bool {
+    const SEPARATORS: [char; 2] = ['.', '_'];
+    let joined =
+        name.contains(SEPARATORS) && !name.starts_with(SEPARATORS) && !name.ends_with(SEPARATORS);
+    let topdown = name.len() > "topdown-".len() && name.starts_with("topdown-");
     let near_generic = || {
         let known = hardware::known_names();
         did_you_mean(name, known.iter().map(String::as_str)).is_some()
     };
     let lowercase = !name.chars().any(|c| c.is_ascii_uppercase());
-    is_valid_name(name) && name.contains(['.', '_']) && !(lowercase && near_generic())
+    is_valid_name(name) && (joined || topdown) && !(lowercase && near_generic())
+}
+
+impl Event {
+    /// For one of Intel's top-down events (`topdown-retiring`,
+    /// `cpu_core/topdown-be-bound/`), the `slots` event of the same PMU:
+    /// the kernel counts top-down events only in a group that `slots`
+    /// leads. `None` for every other event.
+    pub fn topdown_slots(&self) -> Option<Event> {
+        let modifiers = self.modifiers;
+        match &self.kind {
+            EventKind::Named(name) if name.to_ascii_lowercase().starts_with("topdown-") => {
+                Some(Event {
+                    text: "slots".into(),
+                    kind: EventKind::Named("slots".into()),
+                    modifiers,
+                })
+            }
+            EventKind::Pmu {
+                pmu,
+                spec: PmuSpec::Alias(alias),
+            } if alias.to_ascii_lowercase().starts_with("topdown-") => Some(Event {
+                text: format!("{pmu}/slots/"),
+                kind: EventKind::Pmu {
+                    pmu: pmu.clone(),
+                    spec: PmuSpec::Alias("slots".into()),
+                },
+                modifiers,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// The error for a name that is not known: a did-you-mean if one is close,

@@ -142,6 +142,20 @@ fn intel_server_events_resolve_to_the_tables_encodings() {
     );
     let user = resolve(root, &tables, "BR_INST_RETIRED.NEAR_TAKEN:u").unwrap();
     assert!(user.exclude_kernel && user.exclude_hv && !user.exclude_user && user.exclude_guest);
+    // perf's bare top-down names are the core PMU's sysfs aliases, and
+    // each names the `slots` that must lead its group.
+    assert_eq!(c("topdown-retiring"), (4, 0x8000, 0));
+    let slots = parse_event("topdown-retiring")
+        .unwrap()
+        .topdown_slots()
+        .unwrap();
+    assert_eq!(slots.resolve(root, &tables).unwrap().config, 0x0400);
+    assert!(
+        parse_event("BR_INST_RETIRED.NEAR_TAKEN")
+            .unwrap()
+            .topdown_slots()
+            .is_none()
+    );
     // The top-down events are sysfs aliases of `cpu`, as before.
     assert_eq!(c("cpu/slots/"), (4, 0x0400, 0));
     assert_eq!(c("cpu/topdown-retiring/"), (4, 0x8000, 0));
@@ -402,6 +416,7 @@ fn vendor_names_parse_and_typos_of_generic_names_do_not() {
         "STALL_BACKEND",
         "ls_dispatch.ld_dispatch",
         "CPU_CYCLES",
+        "topdown-be-bound",
     ] {
         assert_eq!(
             parse_event(name).unwrap().kind,
