@@ -208,14 +208,17 @@ fn cgperf_stat_prints_the_metrics_of_the_run_beside_the_counts() {
     require_root("count a workload's syscalls in a fresh cgroup");
     let cg = TestCgroup::create("cgperf-metric-stat");
     let cfg = config_file(&config("/", "syscalls:sys_enter_getppid / getpid"));
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"))
-        .arg("stat")
+    // Its log goes to a file: a pipe nobody reads before the end would
+    // fill and stop cgperf stat mid-run.
+    let log = tempfile::NamedTempFile::new().expect("temp file");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg("stat")
         .arg(format!("--config.file={}", cfg.path().display()))
         .args(["-M", "getppid_per_getpid", "-G", &cg.rel, "-I", "100"])
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("cgperf stat starts");
+        .stderr(log.reopen().expect("reopen the log"));
+    in_foreground(&mut cmd);
+    let mut child = cmd.spawn().expect("cgperf stat starts");
     // The first interval's line: the counters are open, so the workload is
     // counted from its first syscall however long start-up took.
     let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
@@ -237,11 +240,11 @@ fn cgperf_stat_prints_the_metrics_of_the_run_beside_the_counts() {
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
     let mut stdout = String::new();
     std::io::Read::read_to_string(&mut out, &mut stdout).expect("read");
-    let done = child.wait_with_output().expect("cgperf stat ends");
-    let stderr = String::from_utf8_lossy(&done.stderr);
+    let done = child.wait().expect("cgperf stat ends");
+    let stderr = std::fs::read_to_string(log.path()).expect("the log");
     // Ctrl-C ends the run as it ends perf stat's, after the summary.
     assert_eq!(
-        std::os::unix::process::ExitStatusExt::signal(&done.status),
+        std::os::unix::process::ExitStatusExt::signal(&done),
         Some(libc::SIGINT),
         "{stdout}{stderr}"
     );

@@ -7,9 +7,9 @@
 
 mod common;
 
-use common::{TestCgroup, cgroup2_root, getppid_workload, require_root};
+use common::{TestCgroup, cgroup2_root, getppid_workload, in_foreground, require_root};
 use std::io::{BufRead, BufReader, Read};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -25,20 +25,7 @@ fn cgperf() -> Command {
     require_root("create cgroups and count in them");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
     cmd.args(["--log.level", "warn", "stat"]);
-    // Started as a shell starts a command in the foreground: Ctrl-C at its
-    // default. Tests run from a background job (where a non-interactive
-    // shell ignores SIGINT and SIGQUIT) would otherwise hand cgperf stat an
-    // ignored SIGINT, which it leaves ignored as perf stat does, and the
-    // Ctrl-C tests would wait forever.
-    // SAFETY: signal() is async-signal-safe, and nothing else runs between
-    // fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
-            Ok(())
-        });
-    }
+    in_foreground(&mut cmd);
     cmd
 }
 

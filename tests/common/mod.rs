@@ -707,3 +707,21 @@ pub fn syscall_tracepoints(n: usize) -> Vec<String> {
     names.push("syscalls:sys_enter_getppid".to_string());
     names
 }
+
+/// Starts `cmd` as a shell starts a command in the foreground: Ctrl-C
+/// (SIGINT, SIGQUIT) at its default. Tests run from a background job (where
+/// a non-interactive shell ignores SIGINT and SIGQUIT) would otherwise hand
+/// `cgperf stat` an ignored SIGINT, which it leaves ignored as `perf stat`
+/// does, and a test that ends it with SIGINT would wait forever.
+pub fn in_foreground(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: signal() is async-signal-safe, and nothing else runs between
+    // fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+}
