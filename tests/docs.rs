@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 /// Commands of the pages that a test of another file runs, reading them
 /// from the page they are on: (command as written, comment dropped; the
 /// file that runs it; what that file holds: the test's name).
-const RUN_ELSEWHERE: [(&str, &str, &str); 14] = [
+const RUN_ELSEWHERE: [(&str, &str, &str); 15] = [
     (
         "scripts/test",
         ".ci/run",
@@ -101,6 +101,11 @@ const RUN_ELSEWHERE: [(&str, &str, &str); 14] = [
         "cgperf --compat=cadvisor",
         "tests/cadvisor.rs",
         "fn the_migration_pages_commands_run_as_written(",
+    ),
+    (
+        "scripts/verify-hardware",
+        "tests/verify.rs",
+        "fn verify_hardware_runs_as_written_and_fails_past_its_tolerance(",
     ),
     (
         "ctr -n k8s.io images import --base-name ghcr.io/cgperf/cgperf dist/cgperf-0.1.0.oci.tar",
