@@ -241,28 +241,29 @@ fn table_for(
         return Ok(None);
     };
     let rows = mapfile::parse(&source.name(&mapfile), &text)?;
-    let matches = |row: &&mapfile::Row| match ident {
-        CpuIdent::X86(id) => row.matches_x86(id),
-        CpuIdent::Arm(midrs) => first_cpu
-            .or_else(|| midrs.keys().next().copied())
-            .and_then(|cpu| midrs.get(&cpu))
-            .is_some_and(|midr| row.matches_midr(*midr)),
-        CpuIdent::Unknown => false,
-    };
+    let mut matching = Vec::new();
+    for row in &rows {
+        let matches = match ident {
+            CpuIdent::X86(id) => row.matches_x86(id)?,
+            CpuIdent::Arm(midrs) => first_cpu
+                .or_else(|| midrs.keys().next().copied())
+                .and_then(|cpu| midrs.get(&cpu))
+                .is_some_and(|midr| row.matches_midr(*midr)),
+            CpuIdent::Unknown => false,
+        };
+        if matches {
+            matching.push(row);
+        }
+    }
     let role = match pmu {
         "cpu_atom" => RowKind::Atom,
         "cpu_core" => RowKind::BigCore,
         _ => RowKind::Core,
     };
-    let row = rows
+    let row = matching
         .iter()
-        .filter(matches)
         .find(|r| r.kind == role)
-        .or_else(|| {
-            rows.iter()
-                .filter(matches)
-                .find(|r| r.kind == RowKind::Core)
-        });
+        .or_else(|| matching.iter().find(|r| r.kind == RowKind::Core));
     let Some(row) = row else {
         return Ok(None);
     };

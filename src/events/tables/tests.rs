@@ -75,6 +75,10 @@ fn every_embedded_table_reads_and_encodes() {
     let text = Source::Embedded.read("x86/mapfile.csv").unwrap().unwrap();
     let rows = mapfile::parse("x86/mapfile.csv", &text).unwrap();
     assert!(rows.len() >= 90, "{} rows", rows.len());
+    // Every pattern compiles (each is compiled only for a CPU it may be).
+    for row in &rows {
+        row.check_pattern().unwrap();
+    }
     let mut events = 0;
     for row in rows.iter().filter(|r| r.kind != RowKind::Other) {
         let path = format!("x86/{}", row.file);
