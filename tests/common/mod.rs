@@ -708,11 +708,12 @@ pub fn syscall_tracepoints(n: usize) -> Vec<String> {
     names
 }
 
-/// Starts `cmd` as a shell starts a command in the foreground: Ctrl-C
-/// (SIGINT, SIGQUIT) at its default. Tests run from a background job (where
-/// a non-interactive shell ignores SIGINT and SIGQUIT) would otherwise hand
-/// `cgperf stat` an ignored SIGINT, which it leaves ignored as `perf stat`
-/// does, and a test that ends it with SIGINT would wait forever.
+/// Starts `cmd` as a terminal's shell starts a command in the foreground:
+/// SIGINT, SIGQUIT and SIGHUP at their defaults. Tests run from a
+/// background job (where a non-interactive shell ignores SIGINT and
+/// SIGQUIT) or under `nohup` (SIGHUP ignored) would otherwise hand
+/// `cgperf stat` ignored signals, which it leaves ignored as `perf stat`
+/// does, and a test that ends it with one would wait forever.
 pub fn in_foreground(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
     // SAFETY: signal() is async-signal-safe, and nothing else runs between
@@ -721,6 +722,7 @@ pub fn in_foreground(cmd: &mut Command) {
         cmd.pre_exec(|| {
             libc::signal(libc::SIGINT, libc::SIG_DFL);
             libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            libc::signal(libc::SIGHUP, libc::SIG_DFL);
             Ok(())
         });
     }
