@@ -1,7 +1,7 @@
 # cgperf's container image, as deploy/kubernetes/base/daemonset.yaml runs it:
 # the release binary (statically linked: no shared libraries, no shell, no
-# package manager), the CA certificates for OTLP over TLS, and the licence of
-# the Intel event tables the binary embeds.
+# package manager), the CA certificates for OTLP over TLS, and the licences of
+# the event tables the binary embeds.
 #
 # scripts/release builds it, as ghcr.io/cgperf/cgperf:VERSION, from a
 # context directory holding the stripped binary (`cgperf`), the CA bundle

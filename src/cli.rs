@@ -39,9 +39,9 @@ pub struct Cli {
 
     /// A directory of event tables, searched for this CPU's vendor event
     /// names (`BR_INST_RETIRED.NEAR_TAKEN`, `ex_ret_instr`) before the
-    /// tables built into cgperf (Intel's core events): perf's
-    /// `tools/perf/pmu-events/arch` from the kernel source (AMD, Arm, any
-    /// newer CPU) or a checkout of Intel's perfmon. Read once, at start.
+    /// tables built into cgperf (Intel's and Arm's): perf's
+    /// `tools/perf/pmu-events/arch` from the kernel source (AMD, any newer
+    /// CPU) or a checkout of Intel's perfmon. Read once, at start.
     #[arg(long = "event-tables", value_name = "DIR", global = true)]
     event_tables: Option<PathBuf>,
 

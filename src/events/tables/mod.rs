@@ -4,11 +4,13 @@
 //! A table tree is a `mapfile.csv` whose rows match CPU ids to JSON files of
 //! events, in the format that perf's pmu-events and Intel's perfmon project
 //! publish (the same keys; perfmon wraps the list in `{"Events": [...]}`).
-//! cgperf embeds Intel's core events of every model, generated from perfmon
-//! (BSD-3-Clause) by `scripts/gen-event-tables`, and reads such a tree at
-//! run time from `--event-tables` (perf's `tools/perf/pmu-events/arch`, or a
-//! perfmon checkout): that is how AMD and Arm CPUs, and CPUs newer than the
-//! build, get their events. A directory given wins over the embedded tables.
+//! cgperf embeds Intel's core events of every model, from perfmon
+//! (BSD-3-Clause), and Arm's events of every CPU, from ARM-software/data
+//! (Apache-2.0), both written by `scripts/gen-event-tables`; it reads such
+//! a tree at run time from `--event-tables` (perf's
+//! `tools/perf/pmu-events/arch`, or a perfmon checkout): that is how AMD
+//! CPUs, whose tables are only the kernel's (GPL), and CPUs newer than the
+//! build get their events. A directory given wins over the embedded tables.
 //!
 //! Each core PMU gets the table of its own core type: `cpu` the model's, and
 //! on hybrid CPUs `cpu_core` and `cpu_atom` each their own (perfmon's core

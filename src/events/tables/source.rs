@@ -135,6 +135,10 @@ mod tests {
             Source::Embedded.base("x86").unwrap().as_deref(),
             Some("x86")
         );
+        assert_eq!(
+            Source::Embedded.base("arm64").unwrap().as_deref(),
+            Some("arm64")
+        );
         assert_eq!(Source::Embedded.base("riscv").unwrap(), None);
         let spr = Source::Embedded.json_files("x86/SPR/events").unwrap();
         assert_eq!(spr, ["x86/SPR/events/sapphirerapids_core.json"]);

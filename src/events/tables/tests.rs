@@ -72,37 +72,40 @@ fn x86(id: &str) -> CpuIdent {
 
 #[test]
 fn every_embedded_table_reads_and_encodes() {
-    let text = Source::Embedded.read("x86/mapfile.csv").unwrap().unwrap();
-    let rows = mapfile::parse("x86/mapfile.csv", &text).unwrap();
-    assert!(rows.len() >= 90, "{} rows", rows.len());
-    // Every pattern compiles (each is compiled only for a CPU it may be).
-    for row in &rows {
-        row.check_pattern().unwrap();
-    }
-    let mut events = 0;
-    for row in rows.iter().filter(|r| r.kind != RowKind::Other) {
-        let path = format!("x86/{}", row.file);
-        let entries = read_entries(Source::Embedded, &path).unwrap();
-        for entry in &entries {
-            match encode::event(entry, &[]) {
-                Some((_, event)) => {
-                    assert_eq!(
-                        event.terms.first().map(|(t, _)| t.as_str()),
-                        Some("event"),
-                        "{path}: {entry:?}"
-                    );
-                    events += 1;
-                }
-                // Only events of an MSR cgperf cannot set are left out
-                // (Nova Lake's 0x3E0-0x3E3).
-                None => {
-                    let msr = encode::field(entry, "MSRIndex").unwrap_or_default();
-                    assert!(msr.starts_with("0x3E"), "{path}: not encoded: {entry:?}");
+    for (arch, min_rows, min_events) in [("x86", 90, 18_000), ("arm64", 45, 5_000)] {
+        let mapfile = format!("{arch}/mapfile.csv");
+        let text = Source::Embedded.read(&mapfile).unwrap().unwrap();
+        let rows = mapfile::parse(&mapfile, &text).unwrap();
+        assert!(rows.len() >= min_rows, "{arch}: {} rows", rows.len());
+        // Every pattern compiles (each is compiled only for a CPU it may be).
+        for row in &rows {
+            row.check_pattern().unwrap();
+        }
+        let mut events = 0;
+        for row in rows.iter().filter(|r| r.kind != RowKind::Other) {
+            let path = format!("{arch}/{}", row.file);
+            let entries = read_entries(Source::Embedded, &path).unwrap();
+            for entry in &entries {
+                match encode::event(entry, &[]) {
+                    Some((_, event)) => {
+                        assert_eq!(
+                            event.terms.first().map(|(t, _)| t.as_str()),
+                            Some("event"),
+                            "{path}: {entry:?}"
+                        );
+                        events += 1;
+                    }
+                    // Only events of an MSR cgperf cannot set are left out
+                    // (Nova Lake's 0x3E0-0x3E3).
+                    None => {
+                        let msr = encode::field(entry, "MSRIndex").unwrap_or_default();
+                        assert!(msr.starts_with("0x3E"), "{path}: not encoded: {entry:?}");
+                    }
                 }
             }
         }
+        assert!(events > min_events, "{arch}: {events} events");
     }
-    assert!(events > 18_000, "{events} events");
 }
 
 #[test]
@@ -344,16 +347,26 @@ fn arm_events_by_midr_standard_events_and_sysfs_aliases() {
         (0, 0x413f_d0c1),
         (1, 0x413f_d0c1),
     ]));
-    // Without tables: the core PMU's sysfs aliases, in any case.
-    let none = EventTables::load(&root, &n1, None).unwrap();
-    assert!(none.tables().is_empty(), "nothing embedded for Arm");
+    // The embedded table of its part, whatever its variant and revision.
+    let embedded = EventTables::load(&root, &n1, None).unwrap();
+    assert_eq!(embedded.tables()[0].pmu, "armv8_pmuv3_0");
+    assert_eq!(
+        embedded.tables()[0].files,
+        ["cgperf's arm64/neoverse-n1.json"]
+    );
+    assert_eq!(config(&root, &embedded, "STALL_BACKEND"), (8, 0x24, 0));
+    assert_eq!(config(&root, &embedded, "inst_retired"), (8, 0x8, 0));
+    // A CPU no table has: the core PMU's sysfs aliases, in any case.
+    let unknown = CpuIdent::Arm(std::collections::BTreeMap::from([(0, 0x610f_0220)]));
+    let none = EventTables::load(&root, &unknown, None).unwrap();
+    assert!(none.tables().is_empty());
     assert_eq!(config(&root, &none, "L1D_CACHE_REFILL"), (8, 0x3, 0));
     assert_eq!(config(&root, &none, "CPU_CYCLES"), (8, 0x11, 0));
     let e = resolve(&root, &none, "STALL_BACKEND")
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("(none is for this CPU, MIDR 0x00000000413fd0c1)"),
+        e.contains("(none is for this CPU, MIDR 0x00000000610f0220)"),
         "{e}"
     );
     // With perf's arm64 tree: standard events named by ArchStdEvent.
@@ -380,14 +393,10 @@ fn arm_events_by_midr_standard_events_and_sysfs_aliases() {
     assert_eq!(config(&root, &tables, "L1D_CACHE_RD_X"), (8, 0xc1, 0));
     let stall = tables.find("stall_backend").unwrap().1;
     assert_eq!(stall.description, "No operation issued due to the backend");
-    // Another part (a Neoverse V1) gets no table from it.
+    // Another part (a Neoverse V1) gets no table from it: the embedded one.
     let v1 = CpuIdent::Arm(std::collections::BTreeMap::from([(0, 0x411f_d400)]));
-    assert!(
-        EventTables::load(&root, &v1, Some(&arch))
-            .unwrap()
-            .tables()
-            .is_empty()
-    );
+    let v1 = EventTables::load(&root, &v1, Some(&arch)).unwrap();
+    assert_eq!(v1.tables()[0].files, ["cgperf's arm64/neoverse-v1.json"]);
 }
 
 #[test]
