@@ -120,9 +120,10 @@ impl Running {
     }
 }
 
-/// A long interval, so that the workload, the reload and the final read all
-/// fall within one interval.
-const BASE: &str = "interval: 10s
+/// An interval long enough that the workload and the reload (well under
+/// half a second, started right after a collection) fall within one
+/// interval, and short enough that the reads after them come soon.
+const BASE: &str = "interval: 3s
 groups:
   sw: [page-faults, context-switches]
 tracepoints:
