@@ -961,3 +961,115 @@ cgroups:
         assert_eq!(on(e_core, GETPPID), Some(n as f64), "{backend}");
     }
 }
+
+/// A vendor event name that both core types of a hybrid CPU define, each
+/// with its own encoding, is counted on every core with its type's
+/// encoding, by both backends, as perf counts it. The fake hybrid CPU of
+/// the test above, with an event table for this machine's CPU id: on the
+/// "P-core" (the software PMU's type) `FAKE.WORK` is event 1, task-clock;
+/// on the "E-core" (the tracepoint PMU's type) it is the id of
+/// `syscalls:sys_enter_getppid`, so that its count there is exact.
+#[test]
+fn a_vendor_event_of_both_core_types_counts_on_each_with_its_encoding() {
+    require_root("count cgroups on chosen CPUs");
+    let online = cgperf::cpus::online().expect("online CPUs");
+    let [p_core, e_core, ..] = online[..] else {
+        panic!("this test needs two online CPUs; this machine has {online:?}");
+    };
+    let base = machine();
+    let tracefs = base.tracefs.as_ref().expect("tracefs is mounted");
+    let getppid_id =
+        std::fs::read_to_string(tracefs.root().join("events/syscalls/sys_enter_getppid/id"))
+            .expect("the getppid tracepoint's id");
+    let sysfs = tempfile::tempdir().expect("temp dir");
+    for (name, type_, cpu) in [("cpu_core", "1", p_core), ("cpu_atom", "2", e_core)] {
+        let dir = sysfs.path().join(name);
+        std::fs::create_dir_all(dir.join("format")).expect("PMU dir");
+        std::fs::write(dir.join("type"), format!("{type_}\n")).expect("type");
+        std::fs::write(dir.join("cpus"), format!("{cpu}\n")).expect("cpus");
+        std::fs::write(dir.join("format/event"), "config:0-63\n").expect("format");
+    }
+    let ident = cgperf::events::CpuIdent::read(
+        std::path::Path::new("/proc/cpuinfo"),
+        std::path::Path::new("/sys/devices/system/cpu"),
+    );
+    let cgperf::events::CpuIdent::X86(id) = &ident else {
+        panic!("this test needs an x86 machine: {ident}");
+    };
+    let model = id.rsplit_once('-').map_or(id.as_str(), |(m, _)| m);
+    let tree = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(tree.path().join("T")).expect("dir");
+    std::fs::write(
+        tree.path().join("mapfile.csv"),
+        format!(
+            "Family-model,Version,Filename,EventType,Core Type,Native Model ID,Core Role Name\n\
+             {model},v1,/T/p.json,hybridcore,0x40,0x1,Core\n\
+             {model},v1,/T/e.json,hybridcore,0x20,0x1,Atom\n"
+        ),
+    )
+    .expect("mapfile");
+    let event = |code: &str| {
+        format!(r#"{{"Events": [{{"EventName": "FAKE.WORK", "EventCode": "{code}"}}]}}"#)
+    };
+    std::fs::write(tree.path().join("T/p.json"), event("0x1")).expect("P-core table");
+    let code = format!("{:#x}", getppid_id.trim().parse::<u64>().expect("an id"));
+    std::fs::write(tree.path().join("T/e.json"), event(&code)).expect("E-core table");
+    let tables = cgperf::events::EventTables::load(sysfs.path(), &ident, Some(tree.path()))
+        .expect("the tables");
+    let cores = cgperf::events::CorePmus::discover(sysfs.path()).expect("core PMUs");
+    let machine = Machine {
+        pmu_root: sysfs.path().to_path_buf(),
+        probe_cpu: p_core,
+        cores: Arc::new(cores),
+        tables: Arc::new(tables),
+        ..base
+    };
+    let cg = TestCgroup::create("cgperf-bpf-named-cores");
+    let yaml = format!(
+        "interval: 1s
+per_cpu: true
+groups:
+  both: [FAKE.WORK]
+  p_only: [cpu_core/FAKE.WORK/]
+cgroups:
+  - path: {}
+",
+        cg.rel
+    );
+    let (mut bpf, by_bpf) = bpf_engine_on(&yaml, DEFAULT_CAPACITY, &machine);
+    let (mut cgroup, by_cgroup) = cgroup_engine_on(&yaml, &machine);
+    bpf.collect();
+    cgroup.collect();
+    let n = 4_321;
+    for cpu in [p_core, e_core] {
+        in_child(Some(&cg.dir), || {
+            pin_or_exit(cpu as usize);
+            for _ in 0..n {
+                // SAFETY: a raw syscall without arguments.
+                unsafe { libc::syscall(libc::SYS_getppid) };
+            }
+        });
+    }
+    bpf.collect();
+    cgroup.collect();
+    for (backend, latest) in [("bpf", &by_bpf), ("cgroup", &by_cgroup)] {
+        let snapshot = latest.get();
+        let on = |group: &str, cpu: u32| {
+            snapshot
+                .counters
+                .iter()
+                .filter(|c| *c.cgroup == *cg.rel && &*c.group == group && c.cpu == Some(cpu))
+                .map(|c| c.value)
+                .reduce(|a, b| a + b)
+        };
+        let p = on("both", p_core).expect("counted on the P-core");
+        assert!(p > 0.0, "{backend}: task-clock on the P-core: {p}");
+        assert_eq!(
+            on("both", e_core),
+            Some(n as f64),
+            "{backend}: getppid on the E-core"
+        );
+        assert!(on("p_only", p_core).is_some_and(|v| v > 0.0), "{backend}");
+        assert_eq!(on("p_only", e_core), None, "{backend}: one core type only");
+    }
+}

@@ -114,7 +114,20 @@ impl CorePmus {
                 ..*attr
             }),
             type_ => match self.pmus.iter().find(|p| p.type_ == type_) {
-                Some(pmu) if pmu.cpus.binary_search(&cpu).is_err() => None,
+                // Another core type's CPU: the event's encoding there, if
+                // that type's table has the event too.
+                Some(pmu) if pmu.cpus.binary_search(&cpu).is_err() => {
+                    let other = attr.other_core?;
+                    let there = self.pmus.iter().find(|p| p.type_ == other.type_)?;
+                    there.cpus.binary_search(&cpu).ok()?;
+                    Some(EventAttr {
+                        type_: other.type_,
+                        config: other.config[0],
+                        config1: other.config[1],
+                        config2: other.config[2],
+                        ..*attr
+                    })
+                }
                 _ => Some(*attr),
             },
         }

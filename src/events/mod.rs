@@ -159,6 +159,22 @@ pub struct EventAttr {
     pub exclude_guest: bool,
     /// `perf_event_attr.exclude_host`.
     pub exclude_host: bool,
+    /// On a hybrid CPU, the encoding of the same event of the CPU's own on
+    /// the other core type's PMU, where that type's table defines it too
+    /// (Intel's `cpu_atom` encodes `BR_INST_RETIRED.NEAR_TAKEN` otherwise
+    /// than `cpu_core`): opened there instead, so that a bare name counts
+    /// on every core, as a generalized event does. Not a kernel field.
+    pub other_core: Option<OtherCore>,
+}
+
+/// An event's type and `[config, config1, config2]` on another core PMU
+/// (see [`EventAttr::other_core`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OtherCore {
+    /// The other core PMU's `type`.
+    pub type_: u32,
+    /// The event's config fields there.
+    pub config: [u64; 3],
 }
 
 impl EventAttr {
@@ -188,6 +204,7 @@ impl EventAttr {
             exclude_hv,
             exclude_guest,
             exclude_host,
+            other_core: None,
         }
     }
 }
@@ -469,6 +486,7 @@ impl Event {
         pmu_root: &Path,
         tables: &EventTables,
     ) -> Result<EventAttr, ResolveError> {
+        let mut other_core = None;
         let (type_, config) = match &self.kind {
             EventKind::Hardware(id) => (PERF_TYPE_HARDWARE, [*id, 0, 0]),
             EventKind::Software(id) => (PERF_TYPE_SOFTWARE, [*id, 0, 0]),
@@ -478,7 +496,11 @@ impl Event {
             ),
             EventKind::Raw(config) => (PERF_TYPE_RAW, [*config, 0, 0]),
             EventKind::Pmu { pmu, spec } => pmu::resolve(pmu_root, pmu, spec, tables)?,
-            EventKind::Named(name) => pmu::resolve_named(pmu_root, name, tables)?,
+            EventKind::Named(name) => {
+                let (type_, config, other) = pmu::resolve_named(pmu_root, name, tables)?;
+                other_core = other;
+                (type_, config)
+            }
         };
         let mut modifiers = self.modifiers;
         if let EventKind::Pmu { pmu, .. } = &self.kind
@@ -489,7 +511,10 @@ impl Event {
             // default leaves guests in there, as perf ends up doing.
             modifiers.exclude_guest = false;
         }
-        Ok(EventAttr::with_modifiers(type_, config, modifiers))
+        Ok(EventAttr {
+            other_core,
+            ..EventAttr::with_modifiers(type_, config, modifiers)
+        })
     }
 
     /// The `event` label: perf's own name of a generalized event whatever

@@ -8,7 +8,9 @@
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use crate::events::{EventTables, PmuSpec, ResolveError, is_valid_name, parse_number};
+use crate::events::{
+    EventTables, OtherCore, PmuSpec, ResolveError, TableEvent, is_valid_name, parse_number,
+};
 use crate::suggest::did_you_mean;
 
 /// The perf_event_attr fields a term can set, by name; terms with these names
@@ -75,21 +77,36 @@ pub(crate) fn resolve(
 }
 
 /// Resolves a vendor event name written bare: the event of that name in
-/// this CPU's tables (on the PMU whose table has it), else an event alias
-/// of a core PMU in sysfs whatever its case (`L1D_CACHE_REFILL` is Arm's
-/// `l1d_cache_refill`), as perf finds them.
+/// this CPU's tables (on the PMU whose table has it, `cpu_core` first, with
+/// its encoding on another core type whose table has it too), else an
+/// event alias of a core PMU in sysfs whatever its case (`L1D_CACHE_REFILL`
+/// is Arm's `l1d_cache_refill`), as perf finds them.
 pub(crate) fn resolve_named(
     root: &Path,
     name: &str,
     tables: &EventTables,
-) -> Result<(u32, [u64; 3]), ResolveError> {
+) -> Result<(u32, [u64; 3], Option<OtherCore>), ResolveError> {
+    let as_terms = |event: &TableEvent| {
+        PmuSpec::Terms(
+            event
+                .terms
+                .iter()
+                .map(|(t, v)| (t.clone(), Some(*v)))
+                .collect(),
+        )
+    };
     if let Some((pmu, event)) = tables.find(name) {
-        let terms = event
-            .terms
+        let (type_, config) = resolve(root, pmu, &as_terms(event), tables)?;
+        // An encoding the other core type's PMU refuses leaves the event
+        // on the first type only, as written tables can disagree.
+        let other = tables
+            .tables()
             .iter()
-            .map(|(t, v)| (t.clone(), Some(*v)))
-            .collect();
-        return resolve(root, pmu, &PmuSpec::Terms(terms), tables);
+            .filter(|t| t.pmu != pmu)
+            .find_map(|t| Some((t.pmu.as_str(), tables.find_on(&t.pmu, name)?)))
+            .and_then(|(pmu, event)| resolve(root, pmu, &as_terms(event), tables).ok())
+            .map(|(type_, config)| OtherCore { type_, config });
+        return Ok((type_, config, other));
     }
     let mut pmus = list_dir(root);
     pmus.retain(|p| super::cores::is_core_pmu(root, p));
@@ -99,7 +116,8 @@ pub(crate) fn resolve_named(
             .into_iter()
             .find(|a| a.eq_ignore_ascii_case(name))
         {
-            return resolve(root, pmu, &PmuSpec::Alias(alias), tables);
+            let (type_, config) = resolve(root, pmu, &PmuSpec::Alias(alias), tables)?;
+            return Ok((type_, config, None));
         }
     }
     let advice = if tables.tables().is_empty() {

@@ -79,6 +79,7 @@ mod tests {
             exclude_hv: true,
             exclude_guest: true,
             exclude_host: false,
+            other_core: None,
         }
     }
 

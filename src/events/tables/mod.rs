@@ -140,8 +140,8 @@ impl EventTables {
     }
 
     /// The event `name` (any case) of the first PMU whose table has it,
-    /// with that PMU: on a hybrid CPU an event both core types define is
-    /// `cpu_core`'s (write `cpu_atom/NAME/` for the other).
+    /// with that PMU: on a hybrid CPU, `cpu_core`'s (the resolution adds
+    /// the other core type's encoding, see `EventAttr::other_core`).
     pub fn find(&self, name: &str) -> Option<(&str, &TableEvent)> {
         self.tables
             .iter()

@@ -212,13 +212,23 @@ fn intel_hybrid_events_go_to_the_core_type_whose_table_has_them() {
         ["cgperf's x86/ADL/events/alderlake_gracemont_core.json"]
     );
     let c = |text| config(root, &tables, text);
-    // Both define it: the P-cores' unless the PMU is written.
-    assert_eq!(c("BR_INST_RETIRED.NEAR_TAKEN"), (4, 0x20c4, 0));
-    assert_eq!(c("cpu_atom/BR_INST_RETIRED.NEAR_TAKEN/"), (10, 0xc0c4, 0));
+    // Both define it: a bare name is opened on every core with its core
+    // type's encoding, as perf opens it (and as `cycles` is); a PMU written
+    // keeps it to that type.
+    let cores = crate::events::CorePmus::discover(root).unwrap();
+    let taken = resolve(root, &tables, "BR_INST_RETIRED.NEAR_TAKEN").unwrap();
+    assert_eq!((taken.type_, taken.config), (4, 0x20c4));
+    let on = |attr: &EventAttr, cpu| cores.on_cpu(attr, cpu).map(|a| (a.type_, a.config));
+    assert_eq!(on(&taken, 3), Some((4, 0x20c4)), "a P-core");
+    assert_eq!(on(&taken, 9), Some((10, 0xc0c4)), "an E-core");
+    let atom = resolve(root, &tables, "cpu_atom/BR_INST_RETIRED.NEAR_TAKEN/").unwrap();
+    assert_eq!(on(&atom, 9), Some((10, 0xc0c4)));
+    assert_eq!(on(&atom, 3), None);
+    let core = resolve(root, &tables, "cpu_core/BR_INST_RETIRED.NEAR_TAKEN/").unwrap();
+    assert_eq!(on(&core, 9), None);
     // Only the E-cores define it.
     assert_eq!(c("TOPDOWN_BE_BOUND.ALL"), (10, 0x74, 0));
     // And it is opened only on the E-cores.
-    let cores = crate::events::CorePmus::discover(root).unwrap();
     let attr = resolve(root, &tables, "TOPDOWN_BE_BOUND.ALL").unwrap();
     assert!(cores.on_cpu(&attr, 3).is_none());
     assert_eq!(cores.on_cpu(&attr, 9), Some(attr));
