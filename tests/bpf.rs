@@ -860,6 +860,34 @@ fn groups_past_128_counters_per_cpu_are_unsupported_with_the_reason_and_the_rest
     assert!(cgperf.log().contains(reason), "{}", cgperf.log());
 }
 
+/// Counts `yaml` on `machine` under both backends while `n` getppid calls
+/// run in `cgroup` on each of `cpus` in turn, pinned there; each backend's
+/// name with its snapshot after them.
+fn on_both_backends(
+    yaml: &str,
+    machine: &Machine,
+    cgroup: &std::path::Path,
+    cpus: [u32; 2],
+    n: u64,
+) -> [(&'static str, Latest); 2] {
+    let (mut bpf, by_bpf) = bpf_engine_on(yaml, DEFAULT_CAPACITY, machine);
+    let (mut counting, by_cgroup) = cgroup_engine_on(yaml, machine);
+    bpf.collect();
+    counting.collect();
+    for cpu in cpus {
+        in_child(Some(cgroup), || {
+            pin_or_exit(cpu as usize);
+            for _ in 0..n {
+                // SAFETY: a raw syscall without arguments.
+                unsafe { libc::syscall(libc::SYS_getppid) };
+            }
+        });
+    }
+    bpf.collect();
+    counting.collect();
+    [("bpf", by_bpf), ("cgroup", by_cgroup)]
+}
+
 /// A hybrid CPU as sysfs shows it, on this machine's CPUs: the first
 /// online CPU is a "P-core" whose core PMU has the software events' type
 /// (so that a group of software events is one of the P-core type), the
@@ -905,23 +933,8 @@ cgroups:
 ",
         cg.rel
     );
-    let (mut bpf, by_bpf) = bpf_engine_on(&yaml, DEFAULT_CAPACITY, &machine);
-    let (mut cgroup, by_cgroup) = cgroup_engine_on(&yaml, &machine);
-    bpf.collect();
-    cgroup.collect();
     let n = 5_000;
-    for cpu in [p_core, e_core] {
-        in_child(Some(&cg.dir), || {
-            pin_or_exit(cpu as usize);
-            for _ in 0..n {
-                // SAFETY: a raw syscall without arguments.
-                unsafe { libc::syscall(libc::SYS_getppid) };
-            }
-        });
-    }
-    bpf.collect();
-    cgroup.collect();
-    for (backend, latest) in [("bpf", &by_bpf), ("cgroup", &by_cgroup)] {
+    for (backend, latest) in on_both_backends(&yaml, &machine, &cg.dir, [p_core, e_core], n) {
         let snapshot = latest.get();
         let verdict = |group: &str| {
             snapshot
@@ -1036,23 +1049,8 @@ cgroups:
 ",
         cg.rel
     );
-    let (mut bpf, by_bpf) = bpf_engine_on(&yaml, DEFAULT_CAPACITY, &machine);
-    let (mut cgroup, by_cgroup) = cgroup_engine_on(&yaml, &machine);
-    bpf.collect();
-    cgroup.collect();
     let n = 4_321;
-    for cpu in [p_core, e_core] {
-        in_child(Some(&cg.dir), || {
-            pin_or_exit(cpu as usize);
-            for _ in 0..n {
-                // SAFETY: a raw syscall without arguments.
-                unsafe { libc::syscall(libc::SYS_getppid) };
-            }
-        });
-    }
-    bpf.collect();
-    cgroup.collect();
-    for (backend, latest) in [("bpf", &by_bpf), ("cgroup", &by_cgroup)] {
+    for (backend, latest) in on_both_backends(&yaml, &machine, &cg.dir, [p_core, e_core], n) {
         let snapshot = latest.get();
         let on = |group: &str, cpu: u32| {
             snapshot
