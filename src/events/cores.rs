@@ -32,6 +32,21 @@ pub(crate) fn is_core_pmu(root: &Path, name: &str) -> bool {
     name == "cpu" || root.join(name).join("cpus").exists()
 }
 
+/// The core PMUs under `root` by [`is_core_pmu`], `cpu_core` first (where a
+/// name both core types know resolves), then by name; none on a machine
+/// without a hardware PMU.
+pub(crate) fn core_pmu_names(root: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| is_core_pmu(root, name))
+        .collect();
+    names.sort_by(|a, b| (a != "cpu_core", a).cmp(&(b != "cpu_core", b)));
+    names
+}
+
 /// Where the PMU's type goes in the `config` of a generalized event
 /// (`PERF_PMU_TYPE_SHIFT` in the kernel's uapi).
 const PMU_TYPE_SHIFT: u32 = 32;

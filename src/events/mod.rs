@@ -466,13 +466,7 @@ impl ResolveError {
             return false;
         };
         let cpu_like = pmu == "cpu" || pmu.starts_with("cpu_") || pmu.starts_with("armv");
-        let has_core_pmu = std::fs::read_dir(pmu_root)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|entry| entry.file_name().into_string().ok())
-            .any(|name| cores::is_core_pmu(pmu_root, &name));
-        cpu_like && !has_core_pmu
+        cpu_like && cores::core_pmu_names(pmu_root).is_empty()
     }
 }
 

@@ -108,10 +108,7 @@ pub(crate) fn resolve_named(
             .map(|(type_, config)| OtherCore { type_, config });
         return Ok((type_, config, other));
     }
-    let mut pmus = list_dir(root);
-    pmus.retain(|p| super::cores::is_core_pmu(root, p));
-    pmus.sort_by_key(|p| p != "cpu_core");
-    for pmu in &pmus {
+    for pmu in &super::cores::core_pmu_names(root) {
         if let Some(alias) = aliases(&root.join(pmu))
             .into_iter()
             .find(|a| a.eq_ignore_ascii_case(name))

@@ -199,12 +199,8 @@ fn cmp_ignore_case(a: &str, b: &str) -> std::cmp::Ordering {
 /// there is none (a VM without a PMU), so that the tables are still listed
 /// and named events fail to open with the reason, as `cycles` does.
 fn core_pmus(pmu_root: &Path, ident: &CpuIdent) -> Vec<(String, Option<u32>)> {
-    let mut pmus: Vec<(String, Option<u32>)> = std::fs::read_dir(pmu_root)
+    let mut pmus: Vec<(String, Option<u32>)> = super::cores::core_pmu_names(pmu_root)
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| entry.file_name().into_string().ok())
-        .filter(|name| super::cores::is_core_pmu(pmu_root, name))
         .map(|name| {
             let cpus = std::fs::read_to_string(pmu_root.join(&name).join("cpus")).ok();
             let first = cpus
@@ -213,7 +209,6 @@ fn core_pmus(pmu_root: &Path, ident: &CpuIdent) -> Vec<(String, Option<u32>)> {
             (name, first)
         })
         .collect();
-    pmus.sort_by_key(|(name, _)| (name != "cpu_core", name.clone()));
     if pmus.is_empty() && matches!(ident, CpuIdent::X86(_)) {
         pmus.push(("cpu".into(), None));
     }
