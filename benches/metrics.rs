@@ -36,6 +36,7 @@ fn metric(name: &str, part: &str) -> Arc<MetricDef> {
         .collect();
     Arc::new(MetricDef {
         name: name.into(),
+        entry: name.into(),
         description: formula.clone(),
         formula,
         expr,

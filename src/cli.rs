@@ -38,10 +38,12 @@ pub struct Cli {
     config_file: Option<PathBuf>,
 
     /// A directory of event tables, searched for this CPU's vendor event
-    /// names (`BR_INST_RETIRED.NEAR_TAKEN`, `ex_ret_instr`) before the
-    /// tables built into cgperf (Intel's and Arm's): perf's
-    /// `tools/perf/pmu-events/arch` from the kernel source (AMD, any newer
-    /// CPU) or a checkout of Intel's perfmon. Read once, at start.
+    /// names (`BR_INST_RETIRED.NEAR_TAKEN`, `ex_ret_instr`) and metrics
+    /// (`IPC`, `TopdownL1`) before the tables built into cgperf (Intel's
+    /// and Arm's events): perf's `tools/perf/pmu-events/arch` from the
+    /// kernel source (AMD, any newer CPU, metrics; `scripts/perf-tables
+    /// DIR` writes the installed perf's) or a checkout of Intel's perfmon.
+    /// Read once, at start.
     #[arg(long = "event-tables", value_name = "DIR", global = true)]
     event_tables: Option<PathBuf>,
 
@@ -151,7 +153,15 @@ pub fn main() -> ExitCode {
         Some(Command::Check) => true,
         None => false,
     };
-    let (config, loaded) = match reload::load(cli.config_file.as_deref()) {
+    let catalog = match crate::machine::metric_catalog(cli.event_tables.as_deref()) {
+        Ok(catalog) => std::sync::Arc::new(catalog),
+        // As when the machine cannot be discovered: not the config's fault.
+        Err(e) => {
+            eprintln!("cgperf: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let (config, loaded) = match reload::load(cli.config_file.as_deref(), &catalog) {
         Ok(loaded) => loaded,
         Err(e) => {
             eprintln!("cgperf: invalid config: {e}");

@@ -12,6 +12,7 @@ use crate::backend::cgroup::CgroupProbe;
 use crate::backend::choose::choose;
 use crate::config::BackendChoice;
 use crate::events::{self, EventKind, EventTables, ResolveError, parse_event};
+use crate::metrics::Catalog;
 use crate::tracefs::Tracefs;
 use perf_event_open_sys::bindings as sys;
 use std::io::{self, Write};
@@ -52,6 +53,11 @@ pub enum Kind {
     Pmu,
     /// A tracepoint, e.g. `sched:sched_switch`.
     Tracepoint,
+    /// A metric of the CPU's tables (`IPC`), which a config's `metrics:`
+    /// names.
+    Metric,
+    /// A metric group of the CPU's tables (`TopdownL1`): its metrics.
+    MetricGroup,
 }
 
 impl Kind {
@@ -62,6 +68,8 @@ impl Kind {
             Self::Software => "software",
             Self::Cache => "cache",
             Self::Vendor => "vendor",
+            Self::Metric => "metric",
+            Self::MetricGroup => "metricgroup",
             Self::Pmu => "pmu",
             Self::Tracepoint => "tracepoint",
         }
@@ -126,14 +134,18 @@ pub fn run(args: &ListArgs, event_tables: Option<&Path>, out: &mut dyn Write) ->
     let tracefs = Tracefs::locate();
     let pmu_root = Path::new(events::PMU_ROOT);
     let discovered = crate::machine::Machine::discover(event_tables);
-    let tables = match &discovered {
-        Ok(found) => found.machine.tables.clone(),
-        Err(_) => std::sync::Arc::new(
-            crate::machine::event_tables(pmu_root, event_tables)
-                .map_err(|e| io::Error::other(format!("{e:#}")))?,
-        ),
+    let (tables, catalog) = match &discovered {
+        Ok(found) => (found.machine.tables.clone(), found.machine.metrics.clone()),
+        Err(_) => {
+            let tables = crate::machine::event_tables(pmu_root, event_tables)
+                .map_err(|e| io::Error::other(format!("{e:#}")))?;
+            let catalog = crate::machine::metric_catalog(event_tables)
+                .map_err(|e| io::Error::other(format!("{e:#}")))?;
+            (std::sync::Arc::new(tables), std::sync::Arc::new(catalog))
+        }
     };
-    let listing = gather(pmu_root, &tables, tracefs.as_ref());
+    let mut listing = gather(pmu_root, &tables, tracefs.as_ref());
+    listing.entries.extend(metric_entries(&catalog));
     for problem in &listing.problems {
         eprintln!("cgperf list: {problem}");
     }
@@ -304,6 +316,45 @@ fn vendor_entries(tables: &EventTables) -> Vec<Entry> {
             });
         }
     }
+    entries
+}
+
+/// The metrics and metric groups of the CPU's tables, each with its
+/// description and formula (a group: its metrics). They are computed where
+/// their events count, which `cgperf check` says per metric of a config:
+/// they are listed as countable.
+fn metric_entries(catalog: &Catalog) -> Vec<Entry> {
+    let mut entries: Vec<Entry> = catalog
+        .metrics()
+        .iter()
+        .map(|m| {
+            let description = match m.description.as_str() {
+                "" => format!("[{}]", m.expr),
+                text => format!("{text} [{}]", m.expr),
+            };
+            Entry {
+                name: m.name.clone(),
+                kind: Kind::Metric,
+                description,
+                countable: Countable::Yes,
+            }
+        })
+        .collect();
+    for group in catalog.groups() {
+        let members: Vec<&str> = catalog
+            .metrics()
+            .iter()
+            .filter(|m| m.groups.iter().any(|g| g == group))
+            .map(|m| m.name.as_str())
+            .collect();
+        entries.push(Entry {
+            name: group.to_owned(),
+            kind: Kind::MetricGroup,
+            description: format!("metric group: {}", members.join(", ")),
+            countable: Countable::Yes,
+        });
+    }
+    entries.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
     entries
 }
 
@@ -519,7 +570,7 @@ fn write_table(listing: &Listing, out: &mut dyn Write) -> io::Result<()> {
             Countable::Yes | Countable::Unknown => "",
         };
         let line = format!(
-            "  {:width$}  {:10}  {mark}{}",
+            "  {:width$}  {:11}  {mark}{}",
             e.name,
             e.kind.as_str(),
             e.description

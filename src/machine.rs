@@ -4,6 +4,7 @@
 //! built against the [`Machine`] it gives.
 
 use crate::discovery::CgroupFs;
+use crate::metrics::{Catalog, Literals};
 use crate::tracefs::Tracefs;
 use crate::{cpus, events};
 use anyhow::Context;
@@ -29,6 +30,8 @@ pub struct Machine {
     pub cores: Arc<events::CorePmus>,
     /// The event tables of this CPU's model: the vendor's event names.
     pub tables: Arc<events::EventTables>,
+    /// The metrics of those tables, with this machine's literals.
+    pub metrics: Arc<Catalog>,
 }
 
 /// What [`Machine::discover`] finds.
@@ -65,6 +68,7 @@ impl Machine {
         });
         let tables = event_tables(&pmu_root, dir)?;
         let machine = Machine {
+            metrics: Arc::new(Catalog::of(&tables, literals(&cpus))),
             tables: Arc::new(tables),
             pmu_root,
             tracefs: Tracefs::locate(),
@@ -87,4 +91,98 @@ pub fn event_tables(pmu_root: &Path, dir: Option<&Path>) -> anyhow::Result<event
     let ident = events::CpuIdent::read(Path::new("/proc/cpuinfo"), Path::new(CPU_SYSFS));
     events::EventTables::load(pmu_root, &ident, dir)
         .context("reading the event tables (--event-tables)")
+}
+
+/// The metrics of this machine's CPU tables (see [`event_tables`]), for
+/// reading a config before the rest of the machine is discovered.
+pub fn metric_catalog(dir: Option<&Path>) -> anyhow::Result<Catalog> {
+    let tables = event_tables(Path::new(events::PMU_ROOT), dir)?;
+    let online = cpus::online().unwrap_or_default();
+    Ok(Catalog::of(&tables, literals(&online)))
+}
+
+/// The values of perf's metric literals on this machine, whose online CPUs
+/// are `online`: its topology from sysfs, the TSC's frequency from the
+/// CPU's model name (`... @ 2.10GHz`) where it gives one, as perf reads it.
+fn literals(online: &[u32]) -> Literals {
+    let read = |path: &Path| std::fs::read_to_string(path).ok();
+    let topology = |cpu: u32, file: &str| {
+        read(&Path::new(CPU_SYSFS).join(format!("cpu{cpu}/topology/{file}")))
+            .and_then(|t| t.trim().parse::<i64>().ok())
+            .unwrap_or(0)
+    };
+    let mut packages = Vec::new();
+    let mut dies = Vec::new();
+    let mut cores = Vec::new();
+    for &cpu in online {
+        let package = topology(cpu, "physical_package_id");
+        let die = (package, topology(cpu, "die_id"));
+        let core = (die, topology(cpu, "core_id"));
+        packages.push(package);
+        dies.push(die);
+        cores.push(core);
+    }
+    let count = |n: usize| n.max(1) as f64;
+    packages.sort_unstable();
+    packages.dedup();
+    dies.sort_unstable();
+    dies.dedup();
+    cores.sort_unstable();
+    cores.dedup();
+    let flag = |path: &str| read(Path::new(path)).is_some_and(|t| t.trim() == "1");
+    Literals {
+        smt_on: flag("/sys/devices/system/cpu/smt/active"),
+        num_cpus_online: count(online.len()),
+        num_cores: count(cores.len()),
+        num_dies: count(dies.len()),
+        num_packages: count(packages.len()),
+        system_tsc_freq: read(Path::new("/proc/cpuinfo")).and_then(|c| tsc_from_model_name(&c)),
+        nmi_watchdog: flag("/proc/sys/kernel/nmi_watchdog"),
+    }
+}
+
+/// The frequency in Hz that an x86 model name states (`Intel(R) Xeon(R)
+/// Gold 6130 CPU @ 2.10GHz`), which is the TSC's.
+fn tsc_from_model_name(cpuinfo: &str) -> Option<f64> {
+    let name = cpuinfo.lines().find_map(|l| {
+        l.strip_prefix("model name")?
+            .split_once(':')
+            .map(|(_, v)| v)
+    })?;
+    let (_, after) = name.rsplit_once('@')?;
+    let ghz: f64 = after.trim().strip_suffix("GHz")?.trim().parse().ok()?;
+    (ghz > 0.0).then_some(ghz * 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tsc_frequency_is_the_one_the_model_name_states() {
+        let intel = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Gold 6130 CPU @ 2.10GHz\n";
+        assert_eq!(tsc_from_model_name(intel), Some(2.1e9));
+        let amd = "model name\t: AMD EPYC 9B14\n";
+        assert_eq!(tsc_from_model_name(amd), None);
+        assert_eq!(tsc_from_model_name("model name : x @ GHz"), None);
+        assert_eq!(tsc_from_model_name(""), None);
+    }
+
+    #[test]
+    fn this_machines_literals_count_what_it_has() {
+        let online = cpus::online().expect("online CPUs");
+        let l = literals(&online);
+        assert_eq!(l.num_cpus_online, online.len() as f64);
+        assert!(
+            l.num_cores >= 1.0 && l.num_cores <= l.num_cpus_online,
+            "{l:?}"
+        );
+        assert!(
+            l.num_packages >= 1.0 && l.num_packages <= l.num_dies,
+            "{l:?}"
+        );
+        let smt = std::fs::read_to_string("/sys/devices/system/cpu/smt/active")
+            .is_ok_and(|t| t.trim() == "1");
+        assert_eq!(l.smt_on, smt);
+    }
 }

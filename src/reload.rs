@@ -15,7 +15,7 @@
 //! system answers and its result is then dropped.
 
 use crate::backend::choose::Chosen;
-use crate::config::{self, BackendChoice, Config, ConfigError};
+use crate::config::{self, BackendChoice, Catalog, Config, ConfigError};
 use crate::deadline::{self, with_deadline};
 use crate::engine::{Control, NewConfig};
 use crate::exporter::web::{self, WebConfig};
@@ -33,13 +33,20 @@ const SETTLE: Duration = Duration::from_millis(200);
 /// it was read from (`None` for the default), against which the watcher
 /// compares the file later. A file that cannot be read within
 /// [`deadline::FILES`] is an error naming it.
-pub fn load(path: Option<&Path>) -> Result<(Config, Option<Vec<u8>>), ConfigError> {
+/// `catalog` holds the metrics of the CPU's tables that the config may
+/// name.
+pub fn load(
+    path: Option<&Path>,
+    catalog: &Arc<Catalog>,
+) -> Result<(Config, Option<Vec<u8>>), ConfigError> {
     match path {
         Some(path) => {
             let owned = path.to_path_buf();
+            let catalog = catalog.clone();
             deadline::load(path, move || {
                 let bytes = config::read(&owned)?;
-                let config = config::from_bytes(&owned.display().to_string(), bytes.clone())?;
+                let config =
+                    config::from_bytes(&owned.display().to_string(), bytes.clone(), &catalog)?;
                 Ok((config, Some(bytes)))
             })
         }
@@ -134,7 +141,8 @@ impl Reloader {
             if !signal && last.as_ref() == Some(&bytes) {
                 return None;
             }
-            let result = config::from_bytes(&path.display().to_string(), bytes.clone())
+            let source = path.display().to_string();
+            let result = config::from_bytes(&source, bytes.clone(), &machine.metrics)
                 .map_err(|e| e.to_string())
                 .and_then(|c| plan(c, &machine, &chosen, backend));
             Some((Some(bytes), result))

@@ -31,6 +31,7 @@ fn machine() -> Machine {
         probe_cpu: cpus[0],
         cores: Default::default(),
         tables: Default::default(),
+        metrics: Default::default(),
     }
 }
 

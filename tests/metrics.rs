@@ -325,3 +325,127 @@ cgroups:
         "{body}"
     );
 }
+
+/// A perf pmu-events tree for this machine's CPU whose metrics are over
+/// tracepoints and software events, which count on every machine: a
+/// group `CgperfTest` of two metrics, one of which refers to a third.
+fn metric_tables() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cpu = dir.path().join("x86/cgperftest");
+    std::fs::create_dir_all(&cpu).expect("mkdir");
+    std::fs::write(
+        dir.path().join("x86/mapfile.csv"),
+        format!(
+            "Family-model,Version,Filename,EventType\n{},v1,cgperftest,core\n",
+            cpu_id()
+        ),
+    )
+    .expect("mapfile");
+    std::fs::write(
+        cpu.join("metrics.json"),
+        r#"[
+  {"MetricName": "GETPPID", "MetricExpr": "syscalls:sys_enter_getppid",
+   "BriefDescription": "getppid calls"},
+  {"MetricName": "getppid_per_getpid", "MetricExpr": "GETPPID / syscalls:sys_enter_getpid",
+   "ScaleUnit": "100%", "MetricGroup": "CgperfTest;Syscalls",
+   "BriefDescription": "getppid calls per getpid call in percent"},
+  {"MetricName": "switches_per_cpu_second", "MetricExpr": "context\\-switches / (task\\-clock / 1e9)",
+   "MetricGroup": "CgperfTest", "BriefDescription": "Context switches per second on a CPU"}
+]"#,
+    )
+    .expect("metrics");
+    dir
+}
+
+#[test]
+fn metrics_of_the_cpus_tables_are_named_and_computed() {
+    require_root("count a workload's syscalls in a fresh cgroup");
+    let cg = TestCgroup::create("cgperf-metric-named");
+    let tables = metric_tables();
+    let tables_arg = format!("--event-tables={}", tables.path().display());
+    let cfg = config_file(&format!(
+        "interval: 200ms\nmetrics:\n  - CgperfTest\ncgroups:\n  - path: {}\n",
+        cg.rel
+    ));
+    let config_arg = format!("--config.file={}", cfg.path().display());
+    // `cgperf check` says what each metric of the group uses.
+    let (code, out, err) = run_cgperf(&["check", &tables_arg, &config_arg]);
+    assert_eq!(code, 0, "{out}{err}");
+    for name in ["getppid_per_getpid", "switches_per_cpu_second"] {
+        assert!(
+            out.lines().any(|l| l.contains(&format!("metric {name}"))),
+            "{out}"
+        );
+    }
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(&tables_arg).arg(&config_arg);
+    let exporter = Exporter::spawn(cmd);
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_metric_definition_info",
+            &[
+                ("metric", "getppid_per_getpid"),
+                ("description", "getppid calls per getpid call in percent"),
+                ("unit", "percent"),
+            ]
+        ),
+        Some(1.0),
+        "{body}"
+    );
+    // Three getppid per getpid: 300 %, the table's scale applied, each
+    // interval from its own counts.
+    let three = values_while(&exporter, &cg.rel, "getppid_per_getpid", || {
+        calls_in_ratio(&cg.dir, 3, 1200)
+    });
+    assert!(
+        three.iter().filter(|v| (*v - 300.0).abs() < 1.0).count() >= 3,
+        "{three:?}"
+    );
+    let body = exporter.scrape();
+    assert!(
+        body.contains("metric=\"switches_per_cpu_second\""),
+        "the group's other metric is defined: {body}"
+    );
+    // Its events are scheduled in a group of their own, as any metric's.
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_group_supported",
+            &[("group", "metric:switches_per_cpu_second")]
+        ),
+        Some(1.0),
+        "{body}"
+    );
+    // `cgperf stat -M` takes them by name too, and counts what they use.
+    let (code, out, err) = run_cgperf(&[
+        &tables_arg,
+        "stat",
+        "-M",
+        "getppid_per_getpid",
+        "--",
+        "sh",
+        "-c",
+        "exit 0",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("syscalls:sys_enter_getppid"), "{out}{err}");
+    let (code, out, err) = run_cgperf(&[&tables_arg, "stat", "-M", "getppid_per_getpdi", "true"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("did you mean `getppid_per_getpid`?"), "{err}");
+    // A misspelt group is a config error with the fix.
+    let bad = config_file("metrics:\n  - CgperfTset\n");
+    let bad_arg = format!("--config.file={}", bad.path().display());
+    let (code, out, err) = run_cgperf(&["check", &tables_arg, &bad_arg]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains(":2:5:"), "{err}");
+    assert!(err.contains("did you mean `CgperfTest`?"), "{err}");
+    // Without the tables, the name is no metric cgperf knows.
+    let (code, out, err) = run_cgperf(&["check", &config_arg]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("no metric or metric group `CgperfTest`"),
+        "{err}"
+    );
+}

@@ -11,33 +11,10 @@
 
 mod common;
 
-use common::{Exporter, config_file, has_hardware_pmu, require_root, run_cgperf};
+use common::{Exporter, config_file, cpu_id, has_hardware_pmu, require_root, run_cgperf};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// This machine's CPU id as perf's x86 mapfiles match it.
-fn cpu_id() -> String {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").expect("/proc/cpuinfo");
-    let field = |key: &str| {
-        cpuinfo
-            .lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                (k.trim() == key).then(|| v.trim().to_string())
-            })
-            .unwrap_or_else(|| {
-                panic!("no `{key}` in /proc/cpuinfo: these tests need an x86 machine")
-            })
-    };
-    let num = |key: &str| field(key).parse::<u32>().expect("a number");
-    format!(
-        "{}-{}-{:X}",
-        field("vendor_id"),
-        num("cpu family"),
-        num("model")
-    )
-}
 
 /// A perf pmu-events tree (`DIR/x86/mapfile.csv`, `DIR/x86/cgperftest/*.json`)
 /// whose table is this machine's: `ex_ret_instr` and `INST_RETIRED.ANY`

@@ -13,19 +13,23 @@
 use serde_saphyr::{Location, Spanned};
 
 use super::error::{ConfigError, quote};
-use super::schema::RawMetric;
+use super::schema::{RawMetric, RawMetricItem, metric_entry};
 use super::validate::Validator;
 use super::{
     CgroupSelector, DEFAULT_MAX_SERIES, GroupDef, MetricDef, MetricInput, Origin, PROBE_GROUP,
     ProbeDef, TRACEPOINT_GROUP, TracepointDef,
 };
 use crate::events::{Event, EventSyntaxError, parse_event, parse_tracepoint};
-use crate::metrics::Expr;
+use crate::metrics::{Expr, NamedError, NamedMetric};
 use crate::suggest::did_you_mean;
 
 /// The start of the name of the group a metric's scheduled events are
 /// counted in (`metric:ipc`): a `:` no group under `groups:` may have.
 const SCHEDULED_PREFIX: &str = "metric:";
+
+/// perf's tool event of a run's wall-clock time, which its metrics of
+/// system-wide counts divide by.
+const DURATION_TIME: &str = "duration_time";
 
 const NAME_HINT: &str = "metric names become the `metric` label and must match \
                          `[A-Za-z_][A-Za-z0-9_]*`, e.g. `ipc` or `reads_per_switch`";
@@ -104,20 +108,73 @@ impl Validator<'_> {
     /// and `probes` count; a broken entry is reported and left out.
     pub(super) fn metrics(
         &self,
-        list: Vec<Spanned<RawMetric>>,
+        list: Vec<Spanned<RawMetricItem>>,
         (groups, tracepoints, probes): (&[GroupDef], &[TracepointDef], &[ProbeDef]),
     ) -> (Vec<MetricDef>, Scheduled) {
         let counted = &mut Counted::of(groups, tracepoints, probes);
         let mut defs: Vec<MetricDef> = Vec::with_capacity(list.len());
+        // Every metric's name, and those of the entries that define one
+        // metric (not a group): a name defined twice is a mistake, a metric
+        // of two groups is computed once.
         let mut names: Vec<(String, Location)> = Vec::with_capacity(list.len());
+        let mut explicit: Vec<(String, Location)> = Vec::with_capacity(list.len());
         for item in list {
-            let name = &item.value.name;
+            let raw = metric_entry(item);
+            let Some(expr) = raw.expr.clone() else {
+                let found = self.keep(self.named(&raw, &explicit)).unwrap_or_default();
+                let group = found.len() > 1
+                    || found
+                        .iter()
+                        .all(|m| !m.name.eq_ignore_ascii_case(&raw.name.value));
+                for metric in found {
+                    // Of a group, the metrics over perf's wall-clock time
+                    // are left out (the error says why when one is named).
+                    if group && metric.expr.names().iter().any(|n| n == DURATION_TIME) {
+                        continue;
+                    }
+                    // A metric two groups share, or a group and one of its
+                    // metrics, is computed once.
+                    // A metric of the config's own of the same name is
+                    // a mistake; the same metric again is computed once.
+                    if let Some(def) = defs.iter().find(|d| d.name == metric.name) {
+                        if def.formula != metric.formula
+                            && let Some((_, first)) = names.iter().find(|(n, _)| *n == def.name)
+                        {
+                            self.keep::<()>(Err(self
+                                .error(
+                                    raw.name.referenced,
+                                    format!(
+                                        "metric {} of {} is also defined at line {}, column {}",
+                                        quote(&metric.name),
+                                        quote(&raw.name.value),
+                                        first.line(),
+                                        first.column()
+                                    ),
+                                )
+                                .hint("rename the metric of your own")));
+                        }
+                        continue;
+                    }
+                    if !group {
+                        explicit.push((metric.name.clone(), raw.name.referenced));
+                    }
+                    names.push((metric.name.clone(), raw.name.referenced));
+                    let at = raw.name.referenced;
+                    let def = self.schedule(&raw.name.value, metric, at, counted);
+                    if let Some(def) = self.keep(def) {
+                        defs.push(def);
+                    }
+                }
+                continue;
+            };
+            let name = &raw.name;
             let named = self.keep(self.metric_name(name, &names));
             if named.is_some() {
                 names.push((name.value.clone(), name.referenced));
+                explicit.push((name.value.clone(), name.referenced));
             }
             if named.is_some()
-                && let Some(def) = self.keep(self.metric(item.value, counted))
+                && let Some(def) = self.keep(self.metric(raw, &expr, counted))
             {
                 defs.push(def);
             }
@@ -127,6 +184,65 @@ impl Validator<'_> {
             tracepoints: std::mem::take(&mut counted.tracepoints),
         };
         (defs, scheduled)
+    }
+
+    /// The metrics of the CPU's tables that a `metrics:` entry without
+    /// `expr` names: one metric, or every metric of a group.
+    fn named(
+        &self,
+        raw: &RawMetric,
+        seen: &[(String, Location)],
+    ) -> Result<Vec<NamedMetric>, ConfigError> {
+        let name = &raw.name;
+        if raw.description.is_some() || raw.unit.is_some() {
+            return Err(self
+                .error(
+                    name.referenced,
+                    format!(
+                        "metric {} has `description` or `unit` but no `expr`",
+                        quote(&name.value)
+                    ),
+                )
+                .hint(
+                    "a metric of the CPU's tables keeps their description and unit: write just \
+                     its name; a metric of your own needs `expr:`",
+                ));
+        }
+        let found = self.catalog.resolve(&name.value).map_err(|e| {
+            let hint = match &e {
+                NamedError::Unknown {
+                    suggestion: Some(close),
+                    ..
+                } => format!("did you mean `{close}`?"),
+                NamedError::Unknown { .. } => "`cgperf list` shows the metrics and metric groups \
+                     of this CPU's tables (perf's, given with --event-tables DIR); a metric of \
+                     your own needs `expr:`, e.g. `expr: instructions / cycles`"
+                    .to_owned(),
+                NamedError::Broken { .. } => {
+                    "define the metric yourself with `name:` and `expr:`, \
+                     or give other tables with --event-tables"
+                        .to_owned()
+                }
+            };
+            self.error(name.referenced, e.to_string()).hint(hint)
+        })?;
+        if let Some((_, first)) = seen
+            .iter()
+            .find(|(n, _)| found.len() == 1 && found.iter().any(|m| m.name.eq_ignore_ascii_case(n)))
+        {
+            return Err(self
+                .error(
+                    name.referenced,
+                    format!(
+                        "metric {} is defined twice (first at line {}, column {})",
+                        quote(&name.value),
+                        first.line(),
+                        first.column()
+                    ),
+                )
+                .hint("remove one of them"));
+        }
+        Ok(found)
     }
 
     fn metric_name(
@@ -164,66 +280,50 @@ impl Validator<'_> {
         Ok(())
     }
 
-    fn metric(&self, raw: RawMetric, counted: &mut Counted<'_>) -> Result<MetricDef, ConfigError> {
+    /// A metric of the config's own: `raw` with its `expr`.
+    fn metric(
+        &self,
+        raw: RawMetric,
+        expr_text: &Spanned<String>,
+        counted: &mut Counted<'_>,
+    ) -> Result<MetricDef, ConfigError> {
         let here = format!("metric {}", quote(&raw.name.value));
-        let expr = Expr::parse(&raw.expr.value).map_err(|e| {
+        let parsed = Expr::parse(&expr_text.value).map_err(|e| {
             self.error(
-                raw.expr.referenced,
-                format!("{here}: `expr` {}: {e}", quote(&raw.expr.value)),
+                expr_text.referenced,
+                format!("{here}: `expr` {}: {e}", quote(&expr_text.value)),
             )
             .hint(
                 "write a formula over counted events, e.g. `instructions / cycles` or \
-                 `syscalls:sys_enter_read / context-switches` (a subtraction with spaces: `a - b`)",
+                 `syscalls:sys_enter_read / context-switches` (a subtraction with spaces: `a - b`; \
+                 quote a formula with a literal, `\"cycles / #num_cores\"`: an unquoted ` #` \
+                 starts a YAML comment)",
             )
         })?;
-        let group = format!("{SCHEDULED_PREFIX}{}", raw.name.value);
-        let mut events: Vec<Event> = Vec::new();
-        let mut tracepoints: Vec<TracepointDef> = Vec::new();
-        let mut inputs = Vec::with_capacity(expr.names().len());
-        for name in expr.names() {
-            if let Some(input) = counted.find(name) {
-                inputs.push(input);
-                continue;
-            }
-            if counted.split.contains(&name.as_str()) {
-                return Err(self.uncounted(&here, &raw.expr, name, counted, None));
-            }
-            match parse_event(name) {
-                Ok(event) => {
-                    inputs.push(MetricInput {
-                        group: group.as_str().into(),
-                        event: event.label().into(),
-                    });
-                    events.push(event);
+        let expr = parsed
+            .substitute(|name| {
+                if !name.starts_with('#') {
+                    return Ok(None);
                 }
-                Err(EventSyntaxError::LooksLikeTracepoint(_)) => {
-                    let tracepoint = parse_tracepoint(name).map_err(|e| {
-                        self.uncounted(&here, &raw.expr, name, counted, Some(e.to_string()))
-                    })?;
-                    inputs.push(MetricInput {
-                        group: TRACEPOINT_GROUP.into(),
-                        event: name.as_str().into(),
-                    });
-                    tracepoints.push(TracepointDef {
-                        name: tracepoint,
-                        label: name.clone(),
-                        filter: None,
-                        by: Vec::new(),
-                        max_series: DEFAULT_MAX_SERIES,
-                        syscall_name: None,
-                        origin: Origin {
-                            source: self.source.to_owned(),
-                            line: u32::try_from(raw.expr.referenced.line()).unwrap_or(0),
-                            column: u32::try_from(raw.expr.referenced.column()).unwrap_or(0),
-                        },
-                    });
+                match self.catalog.literals().get(name) {
+                    Some(value) => Ok(Some(Expr::number(value))),
+                    None => Err(ExprOrConfig::Config(
+                        self.error(
+                            expr_text.referenced,
+                            format!(
+                                "{here} uses {}, which is no literal cgperf knows",
+                                quote(name)
+                            ),
+                        )
+                        .hint(
+                            "the literals of perf's metrics are #smt_on, #core_wide, \
+                             #num_cpus_online, #num_cores, #num_dies, #num_packages and \
+                             #system_tsc_freq",
+                        ),
+                    )),
                 }
-                Err(e) => {
-                    let why = Some(e.to_string());
-                    return Err(self.uncounted(&here, &raw.expr, name, counted, why));
-                }
-            }
-        }
+            })
+            .map_err(|e: ExprOrConfig| e.into_config(self, &here, expr_text))?;
         let unit = match raw.unit {
             None => String::new(),
             Some(unit) => {
@@ -249,17 +349,124 @@ impl Validator<'_> {
         };
         let description = raw
             .description
-            .map_or_else(|| raw.expr.value.clone(), |d| d.value);
+            .map_or_else(|| expr_text.value.clone(), |d| d.value);
+        let metric = NamedMetric {
+            name: raw.name.value.clone(),
+            formula: expr_text.value.clone(),
+            expr,
+            description,
+            unit,
+            grouped: true,
+        };
+        self.schedule(&raw.name.value, metric, expr_text.referenced, counted)
+    }
+
+    /// Finds each input of `metric` where the config counts it, or
+    /// schedules it (see the module's doc); `entry` is the `metrics:` entry
+    /// that defines it, `at` where errors point.
+    fn schedule(
+        &self,
+        entry: &str,
+        metric: NamedMetric,
+        at: Location,
+        counted: &mut Counted<'_>,
+    ) -> Result<MetricDef, ConfigError> {
+        let here = format!("metric {}", quote(&metric.name));
+        let group = format!("{SCHEDULED_PREFIX}{}", metric.name);
+        let mut events: Vec<Event> = Vec::new();
+        let mut tracepoints: Vec<TracepointDef> = Vec::new();
+        let mut inputs = Vec::with_capacity(metric.expr.names().len());
+        for name in metric.expr.names() {
+            if let Some(input) = counted.find(name) {
+                inputs.push(input);
+                continue;
+            }
+            if counted.split.contains(&name.as_str()) {
+                return Err(self.uncounted(&here, at, name, counted, None));
+            }
+            if name == DURATION_TIME {
+                return Err(self
+                    .error(
+                        at,
+                        format!(
+                            "{here} uses `{DURATION_TIME}`, perf's wall-clock time of a \
+                             system-wide run, which cgperf does not count per cgroup"
+                        ),
+                    )
+                    .hint("define the metric yourself with `name:` and `expr:`, without it"));
+            }
+            match parse_event(&crate::events::from_metric_name(name)) {
+                Ok(event) => {
+                    inputs.push(MetricInput {
+                        group: group.as_str().into(),
+                        event: event.label().into(),
+                    });
+                    events.push(event);
+                }
+                Err(EventSyntaxError::LooksLikeTracepoint(_)) => {
+                    let tracepoint = parse_tracepoint(name).map_err(|e| {
+                        self.uncounted(&here, at, name, counted, Some(e.to_string()))
+                    })?;
+                    inputs.push(MetricInput {
+                        group: TRACEPOINT_GROUP.into(),
+                        event: name.as_str().into(),
+                    });
+                    tracepoints.push(TracepointDef {
+                        name: tracepoint,
+                        label: name.clone(),
+                        filter: None,
+                        by: Vec::new(),
+                        max_series: DEFAULT_MAX_SERIES,
+                        syscall_name: None,
+                        origin: Origin {
+                            source: self.source.to_owned(),
+                            line: u32::try_from(at.line()).unwrap_or(0),
+                            column: u32::try_from(at.column()).unwrap_or(0),
+                        },
+                    });
+                }
+                Err(e) => {
+                    let why = Some(e.to_string());
+                    return Err(self.uncounted(&here, at, name, counted, why));
+                }
+            }
+        }
         // Intel's top-down events count only in a group led by `slots`.
         if let Some(slots) = events.iter().find_map(Event::topdown_slots) {
             events.retain(|e| e.label() != slots.label());
             events.insert(0, slots);
         }
-        // Counted from here on, for this metric and the next ones.
-        for e in &events {
-            counted
-                .counted
-                .push((group.clone(), e.label(), e.text.clone()));
+        // Counted from here on, for this metric and the next ones; events
+        // that may not share a group get one each.
+        let mut new_groups: Vec<GroupDef> = Vec::new();
+        if metric.grouped {
+            if !events.is_empty() {
+                new_groups.push(GroupDef {
+                    name: group.clone(),
+                    events,
+                });
+            }
+        } else {
+            for (i, event) in events.into_iter().enumerate() {
+                let name = format!("{group}:{}", i + 1);
+                if let Some(input) = inputs
+                    .iter_mut()
+                    .find(|input| *input.group == *group && *input.event == *event.label())
+                {
+                    input.group = name.as_str().into();
+                }
+                new_groups.push(GroupDef {
+                    name,
+                    events: vec![event],
+                });
+            }
+        }
+        for g in &new_groups {
+            for e in &g.events {
+                counted
+                    .counted
+                    .push((g.name.clone(), e.label(), e.text.clone()));
+            }
         }
         for t in &tracepoints {
             let label = t.label.clone();
@@ -267,20 +474,16 @@ impl Validator<'_> {
                 .counted
                 .push((TRACEPOINT_GROUP.to_owned(), label.clone(), label));
         }
-        if !events.is_empty() {
-            counted.groups.push(GroupDef {
-                name: group,
-                events,
-            });
-        }
+        counted.groups.extend(new_groups);
         counted.tracepoints.extend(tracepoints);
         Ok(MetricDef {
-            name: raw.name.value,
-            formula: raw.expr.value,
-            expr,
+            name: metric.name,
+            entry: entry.to_owned(),
+            formula: metric.formula,
+            expr: metric.expr,
             inputs,
-            description,
-            unit,
+            description: metric.description,
+            unit: metric.unit,
         })
     }
 
@@ -288,7 +491,7 @@ impl Validator<'_> {
     fn uncounted(
         &self,
         here: &str,
-        expr: &Spanned<String>,
+        at: Location,
         name: &str,
         counted: &Counted<'_>,
         not_an_event: Option<String>,
@@ -296,7 +499,7 @@ impl Validator<'_> {
         if counted.split.contains(&name) {
             return self
                 .error(
-                    expr.referenced,
+                    at,
                     format!(
                         "{here} uses tracepoint {}, which is counted `by:` fields: its count \
                          is split over values, not one number",
@@ -326,7 +529,7 @@ impl Validator<'_> {
                 quote(name)
             ),
         };
-        self.error(expr.referenced, message).hint(hint)
+        self.error(at, message).hint(hint)
     }
 
     /// Keeps, of each selector's metrics, those it counts every input of
@@ -343,10 +546,12 @@ impl Validator<'_> {
     ) {
         for (index, (selector, list)) in selectors.iter_mut().zip(explicit).enumerate() {
             let mut kept = Vec::with_capacity(selector.metrics.len());
-            for name in std::mem::take(&mut selector.metrics) {
-                let Some(def) = metrics.iter().find(|m| m.name == name) else {
-                    continue;
-                };
+            let selected = std::mem::take(&mut selector.metrics);
+            let defs = metrics
+                .iter()
+                .filter(|m| selected.iter().any(|s| *s == m.name || *s == m.entry));
+            for def in defs {
+                let name = def.name.clone();
                 match missing(selector, def, scheduled) {
                     None => {
                         count_scheduled(selector, def, scheduled);
@@ -429,4 +634,32 @@ fn missing<'a>(
         };
         !list.iter().any(|l| **l == *input.event)
     })
+}
+
+/// An error while writing out a config metric's literals: the formula grew
+/// too large, or a literal is unknown.
+enum ExprOrConfig {
+    Expr(crate::metrics::ExprError),
+    Config(ConfigError),
+}
+
+impl From<crate::metrics::ExprError> for ExprOrConfig {
+    fn from(e: crate::metrics::ExprError) -> Self {
+        Self::Expr(e)
+    }
+}
+
+impl From<ConfigError> for ExprOrConfig {
+    fn from(e: ConfigError) -> Self {
+        Self::Config(e)
+    }
+}
+
+impl ExprOrConfig {
+    fn into_config(self, v: &Validator<'_>, here: &str, expr: &Spanned<String>) -> ConfigError {
+        match self {
+            Self::Config(e) => e,
+            Self::Expr(e) => v.error(expr.referenced, format!("{here}: `expr`: {e}")),
+        }
+    }
 }

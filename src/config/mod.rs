@@ -52,7 +52,7 @@ use std::time::Duration;
 
 use crate::events::{Event, ProbeSpec, TracepointName};
 use crate::labels::Extractor;
-pub use crate::metrics::{MetricDef, MetricInput};
+pub use crate::metrics::{Catalog, MetricDef, MetricInput};
 
 pub use cgroup::CgroupPattern;
 pub use duration::{MAX_INTERVAL, MIN_INTERVAL};
@@ -270,9 +270,11 @@ pub struct CgroupSelector {
 ///
 /// Errors name the file: it cannot be read, is not a regular file, is
 /// larger than [`MAX_CONFIG_BYTES`], is not UTF-8, or does not validate.
-pub fn load(path: &Path) -> Result<Config, ConfigError> {
+/// `catalog` holds the metrics of the CPU's tables that `metrics:` may
+/// name.
+pub fn load(path: &Path, catalog: &Catalog) -> Result<Config, ConfigError> {
     let source = path.display().to_string();
-    from_bytes(&source, read(path)?)
+    from_bytes(&source, read(path)?, catalog)
 }
 
 /// The bytes of the config file at `path`, read as every file a user names
@@ -289,8 +291,9 @@ pub fn read(path: &Path) -> Result<Vec<u8>, ConfigError> {
     })
 }
 
-/// Validates the config file `bytes`; `source` names it in errors.
-pub fn from_bytes(source: &str, bytes: Vec<u8>) -> Result<Config, ConfigError> {
+/// Validates the config file `bytes`; `source` names it in errors,
+/// `catalog` holds the metrics of the CPU's tables.
+pub fn from_bytes(source: &str, bytes: Vec<u8>, catalog: &Catalog) -> Result<Config, ConfigError> {
     let text = String::from_utf8(bytes).map_err(|e| {
         ConfigError::new(
             source,
@@ -301,16 +304,23 @@ pub fn from_bytes(source: &str, bytes: Vec<u8>) -> Result<Config, ConfigError> {
         )
         .hint("save the file as UTF-8")
     })?;
-    parse(source, &text)
+    parse_for(source, &text, catalog)
 }
 
-/// Parses and validates config `text`; `source` names it in errors.
+/// Parses and validates config `text` without the CPU's tables: its
+/// `metrics:` entries must give their `expr`. `source` names it in errors.
 pub fn parse(source: &str, text: &str) -> Result<Config, ConfigError> {
+    parse_for(source, text, &Catalog::none())
+}
+
+/// Parses and validates config `text`, whose `metrics:` may name those of
+/// `catalog`; `source` names it in errors.
+pub fn parse_for(source: &str, text: &str, catalog: &Catalog) -> Result<Config, ConfigError> {
     if text.len() > MAX_CONFIG_BYTES {
         return Err(too_large(source));
     }
     let raw = yaml::deserialize(source, text)?;
-    validate::validate(source, raw)
+    validate::validate(source, raw, catalog)
 }
 
 /// The embedded default config ([`DEFAULT_YAML`]).

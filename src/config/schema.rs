@@ -35,17 +35,83 @@ pub(crate) struct RawConfig {
     pub labels: Option<TextList>,
     pub otlp: Option<Spanned<RawOtlp>>,
     pub backend: Option<Text>,
-    pub metrics: Option<Spanned<Vec<Spanned<RawMetric>>>>,
+    pub metrics: Option<Spanned<Vec<Spanned<RawMetricItem>>>>,
 }
 
-/// One `metrics:` entry.
+/// One `metrics:` entry: the name of a metric or metric group of the CPU's
+/// tables (`- IPC`), or a mapping.
+#[derive(Debug)]
+pub(crate) enum RawMetricItem {
+    /// `- TopdownL1`
+    Name(String),
+    /// `- name: ...`, with `expr:` for a metric of the config's own.
+    Entry(Box<RawMetric>),
+}
+
+/// The mapping form of a `metrics:` entry; without `expr`, `name` is a
+/// metric or metric group of the CPU's tables.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawMetric {
     pub name: Text,
-    pub expr: Text,
+    pub expr: Option<Text>,
     pub description: Option<Text>,
     pub unit: Option<Text>,
+}
+
+/// A `metrics:` entry as a mapping (`- IPC` is `- name: IPC`).
+pub(crate) fn metric_entry(item: Spanned<RawMetricItem>) -> RawMetric {
+    match item.value {
+        RawMetricItem::Entry(entry) => *entry,
+        RawMetricItem::Name(value) => RawMetric {
+            name: Text {
+                value,
+                referenced: item.referenced,
+                defined: item.defined,
+            },
+            expr: None,
+            description: None,
+            unit: None,
+        },
+    }
+}
+
+impl RawMetricItem {
+    /// The entry's name as written.
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            Self::Entry(entry) => &entry.name.value,
+            Self::Name(name) => name,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RawMetricItem {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ItemVisitor;
+
+        impl<'de> Visitor<'de> for ItemVisitor {
+            type Value = RawMetricItem;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    "a metric or metric group of the CPU's tables (`IPC`), or a mapping with \
+                     `name:` and `expr:`",
+                )
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawMetricItem, E> {
+                Ok(RawMetricItem::Name(v.to_owned()))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawMetricItem, A::Error> {
+                RawMetric::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(|entry| RawMetricItem::Entry(Box::new(entry)))
+            }
+        }
+
+        deserializer.deserialize_any(ItemVisitor)
+    }
 }
 
 /// The `otlp:` section; every key may be left to the environment or the

@@ -1184,10 +1184,13 @@ impl Drop for TempFile {
 #[test]
 fn load_reads_and_names_the_file() {
     let file = TempFile::new("ok.yaml", GROUPS.as_bytes());
-    assert_eq!(load(&file.0).map(|c| c.groups.len()), Ok(2));
+    assert_eq!(
+        load(&file.0, &Catalog::none()).map(|c| c.groups.len()),
+        Ok(2)
+    );
 
     let file = TempFile::new("bad.yaml", b"groups:\n  ipc: []\n");
-    let err = load(&file.0).expect_err("empty group");
+    let err = load(&file.0, &Catalog::none()).expect_err("empty group");
     let name = file.0.display().to_string();
     assert_eq!(err.source_name, name);
     assert!(
@@ -1200,7 +1203,7 @@ fn load_reads_and_names_the_file() {
 #[test]
 fn load_errors() {
     let missing = std::env::temp_dir().join("cgperf-config-does-not-exist.yaml");
-    let err = load(&missing).expect_err("missing");
+    let err = load(&missing, &Catalog::none()).expect_err("missing");
     assert_eq!(err.source_name, missing.display().to_string());
     assert!(
         err.message.starts_with("cannot read the config file: "),
@@ -1208,18 +1211,18 @@ fn load_errors() {
     );
     assert_eq!(err.line, None);
 
-    let err = load(&std::env::temp_dir()).expect_err("a directory");
+    let err = load(&std::env::temp_dir(), &Catalog::none()).expect_err("a directory");
     assert!(
         err.message.starts_with("cannot read the config file: "),
         "{err}"
     );
 
     let file = TempFile::new("big.yaml", &vec![b'#'; MAX_CONFIG_BYTES + 1]);
-    let err = load(&file.0).expect_err("too large");
+    let err = load(&file.0, &Catalog::none()).expect_err("too large");
     assert!(err.message.contains("larger than 1024 KiB"), "{err}");
 
     let file = TempFile::new("latin1.yaml", b"groups:\n  caf\xe9: [cycles]\n");
-    let err = load(&file.0).expect_err("not UTF-8");
+    let err = load(&file.0, &Catalog::none()).expect_err("not UTF-8");
     assert!(
         err.message.contains("not valid UTF-8 (at byte 13)"),
         "{err}"
@@ -1841,4 +1844,243 @@ fn a_metrics_topdown_events_are_led_by_slots_as_the_kernel_requires() {
     // Other metrics' groups are left as written.
     let other = ok("metrics:\n  - {name: ipc, expr: instructions / cycles}\n");
     assert_eq!(text(&other, 0), ["instructions", "cycles"]);
+}
+
+/// A table with a group `TopdownL1` of two metrics (one over an Intel
+/// top-down event), `IPC` referring to the metric `CLKS`, a metric whose
+/// events may not share a group, one over perf's wall-clock time, and one
+/// over a `@`-written event.
+fn catalog() -> Catalog {
+    let metric = |name: &str, expr: &str, groups: &[&str], constraint: Option<&str>| {
+        crate::events::TableMetric {
+            name: name.into(),
+            expr: expr.into(),
+            description: format!("{name} of the table"),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+            scale_unit: Some("100%".into()),
+            unit: None,
+            constraint: constraint.map(String::from),
+        }
+    };
+    Catalog::new(
+        vec![
+            metric("CLKS", "CPU_CLK_UNHALTED.THREAD", &[], None),
+            metric("IPC", "INST_RETIRED.ANY / CLKS", &["Summary"], None),
+            metric(
+                "tma_retiring",
+                "topdown\\-retiring / (topdown\\-fe\\-bound + topdown\\-retiring)",
+                &["TopdownL1"],
+                None,
+            ),
+            metric(
+                "tma_frontend_bound",
+                "topdown\\-fe\\-bound / (topdown\\-fe\\-bound + topdown\\-retiring) * #SMT_on",
+                &["TopdownL1"],
+                None,
+            ),
+            metric(
+                "apart",
+                "cycles / instructions",
+                &["Apart"],
+                Some("NO_GROUP_EVENTS"),
+            ),
+            metric(
+                "gips",
+                "INST_RETIRED.ANY / duration_time",
+                &["Summary"],
+                None,
+            ),
+            metric(
+                "edges",
+                "cpu@INST_RETIRED.ANY\\,cmask\\=1\\,edge@k / CLKS",
+                &[],
+                None,
+            ),
+        ],
+        crate::metrics::Literals {
+            smt_on: true,
+            ..Default::default()
+        },
+        "the test tables".into(),
+    )
+}
+
+fn ok_with(text: &str) -> Config {
+    parse_for(SOURCE, text, &catalog()).unwrap_or_else(|e| panic!("{text}:\n{e}"))
+}
+
+fn err_with(text: &str) -> ConfigError {
+    match parse_for(SOURCE, text, &catalog()) {
+        Ok(config) => panic!("accepted {text:?}: {config:?}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn metrics_are_named_from_the_cpus_tables_alone_or_by_group() {
+    let c = ok_with("metrics:\n  - ipc\n  - name: TopdownL1\n  - tma_retiring\n");
+    let metrics: Vec<(&str, &str)> = c
+        .metrics
+        .iter()
+        .map(|m| (m.name.as_str(), m.entry.as_str()))
+        .collect();
+    // In any case, as perf matches them; a group's metric named again is
+    // computed once.
+    assert_eq!(
+        metrics,
+        [
+            ("IPC", "ipc"),
+            ("tma_retiring", "TopdownL1"),
+            ("tma_frontend_bound", "TopdownL1")
+        ]
+    );
+    let ipc = &c.metrics[0];
+    assert_eq!(ipc.formula, "INST_RETIRED.ANY / CLKS");
+    assert_eq!(ipc.unit, "percent");
+    assert_eq!(ipc.description, "IPC of the table");
+    // Each metric's events in a group of its own; the top-down ones led by
+    // `slots`, as the kernel requires.
+    let events = |group: &str| -> Vec<String> {
+        c.groups
+            .iter()
+            .find(|g| g.name == group)
+            .unwrap_or_else(|| panic!("no group {group}: {:?}", names(&c)))
+            .events
+            .iter()
+            .map(|e| e.label())
+            .collect()
+    };
+    assert_eq!(
+        events("metric:IPC"),
+        ["INST_RETIRED.ANY", "CPU_CLK_UNHALTED.THREAD"]
+    );
+    assert_eq!(
+        events("metric:tma_retiring"),
+        ["slots", "topdown-retiring", "topdown-fe-bound"]
+    );
+    // The second top-down metric takes them from the first.
+    assert!(!names(&c).contains(&"metric:tma_frontend_bound"));
+    // #SMT_on is this machine's: 1 here; 100% scales.
+    let fe = &c.metrics[2];
+    let values: Vec<f64> = fe
+        .inputs
+        .iter()
+        .map(|i| {
+            if &*i.event == "topdown-fe-bound" {
+                1.0
+            } else {
+                3.0
+            }
+        })
+        .collect();
+    assert_eq!(fe.expr.eval(&values), Some(25.0));
+}
+
+#[test]
+fn a_selector_names_a_tables_metric_or_its_group() {
+    let c = ok_with(
+        "metrics:\n  - TopdownL1\n  - IPC\ncgroups:\n  - path: /a\n    metrics: [TopdownL1]\n  - path: /b\n    metrics: [IPC]\n",
+    );
+    assert_eq!(c.cgroups[0].metrics, ["tma_retiring", "tma_frontend_bound"]);
+    assert_eq!(c.cgroups[0].groups, ["metric:tma_retiring"]);
+    assert_eq!(c.cgroups[1].metrics, ["IPC"]);
+    assert_eq!(c.cgroups[1].groups, ["metric:IPC"]);
+}
+
+#[test]
+fn a_tables_metric_whose_events_may_not_share_a_group_gets_one_each() {
+    let c = ok_with("metrics: [apart]\n");
+    assert_eq!(names(&c), ["metric:apart:1", "metric:apart:2"]);
+    let groups: Vec<&str> = c.metrics[0].inputs.iter().map(|i| &*i.group).collect();
+    assert_eq!(groups, ["metric:apart:1", "metric:apart:2"]);
+}
+
+#[test]
+fn perfs_event_syntax_in_a_tables_formula_is_an_event() {
+    let c = ok_with("metrics: [edges]\n");
+    let labels: Vec<String> = c.groups[0].events.iter().map(|e| e.label()).collect();
+    assert_eq!(
+        labels,
+        [
+            "cpu/INST_RETIRED.ANY,cmask=1,edge/k",
+            "CPU_CLK_UNHALTED.THREAD"
+        ]
+    );
+}
+
+#[test]
+fn wall_clock_metrics_are_refused_alone_and_left_out_of_a_group() {
+    let e = err_with("metrics: [gips]\n");
+    assert_eq!(e.line.zip(e.column), Some((1, 11)), "{e}");
+    assert!(e.message.contains("`duration_time`"), "{e}");
+    let c = ok_with("metrics: [Summary]\n");
+    let names: Vec<&str> = c.metrics.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["IPC"]);
+}
+
+#[test]
+fn named_metric_mistakes_name_the_place_and_the_fix() {
+    let e = err_with("metrics:\n  - TopDownL1x\n");
+    assert_eq!(e.line.zip(e.column), Some((2, 5)), "{e}");
+    assert!(
+        e.message
+            .contains("no metric or metric group `TopDownL1x` in the test tables"),
+        "{e}"
+    );
+    assert_eq!(e.hint.as_deref(), Some("did you mean `TopdownL1`?"));
+    // Without tables, the same name says where metrics by name come from.
+    let e = parse(SOURCE, "metrics: [IPC]\n").expect_err("no tables");
+    assert!(
+        e.hint.as_deref().unwrap_or("").contains("--event-tables"),
+        "{e}"
+    );
+    let e = err_with("metrics:\n  - name: IPC\n    unit: ratio\n");
+    assert!(
+        e.message
+            .contains("has `description` or `unit` but no `expr`"),
+        "{e}"
+    );
+    let e = err_with("metrics:\n  - IPC\n  - name: IPC\n    expr: cycles\n");
+    assert_eq!(e.line.zip(e.column), Some((3, 11)), "{e}");
+    assert!(e.message.contains("defined twice"), "{e}");
+    let e = err_with("metrics:\n  - name: tma_retiring\n    expr: cycles\n  - TopdownL1\n");
+    assert_eq!(e.line.zip(e.column), Some((4, 5)), "{e}");
+    assert!(
+        e.message
+            .contains("metric \"tma_retiring\" of \"TopdownL1\" is also defined at line 2"),
+        "{e}"
+    );
+    let e = err_with("metrics:\n  - TopdownL1\n  - name: tma_retiring\n    expr: cycles\n");
+    assert_eq!(e.line.zip(e.column), Some((3, 11)), "{e}");
+    assert!(
+        e.message
+            .contains("defined twice (first at line 2, column 5)"),
+        "{e}"
+    );
+    let e = err_with("metrics:\n  - name: ipc\n    expr: cycles\n  - IPC\n");
+    assert_eq!(e.line.zip(e.column), Some((4, 5)), "{e}");
+    assert!(e.message.contains("defined twice"), "{e}");
+}
+
+#[test]
+fn a_configs_own_formula_may_use_the_machines_literals() {
+    let c = ok_with("metrics:\n  - name: per_thread\n    expr: \"cycles / (1 + #smt_on)\"\n");
+    // Unquoted, ` #` starts a YAML comment: the hint says so.
+    let e = err_with("metrics:\n  - name: per_thread\n    expr: cycles / (1 + #smt_on)\n");
+    assert!(
+        e.hint
+            .as_deref()
+            .unwrap_or("")
+            .contains("starts a YAML comment"),
+        "{e}"
+    );
+    assert_eq!(c.metrics[0].expr.names(), ["cycles"]);
+    assert_eq!(c.metrics[0].expr.eval(&[10.0]), Some(5.0));
+    let e = err_with("metrics:\n  - name: x\n    expr: \"cycles / #num_gpus\"\n");
+    assert_eq!(e.line.zip(e.column), Some((3, 11)), "{e}");
+    assert!(
+        e.message
+            .contains("uses \"#num_gpus\", which is no literal"),
+        "{e}"
+    );
 }

@@ -19,6 +19,7 @@ use super::{
     GroupDef, MAX_CGROUPS_LIMIT, RESERVED_GROUPS,
 };
 use crate::events::{Event, TracepointName, parse_event, parse_tracepoint};
+use crate::metrics::Catalog;
 use crate::suggest::did_you_mean;
 use std::cell::RefCell;
 
@@ -38,9 +39,14 @@ const NOTHING_HINT: &str = "add a group, e.g. `groups: {sched: [task-clock, cont
                             a tracepoint, e.g. `tracepoints: [sched:sched_switch]`, \
                             or a probe, e.g. `probes: [{uprobe: /bin/bash:readline, as: readline}]`";
 
-pub(crate) fn validate(source: &str, raw: RawConfig) -> Result<Config, ConfigError> {
+pub(crate) fn validate(
+    source: &str,
+    raw: RawConfig,
+    catalog: &Catalog,
+) -> Result<Config, ConfigError> {
     let v = Validator {
         source,
+        catalog,
         found: RefCell::new(Vec::new()),
     };
     // The names as written, broken entries included: what selectors may
@@ -185,7 +191,7 @@ impl Written {
         let metrics = raw.metrics.as_ref().map_or_else(Vec::new, |list| {
             list.value
                 .iter()
-                .map(|item| item.value.name.value.clone())
+                .map(|item| item.value.name().to_owned())
                 .collect()
         });
         Self {
@@ -199,6 +205,9 @@ impl Written {
 
 pub(super) struct Validator<'a> {
     pub(super) source: &'a str,
+    /// The metrics of the CPU's tables, for `metrics:` entries that name
+    /// one.
+    pub(super) catalog: &'a Catalog,
     /// The mistakes found so far.
     found: RefCell<Vec<ConfigError>>,
 }

@@ -241,6 +241,7 @@ fn plan(config: &Config) -> Plan {
         probe_cpu: 0,
         cores: Default::default(),
         tables: Default::default(),
+        metrics: Default::default(),
     };
     match Plan::build(config, &machine, &Accepting) {
         Ok(plan) => plan,

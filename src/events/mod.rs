@@ -26,7 +26,9 @@ pub use probe::{
     HeldBinary, ProbeError, ProbeKind, ProbeProblem, ProbeSpec, ProbeSyntaxError, ResolvedProbe,
 };
 pub use syscall::{SYSCALL_LABEL, syscall_name};
-pub use tables::{CpuIdent, EventTables, PmuTable, TableError, TableEvent};
+pub use tables::{
+    CpuIdent, EventTables, PmuTable, TableError, TableEvent, TableMetric, read_metrics,
+};
 pub use tracepoint::{NAME_MAX, TracepointName, TracepointProblem, parse_tracepoint};
 
 /// Where the kernel describes its PMUs (one directory per PMU, with `type`,
@@ -416,6 +418,21 @@ pub enum ResolveError {
         /// The underlying error.
         source: std::io::Error,
     },
+}
+
+/// An event as perf's metric formulas write it, in the form `perf stat -e`
+/// takes: `cpu@INST_RETIRED.ANY,cmask=1@k` (escapes already removed) is
+/// `cpu/INST_RETIRED.ANY,cmask=1/k`, because `/` divides in a formula.
+/// Any other name is itself.
+pub fn from_metric_name(name: &str) -> std::borrow::Cow<'_, str> {
+    if let Some((pmu, rest)) = name.split_once('@')
+        && let Some((terms, modifiers)) = rest.rsplit_once('@')
+        && !pmu.is_empty()
+        && pmu.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return format!("{pmu}/{terms}/{modifiers}").into();
+    }
+    name.into()
 }
 
 /// Parses an event as `perf stat -e` accepts it: a generalized hardware,
@@ -1146,10 +1163,24 @@ pub(crate) mod tests {
             probe_cpu: 0,
             cores: Default::default(),
             tables: Default::default(),
+            metrics: Default::default(),
         };
         let migrations = parse_event("migrations").expect("parses");
         let planned = crate::plan::resolve_event(&migrations, &machine).expect("resolves");
         assert_eq!(&*planned.label, "cpu-migrations");
+    }
+
+    #[test]
+    fn perfs_metric_event_syntax_is_the_pmu_event_it_writes() {
+        assert_eq!(
+            from_metric_name("cpu@INST_RETIRED.ANY,cmask=1,edge@k"),
+            "cpu/INST_RETIRED.ANY,cmask=1,edge/k"
+        );
+        assert_eq!(from_metric_name("msr@tsc@"), "msr/tsc/");
+        assert_eq!(from_metric_name("INST_RETIRED.ANY"), "INST_RETIRED.ANY");
+        assert_eq!(from_metric_name("@x@"), "@x@");
+        assert_eq!(from_metric_name("a b@x@"), "a b@x@");
+        assert_eq!(from_metric_name("cpu@x"), "cpu@x");
     }
 
     #[test]

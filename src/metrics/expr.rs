@@ -84,6 +84,10 @@ enum Func {
     Max,
 }
 
+/// perf's function of an event's number of sources; see
+/// [`Parser::source_count`].
+const SOURCE_COUNT: &str = "source_count";
+
 impl Func {
     const ALL: [(&'static str, Self); 3] = [
         ("d_ratio", Self::DRatio),
@@ -118,9 +122,20 @@ impl fmt::Display for ExprError {
 impl std::error::Error for ExprError {}
 
 impl Expr {
-    /// Parses `text`.
+    /// Parses `text`, a formula of the config.
     pub fn parse(text: &str) -> Result<Self, ExprError> {
-        let tokens = tokenize(text)?;
+        Self::parse_as(text, Syntax::Config)
+    }
+
+    /// Parses `text`, a formula of perf's tables (`MetricExpr`), whose
+    /// names end at `- / = ,` unless escaped (`cpu@EVENT\,cmask\=1@`):
+    /// perf's own tables write `a/b` for a division.
+    pub fn parse_perf(text: &str) -> Result<Self, ExprError> {
+        Self::parse_as(text, Syntax::Perf)
+    }
+
+    fn parse_as(text: &str, syntax: Syntax) -> Result<Self, ExprError> {
+        let tokens = tokenize(text, syntax)?;
         let mut parser = Parser {
             tokens,
             next: 0,
@@ -152,6 +167,55 @@ impl Expr {
         &self.names
     }
 
+    /// This expression with each name for which `with` gives an expression
+    /// replaced by it (its names join this one's, numbered anew in order of
+    /// first use), the other names kept. Fails with `with`'s error, or
+    /// when the result is deeper or larger than an expression may be
+    /// (both bounds times [`EXPANDED`]: a metric of perf's tables refers to
+    /// others, which are written out in it).
+    pub fn substitute<E: From<ExprError>>(
+        &self,
+        mut with: impl FnMut(&str) -> Result<Option<Expr>, E>,
+    ) -> Result<Expr, E> {
+        let mut replacements = Vec::with_capacity(self.names.len());
+        for name in &self.names {
+            replacements.push(with(name)?);
+        }
+        let mut names = Vec::new();
+        let root = graft(&self.root, &self.names, &replacements, &mut names);
+        let (depth, nodes) = measure(&root);
+        if depth > MAX_DEPTH * EXPANDED || nodes > MAX_NODES * EXPANDED {
+            return Err(ExprError {
+                at: 0,
+                message: format!(
+                    "written out with the metrics it refers to, it is nested {depth} deep with \
+                     {nodes} values and operators, more than a metric may have"
+                ),
+            }
+            .into());
+        }
+        Ok(Self { root, names })
+    }
+
+    /// The constant `value`.
+    pub fn number(value: f64) -> Expr {
+        Self {
+            root: Node::Number(value),
+            names: Vec::new(),
+        }
+    }
+
+    /// This expression times `factor` (a table's `ScaleUnit`).
+    pub fn times(self, factor: f64) -> Expr {
+        if factor == 1.0 {
+            return self;
+        }
+        Self {
+            root: Node::Binary(Op::Mul, Box::new(self.root), Box::new(Node::Number(factor))),
+            names: self.names,
+        }
+    }
+
     /// Its value when name `i` has `values[i]`; `None` when it has none: a
     /// division or remainder by zero (a cgroup that did not run in the
     /// interval), or a result that is not a finite number. `values` holds
@@ -159,6 +223,78 @@ impl Expr {
     pub fn eval(&self, values: &[f64]) -> Option<f64> {
         eval(&self.root, values).filter(|v| v.is_finite())
     }
+}
+
+/// How many times deeper and larger than a written expression one written
+/// out with the metrics it refers to may be.
+pub const EXPANDED: usize = 8;
+
+/// `node` (of an expression whose names are `old`) with `old[i]` replaced
+/// by `replacements[i]` where there is one, its names pushed to `names`.
+fn graft(
+    node: &Node,
+    old: &[String],
+    replacements: &[Option<Expr>],
+    names: &mut Vec<String>,
+) -> Node {
+    let again = |n: &Node, names: &mut Vec<String>| Box::new(graft(n, old, replacements, names));
+    match node {
+        Node::Number(n) => Node::Number(*n),
+        Node::Name(i) => match replacements.get(*i) {
+            Some(Some(expr)) => graft(&expr.root, &expr.names, &[], names),
+            _ => {
+                let name = &old[*i];
+                let index = names.iter().position(|n| n == name).unwrap_or_else(|| {
+                    names.push(name.clone());
+                    names.len() - 1
+                });
+                Node::Name(index)
+            }
+        },
+        Node::Neg(inner) => Node::Neg(again(inner, names)),
+        Node::Binary(op, a, b) => {
+            let a = again(a, names);
+            Node::Binary(*op, a, again(b, names))
+        }
+        Node::If {
+            then,
+            condition,
+            otherwise,
+        } => {
+            let then = again(then, names);
+            let condition = again(condition, names);
+            Node::If {
+                then,
+                condition,
+                otherwise: again(otherwise, names),
+            }
+        }
+        Node::Call(func, args) => Node::Call(
+            *func,
+            args.iter()
+                .map(|a| graft(a, old, replacements, names))
+                .collect(),
+        ),
+    }
+}
+
+/// The depth and the number of nodes of `node`.
+fn measure(node: &Node) -> (usize, usize) {
+    let children: Vec<&Node> = match node {
+        Node::Number(_) | Node::Name(_) => Vec::new(),
+        Node::Neg(inner) => vec![inner],
+        Node::Binary(_, a, b) => vec![a, b],
+        Node::If {
+            then,
+            condition,
+            otherwise,
+        } => vec![then, condition, otherwise],
+        Node::Call(_, args) => args.iter().collect(),
+    };
+    children.iter().fold((1, 1), |(depth, nodes), child| {
+        let (d, n) = measure(child);
+        (depth.max(d + 1), nodes + n)
+    })
 }
 
 fn eval(node: &Node, values: &[f64]) -> Option<f64> {
@@ -174,8 +310,9 @@ fn eval(node: &Node, values: &[f64]) -> Option<f64> {
                 Op::Mul => a * b,
                 Op::Div if b == 0.0 => return None,
                 Op::Div => a / b,
-                Op::Rem if b == 0.0 => return None,
-                Op::Rem => a % b,
+                // perf's: the remainder of the two as whole numbers.
+                Op::Rem if b.trunc() == 0.0 => return None,
+                Op::Rem => a.trunc() % b.trunc(),
                 Op::Less => f64::from(u8::from(a < b)),
                 Op::Greater => f64::from(u8::from(a > b)),
             }
@@ -228,15 +365,29 @@ impl Token {
     }
 }
 
+/// `#` starts a literal of perf's tables (`#smt_on`): a name whose value
+/// the machine gives (see `crate::metrics::named`).
 fn is_name_start(c: char) -> bool {
-    c.is_ascii_alphabetic() || c == '_' || c == '\\'
+    c.is_ascii_alphabetic() || c == '_' || c == '\\' || c == '#'
 }
 
-fn is_name_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || "_.:-/=@".contains(c)
+/// Whose formula is read: the config's keep event syntax (`-`, `/`, `=`)
+/// in names; perf's tables keep only `_ . : @ ?` there, as perf does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Syntax {
+    Config,
+    Perf,
 }
 
-fn tokenize(text: &str) -> Result<Vec<(usize, Token)>, ExprError> {
+fn is_name_char(c: char, syntax: Syntax) -> bool {
+    let extra = match syntax {
+        Syntax::Config => "_.:-/=@",
+        Syntax::Perf => "_.:@?",
+    };
+    c.is_ascii_alphanumeric() || extra.contains(c)
+}
+
+fn tokenize(text: &str, syntax: Syntax) -> Result<Vec<(usize, Token)>, ExprError> {
     let mut tokens = Vec::new();
     let mut chars = text.char_indices().peekable();
     while let Some(&(at, c)) = chars.peek() {
@@ -263,6 +414,10 @@ fn tokenize(text: &str) -> Result<Vec<(usize, Token)>, ExprError> {
             tokens.push((at, Token::Number(n)));
         } else if is_name_start(c) {
             let mut name = String::new();
+            if c == '#' {
+                name.push(c);
+                chars.next();
+            }
             while let Some(&(i, c)) = chars.peek() {
                 if c == '\\' {
                     chars.next();
@@ -275,7 +430,7 @@ fn tokenize(text: &str) -> Result<Vec<(usize, Token)>, ExprError> {
                         });
                     };
                     name.push(kept);
-                } else if is_name_char(c) {
+                } else if is_name_char(c, syntax) {
                     name.push(c);
                     chars.next();
                 } else {
@@ -467,6 +622,9 @@ impl Parser {
     }
 
     fn call(&mut self, name: &str, depth: usize) -> Result<Node, ExprError> {
+        if name == SOURCE_COUNT {
+            return self.source_count();
+        }
         let Some(func) = Func::ALL.iter().find(|(n, _)| *n == name).map(|(_, f)| *f) else {
             self.next -= 1;
             let known: Vec<&str> = Func::ALL.iter().map(|(n, _)| *n).collect();
@@ -495,6 +653,20 @@ impl Parser {
         Ok(Node::Call(func, args))
     }
 
+    /// perf's `source_count(event)`: how many PMUs' counts of `event` are
+    /// summed into one (the boxes of an uncore unit). cgperf sums an event
+    /// over the CPUs of one PMU, so it is 1; the event is not counted for
+    /// it.
+    fn source_count(&mut self) -> Result<Node, ExprError> {
+        self.next += 1;
+        if !matches!(self.peek(), Some(Token::Name(_))) {
+            return Err(self.error(format!("`{SOURCE_COUNT}(` takes one event name")));
+        }
+        self.next += 1;
+        self.close(&format!("`{SOURCE_COUNT}(`"))?;
+        self.node(Node::Number(1.0))
+    }
+
     fn close(&mut self, opened: &str) -> Result<(), ExprError> {
         if self.peek() == Some(&Token::Close) {
             self.next += 1;
@@ -517,6 +689,77 @@ mod tests {
 
     fn error(text: &str) -> ExprError {
         Expr::parse(text).expect_err(text)
+    }
+
+    #[test]
+    fn perfs_tables_end_names_at_operators_as_perf_does() {
+        // powerpc's tables write `a/b`; a `-` in a name is escaped.
+        let e = Expr::parse_perf("PM_CMPLU_STALL/PM_RUN_INST_CMPL - topdown\\-be\\-bound")
+            .expect("parses");
+        assert_eq!(
+            e.names(),
+            ["PM_CMPLU_STALL", "PM_RUN_INST_CMPL", "topdown-be-bound"]
+        );
+        assert_eq!(e.eval(&[6.0, 3.0, 0.5]), Some(1.5));
+        // The config's own keep event syntax in a name.
+        let e = Expr::parse("cpu/event=0x3c/ / PM_RUN_INST_CMPL").expect("parses");
+        assert_eq!(e.names(), ["cpu/event=0x3c/", "PM_RUN_INST_CMPL"]);
+        // A `?` is a name's, in perf's tables only.
+        let e = Expr::parse_perf("hv_24x7@PM_PB_CYC\\,chip\\=?@").expect("parses");
+        assert_eq!(e.names(), ["hv_24x7@PM_PB_CYC,chip=?@"]);
+    }
+
+    #[test]
+    fn literals_are_names_and_source_count_is_one() {
+        let e = Expr::parse("#SMT_on * 2 + source_count(uncore_cha/x/) + #").expect("parses");
+        assert_eq!(e.names(), ["#SMT_on", "#"]);
+        assert_eq!(e.eval(&[1.0, 0.0]), Some(3.0));
+        let err = Expr::parse("source_count(1)").expect_err("a number");
+        assert!(err.message.contains("takes one event name"), "{err}");
+        let err = Expr::parse("source_count(a, b)").expect_err("two");
+        assert!(err.message.contains("missing `)`"), "{err}");
+    }
+
+    #[test]
+    fn a_remainder_is_of_whole_numbers_as_perfs() {
+        assert_eq!(value("a % b", &[7.9, 2.5]), Some(1.0));
+        assert_eq!(value("a % b", &[-7.0, 2.0]), Some(-1.0));
+        assert_eq!(
+            value("a % b", &[7.0, 0.5]),
+            None,
+            "0.5 is 0 as a whole number"
+        );
+    }
+
+    #[test]
+    fn substituting_writes_expressions_into_names_and_numbers_them_anew() {
+        let outer = Expr::parse("a / CLKS + a").expect("parses");
+        let clks = Expr::parse("b * 2 + a").expect("parses");
+        let e = outer
+            .substitute(|n| Ok::<_, ExprError>((n == "CLKS").then(|| clks.clone())))
+            .expect("substitutes");
+        assert_eq!(e.names(), ["a", "b"]);
+        // a / (b * 2 + a) + a with a = 4, b = 2.
+        assert_eq!(e.eval(&[4.0, 2.0]), Some(4.5));
+        assert_eq!(e.clone().times(100.0).eval(&[4.0, 2.0]), Some(450.0));
+        // Writing out cannot grow an expression without bound.
+        let mut big = Expr::parse("x + x").expect("parses");
+        let mut failed = None;
+        for round in 0..20 {
+            let inner = big.clone();
+            match Expr::parse("x + x")
+                .and_then(|e| e.substitute(|_| Ok::<_, ExprError>(Some(inner.clone()))))
+            {
+                Ok(next) => big = next,
+                Err(e) => {
+                    failed = Some((round, e));
+                    break;
+                }
+            }
+        }
+        let (round, e) = failed.expect("refused before 2^20 nodes");
+        assert!(round < 15, "{round}");
+        assert!(e.message.contains("more than a metric may have"), "{e}");
     }
 
     #[test]

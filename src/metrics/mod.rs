@@ -8,8 +8,10 @@
 //! metric is as exact as the counts it is made of.
 
 mod expr;
+pub mod named;
 
-pub use expr::{Expr, ExprError, MAX_DEPTH, MAX_NODES};
+pub use expr::{EXPANDED, Expr, ExprError, MAX_DEPTH, MAX_NODES};
+pub use named::{Catalog, Literals, NamedError, NamedMetric};
 
 use std::sync::Arc;
 
@@ -17,8 +19,13 @@ use std::sync::Arc;
 /// counts, computed per cgroup per interval from that interval's counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetricDef {
-    /// The `metric` label; matches `[A-Za-z_][A-Za-z0-9_]*`.
+    /// The `metric` label: the config's name (`[A-Za-z_][A-Za-z0-9_]*`),
+    /// or the name the CPU's tables give it.
     pub name: String,
+    /// The `metrics:` entry that defines it, as written: its own name, or
+    /// the metric group of the tables it belongs to (`TopdownL1`). A
+    /// `cgroups:` entry's `metrics:` selects by either.
+    pub entry: String,
     /// The formula as written.
     pub formula: String,
     /// The formula.
@@ -124,6 +131,7 @@ mod tests {
         let inputs = expr.names().iter().map(|n| input("g", n)).collect();
         Arc::new(MetricDef {
             name: name.into(),
+            entry: name.into(),
             formula: text.into(),
             expr,
             inputs,

@@ -113,6 +113,7 @@ fn machine() -> (tempfile::TempDir, Machine) {
         probe_cpu: 0,
         cores: Default::default(),
         tables: Default::default(),
+        metrics: Default::default(),
     };
     (dir, machine)
 }

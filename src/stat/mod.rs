@@ -14,10 +14,11 @@ mod table;
 pub use args::{EventListError, StatArgs};
 
 use crate::backend::choose::choose;
-use crate::config::{CgroupPattern, ConfigError};
+use crate::config::{CgroupPattern, Config, ConfigError, MetricDef};
 use crate::discovery::{CgroupFs, Discovery};
 use crate::engine::{Engine, FdBudget, raise_nofile_limit};
 use crate::machine::{Discovered, Machine};
+use crate::metrics::Catalog;
 use crate::snapshot::Latest;
 use child::{FreshCgroup, Signals, Wake};
 use std::ffi::OsString;
@@ -330,14 +331,6 @@ fn setup(
     if config_file.is_some() && !args.events.is_empty() {
         return Err(StatError::EventsAndConfig);
     }
-    // Under the deadline start-up and `cgperf check` read theirs with: a
-    // file system that does not answer fails the run, naming the file.
-    let file = config_file
-        .map(|path| {
-            let owned = path.to_path_buf();
-            crate::deadline::load(path, move || crate::config::load(&owned))
-        })
-        .transpose()?;
     let patterns = args
         .cgroups
         .iter()
@@ -348,6 +341,15 @@ fn setup(
         cpus,
         machine,
     } = Machine::discover(event_tables).map_err(StatError::Machine)?;
+    // Under the deadline start-up and `cgperf check` read theirs with: a
+    // file system that does not answer fails the run, naming the file.
+    let file = config_file
+        .map(|path| {
+            let owned = path.to_path_buf();
+            let catalog = machine.metrics.clone();
+            crate::deadline::load(path, move || crate::config::load(&owned, &catalog))
+        })
+        .transpose()?;
     for (given, pattern) in args.cgroups.iter().zip(&patterns) {
         let dir = cgroupfs.dir(pattern.as_str());
         if !dir.is_dir() {
@@ -371,7 +373,7 @@ fn setup(
     };
     let mut config = config::build(file, selection, &targets, args.per_cpu);
     if !args.metrics.is_empty() {
-        config.metrics = pick_metrics(&config.metrics, &args.metrics)?;
+        pick_metrics(&mut config, &args.metrics, &machine.metrics)?;
     }
     Ok(Setup {
         config,
@@ -382,44 +384,84 @@ fn setup(
     })
 }
 
-/// The metrics `-M` names, in the order given, from the config's.
-fn pick_metrics(
-    defined: &[crate::metrics::MetricDef],
-    given: &[String],
-) -> Result<Vec<crate::metrics::MetricDef>, StatError> {
-    given
-        .iter()
-        .map(|name| {
-            if let Some(def) = defined.iter().find(|m| m.name == *name) {
-                return Ok(def.clone());
+/// Makes `config` compute the metrics `-M` names, in the order given: the
+/// config's own (by name, or by the group of the tables it came from), else
+/// those of this CPU's tables (`IPC`, `TopdownL1`), which are scheduled as
+/// a config's `metrics:` would schedule them, into every cgroup counted.
+fn pick_metrics(config: &mut Config, given: &[String], catalog: &Catalog) -> Result<(), StatError> {
+    let mut picked: Vec<MetricDef> = Vec::new();
+    let mut named: Vec<&String> = Vec::new();
+    for name in given {
+        let defs: Vec<&MetricDef> = config
+            .metrics
+            .iter()
+            .filter(|m| m.name == *name || m.entry == *name)
+            .collect();
+        if defs.is_empty() {
+            named.push(name);
+        }
+        for def in defs {
+            if !picked.iter().any(|p| p.name == def.name) {
+                picked.push(def.clone());
             }
-            let names = defined.iter().map(|m| m.name.as_str());
-            let message = match (
-                crate::suggest::did_you_mean(name, names),
-                defined.is_empty(),
-            ) {
-                (_, true) => {
-                    "no metric is defined: -M names metrics of the `metrics:` of --config.file \
-                              (cgperf knows no metric by name without one)"
-                        .to_owned()
-                }
-                (Some(close), _) => {
-                    format!("no such metric in the config; did you mean `{close}`?")
-                }
-                (None, _) => {
-                    let all: Vec<&str> = defined.iter().map(|m| m.name.as_str()).collect();
-                    format!(
-                        "no such metric in the config; its metrics: {}",
-                        all.join(", ")
-                    )
-                }
+        }
+    }
+    if !named.is_empty() {
+        // The names as JSON strings: YAML scalars whatever they hold.
+        let list: Vec<String> = named
+            .iter()
+            .map(|n| serde_json::Value::String((*n).clone()).to_string())
+            .collect();
+        let yaml = format!("metrics: [{}]\n", list.join(", "));
+        let scheduled = crate::config::parse_for("-M", &yaml, catalog).map_err(|e| {
+            let names: Vec<&str> = config.metrics.iter().map(|m| m.name.as_str()).collect();
+            let close = named
+                .iter()
+                .find_map(|n| crate::suggest::did_you_mean(n, names.iter().copied()));
+            let message = match close {
+                Some(close) => format!("{e}; the config has `{close}`"),
+                None => e.to_string(),
             };
-            Err(StatError::Metric {
-                given: name.clone(),
+            StatError::Metric {
+                given: named
+                    .iter()
+                    .map(|n| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(","),
                 message,
-            })
-        })
-        .collect()
+            }
+        })?;
+        for group in scheduled.groups {
+            if !config.groups.iter().any(|g| g.name == group.name) {
+                for selector in &mut config.cgroups {
+                    selector.groups.push(group.name.clone());
+                }
+                config.groups.push(group);
+            }
+        }
+        for tracepoint in scheduled.tracepoints {
+            if !config
+                .tracepoints
+                .iter()
+                .any(|t| t.label == tracepoint.label)
+            {
+                for selector in &mut config.cgroups {
+                    selector.tracepoints.push(tracepoint.label.clone());
+                }
+                config.tracepoints.push(tracepoint);
+            }
+        }
+        for def in scheduled.metrics {
+            if !picked.iter().any(|p| p.name == def.name) {
+                for selector in &mut config.cgroups {
+                    selector.metrics.push(def.name.clone());
+                }
+                picked.push(def);
+            }
+        }
+    }
+    config.metrics = picked;
+    Ok(())
 }
 
 /// Starts the command, if there is one, in its fresh cgroup if it has one;

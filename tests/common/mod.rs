@@ -727,3 +727,26 @@ pub fn in_foreground(cmd: &mut Command) {
         });
     }
 }
+
+/// This machine's CPU id as perf's x86 mapfiles match it.
+pub fn cpu_id() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").expect("/proc/cpuinfo");
+    let field = |key: &str| {
+        cpuinfo
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                (k.trim() == key).then(|| v.trim().to_string())
+            })
+            .unwrap_or_else(|| {
+                panic!("no `{key}` in /proc/cpuinfo: these tests need an x86 machine")
+            })
+    };
+    let num = |key: &str| field(key).parse::<u32>().expect("a number");
+    format!(
+        "{}-{}-{:X}",
+        field("vendor_id"),
+        num("cpu family"),
+        num("model")
+    )
+}

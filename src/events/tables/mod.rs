@@ -21,6 +21,7 @@
 mod encode;
 mod ident;
 mod mapfile;
+mod metric;
 mod source;
 
 use std::path::Path;
@@ -29,6 +30,7 @@ use serde_json::{Map, Value};
 
 pub use ident::CpuIdent;
 use mapfile::RowKind;
+pub use metric::TableMetric;
 use source::Source;
 
 /// One event of a CPU's table.
@@ -63,6 +65,8 @@ pub struct PmuTable {
     pub files: Vec<String>,
     /// The events, sorted by name ignoring case.
     pub events: Vec<TableEvent>,
+    /// The metrics of this core type, sorted by name ignoring case.
+    pub metrics: Vec<TableMetric>,
 }
 
 /// A table that cannot be read or understood, with where and what.
@@ -270,10 +274,35 @@ fn table_for(
         source.json_files(&join(&row.file))?
     };
     let standard = standard_events(source, &join)?;
+    let (events, metrics) = read_files(source, &files, &standard, pmu)?;
+    Ok(Some(PmuTable {
+        pmu: pmu.to_string(),
+        files: files.iter().map(|f| source.name(f)).collect(),
+        events,
+        metrics,
+    }))
+}
+
+/// The events and metrics of `pmu` in `files`, each sorted by name ignoring
+/// case, the first of a name kept. Metrics the table gives to another PMU
+/// (`Unit: cpu_atom` when `pmu` is `cpu_core`) are left out.
+fn read_files(
+    source: Source<'_>,
+    files: &[String],
+    standard: &[Map<String, Value>],
+    pmu: &str,
+) -> Result<(Vec<TableEvent>, Vec<TableMetric>), TableError> {
     let mut events = Vec::new();
-    for file in &files {
+    let mut metrics = Vec::new();
+    for file in files {
         for entry in read_entries(source, file)? {
-            let entry = encode::with_standard(entry, &standard);
+            if let Some(m) = metric::metric(&entry) {
+                if m.unit.as_deref().is_none_or(|u| u == pmu) {
+                    metrics.push(m);
+                }
+                continue;
+            }
+            let entry = encode::with_standard(entry, standard);
             if let Some((_, event)) = encode::event(&entry, &[pmu]) {
                 events.push(event);
             }
@@ -281,11 +310,27 @@ fn table_for(
     }
     events.sort_by(|a, b| cmp_ignore_case(&a.name, &b.name));
     events.dedup_by(|a, b| cmp_ignore_case(&a.name, &b.name).is_eq());
-    Ok(Some(PmuTable {
-        pmu: pmu.to_string(),
-        files: files.iter().map(|f| source.name(f)).collect(),
-        events,
-    }))
+    metrics.sort_by(|a, b| cmp_ignore_case(&a.name, &b.name));
+    metrics.dedup_by(|a, b| cmp_ignore_case(&a.name, &b.name).is_eq());
+    Ok((events, metrics))
+}
+
+/// The metrics of every table file directly in `dir` (one CPU's directory
+/// of perf's tree, e.g. `x86/skylake`), whatever PMU they name: how the
+/// metrics of CPUs other than this one are read, e.g. to check cgperf's
+/// formulas against another evaluator over every CPU's tables.
+pub fn read_metrics(dir: &Path) -> Result<Vec<TableMetric>, TableError> {
+    let source = Source::Dir(dir);
+    let files = source.json_files("")?;
+    let mut metrics = Vec::new();
+    for file in &files {
+        metrics.extend(
+            read_entries(source, file)?
+                .iter()
+                .filter_map(metric::metric),
+        );
+    }
+    Ok(metrics)
 }
 
 /// Arm's architecture standard events, which CPU tables name by

@@ -103,7 +103,13 @@ impl Source<'_> {
                     .map_err(|e| TableError::new(full.display().to_string(), e.to_string()))?
                     .flatten()
                     .filter_map(|entry| entry.file_name().into_string().ok())
-                    .map(|name| format!("{dir}/{name}"))
+                    .map(|name| {
+                        if dir.is_empty() {
+                            name
+                        } else {
+                            format!("{dir}/{name}")
+                        }
+                    })
                     .collect()
             }
         };

@@ -1,0 +1,315 @@
+//! cgperf's metrics of perf's own tables, checked against two oracles:
+//!
+//! - an independent evaluator of perf's formulas
+//!   (`tests/reference/perf_metrics.py`, Python written apart from cgperf's
+//!   parser), over every metric of every CPU in the tables the installed
+//!   `perf` was built from, on the same recorded inputs;
+//! - `perf list --details metric` on this machine: every metric perf lists
+//!   for this CPU is known to cgperf by the same name, in `cgperf list`
+//!   too, and its value is what the reference gives for the formula perf
+//!   prints.
+//!
+//! The tables are perf's `tools/perf/pmu-events/arch` from the Debian
+//! source package of the installed perf, written by `scripts/perf-tables`
+//! (which `scripts/test` runs) to `target/perf-tables`, or where
+//! `CGPERF_PERF_TABLES` says.
+//!
+//! The recorded inputs: every event `N` counted `1 + fnv1a64(N) % 1000003`
+//! (the reference computes the same), every literal a fixed value.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use cgperf::events::{TableMetric, read_metrics};
+use cgperf::metrics::{Catalog, Literals, NamedMetric};
+use serde_json::{Map, Value, json};
+
+fn tables_dir() -> PathBuf {
+    let dir = std::env::var_os("CGPERF_PERF_TABLES").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/perf-tables"),
+        PathBuf::from,
+    );
+    assert!(
+        dir.join("x86/mapfile.csv").is_file(),
+        "no perf tables in {}: run `scripts/perf-tables {}` (scripts/test does), or set \
+         CGPERF_PERF_TABLES to perf's tools/perf/pmu-events/arch",
+        dir.display(),
+        dir.display()
+    );
+    dir
+}
+
+fn reference() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/perf_metrics.py")
+}
+
+/// The recorded count of event `name`.
+fn count(name: &str) -> f64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in name.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (1 + hash % 1_000_003) as f64
+}
+
+/// What cgperf computes for `metric`: its value, `None` (no value), or
+/// the error.
+fn evaluate(metric: Result<Vec<NamedMetric>, String>) -> Result<Option<f64>, String> {
+    let metric = metric?;
+    let [metric] = metric.as_slice() else {
+        return Err(format!("{} metrics, not one", metric.len()));
+    };
+    let values: Vec<f64> = metric.expr.names().iter().map(|n| count(n)).collect();
+    Ok(metric.expr.eval(&values))
+}
+
+/// Whether cgperf's `ours` is the reference's `theirs`: the same number
+/// (to rounding), both no value, or both an error.
+fn agrees(ours: &Result<Option<f64>, String>, theirs: &Value) -> bool {
+    match (ours, theirs) {
+        (Ok(Some(a)), Value::Number(b)) => {
+            let b = b.as_f64().unwrap_or(f64::NAN);
+            (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+        }
+        (Ok(None), Value::Null) => true,
+        (Err(_), Value::String(s)) => s.starts_with("error"),
+        _ => false,
+    }
+}
+
+fn run_reference(args: &[&str], literals: &Value, input: Option<&Value>) -> Map<String, Value> {
+    let mut child = Command::new("python3")
+        .arg(reference())
+        .args(args)
+        .arg("--literals")
+        .arg(literals.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs the reference evaluator");
+    let mut stdin = child.stdin.take().expect("stdin");
+    if let Some(input) = input {
+        stdin
+            .write_all(input.to_string().as_bytes())
+            .expect("writes to the reference");
+    }
+    drop(stdin);
+    let out = child.wait_with_output().expect("the reference runs");
+    assert!(
+        out.status.success(),
+        "the reference failed: {:?}",
+        out.status
+    );
+    match serde_json::from_slice(&out.stdout) {
+        Ok(Value::Object(map)) => map,
+        other => panic!("the reference printed no JSON object: {other:?}"),
+    }
+}
+
+fn literals() -> Literals {
+    Literals {
+        smt_on: true,
+        num_cpus_online: 32.0,
+        num_cores: 16.0,
+        num_dies: 4.0,
+        num_packages: 2.0,
+        system_tsc_freq: Some(2.1e9),
+        nmi_watchdog: false,
+    }
+}
+
+fn literals_json(l: &Literals) -> Value {
+    let mut map = Map::new();
+    for name in [
+        "#smt_on",
+        "#core_wide",
+        "#num_cpus_online",
+        "#num_cores",
+        "#num_dies",
+        "#num_packages",
+        "#system_tsc_freq",
+    ] {
+        if let Some(value) = l.get(name) {
+            map.insert(name.into(), json!(value));
+        }
+    }
+    Value::Object(map)
+}
+
+#[test]
+fn every_metric_of_perfs_tables_evaluates_as_the_reference_does() {
+    let dir = tables_dir();
+    let reference = run_reference(
+        &["tables", &dir.display().to_string()],
+        &literals_json(&literals()),
+        None,
+    );
+    let mut compared = 0;
+    let mut values = 0;
+    let mut wrong = Vec::new();
+    for (model, theirs) in &reference {
+        let Value::Object(theirs) = theirs else {
+            panic!("{model}: not an object");
+        };
+        let list = read_metrics(&dir.join(model)).unwrap_or_else(|e| panic!("{model}: {e}"));
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for metric in &list {
+            let n = seen.entry(&metric.name).or_default();
+            *n += 1;
+            let key = if *n == 1 {
+                metric.name.clone()
+            } else {
+                format!("{}@{}", metric.name, metric.unit.as_deref().unwrap_or(""))
+            };
+            // References go to the metric of the same core type first.
+            let ordered: Vec<TableMetric> = list
+                .iter()
+                .filter(|o| o.unit == metric.unit)
+                .chain(list.iter().filter(|o| o.unit != metric.unit))
+                .cloned()
+                .collect();
+            let catalog = Catalog::new(ordered, literals(), model.clone());
+            let ours = evaluate(catalog.resolve(&metric.name).map_err(|e| e.to_string()));
+            let Some(expected) = theirs.get(&key) else {
+                wrong.push(format!("{model} {key}: not in the reference's output"));
+                continue;
+            };
+            compared += 1;
+            if matches!(ours, Ok(Some(_))) {
+                values += 1;
+            }
+            if !agrees(&ours, expected) {
+                wrong.push(format!(
+                    "{model} {key} = {:?}: cgperf {ours:?}, the reference {expected}",
+                    metric.expr
+                ));
+            }
+        }
+        assert_eq!(
+            theirs.len(),
+            list.len(),
+            "{model}: the reference and cgperf read different numbers of metrics"
+        );
+    }
+    println!(
+        "{compared} metrics of {} CPUs compared, {values} with a value",
+        reference.len()
+    );
+    assert!(
+        wrong.is_empty(),
+        "{} of {compared} metrics differ:\n{}",
+        wrong.len(),
+        wrong
+            .iter()
+            .take(30)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        compared >= 1000 && values * 10 >= compared * 9,
+        "only {compared} metrics compared, {values} with a value: the tables are not perf's"
+    );
+}
+
+/// The metrics `perf list --details metric` prints: (name, formula).
+fn perf_list_metrics() -> Vec<(String, String)> {
+    let out = Command::new("perf")
+        .args(["list", "--details", "metric"])
+        .output()
+        .expect("perf runs (scripts/test installs linux-perf)");
+    assert!(out.status.success(), "perf list failed: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut metrics: Vec<(String, Vec<String>)> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("Metric Groups") {
+            break;
+        }
+        let trimmed = line.trim();
+        if line.starts_with("  ") && !line.starts_with("   ") && !trimmed.is_empty() {
+            metrics.push((trimmed.to_owned(), Vec::new()));
+        } else if let Some(bracketed) = trimmed.strip_prefix('[').and_then(|t| t.strip_suffix(']'))
+            && let Some((_, lines)) = metrics.last_mut()
+        {
+            lines.push(bracketed.to_owned());
+        }
+    }
+    metrics
+        .into_iter()
+        .map(|(name, lines)| {
+            let formula = lines
+                .last()
+                .unwrap_or_else(|| panic!("perf list printed no formula for {name}"))
+                .clone();
+            (name, formula)
+        })
+        .collect()
+}
+
+#[test]
+fn every_metric_perf_lists_for_this_cpu_is_cgperfs_with_the_same_value() {
+    let dir = tables_dir();
+    let perf = perf_list_metrics();
+    let catalog = cgperf::machine::metric_catalog(Some(&dir)).expect("the tables read");
+    if perf.is_empty() {
+        assert!(
+            catalog.metrics().is_empty(),
+            "perf lists no metrics for this CPU, cgperf {}",
+            catalog.metrics().len()
+        );
+        println!("perf lists no metric for this CPU, nor does cgperf: nothing to compare");
+        return;
+    }
+    // Known by name, in `cgperf list` too.
+    let listed = Command::new(env!("CARGO_BIN_EXE_cgperf"))
+        .arg("--event-tables")
+        .arg(&dir)
+        .args(["list", "--json", "--all"])
+        .output()
+        .expect("cgperf list runs");
+    assert!(listed.status.success(), "cgperf list: {listed:?}");
+    let listed: Vec<Value> = serde_json::from_slice(&listed.stdout).expect("JSON");
+    let listed: Vec<&str> = listed
+        .iter()
+        .filter(|e| e["kind"] == "metric")
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    let mut input = Map::new();
+    for (name, formula) in &perf {
+        assert!(
+            listed.contains(&name.as_str()),
+            "`cgperf list` lacks {name}"
+        );
+        let table = catalog
+            .metrics()
+            .iter()
+            .find(|m| m.name == *name)
+            .unwrap_or_else(|| panic!("perf lists {name}, which cgperf does not know"));
+        // perf 6.1's list leaves the scale out; cgperf's table has it.
+        input.insert(
+            name.clone(),
+            json!({"expr": formula, "scale_unit": table.scale_unit}),
+        );
+    }
+    let theirs = run_reference(
+        &["exprs"],
+        &literals_json(catalog.literals()),
+        Some(&Value::Object(input)),
+    );
+    for (name, _) in &perf {
+        let ours = evaluate(catalog.resolve(name).map_err(|e| e.to_string()));
+        assert!(
+            agrees(&ours, &theirs[name]),
+            "{name}: cgperf {ours:?}, perf's formula {}",
+            theirs[name]
+        );
+        assert!(matches!(ours, Ok(Some(_))), "{name}: {ours:?}");
+    }
+    println!(
+        "all {} metrics perf lists for this CPU are cgperf's, with the same values",
+        perf.len()
+    );
+}
