@@ -324,16 +324,16 @@ fn vendor_entries(tables: &EventTables) -> Vec<Entry> {
 /// their events count, which `cgperf check` says per metric of a config:
 /// they are listed as countable.
 fn metric_entries(catalog: &Catalog) -> Vec<Entry> {
-    let mut entries: Vec<Entry> = catalog
-        .metrics()
+    let metrics = catalog.metrics();
+    let mut entries: Vec<Entry> = metrics
         .iter()
-        .map(|m| {
+        .map(|(name, m)| {
             let description = match m.description.as_str() {
                 "" => format!("[{}]", m.expr),
                 text => format!("{text} [{}]", m.expr),
             };
             Entry {
-                name: m.name.clone(),
+                name: name.clone(),
                 kind: Kind::Metric,
                 description,
                 countable: Countable::Yes,
@@ -341,11 +341,10 @@ fn metric_entries(catalog: &Catalog) -> Vec<Entry> {
         })
         .collect();
     for group in catalog.groups() {
-        let members: Vec<&str> = catalog
-            .metrics()
+        let members: Vec<&str> = metrics
             .iter()
-            .filter(|m| m.groups.iter().any(|g| g == group))
-            .map(|m| m.name.as_str())
+            .filter(|(_, m)| m.groups.iter().any(|g| g == group))
+            .map(|(name, _)| name.as_str())
             .collect();
         entries.push(Entry {
             name: group.to_owned(),

@@ -23,6 +23,7 @@ pub use crate::config::{PROBE_GROUP, TRACEPOINT_GROUP};
 
 mod fields;
 mod probe;
+mod split;
 
 pub use probe::{Probe, Refusal, Trial, placed};
 #[cfg(test)]
@@ -212,19 +213,29 @@ impl Plan {
         probe: &dyn Probe,
     ) -> Result<Self, ConfigError> {
         let mut support = Vec::new();
-        let groups = config
-            .groups
-            .iter()
-            .map(|def| {
-                let status = resolve_group(def, machine).and_then(|spec| {
-                    spec.probe(probe)?;
-                    Ok(spec)
-                });
-                let id = GroupId::Named(def.name.as_str().into());
-                support.push(verdict(&id, None, &status));
-                (id, status.ok().map(Arc::new))
-            })
-            .collect();
+        let mut groups = Vec::with_capacity(config.groups.len());
+        let mut splits = Vec::new();
+        for def in &config.groups {
+            let id = GroupId::Named(def.name.as_str().into());
+            let status = match resolve_group(def, machine) {
+                Err(e) => Err(e),
+                Ok(spec) => match spec.probe(probe) {
+                    Ok(()) => Ok(spec),
+                    Err(refusal) if split::worth_splitting(def, &refusal) => {
+                        let (done, parts) = split::parts(&spec, probe);
+                        splits.push(done);
+                        for (id, status) in parts {
+                            support.push(verdict(&id, None, &status));
+                            groups.push((id, status.ok().map(Arc::new)));
+                        }
+                        continue;
+                    }
+                    Err(refusal) => Err(refusal.into()),
+                },
+            };
+            support.push(verdict(&id, None, &status));
+            groups.push((id, status.ok().map(Arc::new)));
+        }
         let mut tracepoints = Vec::new();
         let mut sampled = Vec::new();
         for def in &config.tracepoints {
@@ -274,17 +285,21 @@ impl Plan {
             config.probes.len(),
             "none of the configured probes can be counted",
         );
+        let mut selectors = config.cgroups.clone();
+        let mut metrics: Vec<Arc<MetricDef>> =
+            config.metrics.iter().cloned().map(Arc::new).collect();
+        split::rewire(&splits, &mut selectors, &mut metrics);
         let mut plan = Self {
             interval: config.interval,
             per_cpu: config.per_cpu,
             ring_pages: config.ring_pages,
-            selectors: config.cgroups.clone(),
+            selectors,
             groups,
             tracepoints,
             probes,
             sampled,
             support,
-            metrics: config.metrics.iter().cloned().map(Arc::new).collect(),
+            metrics,
             counters: 0,
         };
         let every: Vec<usize> = (0..plan.selectors.len()).collect();

@@ -283,10 +283,10 @@ fn every_metric_perf_lists_for_this_cpu_is_cgperfs_with_the_same_value() {
             listed.contains(&name.as_str()),
             "`cgperf list` lacks {name}"
         );
-        let table = catalog
-            .metrics()
+        let metrics = catalog.metrics();
+        let (_, table) = metrics
             .iter()
-            .find(|m| m.name == *name)
+            .find(|(label, _)| label == name)
             .unwrap_or_else(|| panic!("perf lists {name}, which cgperf does not know"));
         // perf 6.1's list leaves the scale out; cgperf's table has it.
         input.insert(

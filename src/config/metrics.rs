@@ -17,7 +17,7 @@ use super::schema::{RawMetric, RawMetricItem, metric_entry};
 use super::validate::Validator;
 use super::{
     CgroupSelector, DEFAULT_MAX_SERIES, GroupDef, MetricDef, MetricInput, Origin, PROBE_GROUP,
-    ProbeDef, TRACEPOINT_GROUP, TracepointDef,
+    ProbeDef, TRACEPOINT_GROUP, TracepointDef, part_name,
 };
 use crate::events::{Event, EventSyntaxError, parse_event, parse_tracepoint};
 use crate::metrics::{Expr, NamedError, NamedMetric};
@@ -444,11 +444,12 @@ impl Validator<'_> {
                 new_groups.push(GroupDef {
                     name: group.clone(),
                     events,
+                    splittable: true,
                 });
             }
         } else {
             for (i, event) in events.into_iter().enumerate() {
-                let name = format!("{group}:{}", i + 1);
+                let name = part_name(&group, i);
                 if let Some(input) = inputs
                     .iter_mut()
                     .find(|input| *input.group == *group && *input.event == *event.label())
@@ -458,6 +459,7 @@ impl Validator<'_> {
                 new_groups.push(GroupDef {
                     name,
                     events: vec![event],
+                    splittable: false,
                 });
             }
         }

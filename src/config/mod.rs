@@ -190,6 +190,18 @@ pub struct GroupDef {
     pub name: String,
     /// At least one event, no duplicates.
     pub events: Vec<Event>,
+    /// Whether the plan may count its events apart, one group each, when
+    /// the kernel cannot count them as one (more events than the PMU has
+    /// counters), as perf does with a metric's group: true for the groups
+    /// metrics schedule, never for a group the config writes, whose events
+    /// are counted together or not at all.
+    pub splittable: bool,
+}
+
+/// The name of part `index` (from 0) of group `group` counted apart, one
+/// event each: `metric:ipc:1`, `metric:ipc:2`, ...
+pub fn part_name(group: &str, index: usize) -> String {
+    format!("{group}:{}", index + 1)
 }
 
 /// Where a value was written, for errors found after validation (a filter

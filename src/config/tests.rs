@@ -2084,3 +2084,60 @@ fn a_configs_own_formula_may_use_the_machines_literals() {
         "{e}"
     );
 }
+
+#[test]
+fn a_hybrid_cpus_metric_is_one_per_core_type_each_over_its_own_events() {
+    let metric = |name: &str, expr: &str| crate::events::TableMetric {
+        name: name.into(),
+        expr: expr.into(),
+        description: String::new(),
+        groups: vec!["Summary".into()],
+        scale_unit: None,
+        unit: None,
+        constraint: None,
+    };
+    let catalog = Catalog::hybrid(
+        vec![
+            (
+                "cpu_core".into(),
+                vec![metric("IPC", "INST_RETIRED.ANY / CPU_CLK_UNHALTED.THREAD")],
+            ),
+            (
+                "cpu_atom".into(),
+                vec![metric("IPC", "INST_RETIRED.ANY / CPU_CLK_UNHALTED.CORE")],
+            ),
+        ],
+        crate::metrics::Literals::default(),
+        "hybrid tables".into(),
+    );
+    let c = parse_for(
+        SOURCE,
+        "metrics: [IPC]\ncgroups:\n  - path: /a\n    metrics: [cpu_atom/IPC]\n  - path: /b\n",
+        &catalog,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = c.metrics.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["IPC", "cpu_atom/IPC"]);
+    let events = |group: &str| -> Vec<String> {
+        let g = c.groups.iter().find(|g| g.name == group).expect(group);
+        g.events.iter().map(|e| e.label()).collect()
+    };
+    assert_eq!(
+        events("metric:IPC"),
+        [
+            "cpu_core/INST_RETIRED.ANY/",
+            "cpu_core/CPU_CLK_UNHALTED.THREAD/"
+        ]
+    );
+    assert_eq!(
+        events("metric:cpu_atom/IPC"),
+        [
+            "cpu_atom/INST_RETIRED.ANY/",
+            "cpu_atom/CPU_CLK_UNHALTED.CORE/"
+        ]
+    );
+    // A selector names one type's metric by its name; the default selects
+    // both, by the entry that defines them.
+    assert_eq!(c.cgroups[0].metrics, ["cpu_atom/IPC"]);
+    assert_eq!(c.cgroups[1].metrics, ["IPC", "cpu_atom/IPC"]);
+}

@@ -51,7 +51,7 @@ pub(crate) fn validate(
     };
     // The names as written, broken entries included: what selectors may
     // refer to without being blamed for the entry's own mistake.
-    let written = Written::of(&raw);
+    let mut written = Written::of(&raw);
     let nothing = raw.groups.as_ref().is_none_or(|g| g.value.0.is_empty())
         && raw.tracepoints.as_ref().is_none_or(|t| t.value.is_empty())
         && raw.probes.as_ref().is_none_or(|p| p.value.is_empty())
@@ -74,6 +74,13 @@ pub(crate) fn validate(
         .unwrap_or_default();
     let written_metrics = raw.metrics.map(|list| list.value).unwrap_or_default();
     let (metrics, scheduled) = v.metrics(written_metrics, (&groups, &tracepoints, &probes));
+    // A selector may name a metric of a group the top level names
+    // (`tma_retiring` of `TopdownL1`), or one core type's.
+    for m in &metrics {
+        if !written.metrics.contains(&m.name) {
+            written.metrics.push(m.name.clone());
+        }
+    }
     groups.extend(scheduled.groups.iter().cloned());
     tracepoints.extend(scheduled.tracepoints.iter().cloned());
     let ring_pages = raw
@@ -350,6 +357,7 @@ impl Validator<'_> {
                 groups.push(GroupDef {
                     events,
                     name: name.value,
+                    splittable: false,
                 });
             }
         }

@@ -197,6 +197,15 @@ impl Expr {
         Ok(Self { root, names })
     }
 
+    /// This expression with each name `n` renamed `rename(n)`; names that
+    /// become one are one.
+    pub fn renamed(&self, rename: impl Fn(&str) -> String) -> Expr {
+        let new: Vec<String> = self.names.iter().map(|n| rename(n)).collect();
+        let mut names = Vec::new();
+        let root = graft(&self.root, &new, &[], &mut names);
+        Self { root, names }
+    }
+
     /// The constant `value`.
     pub fn number(value: f64) -> Expr {
         Self {

@@ -117,12 +117,26 @@ impl From<ExprError> for Problem {
     }
 }
 
+/// The metrics of one core type's table.
+#[derive(Debug, Clone, Default)]
+struct CoreType {
+    /// The core PMU its events are pinned to (`cpu_atom`), on a hybrid CPU
+    /// only: elsewhere a metric's events are named as its table writes
+    /// them.
+    pmu: Option<String>,
+    metrics: Vec<TableMetric>,
+}
+
 /// The metrics of this CPU's tables, and the machine's literals.
+///
+/// On a hybrid CPU each core type has its own table, and a metric both
+/// define is two: `tma_retiring` (the first core type's, `cpu_core`) and
+/// `cpu_atom/tma_retiring`, each over its own type's events, pinned to its
+/// PMU (`cpu_atom/TOPDOWN_RETIRING.ALL/`), as perf counts a hybrid metric
+/// per PMU. `cpu_atom/NAME` names the metric, or the group, of one type.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
-    /// Every core PMU's metrics, `cpu_core`'s first; the first of a name
-    /// wins.
-    metrics: Vec<TableMetric>,
+    types: Vec<CoreType>,
     literals: Literals,
     /// Which tables, for messages.
     tables: String,
@@ -137,21 +151,54 @@ impl Catalog {
         }
     }
 
-    /// The metrics of `tables`, with this machine's `literals`.
+    /// The metrics of `tables` (one table per core type), with this
+    /// machine's `literals`.
     pub fn of(tables: &EventTables, literals: Literals) -> Self {
-        let mut metrics: Vec<TableMetric> = Vec::new();
-        for m in tables.tables().iter().flat_map(|t| &t.metrics) {
-            if !metrics.iter().any(|k| k.name.eq_ignore_ascii_case(&m.name)) {
-                metrics.push(m.clone());
-            }
+        let with_metrics: Vec<_> = tables
+            .tables()
+            .iter()
+            .filter(|t| !t.metrics.is_empty())
+            .collect();
+        let hybrid = with_metrics.len() > 1;
+        let types = with_metrics
+            .into_iter()
+            .map(|t| CoreType {
+                pmu: hybrid.then(|| t.pmu.clone()),
+                metrics: t.metrics.clone(),
+            })
+            .collect();
+        Self {
+            types,
+            literals,
+            tables: tables.describe(),
         }
-        Self::new(metrics, literals, tables.describe())
     }
 
-    /// The catalog of `metrics` (one CPU's); `tables` names them in messages.
+    /// The catalog of `metrics` (one CPU's, one core type); `tables` names
+    /// them in messages.
     pub fn new(metrics: Vec<TableMetric>, literals: Literals, tables: String) -> Self {
         Self {
-            metrics,
+            types: vec![CoreType { pmu: None, metrics }],
+            literals,
+            tables,
+        }
+    }
+
+    /// The catalog of a hybrid CPU: each core PMU's metrics, the first
+    /// type's first.
+    pub fn hybrid(
+        types: Vec<(String, Vec<TableMetric>)>,
+        literals: Literals,
+        tables: String,
+    ) -> Self {
+        Self {
+            types: types
+                .into_iter()
+                .map(|(pmu, metrics)| CoreType {
+                    pmu: Some(pmu),
+                    metrics,
+                })
+                .collect(),
             literals,
             tables,
         }
@@ -162,16 +209,36 @@ impl Catalog {
         &self.literals
     }
 
-    /// Every metric, as the tables list them.
-    pub fn metrics(&self) -> &[TableMetric] {
-        &self.metrics
+    /// Every metric with the name it goes by: the table's, or on a hybrid
+    /// CPU `cpu_atom/NAME` where an earlier core type has one of that
+    /// name.
+    pub fn metrics(&self) -> Vec<(String, &TableMetric)> {
+        let mut out = Vec::new();
+        for (i, t) in self.types.iter().enumerate() {
+            for m in &t.metrics {
+                out.push((self.label(i, &m.name), m));
+            }
+        }
+        out
+    }
+
+    /// The name metric `name` of core type `i` goes by.
+    fn label(&self, i: usize, name: &str) -> String {
+        let earlier = self.types[..i]
+            .iter()
+            .any(|t| find(&t.metrics, name).is_some());
+        match &self.types[i].pmu {
+            Some(pmu) if earlier => format!("{pmu}/{name}"),
+            _ => name.to_owned(),
+        }
     }
 
     /// Every metric group's name, sorted, each once.
     pub fn groups(&self) -> Vec<&str> {
         let mut groups: Vec<&str> = self
-            .metrics
+            .types
             .iter()
+            .flat_map(|t| &t.metrics)
             .flat_map(|m| m.groups.iter().map(String::as_str))
             .collect();
         groups.sort_unstable();
@@ -179,55 +246,67 @@ impl Catalog {
         groups
     }
 
-    fn find(&self, name: &str) -> Option<&TableMetric> {
-        self.metrics
-            .iter()
-            .find(|m| m.name.eq_ignore_ascii_case(name))
-    }
-
-    /// The metric `name` (any case, as perf matches it), or every metric of
-    /// the group `name`, written out.
+    /// The metric `name` (any case, as perf matches it) of each core type
+    /// that has it, or every metric of the group `name`, written out;
+    /// `pmu/NAME` keeps to one core type.
     pub fn resolve(&self, name: &str) -> Result<Vec<NamedMetric>, NamedError> {
-        if let Some(metric) = self.find(name) {
-            return Ok(vec![self.named(metric)?]);
+        let (only, bare) = match name.split_once('/') {
+            Some((pmu, rest)) if self.types.iter().any(|t| t.pmu.as_deref() == Some(pmu)) => {
+                (Some(pmu), rest)
+            }
+            _ => (None, name),
+        };
+        let chosen = |t: &CoreType| only.is_none_or(|p| t.pmu.as_deref() == Some(p));
+        let mut out = Vec::new();
+        for (i, t) in self.types.iter().enumerate().filter(|(_, t)| chosen(t)) {
+            if let Some(metric) = find(&t.metrics, bare) {
+                out.push(self.named(i, metric)?);
+            }
         }
-        let members: Vec<&TableMetric> = self
-            .metrics
-            .iter()
-            .filter(|m| m.groups.iter().any(|g| g.eq_ignore_ascii_case(name)))
-            .collect();
-        if members.is_empty() {
-            let names = self
-                .metrics
-                .iter()
-                .map(|m| m.name.as_str())
-                .chain(self.groups());
+        if out.is_empty() {
+            for (i, t) in self.types.iter().enumerate().filter(|(_, t)| chosen(t)) {
+                for metric in t
+                    .metrics
+                    .iter()
+                    .filter(|m| m.groups.iter().any(|g| g.eq_ignore_ascii_case(bare)))
+                {
+                    out.push(self.named(i, metric)?);
+                }
+            }
+        }
+        if out.is_empty() {
+            let labels: Vec<String> = self.metrics().into_iter().map(|(l, _)| l).collect();
+            let names = labels.iter().map(String::as_str).chain(self.groups());
             return Err(NamedError::Unknown {
                 name: name.to_owned(),
                 tables: self.tables.clone(),
                 suggestion: crate::suggest::did_you_mean(name, names).map(String::from),
             });
         }
-        members.into_iter().map(|m| self.named(m)).collect()
+        Ok(out)
     }
 
-    fn named(&self, metric: &TableMetric) -> Result<NamedMetric, NamedError> {
+    /// `metric` of core type `i`, written out.
+    fn named(&self, i: usize, metric: &TableMetric) -> Result<NamedMetric, NamedError> {
         let broken = |problem: String| NamedError::Broken {
             metric: metric.name.clone(),
             tables: self.tables.clone(),
             problem,
         };
         let mut seen = HashSet::new();
-        let expr = self
-            .written_out(metric, &mut seen, 0)
+        let mut expr = self
+            .written_out(i, metric, &mut seen, 0)
             .map_err(|Problem(p)| broken(p))?;
+        if let Some(pmu) = &self.types[i].pmu {
+            expr = expr.renamed(|event| pinned(pmu, event));
+        }
         let (scale, unit) = scale_unit(metric.scale_unit.as_deref().unwrap_or(""))
             .ok_or_else(|| broken(format!("cannot read its ScaleUnit {:?}", metric.scale_unit)))?;
         let constraint = metric.constraint.as_deref().unwrap_or("");
         let grouped = !(constraint.starts_with("NO_GROUP_EVENTS")
             || (constraint == "NO_NMI_WATCHDOG" && self.literals.nmi_watchdog));
         Ok(NamedMetric {
-            name: metric.name.clone(),
+            name: self.label(i, &metric.name),
             formula: metric.expr.clone(),
             expr: expr.times(scale),
             description: metric.description.clone(),
@@ -237,10 +316,12 @@ impl Catalog {
     }
 
     /// `metric`'s formula with the metrics it refers to written out
-    /// (unscaled, as perf does) and its literals replaced; `seen` holds the
-    /// metrics being written out, to refuse a circle.
+    /// (unscaled, as perf does; those of its own core type `i` first) and
+    /// its literals replaced; `seen` holds the metrics being written out,
+    /// to refuse a circle.
     fn written_out(
         &self,
+        i: usize,
         metric: &TableMetric,
         seen: &mut HashSet<String>,
         depth: usize,
@@ -267,13 +348,38 @@ impl Catalog {
                     ))),
                 };
             }
-            match self.find(name) {
-                Some(other) => self.written_out(other, seen, depth + 1).map(Some),
+            let own = find(&self.types[i].metrics, name);
+            let other = || self.types.iter().find_map(|t| find(&t.metrics, name));
+            match own.or_else(other) {
+                Some(other) => self.written_out(i, other, seen, depth + 1).map(Some),
                 None => Ok(None),
             }
         })?;
         seen.remove(&key);
         Ok(expr)
+    }
+}
+
+/// The metric `name` of `metrics`, in any case.
+fn find<'a>(metrics: &'a [TableMetric], name: &str) -> Option<&'a TableMetric> {
+    metrics.iter().find(|m| m.name.eq_ignore_ascii_case(name))
+}
+
+/// Event `name` of a formula pinned to core PMU `pmu` (`INST_RETIRED.ANY`
+/// is `cpu_atom/INST_RETIRED.ANY/`, `cycles:k` is `cpu_atom/cycles/k`),
+/// so that a core type's metric counts on its own cores only; an event
+/// that names its PMU already (`cpu_atom@...@`) is kept.
+fn pinned(pmu: &str, name: &str) -> String {
+    if name.contains(['@', '/']) {
+        return name.to_owned();
+    }
+    match name.split_once(':') {
+        Some((event, modifiers)) if modifiers.chars().all(|c| c.is_ascii_alphabetic()) => {
+            format!("{pmu}/{event}/{modifiers}")
+        }
+        // A tracepoint (`sched:sched_switch`) counts wherever it fires.
+        Some(_) => name.to_owned(),
+        None => format!("{pmu}/{name}/"),
     }
 }
 

@@ -523,3 +523,86 @@ fn groups_past_a_backends_counters_per_cpu_are_disabled_with_the_reason() {
     let unbounded = self::plan(yaml, &FakeProbe::default()).expect("the config plans");
     assert_eq!(groups_for(&unbounded, &[0]).len(), 4);
 }
+
+/// A PMU with one counter: any group of two or more events is refused at
+/// its second member (EINVAL, as x86's group validation refuses a group
+/// that cannot be scheduled); `instructions` is also refused alone when
+/// `broken`.
+#[derive(Debug)]
+struct OneCounter {
+    broken: bool,
+}
+
+impl Probe for OneCounter {
+    fn try_group(&self, group: &[Trial<'_>]) -> Result<(), Refusal> {
+        if group.len() > 1 {
+            return Err(Refusal::kernel(group, 1, Errno(libc::EINVAL)));
+        }
+        match group.first() {
+            Some(t) if self.broken && t.label == "instructions" => {
+                Err(Refusal::kernel(group, 0, Errno(libc::ENOENT)))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[test]
+fn a_metrics_group_the_pmu_cannot_hold_is_counted_apart_and_a_configs_is_not() {
+    let (_dir, machine) = machine();
+    let yaml = "groups:
+  mine: [branches, page-faults]
+metrics:
+  - name: ipc
+    expr: instructions / cycles
+  - name: per_switch
+    expr: instructions / context-switches
+cgroups:
+  - path: /a
+    groups: [mine]
+    metrics: []
+  - path: /b
+    groups: []
+    metrics: [ipc]
+";
+    let plan = Plan::build(&config(yaml), &machine, &OneCounter { broken: false }).unwrap();
+    // The config's own group counts together or not at all.
+    let refused = verdict(&plan, &named("mine"), None).expect_err("refused");
+    assert!(refused.contains("event `page-faults`"), "{refused}");
+    // The metric's is counted apart, each part probed alone.
+    for part in ["metric:ipc:1", "metric:ipc:2"] {
+        assert_eq!(verdict(&plan, &named(part), None), Ok(()), "{part}");
+    }
+    assert!(plan.support.iter().all(|s| s.group != named("metric:ipc")));
+    assert_eq!(
+        groups_for(&plan, &[1]),
+        [
+            (named("metric:ipc:1"), vec!["instructions".to_string()]),
+            (named("metric:ipc:2"), vec!["cycles".to_string()]),
+        ]
+    );
+    // The metric takes each input from its part; the other metric, which
+    // took `instructions` from the first metric's group, does too.
+    let inputs = |name: &str| -> Vec<(String, String)> {
+        let metric = plan.metrics.iter().find(|m| m.name == name).expect(name);
+        metric
+            .inputs
+            .iter()
+            .map(|i| (i.group.to_string(), i.event.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        inputs("ipc"),
+        [
+            ("metric:ipc:1".to_string(), "instructions".to_string()),
+            ("metric:ipc:2".to_string(), "cycles".to_string()),
+        ]
+    );
+    assert_eq!(inputs("per_switch")[0].0, "metric:ipc:1");
+    // A part the kernel refuses alone is disabled with its own reason; the
+    // other part counts.
+    let plan = Plan::build(&config(yaml), &machine, &OneCounter { broken: true }).unwrap();
+    let refused = verdict(&plan, &named("metric:ipc:1"), None).expect_err("refused");
+    assert!(refused.contains("event `instructions`"), "{refused}");
+    assert_eq!(verdict(&plan, &named("metric:ipc:2"), None), Ok(()));
+}

@@ -190,7 +190,11 @@ pub fn select(
             (true, _) => "hardware".to_string(),
             (false, _) => format!("group{}", selection.groups.len() + 1),
         };
-        selection.groups.push(GroupDef { name, events });
+        selection.groups.push(GroupDef {
+            name,
+            events,
+            splittable: false,
+        });
     }
     Ok(selection)
 }

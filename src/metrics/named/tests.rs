@@ -152,7 +152,7 @@ fn the_nmi_watchdog_ungroups_the_metrics_the_table_says_it_breaks() {
     let c = catalog();
     assert!(!c.resolve("tma_watchdog").unwrap()[0].grouped);
     let quiet = Catalog::new(
-        c.metrics().to_vec(),
+        c.metrics().into_iter().map(|(_, m)| m.clone()).collect(),
         Literals {
             nmi_watchdog: false,
             ..literals()
@@ -178,4 +178,106 @@ fn scale_units_become_a_factor_and_a_label_value() {
         assert_eq!(scale_unit(text), Some((factor, unit.to_string())), "{text}");
     }
     assert_eq!(scale_unit("1e"), Some((1.0, "e".into())));
+}
+
+/// An Alder Lake-like pair of tables: both core types define `IPC` and
+/// `tma_retiring` (group `TopdownL1`) over their own events; only the big
+/// cores have `CLKS`.
+fn hybrid() -> Catalog {
+    Catalog::hybrid(
+        vec![
+            (
+                "cpu_core".into(),
+                vec![
+                    metric("CLKS", "CPU_CLK_UNHALTED.THREAD", &[], None),
+                    metric("IPC", "INST_RETIRED.ANY / CLKS", &[], None),
+                    metric(
+                        "tma_retiring",
+                        "topdown\\-retiring / (cycles:k * 6)",
+                        &["TopdownL1"],
+                        Some("100%"),
+                    ),
+                ],
+            ),
+            (
+                "cpu_atom".into(),
+                vec![
+                    metric("IPC", "INST_RETIRED.ANY / CPU_CLK_UNHALTED.CORE", &[], None),
+                    metric(
+                        "tma_retiring",
+                        "TOPDOWN_RETIRING.ALL / (5 * CPU_CLK_UNHALTED.CORE)",
+                        &["TopdownL1"],
+                        Some("100%"),
+                    ),
+                ],
+            ),
+        ],
+        literals(),
+        "the hybrid tables".into(),
+    )
+}
+
+#[test]
+fn on_a_hybrid_cpu_each_core_type_computes_its_own_over_its_own_events() {
+    let c = hybrid();
+    let ipc = c.resolve("IPC").expect("both types");
+    let summary: Vec<(&str, Vec<&str>)> = ipc
+        .iter()
+        .map(|m| {
+            let names = m.expr.names().iter().map(String::as_str).collect();
+            (m.name.as_str(), names)
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                "IPC",
+                vec![
+                    "cpu_core/INST_RETIRED.ANY/",
+                    "cpu_core/CPU_CLK_UNHALTED.THREAD/"
+                ]
+            ),
+            (
+                "cpu_atom/IPC",
+                vec![
+                    "cpu_atom/INST_RETIRED.ANY/",
+                    "cpu_atom/CPU_CLK_UNHALTED.CORE/"
+                ]
+            ),
+        ]
+    );
+    // Modifiers stay modifiers.
+    let l1 = c.resolve("TopdownL1").expect("both types");
+    assert_eq!(l1.len(), 2);
+    assert_eq!(
+        l1[0].expr.names(),
+        ["cpu_core/topdown-retiring/", "cpu_core/cycles/k"]
+    );
+    // `pmu/NAME` keeps to one core type, a metric or a group.
+    let atom = c.resolve("cpu_atom/TopdownL1").expect("the E-cores'");
+    let names: Vec<&str> = atom.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["cpu_atom/tma_retiring"]);
+    let core = c.resolve("cpu_core/IPC").expect("the P-cores'");
+    assert_eq!(core.len(), 1);
+    assert_eq!(core[0].name, "IPC");
+    // Listed by the names they go by.
+    let listed: Vec<String> = c.metrics().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        listed,
+        [
+            "CLKS",
+            "IPC",
+            "tma_retiring",
+            "cpu_atom/IPC",
+            "cpu_atom/tma_retiring"
+        ]
+    );
+    // A misspelt one-type name still gets its did-you-mean.
+    match c.resolve("cpu_atom/IPD") {
+        Err(NamedError::Unknown { suggestion, .. }) => {
+            assert_eq!(suggestion.as_deref(), Some("cpu_atom/IPC"))
+        }
+        other => panic!("{other:?}"),
+    }
 }
