@@ -3,7 +3,8 @@
 //! - an independent evaluator of perf's formulas
 //!   (`tests/reference/perf_metrics.py`, Python written apart from cgperf's
 //!   parser), over every metric of every CPU in the tables the installed
-//!   `perf` was built from, on the same recorded inputs;
+//!   `perf` was built from, and in the tables cgperf embeds, on the same
+//!   recorded inputs;
 //! - `perf list --details metric` on this machine: every metric perf lists
 //!   for this CPU is known to cgperf by the same name, in `cgperf list`
 //!   too, and its value is what the reference gives for the formula perf
@@ -139,9 +140,10 @@ fn literals_json(l: &Literals) -> Value {
     Value::Object(map)
 }
 
-#[test]
-fn every_metric_of_perfs_tables_evaluates_as_the_reference_does() {
-    let dir = tables_dir();
+/// Compares cgperf's value of every metric of every CPU in the table tree
+/// `dir` with the reference's; returns how many were compared and how many
+/// had a value.
+fn compare_with_reference(dir: &Path) -> (usize, usize) {
     let reference = run_reference(
         &["tables", &dir.display().to_string()],
         &literals_json(&literals()),
@@ -195,7 +197,8 @@ fn every_metric_of_perfs_tables_evaluates_as_the_reference_does() {
         );
     }
     println!(
-        "{compared} metrics of {} CPUs compared, {values} with a value",
+        "{}: {compared} metrics of {} CPUs compared, {values} with a value",
+        dir.display(),
         reference.len()
     );
     assert!(
@@ -209,9 +212,25 @@ fn every_metric_of_perfs_tables_evaluates_as_the_reference_does() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+    (compared, values)
+}
+
+#[test]
+fn every_metric_of_perfs_tables_evaluates_as_the_reference_does() {
+    let (compared, values) = compare_with_reference(&tables_dir());
     assert!(
         compared >= 1000 && values * 10 >= compared * 9,
         "only {compared} metrics compared, {values} with a value: the tables are not perf's"
+    );
+}
+
+#[test]
+fn every_embedded_metric_evaluates_as_the_reference_does() {
+    let embedded = Path::new(env!("CARGO_MANIFEST_DIR")).join("event-tables");
+    let (compared, values) = compare_with_reference(&embedded);
+    assert!(
+        compared >= 150 && values == compared,
+        "{compared} embedded metrics compared, {values} with a value"
     );
 }
 

@@ -61,7 +61,7 @@ impl TableEvent {
 pub struct PmuTable {
     /// The PMU's sysfs name: `cpu`, `cpu_core`, `armv8_pmuv3_0`, ...
     pub pmu: String,
-    /// The files the events come from, as messages name them.
+    /// The files its events and metrics come from, as messages name them.
     pub files: Vec<String>,
     /// The events, sorted by name ignoring case.
     pub events: Vec<TableEvent>,
@@ -269,7 +269,16 @@ fn table_for(
         return Ok(None);
     };
     let files = if row.file.ends_with(".json") {
-        vec![join(&row.file)]
+        // perfmon's layout: MODEL/events/FILE.json, and the model's metrics
+        // in perf's format in MODEL/metrics/perf/, where it has them.
+        let mut files = vec![join(&row.file)];
+        if let Some((model, _)) = row.file.trim_start_matches('/').split_once('/') {
+            let metrics = join(&format!("{model}/metrics/perf"));
+            if source.has_dir(&metrics) {
+                files.extend(source.json_files(&metrics)?);
+            }
+        }
+        files
     } else {
         source.json_files(&join(&row.file))?
     };

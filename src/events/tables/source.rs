@@ -84,6 +84,17 @@ impl Source<'_> {
         }
     }
 
+    /// Whether `dir` (relative to the source) is a directory of it.
+    pub fn has_dir(&self, dir: &str) -> bool {
+        match self {
+            Self::Embedded => {
+                let prefix = format!("{dir}/");
+                FILES.iter().any(|(p, _)| p.starts_with(&prefix))
+            }
+            Self::Dir(root) => root.join(dir).is_dir(),
+        }
+    }
+
     /// The `.json` files of `dir` (relative to the source), sorted: perf
     /// keeps a CPU's events in one directory of topic files.
     pub fn json_files(&self, dir: &str) -> Result<Vec<String>, TableError> {

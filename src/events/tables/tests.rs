@@ -121,7 +121,11 @@ fn intel_server_events_resolve_to_the_tables_encodings() {
     assert_eq!(tables.tables().len(), 1);
     assert_eq!(
         tables.tables()[0].files,
-        ["cgperf's x86/SPR/events/sapphirerapids_core.json"]
+        [
+            "cgperf's x86/SPR/events/sapphirerapids_core.json",
+            "cgperf's x86/SPR/metrics/perf/sapphirerapids_metrics_perf.json",
+            "cgperf's x86/SPR/metrics/perf/sapphirerapidshbm_metrics_perf.json"
+        ]
     );
     let c = |text| config(root, &tables, text);
     assert_eq!(c("BR_INST_RETIRED.NEAR_TAKEN"), (4, 0x20c4, 0));
@@ -170,7 +174,7 @@ fn intel_server_events_resolve_to_the_tables_encodings() {
     let e = resolve(root, &tables, "BR_INST_RETIRED.NEAR_TAKN")
         .unwrap_err()
         .to_string();
-    assert!(e.starts_with("no event `BR_INST_RETIRED.NEAR_TAKN` in the event tables of this CPU (GenuineIntel-6-8F-8; cpu: cgperf's x86/SPR/events/sapphirerapids_core.json)"), "{e}");
+    assert!(e.starts_with("no event `BR_INST_RETIRED.NEAR_TAKN` in the event tables of this CPU (GenuineIntel-6-8F-8; cpu: cgperf's x86/SPR/events/sapphirerapids_core.json, cgperf's x86/SPR/metrics/perf/"), "{e}");
     assert!(
         e.contains("did you mean `BR_INST_RETIRED.NEAR_TAKEN`?"),
         "{e}"
@@ -190,11 +194,17 @@ fn skylake_and_cascade_lake_are_told_apart_by_stepping() {
     };
     assert_eq!(
         file("GenuineIntel-6-55-4"),
-        ["cgperf's x86/SKX/events/skylakex_core.json"]
+        [
+            "cgperf's x86/SKX/events/skylakex_core.json",
+            "cgperf's x86/SKX/metrics/perf/skylakex_metrics_perf.json"
+        ]
     );
     assert_eq!(
         file("GenuineIntel-6-55-7"),
-        ["cgperf's x86/CLX/events/cascadelakex_core.json"]
+        [
+            "cgperf's x86/CLX/events/cascadelakex_core.json",
+            "cgperf's x86/CLX/metrics/perf/cascadelakex_metrics_perf.json"
+        ]
     );
 }
 
@@ -459,4 +469,53 @@ fn vendor_names_parse_and_typos_of_generic_names_do_not() {
     ] {
         assert!(parse_event(typo).is_err(), "{typo}");
     }
+}
+
+#[test]
+fn intels_server_metrics_are_embedded_and_every_event_of_them_encodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("pmu");
+    pmu(&root, "cpu", 4, None, &INTEL_FORMAT, &[]);
+    let mut total = 0;
+    for id in [
+        "GenuineIntel-6-3F-2", // Haswell-X
+        "GenuineIntel-6-4F-1", // Broadwell-X
+        "GenuineIntel-6-55-4", // Skylake-X
+        "GenuineIntel-6-55-7", // Cascade Lake-X
+        "GenuineIntel-6-6A-6", // Ice Lake-X
+        "GenuineIntel-6-8F-8", // Sapphire Rapids
+        "GenuineIntel-6-CF-2", // Emerald Rapids
+        "GenuineIntel-6-AD-1", // Granite Rapids
+        "GenuineIntel-6-AF-3", // Sierra Forest
+        "GenuineIntel-6-B6-0", // Grand Ridge
+        "GenuineIntel-6-DD-0", // Clearwater Forest
+    ] {
+        let tables = EventTables::load(&root, &x86(id), None).unwrap();
+        let catalog = crate::metrics::Catalog::of(
+            &tables,
+            crate::metrics::Literals {
+                system_tsc_freq: Some(2e9),
+                ..Default::default()
+            },
+        );
+        let metrics = catalog.metrics();
+        assert!(
+            metrics.iter().any(|(name, _)| name == "cpi"),
+            "{id}: {:?}",
+            metrics.iter().map(|(n, _)| n).collect::<Vec<_>>()
+        );
+        for (name, _) in &metrics {
+            for metric in catalog
+                .resolve(name)
+                .unwrap_or_else(|e| panic!("{id}: {e}"))
+            {
+                for event in metric.expr.names() {
+                    resolve(&root, &tables, event)
+                        .unwrap_or_else(|e| panic!("{id} {name}: {event}: {e}"));
+                }
+                total += 1;
+            }
+        }
+    }
+    assert!(total >= 150, "{total} metrics");
 }
