@@ -282,18 +282,53 @@ metrics:
     expr: syscalls:sys_enter_getppid / syscalls:sys_enter_getpid
   - name: cpu_seconds_per_switch
     expr: task-clock / context-switches
+  - name: getppid_per_second
+    expr: syscalls:sys_enter_getppid / (duration_time / 1e9)
+  - name: getppid_in_interval
+    expr: syscalls:sys_enter_getppid
 cgroups:
   - path: {}
 ",
         cg.rel
     )));
     exporter.wait_collections(2);
-    let three = values_while(&exporter, &cg.rel, "getppid_per_getpid", || {
-        calls_in_ratio(&cg.dir, 3, 1200)
+    // Each scrape shows one interval: its calls per second, and its calls.
+    let mut rates = Vec::new();
+    let three = std::thread::scope(|s| {
+        let worker = s.spawn(|| calls_in_ratio(&cg.dir, 3, 1200));
+        let mut seen = Vec::new();
+        while !worker.is_finished() {
+            let body = exporter.scrape();
+            let metric = |name| {
+                value(
+                    &body,
+                    "cgperf_metric",
+                    &[("cgroup", cg.rel.as_str()), ("metric", name)],
+                )
+            };
+            if let Some(v) = metric("getppid_per_getpid") {
+                seen.push(v);
+            }
+            if let (Some(rate), Some(calls)) =
+                (metric("getppid_per_second"), metric("getppid_in_interval"))
+                && calls > 0.0
+            {
+                rates.push(rate / calls);
+            }
+            std::thread::sleep(Duration::from_millis(150));
+        }
+        worker.join().expect("the workload ran");
+        seen
     });
     assert!(
         three.iter().filter(|v| (*v - 3.0).abs() < 0.01).count() >= 3,
         "{three:?}"
+    );
+    // duration_time is the interval's length: 200 ms, so the rate is five
+    // times the interval's calls (to the collection's timing).
+    assert!(
+        rates.len() >= 3 && rates.iter().all(|r| (4.5..=5.5).contains(r)),
+        "rate / calls per interval: {rates:?}"
     );
     let body = exporter.scrape();
     // What the metrics scheduled is counted, and shown, like any count.

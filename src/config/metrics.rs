@@ -20,16 +20,12 @@ use super::{
     ProbeDef, TRACEPOINT_GROUP, TracepointDef, part_name,
 };
 use crate::events::{Event, EventSyntaxError, parse_event, parse_tracepoint};
-use crate::metrics::{Expr, NamedError, NamedMetric};
+use crate::metrics::{DURATION_TIME, Expr, NamedError, NamedMetric};
 use crate::suggest::did_you_mean;
 
 /// The start of the name of the group a metric's scheduled events are
 /// counted in (`metric:ipc`): a `:` no group under `groups:` may have.
 const SCHEDULED_PREFIX: &str = "metric:";
-
-/// perf's tool event of a run's wall-clock time, which its metrics of
-/// system-wide counts divide by.
-const DURATION_TIME: &str = "duration_time";
 
 const NAME_HINT: &str = "metric names become the `metric` label and must match \
                          `[A-Za-z_][A-Za-z0-9_]*`, e.g. `ipc` or `reads_per_switch`";
@@ -127,11 +123,6 @@ impl Validator<'_> {
                         .iter()
                         .all(|m| !m.name.eq_ignore_ascii_case(&raw.name.value));
                 for metric in found {
-                    // Of a group, the metrics over perf's wall-clock time
-                    // are left out (the error says why when one is named).
-                    if group && metric.expr.names().iter().any(|n| n == DURATION_TIME) {
-                        continue;
-                    }
                     // A metric two groups share, or a group and one of its
                     // metrics, is computed once.
                     // A metric of the config's own of the same name is
@@ -385,15 +376,8 @@ impl Validator<'_> {
                 return Err(self.uncounted(&here, at, name, counted, None));
             }
             if name == DURATION_TIME {
-                return Err(self
-                    .error(
-                        at,
-                        format!(
-                            "{here} uses `{DURATION_TIME}`, perf's wall-clock time of a \
-                             system-wide run, which cgperf does not count per cgroup"
-                        ),
-                    )
-                    .hint("define the metric yourself with `name:` and `expr:`, without it"));
+                inputs.push(MetricInput::duration());
+                continue;
             }
             match parse_event(&crate::events::from_metric_name(name)) {
                 Ok(event) => {
@@ -626,7 +610,7 @@ fn missing<'a>(
     scheduled: &Scheduled,
 ) -> Option<&'a MetricInput> {
     def.inputs.iter().find(|input| {
-        if is_scheduled(input, scheduled) {
+        if is_scheduled(input, scheduled) || input.is_duration() {
             return false;
         }
         let list = match &*input.group {

@@ -2009,13 +2009,24 @@ fn perfs_event_syntax_in_a_tables_formula_is_an_event() {
 }
 
 #[test]
-fn wall_clock_metrics_are_refused_alone_and_left_out_of_a_group() {
-    let e = err_with("metrics: [gips]\n");
-    assert_eq!(e.line.zip(e.column), Some((1, 11)), "{e}");
-    assert!(e.message.contains("`duration_time`"), "{e}");
-    let c = ok_with("metrics: [Summary]\n");
+fn duration_time_is_the_time_counted_not_an_event() {
+    let c = ok_with(
+        "metrics: [Summary]\ncgroups:\n  - path: /a\n    groups: []\n    metrics: [gips]\n",
+    );
     let names: Vec<&str> = c.metrics.iter().map(|m| m.name.as_str()).collect();
-    assert_eq!(names, ["IPC"]);
+    assert_eq!(names, ["IPC", "gips"]);
+    let gips = &c.metrics[1];
+    assert_eq!(gips.inputs[1], MetricInput::duration());
+    assert!(gips.inputs[1].is_duration());
+    // Nothing is counted for it, and a selector computes it with the
+    // metric's events alone (taken from IPC's group, which counts them).
+    assert!(
+        c.groups
+            .iter()
+            .all(|g| g.events.iter().all(|e| e.label() != "duration_time"))
+    );
+    assert_eq!(c.cgroups[0].metrics, ["gips"]);
+    assert_eq!(c.cgroups[0].groups, ["metric:IPC"]);
 }
 
 #[test]

@@ -16,7 +16,7 @@ use crate::snapshot::{Labels, SkipReason};
 use crate::totals::Totals;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 /// A counted cgroup.
 #[derive(Debug)]
@@ -39,6 +39,9 @@ pub(super) struct Entry {
     pub last: LastTotals,
     /// When counting it began: the start of all its series.
     pub created: SystemTime,
+    /// The same moment on the monotonic clock, from which its metrics'
+    /// `duration_time` is measured.
+    pub began: Instant,
     /// The keys of its series, kept across snapshots.
     pub keys: SeriesKeys,
 }
@@ -229,6 +232,7 @@ impl<B: Backend> Counting<B> {
                     wanted,
                     last: LastTotals::default(),
                     created: SystemTime::now(),
+                    began: Instant::now(),
                     keys: SeriesKeys::default(),
                 };
                 self.entries.insert(f.path, entry);

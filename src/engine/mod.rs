@@ -266,7 +266,12 @@ impl<B: Backend> Engine<B> {
 
     fn snapshot(&mut self, collection_seconds: f64) -> Snapshot {
         let counting = &mut self.counting;
-        let series = AllSeries::of(&mut counting.entries, &counting.totals, self.plan.per_cpu);
+        let series = AllSeries::of(
+            &mut counting.entries,
+            &counting.totals,
+            self.plan.per_cpu,
+            Instant::now(),
+        );
         let stats = counting.backend.stats();
         let mut errors = stats.errors;
         errors.add(&self.errors);

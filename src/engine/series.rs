@@ -10,6 +10,7 @@ use crate::snapshot::{CounterSample, GroupTimeSample, MetricSample, SeriesKey};
 use crate::totals::{Counts, GroupTotals, SampledKey, Totals};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Every series of the counted cgroups.
 #[derive(Debug, Default)]
@@ -21,9 +22,14 @@ pub(super) struct AllSeries {
 }
 
 impl AllSeries {
-    /// The series of every entry, per CPU or summed over CPUs. Each entry
-    /// keeps the keys of its series for the next time.
-    pub fn of(entries: &mut BTreeMap<String, Entry>, totals: &Totals, per_cpu: bool) -> Self {
+    /// The series of every entry, per CPU or summed over CPUs, at `now`.
+    /// Each entry keeps the keys of its series for the next time.
+    pub fn of(
+        entries: &mut BTreeMap<String, Entry>,
+        totals: &Totals,
+        per_cpu: bool,
+        now: Instant,
+    ) -> Self {
         let mut all = Self::default();
         // Sized up front: a snapshot of thousands of cgroups is the largest
         // thing cgperf holds, and growing it by doubling wastes up to half.
@@ -83,19 +89,23 @@ impl AllSeries {
             }
             keys.keep(groups, entry.wanted.sampled.len());
             entry.keys = keys;
-            all.push_metrics(entry, first);
+            all.push_metrics(entry, first, now);
         }
         all
     }
 
-    /// Adds the values of `entry`'s metrics over the interval, from its
-    /// counters (those from `first` on), summed over CPUs.
-    fn push_metrics(&mut self, entry: &mut Entry, first: usize) {
+    /// Adds the values of `entry`'s metrics over the interval that ends
+    /// `now`, from its counters (those from `first` on), summed over CPUs.
+    fn push_metrics(&mut self, entry: &mut Entry, first: usize, now: Instant) {
         if entry.metrics.is_empty() {
             return;
         }
         let counted = self.counters.get(first..).unwrap_or_default();
+        let counting = now.saturating_duration_since(entry.began).as_nanos() as f64;
         let total = |input: &MetricInput| {
+            if input.is_duration() {
+                return Some(counting);
+            }
             let mut found = counted
                 .iter()
                 .filter(|c| *c.group == *input.group && *c.event == *input.event)

@@ -16,7 +16,7 @@ use crate::totals::{Baseline, Delta, GroupKey, Handle, Totals};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One group open on one CPU in the fake kernel: what it counted since it
 /// was opened, and how much of its enabled time it ran.
@@ -462,7 +462,12 @@ fn an_interval_enabled_but_never_run_adds_nothing_and_is_counted() {
     open.raw[0] += 50;
     open.enabled += 1000;
     h.counting.read();
-    let series = AllSeries::of(&mut h.counting.entries, &h.counting.totals, true);
+    let series = AllSeries::of(
+        &mut h.counting.entries,
+        &h.counting.totals,
+        true,
+        Instant::now(),
+    );
     let times = series
         .group_times
         .iter()
@@ -482,7 +487,12 @@ fn keys(
     h: &mut Harness,
     per_cpu: bool,
 ) -> BTreeMap<(String, String, String, Option<u32>), CounterSample> {
-    let series = AllSeries::of(&mut h.counting.entries, &h.counting.totals, per_cpu);
+    let series = AllSeries::of(
+        &mut h.counting.entries,
+        &h.counting.totals,
+        per_cpu,
+        Instant::now(),
+    );
     series
         .counters
         .iter()

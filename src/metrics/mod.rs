@@ -40,8 +40,14 @@ pub struct MetricDef {
     pub unit: String,
 }
 
+/// perf's tool event of a run's wall-clock time in nanoseconds, which its
+/// metrics divide by for rates (`tma_info_system_gflops`): for a metric
+/// of cgperf, the time its cgroup's series have counted over.
+pub const DURATION_TIME: &str = "duration_time";
+
 /// Where a metric's input is counted: the `group` and `event` labels of
-/// its `cgperf_events_total` (or `cgperf_clock_seconds_total`) series.
+/// its `cgperf_events_total` (or `cgperf_clock_seconds_total`) series; or,
+/// with an empty `group`, [`DURATION_TIME`], which nothing counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetricInput {
     /// A group's name, or the label of the tracepoints' or the probes'
@@ -49,6 +55,23 @@ pub struct MetricInput {
     pub group: Arc<str>,
     /// The event as written, a tracepoint's label or a probe's `as:`.
     pub event: Arc<str>,
+}
+
+impl MetricInput {
+    /// [`DURATION_TIME`]: its total is the nanoseconds since the cgroup's
+    /// series began, so that an interval's growth is the interval's
+    /// length.
+    pub fn duration() -> Self {
+        Self {
+            group: "".into(),
+            event: DURATION_TIME.into(),
+        }
+    }
+
+    /// Whether this is [`MetricInput::duration`].
+    pub fn is_duration(&self) -> bool {
+        self.group.is_empty() && *self.event == *DURATION_TIME
+    }
 }
 
 /// A cgroup's inputs' totals at the last interval, to take the next
@@ -192,6 +215,32 @@ mod tests {
             Some(if &*input.event == "i" { 30.0 } else { 10.0 })
         });
         assert_eq!(values(&out), [("ipc", 3.0)]);
+    }
+
+    #[test]
+    fn duration_time_grows_by_the_intervals_length() {
+        let expr = Expr::parse("c / (duration_time / 1e9)").expect("parses");
+        let metrics = [Arc::new(MetricDef {
+            name: "c_per_second".into(),
+            entry: "c_per_second".into(),
+            formula: String::new(),
+            inputs: vec![input("g", "c"), MetricInput::duration()],
+            expr,
+            description: String::new(),
+            unit: String::new(),
+        })];
+        let mut last = LastTotals::default();
+        let at =
+            |c: f64, ns: f64| move |i: &MetricInput| Some(if i.is_duration() { ns } else { c });
+        // 100 in the first half second, then 300 in the next 1.5 s.
+        assert_eq!(
+            values(&last.next(&metrics, at(100.0, 0.5e9))),
+            [("c_per_second", 200.0)]
+        );
+        assert_eq!(
+            values(&last.next(&metrics, at(400.0, 2e9))),
+            [("c_per_second", 200.0)]
+        );
     }
 
     #[test]

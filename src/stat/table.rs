@@ -237,30 +237,47 @@ pub fn lines(
         }
         for metric in metrics {
             for &cpu in cpus {
-                out.extend(metric_line(metric, counts, cgroup, cpu));
+                out.extend(metric_line(metric, counts, cgroup, cpu, elapsed));
             }
         }
     }
     out
 }
 
-/// A metric over the period's counts, as the exporter computes it over an
-/// interval's; `<no value>` when its formula divides by zero (the cgroup
-/// did not run in the period); none when the cgroup counts no input of it.
+/// A metric over the period's counts (`duration_time`: its `elapsed`
+/// seconds), as the exporter computes it over an interval's; `<no value>`
+/// when its formula divides by zero (the cgroup did not run in the
+/// period); none when the cgroup counts no input of it.
 fn metric_line(
     metric: &MetricDef,
     counts: &Counts,
     cgroup: &str,
     cpu: Option<u32>,
+    elapsed: f64,
 ) -> Option<Line> {
     let values: Vec<Option<f64>> = metric
         .inputs
         .iter()
-        .map(|input| counts.find_in(cgroup, &input.group, &input.event, cpu))
+        .map(|input| match input.is_duration() {
+            true => None,
+            false => counts.find_in(cgroup, &input.group, &input.event, cpu),
+        })
         .collect();
     if values.iter().all(Option::is_none) {
         return None;
     }
+    let values: Vec<Option<f64>> = metric
+        .inputs
+        .iter()
+        .zip(values)
+        .map(|(input, v)| {
+            if input.is_duration() {
+                Some(elapsed * 1e9)
+            } else {
+                v
+            }
+        })
+        .collect();
     let values: Option<Vec<f64>> = values.into_iter().collect();
     let shown = match values.and_then(|v| metric.expr.eval(&v)) {
         Some(value) => Shown::Metric(value),
@@ -645,7 +662,8 @@ mod tests {
         let config = crate::config::parse(
             "t",
             "groups:\n  sched: [task-clock, cs]\nmetrics:\n  - {name: per_ms, expr: cs / (task-clock * 1000)}\n\
-             \x20 - {name: neg, expr: 0 - cs, description: minus}\n",
+             \x20 - {name: neg, expr: 0 - cs, description: minus}\n\
+             \x20 - {name: cs_per_s, expr: cs / (duration_time / 1e9)}\n",
         )
         .expect("valid");
         let rows = [row("sched", "task-clock"), row("sched", "context-switches")];
@@ -672,6 +690,16 @@ mod tests {
             ("per_ms", &Shown::Metric(3.0), "# cs / (task-clock * 1000)")
         );
         assert_eq!(shown[3], ("neg", &Shown::Metric(-1500.0), "# minus"));
+        // duration_time is the period's: 1,500 switches in 1 s.
+        assert_eq!(shown[4].1, &Shown::Metric(1500.0));
+        let half = lines(
+            (&rows, &config.metrics),
+            &busy,
+            &["/a".into()],
+            &[None],
+            0.5,
+        );
+        assert_eq!(half[4].shown, Shown::Metric(3000.0));
         let mut out = Vec::new();
         write_lines(&mut out, "", &shown_lines).expect("written");
         let out = String::from_utf8(out).expect("text");
@@ -692,6 +720,7 @@ mod tests {
         );
         assert_eq!(idle_lines[2].shown, Shown::NoValue);
         assert_eq!(idle_lines[3].shown, Shown::Metric(0.0));
+        assert_eq!(idle_lines[4].shown, Shown::Metric(0.0));
         // A cgroup that counts none of a metric's inputs shows no line.
         let other = counts(&[], &[]);
         let none = lines((&[], &config.metrics), &other, &["/a".into()], &[None], 1.0);
