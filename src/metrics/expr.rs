@@ -181,9 +181,13 @@ impl Expr {
         for name in &self.names {
             replacements.push(with(name)?);
         }
-        let mut names = Vec::new();
-        let root = graft(&self.root, &self.names, &replacements, &mut names);
-        let (depth, nodes) = measure(&root);
+        // Measured before it is built: expressions that each refer to the
+        // next many times would otherwise grow without bound first.
+        let sizes: Vec<Option<(usize, usize)>> = replacements
+            .iter()
+            .map(|r| r.as_ref().map(|e| measure(&e.root, &[])))
+            .collect();
+        let (depth, nodes) = measure(&self.root, &sizes);
         if depth > MAX_DEPTH * EXPANDED || nodes > MAX_NODES * EXPANDED {
             return Err(ExprError {
                 at: 0,
@@ -194,6 +198,8 @@ impl Expr {
             }
             .into());
         }
+        let mut names = Vec::new();
+        let root = graft(&self.root, &self.names, &replacements, &mut names);
         Ok(Self { root, names })
     }
 
@@ -287,10 +293,15 @@ fn graft(
     }
 }
 
-/// The depth and the number of nodes of `node`.
-fn measure(node: &Node) -> (usize, usize) {
+/// The depth and the number of nodes of `node` with name `i` counted as
+/// `sizes[i]` (the depth and nodes of what replaces it) where given, in
+/// saturating arithmetic.
+fn measure(node: &Node, sizes: &[Option<(usize, usize)>]) -> (usize, usize) {
     let children: Vec<&Node> = match node {
-        Node::Number(_) | Node::Name(_) => Vec::new(),
+        Node::Name(i) => {
+            return sizes.get(*i).copied().flatten().unwrap_or((1, 1));
+        }
+        Node::Number(_) => Vec::new(),
         Node::Neg(inner) => vec![inner],
         Node::Binary(_, a, b) => vec![a, b],
         Node::If {
@@ -301,8 +312,8 @@ fn measure(node: &Node) -> (usize, usize) {
         Node::Call(_, args) => args.iter().collect(),
     };
     children.iter().fold((1, 1), |(depth, nodes), child| {
-        let (d, n) = measure(child);
-        (depth.max(d + 1), nodes + n)
+        let (d, n) = measure(child, sizes);
+        (depth.max(d.saturating_add(1)), nodes.saturating_add(n))
     })
 }
 
@@ -769,6 +780,30 @@ mod tests {
         let (round, e) = failed.expect("refused before 2^20 nodes");
         assert!(round < 15, "{round}");
         assert!(e.message.contains("more than a metric may have"), "{e}");
+    }
+
+    #[test]
+    fn a_replacement_used_many_times_is_measured_before_it_is_built() {
+        // 400 uses of a name that stands for 400 uses of another, and so on:
+        // 400^3 nodes at the third level if it were built.
+        let wide = vec!["x"; 400].join(" + ");
+        let mut e = Expr::parse("x").expect("parses");
+        let mut refused = None;
+        for level in 0..4 {
+            let inner = e.clone();
+            match Expr::parse(&wide)
+                .and_then(|w| w.substitute(|_| Ok::<_, ExprError>(Some(inner.clone()))))
+            {
+                Ok(next) => e = next,
+                Err(err) => {
+                    refused = Some((level, err));
+                    break;
+                }
+            }
+        }
+        let (level, err) = refused.expect("refused");
+        assert_eq!(level, 1, "400 x 400 nodes are more than 8,000");
+        assert!(err.message.contains("more than a metric may have"), "{err}");
     }
 
     #[test]

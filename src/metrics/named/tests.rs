@@ -281,3 +281,34 @@ fn on_a_hybrid_cpu_each_core_type_computes_its_own_over_its_own_events() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_table_whose_metrics_refer_to_each_other_widely_is_refused_not_waited_for() {
+    // Fifteen levels of ten metrics, each the sum of the ten of the next
+    // level, over `cycles` at the bottom: 10^15 uses of `cycles` written
+    // out. Each level is measured before it is built, so the writing out
+    // stops at the first level too large.
+    let mut metrics = Vec::new();
+    for level in 0..15 {
+        let next: Vec<String> = (0..10).map(|j| format!("m{}_{j}", level + 1)).collect();
+        for j in 0..10 {
+            metrics.push(metric(
+                &format!("m{level}_{j}"),
+                &next.join(" + "),
+                &[],
+                None,
+            ));
+        }
+    }
+    for j in 0..10 {
+        metrics.push(metric(&format!("m15_{j}"), "cycles", &[], None));
+    }
+    let c = Catalog::new(metrics, literals(), "wide tables".into());
+    let e = c.resolve("m0_0").expect_err("too large").to_string();
+    assert!(e.contains("more than a metric may have"), "{e}");
+    // Three levels up from the bottom is 1,000 uses of `cycles`: within
+    // bounds.
+    let m12 = c.resolve("m12_3").expect("within bounds");
+    assert_eq!(m12[0].expr.names(), ["cycles"]);
+    assert_eq!(m12[0].expr.eval(&[1.0]), Some(1000.0));
+}
