@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{Exporter, config_file, cpu_id, has_hardware_pmu, require_root, run_cgperf};
+use common::{Exporter, config_file, has_hardware_pmu, require_root, run_cgperf, table_tree};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -20,23 +20,16 @@ use std::time::{Duration, Instant};
 /// whose table is this machine's: `ex_ret_instr` and `INST_RETIRED.ANY`
 /// both encode retired instructions (event 0xc0 on AMD and Intel alike).
 fn tree() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let x86 = dir.path().join("x86/cgperftest");
-    std::fs::create_dir_all(&x86).expect("mkdir");
-    std::fs::write(
-        dir.path().join("x86/mapfile.csv"),
-        format!("Family-model,Version,Filename,EventType\nNoSuchVendor-1-1,v1,nothing,core\n{},v1,cgperftest,core\n", cpu_id()),
-    )
-    .expect("mapfile");
-    std::fs::write(
-        x86.join("pipeline.json"),
-        r#"[
+    table_tree(
+        &["NoSuchVendor-1-1,v1,nothing,core"],
+        &[(
+            "pipeline.json",
+            r#"[
   {"EventName": "ex_ret_instr", "EventCode": "0xc0", "BriefDescription": "Retired Instructions."},
   {"EventName": "INST_RETIRED.ANY", "EventCode": "0x00", "UMask": "0x01", "BriefDescription": "Instructions retired (fixed counter)."}
 ]"#,
+        )],
     )
-    .expect("events");
-    dir
 }
 
 fn arg(dir: &Path) -> String {

@@ -39,14 +39,9 @@ pub(crate) struct RawConfig {
 }
 
 /// One `metrics:` entry: the name of a metric or metric group of the CPU's
-/// tables (`- IPC`), or a mapping.
-#[derive(Debug)]
-pub(crate) enum RawMetricItem {
-    /// `- TopdownL1`
-    Name(String),
-    /// `- name: ...`, with `expr:` for a metric of the config's own.
-    Entry(Box<RawMetric>),
-}
+/// tables (`- IPC`), or a mapping (`- name: ...`, with `expr:` for a metric
+/// of the config's own).
+pub(crate) type RawMetricItem = NameOr<RawMetric>;
 
 /// The mapping form of a `metrics:` entry; without `expr`, `name` is a
 /// metric or metric group of the CPU's tables.
@@ -86,31 +81,46 @@ impl RawMetricItem {
     }
 }
 
-impl<'de> Deserialize<'de> for RawMetricItem {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ItemVisitor;
+impl Expecting for RawMetric {
+    const EXPECTING: &'static str = "a metric or metric group of the CPU's tables (`IPC`), or a mapping with `name:` and `expr:`";
+}
 
-        impl<'de> Visitor<'de> for ItemVisitor {
-            type Value = RawMetricItem;
+/// A list entry written as a name alone, or as a mapping that adds to it.
+#[derive(Debug)]
+pub(crate) enum NameOr<T> {
+    /// `- NAME`
+    Name(String),
+    /// `- name: ...` with more.
+    Entry(Box<T>),
+}
+
+/// What a [`NameOr`] list entry is, for the error of one that is neither.
+pub(crate) trait Expecting {
+    const EXPECTING: &'static str;
+}
+
+impl<'de, T: Deserialize<'de> + Expecting> Deserialize<'de> for NameOr<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EntryVisitor<T>(std::marker::PhantomData<T>);
+
+        impl<'de, T: Deserialize<'de> + Expecting> Visitor<'de> for EntryVisitor<T> {
+            type Value = NameOr<T>;
 
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(
-                    "a metric or metric group of the CPU's tables (`IPC`), or a mapping with \
-                     `name:` and `expr:`",
-                )
+                f.write_str(T::EXPECTING)
             }
 
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawMetricItem, E> {
-                Ok(RawMetricItem::Name(v.to_owned()))
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<NameOr<T>, E> {
+                Ok(NameOr::Name(v.to_owned()))
             }
 
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawMetricItem, A::Error> {
-                RawMetric::deserialize(serde::de::value::MapAccessDeserializer::new(map))
-                    .map(|entry| RawMetricItem::Entry(Box::new(entry)))
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<NameOr<T>, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(|entry| NameOr::Entry(Box::new(entry)))
             }
         }
 
-        deserializer.deserialize_any(ItemVisitor)
+        deserializer.deserialize_any(EntryVisitor(std::marker::PhantomData))
     }
 }
 
@@ -142,13 +152,7 @@ pub(crate) struct RawSelector {
 
 /// One `tracepoints:` entry: `subsys:name`, or a mapping that adds a
 /// filter, a label name or counting by field values.
-#[derive(Debug)]
-pub(crate) enum RawTracepoint {
-    /// `- sched:sched_switch`
-    Name(String),
-    /// `- name: ...` with options.
-    Entry(Box<RawTracepointEntry>),
-}
+pub(crate) type RawTracepoint = NameOr<RawTracepointEntry>;
 
 /// The mapping form of a `tracepoints:` entry.
 #[derive(Debug, Deserialize)]
@@ -165,29 +169,8 @@ pub(crate) struct RawTracepointEntry {
     pub syscall_name: Option<Text>,
 }
 
-impl<'de> Deserialize<'de> for RawTracepoint {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct EntryVisitor;
-
-        impl<'de> Visitor<'de> for EntryVisitor {
-            type Value = RawTracepoint;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a tracepoint `subsystem:name` or a mapping with `name:`")
-            }
-
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawTracepoint, E> {
-                Ok(RawTracepoint::Name(v.to_owned()))
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawTracepoint, A::Error> {
-                RawTracepointEntry::deserialize(serde::de::value::MapAccessDeserializer::new(map))
-                    .map(|entry| RawTracepoint::Entry(Box::new(entry)))
-            }
-        }
-
-        deserializer.deserialize_any(EntryVisitor)
-    }
+impl Expecting for RawTracepointEntry {
+    const EXPECTING: &'static str = "a tracepoint `subsystem:name` or a mapping with `name:`";
 }
 
 /// One `probes:` entry: exactly one of `uprobe:` and `kprobe:`, and `as:`.

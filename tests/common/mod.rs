@@ -750,3 +750,23 @@ pub fn cpu_id() -> String {
         num("model")
     )
 }
+
+/// A perf pmu-events tree whose table is this machine's CPU's
+/// (`DIR/x86/mapfile.csv`, its row first after any of `other_rows`), with
+/// `files` (name, JSON) in `DIR/x86/cgperftest/`.
+pub fn table_tree(other_rows: &[&str], files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cpu = dir.path().join("x86/cgperftest");
+    std::fs::create_dir_all(&cpu).expect("mkdir");
+    let mut mapfile = String::from("Family-model,Version,Filename,EventType\n");
+    for row in other_rows {
+        mapfile.push_str(row);
+        mapfile.push('\n');
+    }
+    mapfile.push_str(&format!("{},v1,cgperftest,core\n", cpu_id()));
+    std::fs::write(dir.path().join("x86/mapfile.csv"), mapfile).expect("mapfile");
+    for (name, json) in files {
+        std::fs::write(cpu.join(name), json).expect("a table file");
+    }
+    dir
+}
