@@ -293,8 +293,10 @@ fn table_for(
 }
 
 /// The events and metrics of `pmu` in `files`, each sorted by name ignoring
-/// case, the first of a name kept. Metrics the table gives to another PMU
-/// (`Unit: cpu_atom` when `pmu` is `cpu_core`) are left out.
+/// case, the first of a name kept. Metrics the table gives to another core
+/// type (`Unit: cpu_atom` when `pmu` is `cpu_core`) are left out; those of
+/// an uncore unit (`Unit: iMC`) are kept, as perf lists them: their events
+/// say why they do not count per cgroup.
 fn read_files(
     source: Source<'_>,
     files: &[String],
@@ -306,7 +308,8 @@ fn read_files(
     for file in files {
         for entry in read_entries(source, file)? {
             if let Some(m) = metric::metric(&entry) {
-                if m.unit.as_deref().is_none_or(|u| u == pmu) {
+                let other_core = |u: &str| u != pmu && (u == "cpu" || u.starts_with("cpu_"));
+                if !m.unit.as_deref().is_some_and(other_core) {
                     metrics.push(m);
                 }
                 continue;

@@ -280,7 +280,9 @@ fn amd_tree(dir: &Path) -> PathBuf {
     .unwrap();
     std::fs::write(
         arch.join("x86/amdzen3/recommended.json"),
-        r#"[{"MetricName": "ipc", "MetricExpr": "ex_ret_instr / ls_not_halted_cyc"}]"#,
+        r#"[{"MetricName": "ipc", "MetricExpr": "ex_ret_instr / ls_not_halted_cyc"},
+  {"MetricName": "dram_bw", "MetricExpr": "umc@x@ / duration_time", "Unit": "umc"},
+  {"MetricName": "atom_ipc", "MetricExpr": "a / b", "Unit": "cpu_atom"}]"#,
     )
     .unwrap();
     arch
@@ -317,6 +319,14 @@ fn amd_events_come_from_a_perf_tree_given_at_run_time() {
         "event bits 8-11 go to config 32-35"
     );
     assert_eq!(tables.tables()[0].events.len(), 4, "metrics are not events");
+    // perf lists an uncore unit's metrics too (they do not count per
+    // cgroup: their events say why); another core type's are its own.
+    let metrics: Vec<&str> = tables.tables()[0]
+        .metrics
+        .iter()
+        .map(|m| m.name.as_str())
+        .collect();
+    assert_eq!(metrics, ["dram_bw", "ipc"]);
     // The tree wins over the embedded tables where it has the CPU's row.
     let spr = EventTables::load(&root, &x86("GenuineIntel-6-8F-8"), Some(&arch)).unwrap();
     let files = &spr.tables()[0].files;
