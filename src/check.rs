@@ -5,13 +5,12 @@ use crate::backend::choose::{Kind, choose};
 use crate::config::{CgroupPattern, Config};
 use crate::ids::GroupId;
 use crate::list::{NAME_MAX, column_width};
-use crate::machine::{Discovered, Machine};
+use crate::machine::{CpuTables, Discovered, Machine};
 use crate::plan::Probe;
 use crate::plan::{self, Plan};
 use crate::snapshot::Support;
 use anyhow::Context;
 use std::io::Write;
-use std::path::Path;
 
 /// One line of the table.
 struct Row {
@@ -21,17 +20,13 @@ struct Row {
 }
 
 /// Probes every group, event and tracepoint of `config` and writes the table.
-/// `event_tables` is `--event-tables`.
-pub fn run(
-    config: &Config,
-    event_tables: Option<&Path>,
-    out: &mut dyn Write,
-) -> anyhow::Result<Verdict> {
+/// `tables` are the CPU's, read at start.
+pub fn run(config: &Config, tables: CpuTables, out: &mut dyn Write) -> anyhow::Result<Verdict> {
     let Discovered {
         cgroupfs,
         cpus,
         machine,
-    } = Machine::discover(event_tables)?;
+    } = Machine::discover(tables)?;
     writeln!(out, "config:      valid")?;
     writeln!(out, "cgroup2:     {}", cgroupfs.root().display())?;
     match &machine.tracefs {

@@ -153,15 +153,15 @@ pub fn main() -> ExitCode {
         Some(Command::Check) => true,
         None => false,
     };
-    let catalog = match crate::machine::metric_catalog(cli.event_tables.as_deref()) {
-        Ok(catalog) => std::sync::Arc::new(catalog),
+    let tables = match crate::machine::CpuTables::read(cli.event_tables.as_deref()) {
+        Ok(tables) => tables,
         // As when the machine cannot be discovered: not the config's fault.
         Err(e) => {
             eprintln!("cgperf: {e:#}");
             return ExitCode::from(2);
         }
     };
-    let (config, loaded) = match reload::load(cli.config_file.as_deref(), &catalog) {
+    let (config, loaded) = match reload::load(cli.config_file.as_deref(), &tables.metrics) {
         Ok(loaded) => loaded,
         Err(e) => {
             eprintln!("cgperf: invalid config: {e}");
@@ -176,7 +176,6 @@ pub fn main() -> ExitCode {
         }
     };
     let result = if check {
-        let tables = cli.event_tables.as_deref();
         match check::run(&config, tables, &mut std::io::stdout().lock()) {
             Ok(check::Verdict::NothingCountable) => return ExitCode::from(NOTHING_COUNTABLE),
             checked => checked.map(drop),
@@ -214,7 +213,7 @@ pub fn main() -> ExitCode {
             config,
             otlp,
             config_file: cli.config_file,
-            event_tables: cli.event_tables,
+            tables,
             loaded,
             endpoint,
             cri_sockets,

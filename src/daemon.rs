@@ -15,7 +15,7 @@ use crate::exporter::otlp::{self, OtlpStats};
 use crate::exporter::web::{self, ListenAddress, WebConfig};
 use crate::exporter::{http, prometheus::Exposition};
 use crate::labels::Extractor;
-use crate::machine::{Discovered, Machine};
+use crate::machine::{CpuTables, Discovered, Machine};
 use crate::plan::Plan;
 use crate::snapshot::Latest;
 use crate::{deadline, reload};
@@ -65,8 +65,8 @@ pub struct Options {
     pub otlp: Option<OtlpConfig>,
     /// The config file, `None` for the embedded default.
     pub config_file: Option<PathBuf>,
-    /// `--event-tables`: a directory of event tables searched first.
-    pub event_tables: Option<PathBuf>,
+    /// The CPU's event tables and metrics, read at start.
+    pub tables: CpuTables,
     /// The bytes the config was read from (`None` for the default), against
     /// which the watcher compares the file later.
     pub loaded: Option<Vec<u8>>,
@@ -124,7 +124,7 @@ impl Daemon {
             config,
             otlp,
             config_file,
-            event_tables,
+            tables,
             loaded,
             endpoint,
             cri_sockets,
@@ -154,7 +154,7 @@ impl Daemon {
             cgroupfs,
             cpus,
             machine,
-        } = Machine::discover(event_tables.as_deref())?;
+        } = Machine::discover(tables)?;
         tracing::info!(
             cgroup2 = %cgroupfs.root().display(),
             tracefs = %machine.tracefs.as_ref().map_or_else(|e| e.clone(), |t| t.root().display().to_string()),

@@ -133,18 +133,11 @@ pub struct Listing {
 pub fn run(args: &ListArgs, event_tables: Option<&Path>, out: &mut dyn Write) -> io::Result<()> {
     let tracefs = Tracefs::locate();
     let pmu_root = Path::new(events::PMU_ROOT);
-    let discovered = crate::machine::Machine::discover(event_tables);
-    let (tables, catalog) = match &discovered {
-        Ok(found) => (found.machine.tables.clone(), found.machine.metrics.clone()),
-        Err(_) => {
-            let tables = crate::machine::event_tables(pmu_root, event_tables)
-                .map_err(|e| io::Error::other(format!("{e:#}")))?;
-            let catalog = crate::machine::metric_catalog(event_tables)
-                .map_err(|e| io::Error::other(format!("{e:#}")))?;
-            (std::sync::Arc::new(tables), std::sync::Arc::new(catalog))
-        }
-    };
-    let mut listing = gather(pmu_root, &tables, tracefs.as_ref());
+    let tables = crate::machine::CpuTables::read(event_tables)
+        .map_err(|e| io::Error::other(format!("{e:#}")))?;
+    let (events, catalog) = (tables.events.clone(), tables.metrics.clone());
+    let discovered = crate::machine::Machine::discover(tables);
+    let mut listing = gather(pmu_root, &events, tracefs.as_ref());
     listing.entries.extend(metric_entries(&catalog));
     for problem in &listing.problems {
         eprintln!("cgperf list: {problem}");

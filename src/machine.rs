@@ -45,15 +45,41 @@ pub struct Discovered {
     pub machine: Machine,
 }
 
+/// The event tables of this machine's CPU and their metrics, read once at
+/// start: before the config (whose `metrics:` may name the tables'), and
+/// handed to [`Machine::discover`].
+#[derive(Debug, Clone)]
+pub struct CpuTables {
+    /// The vendor's event names.
+    pub events: Arc<events::EventTables>,
+    /// Their metrics, with this machine's literals.
+    pub metrics: Arc<Catalog>,
+}
+
+impl CpuTables {
+    /// Reads the tables of this machine's CPU: from `dir`
+    /// (`--event-tables`) where it has them, else the embedded ones. A
+    /// table there that cannot be read is an error naming the file.
+    pub fn read(dir: Option<&Path>) -> anyhow::Result<Self> {
+        let ident = events::CpuIdent::read(Path::new("/proc/cpuinfo"), Path::new(CPU_SYSFS));
+        let events = events::EventTables::load(Path::new(events::PMU_ROOT), &ident, dir)
+            .context("reading the event tables (--event-tables)")?;
+        let online = cpus::online().unwrap_or_default();
+        let metrics = Catalog::of(&events, literals(&online));
+        Ok(Self {
+            events: Arc::new(events),
+            metrics: Arc::new(metrics),
+        })
+    }
+}
+
 impl Machine {
-    /// Finds the cgroup2 mount, the online CPUs, the PMUs and tracefs.
+    /// Finds the cgroup2 mount, the online CPUs, the PMUs and tracefs; the
+    /// CPU's `tables` were read already ([`CpuTables::read`]).
     ///
     /// Fails without a cgroup2 mount or without an online CPU: nothing can
     /// be counted then. tracefs may be missing (its reason is kept).
-    /// `event_tables` (`--event-tables`) is searched for this CPU's event
-    /// tables before the embedded ones; a table there that cannot be read
-    /// is an error naming the file.
-    pub fn discover(dir: Option<&Path>) -> anyhow::Result<Discovered> {
+    pub fn discover(tables: CpuTables) -> anyhow::Result<Discovered> {
         let cgroupfs = CgroupFs::locate().map_err(anyhow::Error::msg)?;
         let cpus = cpus::online().map_err(anyhow::Error::msg)?;
         let probe_cpu = *cpus.first().context("no CPU is online")?;
@@ -66,10 +92,9 @@ impl Machine {
             );
             events::CorePmus::default()
         });
-        let tables = event_tables(&pmu_root, dir)?;
         let machine = Machine {
-            metrics: Arc::new(Catalog::of(&tables, literals(&cpus))),
-            tables: Arc::new(tables),
+            tables: tables.events,
+            metrics: tables.metrics,
             pmu_root,
             tracefs: Tracefs::locate(),
             probe_cgroup: cgroupfs.root().to_path_buf(),
@@ -82,23 +107,6 @@ impl Machine {
             machine,
         })
     }
-}
-
-/// The event tables of this machine's CPU, for the core PMUs under
-/// `pmu_root`: from `dir` (`--event-tables`) where it has them, else the
-/// embedded ones.
-pub fn event_tables(pmu_root: &Path, dir: Option<&Path>) -> anyhow::Result<events::EventTables> {
-    let ident = events::CpuIdent::read(Path::new("/proc/cpuinfo"), Path::new(CPU_SYSFS));
-    events::EventTables::load(pmu_root, &ident, dir)
-        .context("reading the event tables (--event-tables)")
-}
-
-/// The metrics of this machine's CPU tables (see [`event_tables`]), for
-/// reading a config before the rest of the machine is discovered.
-pub fn metric_catalog(dir: Option<&Path>) -> anyhow::Result<Catalog> {
-    let tables = event_tables(Path::new(events::PMU_ROOT), dir)?;
-    let online = cpus::online().unwrap_or_default();
-    Ok(Catalog::of(&tables, literals(&online)))
 }
 
 /// The values of perf's metric literals on this machine, whose online CPUs

@@ -272,7 +272,8 @@ fn perf_list_metrics() -> Vec<(String, String)> {
 fn every_metric_perf_lists_for_this_cpu_is_cgperfs_with_the_same_value() {
     let dir = tables_dir();
     let perf = perf_list_metrics();
-    let catalog = cgperf::machine::metric_catalog(Some(&dir)).expect("the tables read");
+    let tables = cgperf::machine::CpuTables::read(Some(&dir)).expect("the tables read");
+    let catalog = &tables.metrics;
     if perf.is_empty() {
         assert!(
             catalog.metrics().is_empty(),

@@ -17,7 +17,7 @@ use crate::backend::choose::choose;
 use crate::config::{CgroupPattern, Config, ConfigError, MetricDef};
 use crate::discovery::{CgroupFs, Discovery};
 use crate::engine::{Engine, FdBudget, raise_nofile_limit};
-use crate::machine::{Discovered, Machine};
+use crate::machine::{CpuTables, Discovered, Machine};
 use crate::metrics::Catalog;
 use crate::snapshot::Latest;
 use child::{FreshCgroup, Signals, Wake};
@@ -340,7 +340,9 @@ fn setup(
         cgroupfs,
         cpus,
         machine,
-    } = Machine::discover(event_tables).map_err(StatError::Machine)?;
+    } = CpuTables::read(event_tables)
+        .and_then(Machine::discover)
+        .map_err(StatError::Machine)?;
     // Under the deadline start-up and `cgperf check` read theirs with: a
     // file system that does not answer fails the run, naming the file.
     let file = config_file
