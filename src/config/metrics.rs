@@ -46,6 +46,16 @@ struct Counted<'a> {
     tracepoints: Vec<TracepointDef>,
 }
 
+/// The metrics defined so far, with every metric's name and those of the
+/// entries that define one metric (not a group): a name defined twice is
+/// a mistake, a metric of two groups is computed once.
+#[derive(Default)]
+struct Defined {
+    defs: Vec<MetricDef>,
+    names: Vec<(String, Location)>,
+    explicit: Vec<(String, Location)>,
+}
+
 /// What the metrics scheduled: the groups of their events, and their
 /// tracepoints.
 pub(super) struct Scheduled {
@@ -108,73 +118,72 @@ impl Validator<'_> {
         (groups, tracepoints, probes): (&[GroupDef], &[TracepointDef], &[ProbeDef]),
     ) -> (Vec<MetricDef>, Scheduled) {
         let counted = &mut Counted::of(groups, tracepoints, probes);
-        let mut defs: Vec<MetricDef> = Vec::with_capacity(list.len());
-        // Every metric's name, and those of the entries that define one
-        // metric (not a group): a name defined twice is a mistake, a metric
-        // of two groups is computed once.
-        let mut names: Vec<(String, Location)> = Vec::with_capacity(list.len());
-        let mut explicit: Vec<(String, Location)> = Vec::with_capacity(list.len());
+        let mut defined = Defined::default();
         for item in list {
             let raw = metric_entry(item);
             let Some(expr) = raw.expr.clone() else {
-                let found = self.keep(self.named(&raw, &explicit)).unwrap_or_default();
-                let group = found.len() > 1
-                    || found
-                        .iter()
-                        .all(|m| !m.name.eq_ignore_ascii_case(&raw.name.value));
-                for metric in found {
-                    // A metric two groups share, or a group and one of its
-                    // metrics, is computed once.
-                    // A metric of the config's own of the same name is
-                    // a mistake; the same metric again is computed once.
-                    if let Some(def) = defs.iter().find(|d| d.name == metric.name) {
-                        if def.formula != metric.formula
-                            && let Some((_, first)) = names.iter().find(|(n, _)| *n == def.name)
-                        {
-                            self.keep::<()>(Err(self
-                                .error(
-                                    raw.name.referenced,
-                                    format!(
-                                        "metric {} of {} is also defined at line {}, column {}",
-                                        quote(&metric.name),
-                                        quote(&raw.name.value),
-                                        first.line(),
-                                        first.column()
-                                    ),
-                                )
-                                .hint("rename the metric of your own")));
-                        }
-                        continue;
-                    }
-                    if !group {
-                        explicit.push((metric.name.clone(), raw.name.referenced));
-                    }
-                    names.push((metric.name.clone(), raw.name.referenced));
-                    let at = raw.name.referenced;
-                    let def = self.schedule(&raw.name.value, metric, at, counted);
-                    if let Some(def) = self.keep(def) {
-                        defs.push(def);
-                    }
-                }
+                self.tables_entry(&raw, &mut defined, counted);
                 continue;
             };
             let name = &raw.name;
-            let named = self.keep(self.metric_name(name, &names));
-            if named.is_some() {
-                names.push((name.value.clone(), name.referenced));
-                explicit.push((name.value.clone(), name.referenced));
+            if self.keep(self.metric_name(name, &defined.names)).is_none() {
+                continue;
             }
-            if named.is_some()
-                && let Some(def) = self.keep(self.metric(raw, &expr, counted))
-            {
-                defs.push(def);
+            defined.names.push((name.value.clone(), name.referenced));
+            defined.explicit.push((name.value.clone(), name.referenced));
+            if let Some(def) = self.keep(self.metric(raw, &expr, counted)) {
+                defined.defs.push(def);
             }
         }
         let scheduled = Scheduled {
             groups: std::mem::take(&mut counted.groups),
             tracepoints: std::mem::take(&mut counted.tracepoints),
         };
-        (defs, scheduled)
+        (defined.defs, scheduled)
+    }
+
+    /// Defines the metrics of the CPU's tables that `raw` (an entry without
+    /// `expr`) names. A metric two groups share, or a group and one of its
+    /// metrics, is computed once; one that a metric of the config's own
+    /// already names is a mistake.
+    fn tables_entry(&self, raw: &RawMetric, defined: &mut Defined, counted: &mut Counted<'_>) {
+        let found = self
+            .keep(self.named(raw, &defined.explicit))
+            .unwrap_or_default();
+        let group = found.len() > 1
+            || found
+                .iter()
+                .all(|m| !m.name.eq_ignore_ascii_case(&raw.name.value));
+        let at = raw.name.referenced;
+        for metric in found {
+            if let Some(def) = defined.defs.iter().find(|d| d.name == metric.name) {
+                let first = defined.names.iter().find(|(n, _)| *n == def.name);
+                if def.formula != metric.formula
+                    && let Some((_, first)) = first
+                {
+                    self.keep::<()>(Err(self
+                        .error(
+                            at,
+                            format!(
+                                "metric {} of {} is also defined at line {}, column {}",
+                                quote(&metric.name),
+                                quote(&raw.name.value),
+                                first.line(),
+                                first.column()
+                            ),
+                        )
+                        .hint("rename the metric of your own")));
+                }
+                continue;
+            }
+            if !group {
+                defined.explicit.push((metric.name.clone(), at));
+            }
+            defined.names.push((metric.name.clone(), at));
+            if let Some(def) = self.keep(self.schedule(&raw.name.value, metric, at, counted)) {
+                defined.defs.push(def);
+            }
+        }
     }
 
     /// The metrics of the CPU's tables that a `metrics:` entry without
