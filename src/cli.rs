@@ -40,7 +40,7 @@ pub struct Cli {
     /// A directory of event tables, searched for this CPU's vendor event
     /// names (`BR_INST_RETIRED.NEAR_TAKEN`, `ex_ret_instr`) and metrics
     /// (`IPC`, `TopdownL1`) before the tables built into cgperf (Intel's
-    /// and Arm's events): perf's `tools/perf/pmu-events/arch` from the
+    /// and Arm's events, Intel's server metrics): perf's `tools/perf/pmu-events/arch` from the
     /// kernel source (AMD, any newer CPU, metrics; `scripts/perf-tables
     /// DIR` writes the installed perf's) or a checkout of Intel's perfmon.
     /// Read once, at start.
