@@ -19,11 +19,8 @@ const GETPRIORITY: &str = "syscalls:sys_enter_getpriority";
 /// `calls` getppid, `pages` fresh pages touched and `prio` calls of
 /// `getpriority(PRIO_PGRP, 0)` (`which` = 1), in `cgroup`.
 fn workload(cgroup: &Path, calls: u64, pages: usize, prio: u64) {
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
     in_child(Some(cgroup), move || {
-        // SAFETY: raw syscalls; the mapping is written only within its
-        // length and unmapped after.
+        // SAFETY: raw syscalls without memory arguments.
         unsafe {
             for _ in 0..calls {
                 libc::syscall(libc::SYS_getppid);
@@ -31,23 +28,8 @@ fn workload(cgroup: &Path, calls: u64, pages: usize, prio: u64) {
             for _ in 0..prio {
                 libc::syscall(libc::SYS_getpriority, libc::PRIO_PGRP, 0);
             }
-            let len = pages * page;
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            if p == libc::MAP_FAILED {
-                libc::_exit(5);
-            }
-            for i in 0..pages {
-                std::ptr::write_volatile(p.cast::<u8>().add(i * page), 1);
-            }
-            libc::munmap(p, len);
         }
+        touch_pages(pages);
     });
 }
 

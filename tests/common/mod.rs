@@ -134,6 +134,35 @@ pub fn getppid_workload(cgroup: Option<&Path>, n: u64) {
     });
 }
 
+/// Touches `pages` fresh anonymous pages, one write each: exactly that many
+/// page faults at least, wherever the caller's stack sits. For [`in_child`]'s
+/// work after the move: a forked child otherwise faults only where its
+/// stack crosses into a page it has not written since the fork, which
+/// depends on the address layout.
+pub fn touch_pages(pages: usize) {
+    // SAFETY: sysconf has no preconditions; the mapping is written only
+    // within its length and unmapped after.
+    unsafe {
+        let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
+        let len = pages * page;
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if p == libc::MAP_FAILED {
+            libc::_exit(5);
+        }
+        for i in 0..pages {
+            std::ptr::write_volatile(p.cast::<u8>().add(i * page), 1);
+        }
+        libc::munmap(p, len);
+    }
+}
+
 /// The monotonic clock in milliseconds, by a raw `clock_gettime` (which
 /// [`in_child`]'s work may call).
 pub fn monotonic_millis() -> i64 {
