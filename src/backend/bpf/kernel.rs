@@ -21,8 +21,8 @@ use crate::ids::GroupId;
 use crate::perf::{CounterGroup, Errno, OpenError, Target};
 use crate::plan::GroupSpec;
 use aya::maps::{Array, Map, MapData};
-use aya::programs::{RawTracePoint, RawTracePointRunOptions, TestRun};
-use aya::{Ebpf, EbpfLoader, Pod};
+use aya::programs::{BtfTracePoint, RawTracePoint, RawTracePointRunOptions, TestRun};
+use aya::{Btf, Ebpf, EbpfLoader, Pod};
 use memmap2::{MmapOptions, MmapRaw};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
@@ -33,11 +33,15 @@ use std::sync::atomic::AtomicU64;
 struct Aligned<T: ?Sized>(T);
 static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!("count.bpf.o"));
 
-/// The program that charges at context switches, and flushes when
-/// test-run, as named in `count.bpf.c`.
+/// The program that charges at context switches, as named in
+/// `count.bpf.c`.
 const PROGRAM: &str = "charge";
-/// Where it runs: the task switched out is still `current` there.
+/// Where it runs, with typed arguments: the task switched out is still
+/// `current` there.
 const TRACEPOINT: &str = "sched_switch";
+/// The same charge with no task switched to, test-run to flush a CPU (a
+/// typed program cannot be test-run on a CPU); never attached.
+const FLUSH: &str = "flush";
 /// The program that charges a task moving itself to the cgroup it leaves.
 const MOVED: &str = "moved";
 /// Where that one runs: after a move, in the mover's context.
@@ -111,9 +115,20 @@ fn map_array(ebpf: &Ebpf, name: &str, len: usize) -> Result<MmapRaw, Unavailable
         .map_err(|e| Unavailable::from_kernel(failed(&format!("mapping {name}"), &e)))
 }
 
-/// Runs `ebpf`'s counting program on `cpu` ([`Kernel::flush_one`]).
+/// The program `name` of `ebpf`, of the type `P` it has in `count.bpf.c`.
+fn program<'a, P>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut P, Unavailable>
+where
+    &'a mut P: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    ebpf.program_mut(name)
+        .ok_or_else(|| Unavailable::broken(&format!("the object lacks the program {name}")))?
+        .try_into()
+        .map_err(|e| Unavailable::from_kernel(failed("the BPF program", &e)))
+}
+
+/// Runs `ebpf`'s flush on `cpu` ([`Kernel::flush_one`]).
 fn flush_one(ebpf: &Ebpf, cpu: u32) -> Result<(), Errno> {
-    let Some(program) = ebpf.program(PROGRAM) else {
+    let Some(program) = ebpf.program(FLUSH) else {
         return Err(Errno(libc::ENOENT));
     };
     let Ok(program) = <&RawTracePoint>::try_from(program) else {
@@ -152,18 +167,28 @@ impl Kernel {
             .map_max_entries("chains", cpus.saturating_mul(CHAINS))
             .load(&OBJECT.0)
             .map_err(|e| Unavailable::from_kernel(failed("loading the BPF maps", &e)))?;
-        for (name, tracepoint) in [(PROGRAM, TRACEPOINT), (MOVED, ATTACH)] {
-            let program: &mut RawTracePoint = ebpf
-                .program_mut(name)
-                .ok_or_else(|| Unavailable::broken("the object lacks a program"))?
-                .try_into()
-                .map_err(|e| Unavailable::from_kernel(failed("the BPF program", &e)))?;
+        // The loader kept its own parse of the kernel's BTF until here,
+        // without a way to lend it: parsed again (about 17 ms), once that
+        // one is gone, so that the two never take memory together.
+        let btf = Btf::from_sys_fs()
+            .map_err(|e| Unavailable::from_kernel(failed("reading the kernel's BTF", &e)))?;
+        let charge: &mut BtfTracePoint = program(&mut ebpf, PROGRAM)?;
+        charge
+            .load(TRACEPOINT, &btf)
+            .map_err(|e| Unavailable::from_kernel(failed("loading the BPF program", &e)))?;
+        charge.attach().map_err(|e| {
+            Unavailable::from_kernel(failed(&format!("attaching to {TRACEPOINT}"), &e))
+        })?;
+        for (name, tracepoint) in [(FLUSH, None), (MOVED, Some(ATTACH))] {
+            let program: &mut RawTracePoint = program(&mut ebpf, name)?;
             program
                 .load()
                 .map_err(|e| Unavailable::from_kernel(failed("loading the BPF program", &e)))?;
-            program.attach(tracepoint).map_err(|e| {
-                Unavailable::from_kernel(failed(&format!("attaching to {tracepoint}"), &e))
-            })?;
+            if let Some(tracepoint) = tracepoint {
+                program.attach(tracepoint).map_err(|e| {
+                    Unavailable::from_kernel(failed(&format!("attaching to {tracepoint}"), &e))
+                })?;
+            }
         }
         let Some(Map::ArrayOfMaps(counters)) = ebpf.take_map("counters") else {
             return Err(Unavailable::broken("the object lacks its counters"));
@@ -295,10 +320,10 @@ impl Kernel {
 
     /// The descriptors the programs hold besides the perf events: their
     /// maps (nine, the hash of monitored cgroups in use and a perf event
-    /// array per counter position placed so far), the programs and their
-    /// attachments.
+    /// array per counter position placed so far), the three programs and
+    /// the two attachments.
     pub fn own_fds(&self) -> u64 {
-        14 + self.arrays.len() as u64
+        15 + self.arrays.len() as u64
     }
 
     /// Opens the new groups on `cpu` and hands their counters to the

@@ -29,7 +29,7 @@ impl Unavailable {
             Some(libc::EINVAL | libc::ENOENT | libc::E2BIG | libc::EOPNOTSUPP) => (
                 format!("kernel support ({what})"),
                 "the program needs Linux 5.17 or later (bpf_loop, test runs on a chosen CPU, \
-                 raw tracepoints) built with BTF (CONFIG_DEBUG_INFO_BTF: \
+                 raw and typed tracepoints) built with BTF (CONFIG_DEBUG_INFO_BTF: \
                  /sys/kernel/btf/vmlinux); use the cgroup backend elsewhere"
                     .into(),
             ),
