@@ -567,7 +567,7 @@ impl Kernel {
     /// The programs' run time and run count so far (while statistics are
     /// enabled).
     pub fn runs(&self) -> (u64, u64) {
-        [PROGRAM, MOVED]
+        [PROGRAM, FLUSH, MOVED]
             .iter()
             .filter_map(|name| self.ebpf.program(name)?.info().ok())
             .fold((0, 0), |(ns, n), info| {
