@@ -340,6 +340,83 @@ impl SkipReason {
     }
 }
 
+/// Series kept in shared parts, one per counted cgroup: the next snapshot
+/// shares the part of every cgroup whose totals did not change instead of
+/// making its series again, so that an interval costs what changed in it,
+/// not what is counted (most of thousands of cgroups are idle in any
+/// interval). Read as one list, in order.
+#[derive(Debug, Clone)]
+pub struct Parts<T> {
+    parts: Vec<Arc<[T]>>,
+    len: usize,
+}
+
+impl<T> Parts<T> {
+    /// No series, with room for `parts` parts.
+    pub fn with_capacity(parts: usize) -> Self {
+        Self {
+            parts: Vec::with_capacity(parts),
+            len: 0,
+        }
+    }
+
+    /// Adds a part (nothing if it is empty).
+    pub fn push_part(&mut self, part: Arc<[T]>) {
+        if !part.is_empty() {
+            self.len += part.len();
+            self.parts.push(part);
+        }
+    }
+
+    /// Adds one series, as a part of its own.
+    pub fn push(&mut self, item: T) {
+        self.push_part(Arc::from([item]));
+    }
+
+    /// Every series, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &T> + Clone {
+        self.parts.iter().flat_map(|part| part.iter())
+    }
+
+    /// How many series.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl<T> Default for Parts<T> {
+    fn default() -> Self {
+        Self::with_capacity(0)
+    }
+}
+
+impl<T> FromIterator<T> for Parts<T> {
+    /// One part of all of them.
+    fn from_iter<I: IntoIterator<Item = T>>(items: I) -> Self {
+        let mut parts = Self::default();
+        parts.push_part(items.into_iter().collect());
+        parts
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Parts<T> {
+    type Item = &'a T;
+    type IntoIter = std::iter::FlatMap<
+        std::slice::Iter<'a, Arc<[T]>>,
+        std::slice::Iter<'a, T>,
+        fn(&'a Arc<[T]>) -> std::slice::Iter<'a, T>,
+    >;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.parts.iter().flat_map(|part| part.iter())
+    }
+}
+
 /// Everything exporters show, as of the end of one interval.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
@@ -352,13 +429,13 @@ pub struct Snapshot {
     /// The collection interval in force.
     pub interval: Duration,
     /// Event counters.
-    pub counters: Vec<CounterSample>,
+    pub counters: Parts<CounterSample>,
     /// Group times.
-    pub group_times: Vec<GroupTimeSample>,
+    pub group_times: Parts<GroupTimeSample>,
     /// Per cgroup and `by:` tracepoint, hits not counted under any value
     /// (their samples were dropped by a full ring): the labels of the
     /// entry's counters without the field labels.
-    pub events_lost: Vec<CounterSample>,
+    pub events_lost: Parts<CounterSample>,
     /// The value of each metric in each cgroup over the last interval,
     /// where it has one.
     pub metrics: Vec<MetricSample>,
@@ -415,9 +492,9 @@ impl Snapshot {
             taken_at: SystemTime::now(),
             finished: None,
             interval: crate::config::DEFAULT_INTERVAL,
-            counters: Vec::new(),
-            group_times: Vec::new(),
-            events_lost: Vec::new(),
+            counters: Parts::default(),
+            group_times: Parts::default(),
+            events_lost: Parts::default(),
             metrics: Vec::new(),
             metric_defs: Vec::new(),
             support: Vec::new(),

@@ -446,6 +446,73 @@ fn getppid_chunks_during(dirs: &[&std::path::Path], chunk: u64, during: impl FnO
 }
 
 #[test]
+fn a_cgroup_idle_for_intervals_then_counts_exactly_and_one_gone_idle_keeps_its_totals() {
+    // A snapshot shares the series of cgroups whose totals did not change;
+    // the cases where that could go wrong: a cgroup idle for several
+    // intervals that then counts, one that goes idle after counting, and
+    // a neighbour counting while they idle.
+    let (parent, [late, early]) = family("cgperf-idle", ["late", "early"]);
+    let neighbour = TestCgroup::create_under(&parent.rel, "neighbour");
+    let yaml = format!(
+        "interval: 1s
+groups:
+  sched: [task-clock, context-switches]
+tracepoints:
+  - {GETPPID}
+cgroups:
+  - match: {}/*
+",
+        parent.rel
+    );
+    let (mut bpf, by_bpf) = bpf_engine(&yaml, DEFAULT_CAPACITY);
+    let (mut cg, by_cgroup) = cgroup_engine(&yaml);
+    let collect = |bpf: &mut Engine<BpfBackend>, cg: &mut Engine| {
+        bpf.collect();
+        cg.collect();
+    };
+    collect(&mut bpf, &mut cg);
+    let (first, second, busy) = (12_345, 6_789, 1_000);
+    getppid_workload(Some(&early.dir), first);
+    collect(&mut bpf, &mut cg);
+    let mut neighbour_calls = 0;
+    for _ in 0..4 {
+        getppid_workload(Some(&neighbour.dir), busy);
+        neighbour_calls += busy;
+        collect(&mut bpf, &mut cg);
+        for (latest, backend) in [(&by_bpf, "bpf"), (&by_cgroup, "cgroup")] {
+            let clock = count(latest, &early.rel, "task-clock");
+            assert!(clock.is_some_and(|c| c > 0.0), "{backend}: {clock:?}");
+            assert_eq!(
+                getppid_counts(latest, [&late, &early, &neighbour]),
+                [Some(0.0), Some(first as f64), Some(neighbour_calls as f64)],
+                "{backend}: idle cgroups keep their series and totals"
+            );
+        }
+    }
+    let clocks = |latest: &Latest| count(latest, &early.rel, "task-clock");
+    let idle_clocks = [clocks(&by_bpf), clocks(&by_cgroup)];
+    getppid_workload(Some(&late.dir), second);
+    collect(&mut bpf, &mut cg);
+    collect(&mut bpf, &mut cg);
+    for (latest, backend) in [(&by_bpf, "bpf"), (&by_cgroup, "cgroup")] {
+        assert_eq!(
+            getppid_counts(latest, [&late, &early, &neighbour]),
+            [
+                Some(second as f64),
+                Some(first as f64),
+                Some(neighbour_calls as f64)
+            ],
+            "{backend}: counted after four idle intervals"
+        );
+    }
+    assert_eq!(
+        [clocks(&by_bpf), clocks(&by_cgroup)],
+        idle_clocks,
+        "an idle cgroup's clock stays where it was"
+    );
+}
+
+#[test]
 fn a_changed_group_hands_over_on_every_cpu_without_a_gap_or_a_double_count() {
     // The counted getppid tracepoint's filter changes at every reload
     // (each filter passes every call), its group with it, and a group of

@@ -50,6 +50,8 @@ pub struct Cgroup {
     pub path: Arc<str>,
     /// Its directory.
     pub dir: PathBuf,
+    /// Its kernel id (its directory's inode), as discovery found it.
+    pub ino: u64,
 }
 
 /// What became of a cgroup the engine asked a backend to count.

@@ -2,7 +2,7 @@
 //! within the limits, reconciling on reloads, and the totals that live
 //! while a cgroup is counted. The mechanism is a [`Backend`]'s.
 
-use super::keys::SeriesKeys;
+use super::keys::{SeriesKeys, Shown};
 use crate::backend::{Backend, Cgroup, Outcome, Wanted};
 use crate::config::MetricDef;
 use crate::cpus::CpuChanges;
@@ -27,12 +27,12 @@ pub(super) struct Entry {
     selectors: Vec<usize>,
     /// The plan generation `wanted` was made from.
     generation: u64,
-    pub labels: Labels,
+    labels: Labels,
     /// Its labels name a pod or container whose names the runtime has not
     /// given yet.
     pub unnamed: bool,
     /// What it counts.
-    pub wanted: Wanted,
+    wanted: Wanted,
     /// The metrics computed from what it counts.
     pub metrics: Vec<Arc<MetricDef>>,
     /// Their inputs' totals at the last snapshot.
@@ -44,6 +44,33 @@ pub(super) struct Entry {
     pub began: Instant,
     /// The keys of its series, kept across snapshots.
     pub keys: SeriesKeys,
+    /// Its series in the last snapshot, while what names them (its
+    /// labels, what it counts) stays the same.
+    pub shown: Option<Shown>,
+}
+
+impl Entry {
+    /// Its extra labels.
+    pub fn labels(&self) -> &Labels {
+        &self.labels
+    }
+
+    /// Gives it other labels: its series are named anew.
+    pub fn set_labels(&mut self, labels: Labels) {
+        self.labels = labels;
+        self.shown = None;
+    }
+
+    /// What it counts.
+    pub fn wanted(&self) -> &Wanted {
+        &self.wanted
+    }
+
+    /// Has it count something else: its series are made anew.
+    fn set_wanted(&mut self, wanted: Wanted) {
+        self.wanted = wanted;
+        self.shown = None;
+    }
 }
 
 /// The counted cgroups, their totals, and the backend that counts them.
@@ -90,7 +117,7 @@ impl<B: Backend> Counting<B> {
         self.extractors = extractors;
         self.backend.configure(plan);
         for entry in self.entries.values_mut() {
-            entry.labels = labels_for(&entry.path, &self.extractors);
+            entry.set_labels(labels_for(&entry.path, &self.extractors));
             entry.unnamed = named && nameable(&entry.labels);
         }
     }
@@ -150,6 +177,7 @@ impl<B: Backend> Counting<B> {
                     slot: entry.slot,
                     path: entry.path.clone(),
                     dir: fs.dir(&f.path),
+                    ino: f.ino,
                 };
                 entry.metrics = plan.metrics_for(&entry.selectors);
                 changed.push((cgroup, Wanted::of(plan, &entry.selectors)));
@@ -161,7 +189,7 @@ impl<B: Backend> Counting<B> {
                 Outcome::Counted => {
                     self.keep_totals_of(cgroup.slot, &wanted);
                     if let Some(entry) = self.entries.get_mut(&*cgroup.path) {
-                        entry.wanted = wanted;
+                        entry.set_wanted(wanted);
                     }
                 }
                 Outcome::Skipped(reason) => {
@@ -208,6 +236,7 @@ impl<B: Backend> Counting<B> {
             slot: CgroupSlot(self.next_slot),
             path: f.path.as_str().into(),
             dir: fs.dir(&f.path),
+            ino: f.ino,
         };
         self.next_slot += 1;
         let one = [(cgroup, wanted)];
@@ -234,6 +263,7 @@ impl<B: Backend> Counting<B> {
                     created: SystemTime::now(),
                     began: Instant::now(),
                     keys: SeriesKeys::default(),
+                    shown: None,
                 };
                 self.entries.insert(f.path, entry);
                 Ok(())

@@ -1,11 +1,24 @@
-//! The keys of a counted cgroup's series, kept from one snapshot to the
-//! next.
+//! What a counted cgroup keeps of its series from one snapshot to the
+//! next: their keys, and the series themselves while nothing that names
+//! them changes.
 
 use crate::ids::GroupId;
 use crate::plan::{GroupSpec, SampledSpec};
-use crate::snapshot::{Labels, SeriesKey};
+use crate::snapshot::{CounterSample, GroupTimeSample, Labels, SeriesKey};
 use std::sync::Arc;
 use std::time::SystemTime;
+
+/// The series of one counted cgroup as the last snapshot showed them:
+/// shared with the next one while its totals and what names them do not
+/// change.
+#[derive(Debug, Clone)]
+pub(super) struct Shown {
+    pub counters: Arc<[CounterSample]>,
+    pub group_times: Arc<[GroupTimeSample]>,
+    pub events_lost: Arc<[CounterSample]>,
+    /// Whether they are per CPU.
+    pub per_cpu: bool,
+}
 
 /// What names every series of a counted cgroup.
 #[derive(Debug, Clone, Copy)]

@@ -125,7 +125,7 @@ impl<B: Backend> Engine<B> {
     pub fn set_names(&mut self, names: Names) {
         self.names = Some(names);
         for entry in self.counting.entries.values_mut() {
-            entry.unnamed = nameable(&entry.labels);
+            entry.unnamed = nameable(entry.labels());
         }
     }
 
@@ -257,8 +257,9 @@ impl<B: Backend> Engine<B> {
     fn name_cgroups(&mut self) {
         let Some(names) = &self.names else { return };
         for entry in self.counting.entries.values_mut().filter(|e| e.unnamed) {
-            if let Some(named) = names.lookup(&entry.labels) {
-                entry.labels = entry.labels.iter().cloned().chain(named).collect();
+            if let Some(named) = names.lookup(entry.labels()) {
+                let labels = entry.labels().iter().cloned().chain(named).collect();
+                entry.set_labels(labels);
                 entry.unnamed = false;
             }
         }
@@ -268,7 +269,7 @@ impl<B: Backend> Engine<B> {
         let counting = &mut self.counting;
         let series = AllSeries::of(
             &mut counting.entries,
-            &counting.totals,
+            &mut counting.totals,
             self.plan.per_cpu,
             Instant::now(),
         );

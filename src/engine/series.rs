@@ -1,12 +1,12 @@
 //! From the counted cgroups and their totals to the series of a snapshot.
 
 use super::counting::Entry;
-use super::keys::{CgroupNames, GroupKeys};
+use super::keys::{CgroupNames, GroupKeys, Shown};
 use crate::config::MetricInput;
 use crate::events::{SYSCALL_LABEL, syscall_name};
 use crate::ids::GroupId;
 use crate::plan::{GroupSpec, SampledSpec};
-use crate::snapshot::{CounterSample, GroupTimeSample, MetricSample, SeriesKey};
+use crate::snapshot::{CounterSample, GroupTimeSample, MetricSample, Parts, SeriesKey};
 use crate::totals::{Counts, GroupTotals, SampledKey, Totals};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,92 +15,65 @@ use std::time::Instant;
 /// Every series of the counted cgroups.
 #[derive(Debug, Default)]
 pub(super) struct AllSeries {
-    pub counters: Vec<CounterSample>,
-    pub group_times: Vec<GroupTimeSample>,
-    pub events_lost: Vec<CounterSample>,
+    pub counters: Parts<CounterSample>,
+    pub group_times: Parts<GroupTimeSample>,
+    pub events_lost: Parts<CounterSample>,
     pub metrics: Vec<MetricSample>,
+}
+
+/// The series of one cgroup being made; reused from one cgroup to the
+/// next, so that making them allocates only the parts they end in.
+#[derive(Debug, Default)]
+struct Making {
+    counters: Vec<CounterSample>,
+    group_times: Vec<GroupTimeSample>,
+    events_lost: Vec<CounterSample>,
 }
 
 impl AllSeries {
     /// The series of every entry, per CPU or summed over CPUs, at `now`.
-    /// Each entry keeps the keys of its series for the next time.
+    /// An entry whose totals did not change since the last call (`totals`
+    /// knows) and that still has the series it showed then (it loses them
+    /// when what names them changes) shows them again: a collection makes
+    /// only the series of cgroups that counted something. Each entry keeps
+    /// its keys and series for the next time.
     pub fn of(
         entries: &mut BTreeMap<String, Entry>,
-        totals: &Totals,
+        totals: &mut Totals,
         per_cpu: bool,
         now: Instant,
     ) -> Self {
-        let mut all = Self::default();
-        // Sized up front: a snapshot of thousands of cgroups is the largest
-        // thing cgperf holds, and growing it by doubling wastes up to half.
-        let (mut counters, mut times) = (0, 0);
-        for entry in entries.values() {
-            for spec in &entry.wanted.groups {
-                let n = if per_cpu {
-                    totals.per_cpu(entry.slot, &spec.id()).count()
-                } else {
-                    1
-                };
-                counters += n * spec.events.len();
-                times += n;
-            }
-        }
-        all.counters.reserve_exact(counters);
-        all.group_times.reserve_exact(times);
+        let changed = totals.take_changed();
+        let totals: &Totals = totals;
         // Reused for every group: summing over CPUs allocates nothing.
-        let mut parts: Vec<&GroupTotals> = Vec::new();
+        let mut sums = Vec::new();
+        let mut all = Self {
+            counters: Parts::with_capacity(entries.len()),
+            group_times: Parts::with_capacity(entries.len()),
+            events_lost: Parts::default(),
+            metrics: Vec::new(),
+        };
+        let mut making = Making::default();
         for entry in entries.values_mut() {
-            let mut keys = std::mem::take(&mut entry.keys);
-            keys.check_labels(&entry.labels);
-            let names = CgroupNames {
-                path: &entry.path,
-                labels: &entry.labels,
-                created: entry.created,
+            let shown = match entry.shown.take() {
+                Some(shown) if shown.per_cpu == per_cpu && !changed.contains(&entry.slot) => shown,
+                _ => making.shown(entry, totals, &mut sums, per_cpu),
             };
-            let mut n = 0;
-            let first = all.counters.len();
-            for spec in &entry.wanted.groups {
-                let id = spec.id();
-                let cpus = totals.per_cpu(entry.slot, &id);
-                if per_cpu {
-                    for (cpu, t) in cpus {
-                        let group = keys.group(n, &names, spec, Some(cpu));
-                        all.push_group(entry, spec, group, &[t]);
-                        n += 1;
-                    }
-                } else {
-                    parts.clear();
-                    parts.extend(cpus.map(|(_, t)| t));
-                    let group = keys.group(n, &names, spec, None);
-                    all.push_group(entry, spec, group, &parts);
-                    n += 1;
-                }
-            }
-            let groups = n;
-            for (n, spec) in entry.wanted.sampled.iter().enumerate() {
-                let key = SampledKey {
-                    cgroup: entry.slot,
-                    id: spec.id(),
-                };
-                let empty = Counts::default();
-                let counts = totals.counts(&key).unwrap_or(&empty);
-                let lost = keys.lost(n, &names, spec);
-                all.push_sampled(&names, spec, counts, lost);
-            }
-            keys.keep(groups, entry.wanted.sampled.len());
-            entry.keys = keys;
-            all.push_metrics(entry, first, now);
+            all.counters.push_part(shown.counters.clone());
+            all.group_times.push_part(shown.group_times.clone());
+            all.events_lost.push_part(shown.events_lost.clone());
+            all.push_metrics(entry, &shown.counters, now);
+            entry.shown = Some(shown);
         }
         all
     }
 
     /// Adds the values of `entry`'s metrics over the interval that ends
-    /// `now`, from its counters (those from `first` on), summed over CPUs.
-    fn push_metrics(&mut self, entry: &mut Entry, first: usize, now: Instant) {
+    /// `now`, from its `counted` series, summed over CPUs.
+    fn push_metrics(&mut self, entry: &mut Entry, counted: &[CounterSample], now: Instant) {
         if entry.metrics.is_empty() {
             return;
         }
-        let counted = self.counters.get(first..).unwrap_or_default();
         let counting = now.saturating_duration_since(entry.began).as_nanos() as f64;
         let total = |input: &MetricInput| {
             if input.is_duration() {
@@ -116,10 +89,68 @@ impl AllSeries {
         for (metric, value) in entry.last.next(&entry.metrics, total) {
             self.metrics.push(MetricSample {
                 cgroup: entry.path.clone(),
-                labels: entry.labels.clone(),
+                labels: entry.labels().clone(),
                 metric,
                 value,
             });
+        }
+    }
+}
+
+impl Making {
+    /// Makes the series of `entry` from `totals`, and keeps their keys in
+    /// it for the next time.
+    /// `sums` is scratch room for the totals of a group on every CPU.
+    fn shown<'t>(
+        &mut self,
+        entry: &mut Entry,
+        totals: &'t Totals,
+        sums: &mut Vec<&'t GroupTotals>,
+        per_cpu: bool,
+    ) -> Shown {
+        let mut keys = std::mem::take(&mut entry.keys);
+        keys.check_labels(entry.labels());
+        let names = CgroupNames {
+            path: &entry.path,
+            labels: entry.labels(),
+            created: entry.created,
+        };
+        let mut n = 0;
+        for spec in &entry.wanted().groups {
+            let id = spec.id();
+            let cpus = totals.per_cpu(entry.slot, &id);
+            if per_cpu {
+                for (cpu, t) in cpus {
+                    let group = keys.group(n, &names, spec, Some(cpu));
+                    self.push_group(entry, spec, group, &[t]);
+                    n += 1;
+                }
+            } else {
+                sums.clear();
+                sums.extend(cpus.map(|(_, t)| t));
+                let group = keys.group(n, &names, spec, None);
+                self.push_group(entry, spec, group, sums);
+                n += 1;
+            }
+        }
+        let groups = n;
+        for (n, spec) in entry.wanted().sampled.iter().enumerate() {
+            let key = SampledKey {
+                cgroup: entry.slot,
+                id: spec.id(),
+            };
+            let empty = Counts::default();
+            let counts = totals.counts(&key).unwrap_or(&empty);
+            let lost = keys.lost(n, &names, spec);
+            self.push_sampled(&names, spec, counts, lost);
+        }
+        keys.keep(groups, entry.wanted().sampled.len());
+        entry.keys = keys;
+        Shown {
+            counters: self.counters.drain(..).collect(),
+            group_times: self.group_times.drain(..).collect(),
+            events_lost: self.events_lost.drain(..).collect(),
+            per_cpu,
         }
     }
 
@@ -148,7 +179,7 @@ impl AllSeries {
             .map_or_else(|| spec.id().shared_label(), |k| k.group.clone());
         self.group_times.push(GroupTimeSample {
             cgroup: entry.path.clone(),
-            labels: entry.labels.clone(),
+            labels: entry.labels().clone(),
             group,
             cpu: names.cpu,
             enabled_seconds: parts.iter().map(|t| t.enabled_ns).sum::<u64>() as f64 / 1e9,

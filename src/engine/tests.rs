@@ -12,7 +12,7 @@ use crate::ids::{CgroupSlot, GroupId};
 use crate::perf::GroupRead;
 use crate::plan::{GroupSpec, Plan, Probe, Refusal, Trial};
 use crate::snapshot::{CounterSample, SkipReason};
-use crate::totals::{Baseline, Delta, GroupKey, Handle, Totals};
+use crate::totals::{Baseline, GroupKey, Handle, Totals};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -58,11 +58,10 @@ impl FakeGroup {
         let Ok(read) = GroupRead::parse(&words) else {
             panic!("a fake read is well formed");
         };
-        let mut delta = Delta::default();
-        self.baseline.delta(&read, &ids, &mut delta);
-        if let Some(t) = totals.group_mut(self.totals) {
-            t.add(&self.columns, &delta);
-        }
+        let baseline = &mut self.baseline;
+        totals.add(self.totals, &self.columns, |delta| {
+            baseline.delta(&read, &ids, delta)
+        });
     }
 }
 
@@ -464,7 +463,7 @@ fn an_interval_enabled_but_never_run_adds_nothing_and_is_counted() {
     h.counting.read();
     let series = AllSeries::of(
         &mut h.counting.entries,
-        &h.counting.totals,
+        &mut h.counting.totals,
         true,
         Instant::now(),
     );
@@ -489,7 +488,7 @@ fn keys(
 ) -> BTreeMap<(String, String, String, Option<u32>), CounterSample> {
     let series = AllSeries::of(
         &mut h.counting.entries,
-        &h.counting.totals,
+        &mut h.counting.totals,
         per_cpu,
         Instant::now(),
     );
@@ -540,7 +539,7 @@ fn series_keys_are_kept_across_snapshots_and_made_again_when_their_names_change(
     // Names from the container runtime: the cgroup's keys carry them.
     let before = keys(&mut h, false);
     let entry = h.counting.entries.get_mut("/a").expect("counted");
-    entry.labels = Arc::from(vec![("pod", Box::from("web-0"))]);
+    entry.set_labels(Arc::from(vec![("pod", Box::from("web-0"))]));
     let named = keys(&mut h, false);
     let sw = |cgroup: &str, event: &str| (cgroup.into(), "sw".into(), event.into(), None);
     let at = sw("/a", "page-faults");
@@ -675,5 +674,68 @@ proptest! {
             }
             last = now;
         }
+    }
+}
+
+#[test]
+fn a_snapshot_shares_the_series_of_idle_cgroups_and_makes_those_that_counted_anew() {
+    let mut h = Harness::new(0, &[("/a", 1), ("/b1", 2)]);
+    h.collect();
+    let at = |cgroup: &str| {
+        (
+            cgroup.to_owned(),
+            "sw".to_owned(),
+            "page-faults".to_owned(),
+            None,
+        )
+    };
+    let (a, b1) = (at("/a"), at("/b1"));
+    let before = keys(&mut h, false);
+    assert!(h.happen("/a", "sw", "page-faults", 0, 7));
+    h.counting.read();
+    let after = keys(&mut h, false);
+    assert_eq!(after[&a].value, before[&a].value + 7.0);
+    assert_eq!(after[&b1].value, before[&b1].value);
+    // An idle cgroup's series are the very ones of the last snapshot.
+    let find = |s: &AllSeries, cgroup: &str| {
+        s.counters
+            .iter()
+            .find(|c| &*c.cgroup == cgroup && &*c.event == "page-faults")
+            .map(|c| c as *const CounterSample)
+    };
+    let first = AllSeries::of(
+        &mut h.counting.entries,
+        &mut h.counting.totals,
+        false,
+        Instant::now(),
+    );
+    assert!(h.happen("/a", "sw", "page-faults", 1, 5));
+    h.counting.read();
+    let second = AllSeries::of(
+        &mut h.counting.entries,
+        &mut h.counting.totals,
+        false,
+        Instant::now(),
+    );
+    assert_eq!(find(&first, "/b1"), find(&second, "/b1"), "/b1 is shared");
+    assert_ne!(find(&first, "/a"), find(&second, "/a"), "/a is made anew");
+    let value = |s: &AllSeries, cgroup: &str| {
+        s.counters
+            .iter()
+            .find(|c| &*c.cgroup == cgroup && &*c.event == "page-faults")
+            .map(|c| c.value)
+    };
+    assert_eq!(value(&second, "/a"), Some(before[&a].value + 12.0));
+    // A read that finds nothing new changes nothing: the next snapshot
+    // shares every cgroup's series.
+    h.counting.read();
+    let third = AllSeries::of(
+        &mut h.counting.entries,
+        &mut h.counting.totals,
+        false,
+        Instant::now(),
+    );
+    for cgroup in ["/a", "/b1"] {
+        assert_eq!(find(&second, cgroup), find(&third, cgroup), "{cgroup}");
     }
 }

@@ -9,6 +9,10 @@
 //! Backends hold [`Handle`]s, so that a read adds in constant time; a
 //! handle to totals the engine dropped adds nothing (its slot may hold
 //! other totals by then: handles carry a generation).
+//!
+//! The totals also know which cgroups' totals changed since the engine
+//! last asked ([`Totals::take_changed`]): the series of the others are
+//! those of the last snapshot, which the next one shares.
 
 mod counts;
 mod scale;
@@ -19,7 +23,7 @@ pub use scale::{Baseline, Delta, GroupTotals, Interval};
 use scale::Layouts;
 
 use crate::ids::{CgroupSlot, EventId, GroupId, SampledId};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The totals of one group in one cgroup on one CPU.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -48,15 +52,33 @@ pub struct Handle {
     generation: u32,
 }
 
+/// One slot of a [`Slab`].
+#[derive(Debug)]
+struct Slot<V> {
+    /// Bumped each time the slot is taken again.
+    generation: u32,
+    /// The cgroup whose totals it holds (held last, once freed).
+    cgroup: CgroupSlot,
+    /// Changed since [`Slab::take_changed`] (and listed in `changed`).
+    dirty: bool,
+    value: Option<V>,
+}
+
 /// Totals by cgroup and key within it, each in a slot that a [`Handle`]
 /// names. Indexed per cgroup (a cgroup has a few keys: its groups times its
 /// CPUs, kept sorted), so that what a cgroup has is found, and dropped with
 /// it, without looking at the others.
 #[derive(Debug)]
 struct Slab<K, V> {
-    slots: Vec<(u32, Option<V>)>,
+    slots: Vec<Slot<V>>,
     free: Vec<u32>,
     index: HashMap<CgroupSlot, Vec<(K, u32)>>,
+    /// The slots changed since the last [`Slab::take_changed`], each once:
+    /// marking one is a flag test on the path of every read.
+    changed: Vec<u32>,
+    /// cgroups whose totals were added or dropped since then (a slot
+    /// dropped may be taken by another cgroup before it is asked).
+    reshaped: HashSet<CgroupSlot>,
 }
 
 impl<K: Ord + Clone, V: Default> Slab<K, V> {
@@ -65,7 +87,31 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
             slots: Vec::new(),
             free: Vec::new(),
             index: HashMap::new(),
+            changed: Vec::new(),
+            reshaped: HashSet::new(),
         }
+    }
+
+    /// Notes that the totals in slot `index` changed.
+    fn mark(&mut self, index: u32) {
+        if let Some(slot) = self.slots.get_mut(index as usize)
+            && !slot.dirty
+        {
+            slot.dirty = true;
+            self.changed.push(index);
+        }
+    }
+
+    /// Adds to `into` every cgroup whose totals changed since the last
+    /// call.
+    fn take_changed(&mut self, into: &mut HashSet<CgroupSlot>) {
+        for index in self.changed.drain(..) {
+            if let Some(slot) = self.slots.get_mut(index as usize) {
+                slot.dirty = false;
+                into.insert(slot.cgroup);
+            }
+        }
+        into.extend(self.reshaped.drain());
     }
 
     fn handle(&mut self, cgroup: CgroupSlot, key: &K) -> Handle {
@@ -73,7 +119,7 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
         let at = match keys.binary_search_by(|(k, _)| k.cmp(key)) {
             Ok(at) => {
                 let index = keys[at].1;
-                let generation = self.slots[index as usize].0;
+                let generation = self.slots[index as usize].generation;
                 return Handle { index, generation };
             }
             Err(at) => at,
@@ -81,27 +127,45 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
         let index = match self.free.pop() {
             Some(index) => {
                 let slot = &mut self.slots[index as usize];
-                slot.0 = slot.0.wrapping_add(1);
-                slot.1 = Some(V::default());
+                slot.generation = slot.generation.wrapping_add(1);
+                slot.cgroup = cgroup;
+                slot.value = Some(V::default());
                 index
             }
             None => {
-                self.slots.push((0, Some(V::default())));
+                self.slots.push(Slot {
+                    generation: 0,
+                    cgroup,
+                    dirty: false,
+                    value: Some(V::default()),
+                });
                 u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
             }
         };
         // A cgroup has a few keys, added one by one: no spare room.
         keys.reserve_exact(1);
         keys.insert(at, (key.clone(), index));
+        self.reshaped.insert(cgroup);
         Handle {
             index,
-            generation: self.slots[index as usize].0,
+            generation: self.slots[index as usize].generation,
         }
     }
 
+    /// The totals `handle` names, to change (they are marked changed).
     fn get_mut(&mut self, handle: Handle) -> Option<&mut V> {
+        let live = self.peek_mut(handle).is_some();
+        if live {
+            self.mark(handle.index);
+        }
+        self.peek_mut(handle)
+    }
+
+    /// The totals `handle` names, not marked changed: for a caller that
+    /// marks them only if it changes them.
+    fn peek_mut(&mut self, handle: Handle) -> Option<&mut V> {
         match self.slots.get_mut(handle.index as usize) {
-            Some((generation, value)) if *generation == handle.generation => value.as_mut(),
+            Some(slot) if slot.generation == handle.generation => slot.value.as_mut(),
             _ => None,
         }
     }
@@ -109,7 +173,7 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
     fn get(&self, cgroup: CgroupSlot, key: &K) -> Option<&V> {
         let keys = self.index.get(&cgroup)?;
         let at = keys.binary_search_by(|(k, _)| k.cmp(key)).ok()?;
-        self.slots.get(keys[at].1 as usize)?.1.as_ref()
+        self.slots.get(keys[at].1 as usize)?.value.as_ref()
     }
 
     /// A cgroup's totals whose key `pick` accepts, in key order.
@@ -123,10 +187,11 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
             .into_iter()
             .flatten()
             .filter(move |(k, _)| pick(k))
-            .filter_map(|(k, i)| Some((k, self.slots.get(*i as usize)?.1.as_ref()?)))
+            .filter_map(|(k, i)| Some((k, self.slots.get(*i as usize)?.value.as_ref()?)))
     }
 
-    /// Calls `f` on each of a cgroup's totals whose key `pick` accepts.
+    /// Calls `f` on each of a cgroup's totals whose key `pick` accepts
+    /// (they are marked changed).
     fn each_mut(
         &mut self,
         cgroup: CgroupSlot,
@@ -138,9 +203,12 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
         };
         for (key, index) in keys {
             if pick(key)
-                && let Some((_, Some(value))) = self.slots.get_mut(*index as usize)
+                && let Some(Slot {
+                    value: Some(value), ..
+                }) = self.slots.get_mut(*index as usize)
             {
                 f(value);
+                self.reshaped.insert(cgroup);
             }
         }
     }
@@ -151,21 +219,38 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
             return;
         };
         let (slots, free) = (&mut self.slots, &mut self.free);
+        let before = keys.len();
         keys.retain(|(key, index)| {
             let kept = keep(key);
             if !kept && let Some(slot) = slots.get_mut(*index as usize) {
-                slot.1 = None;
+                slot.value = None;
                 free.push(*index);
             }
             kept
         });
+        if keys.len() != before {
+            self.reshaped.insert(cgroup);
+        }
         if keys.is_empty() {
             self.index.remove(&cgroup);
         }
     }
 
-    fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
-        self.slots.iter_mut().filter_map(|(_, v)| v.as_mut())
+    fn values(&self) -> impl Iterator<Item = &V> {
+        self.slots.iter().filter_map(|slot| slot.value.as_ref())
+    }
+
+    /// Calls `f` on every total; those it says it changed are marked so.
+    fn update_all(&mut self, mut f: impl FnMut(&mut V) -> bool) {
+        for index in 0..self.slots.len() {
+            let changed = match &mut self.slots[index].value {
+                Some(value) => f(value),
+                None => false,
+            };
+            if changed {
+                self.mark(index as u32);
+            }
+        }
     }
 }
 
@@ -219,16 +304,23 @@ impl Totals {
 
     /// Adds one interval, which `fill` writes into a reused [`Delta`], to
     /// the totals `handle` names, its events at `columns` (see
-    /// [`Totals::columns`]); `None` once those totals were dropped.
+    /// [`Totals::columns`]); `None` once those totals were dropped. An
+    /// interval in which nothing was enabled, ran or counted changes
+    /// nothing, and the totals are not marked changed.
     pub fn add(
         &mut self,
         handle: Handle,
         columns: &[usize],
         fill: impl FnOnce(&mut Delta),
     ) -> Option<Interval> {
-        let totals = self.groups.get_mut(handle)?;
+        let totals = self.groups.peek_mut(handle)?;
         fill(&mut self.scratch);
-        Some(totals.add(columns, &self.scratch))
+        if self.scratch.is_nothing() {
+            return Some(Interval::Idle);
+        }
+        let interval = totals.add(columns, &self.scratch);
+        self.groups.mark(handle.index);
+        Some(interval)
     }
 
     /// A group's totals in a cgroup, per CPU, in CPU order.
@@ -258,9 +350,29 @@ impl Totals {
         self.sampled.get(key.cgroup, &key.id)
     }
 
-    /// Every `by:` tracepoint's counts.
-    pub fn all_counts_mut(&mut self) -> impl Iterator<Item = &mut Counts> {
-        self.sampled.values_mut()
+    /// Whether any `by:` tracepoint is owed more hits than are known lost
+    /// (see [`Counts::owes_more`]).
+    pub fn owe_more(&self) -> bool {
+        self.sampled.values().any(Counts::owes_more)
+    }
+
+    /// Takes what every `by:` tracepoint is owed as lost (see
+    /// [`Counts::settle`]).
+    pub fn settle_counts(&mut self) {
+        self.sampled.update_all(|counts| {
+            let before = counts.lost();
+            counts.settle();
+            counts.lost() != before
+        });
+    }
+
+    /// The cgroups whose totals changed (were added to, made, dropped or
+    /// reshaped) since the last call.
+    pub fn take_changed(&mut self) -> HashSet<CgroupSlot> {
+        let mut changed = HashSet::new();
+        self.groups.take_changed(&mut changed);
+        self.sampled.take_changed(&mut changed);
+        changed
     }
 
     /// Keeps, of a cgroup's totals, those of the groups and `by:`

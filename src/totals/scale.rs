@@ -28,6 +28,16 @@ pub struct Delta {
     pub values: Vec<Option<u64>>,
 }
 
+impl Delta {
+    /// Whether the interval had the group neither enabled nor running and
+    /// counted nothing: adding it changes no total.
+    pub fn is_nothing(&self) -> bool {
+        self.enabled_ns == 0
+            && self.running_ns == 0
+            && self.values.iter().all(|v| v.is_none_or(|v| v == 0))
+    }
+}
+
 /// The last read of one open group: what its next read is a delta from.
 /// A group opened anew starts from zero, and so does its baseline.
 #[derive(Debug, Clone)]
@@ -53,6 +63,15 @@ impl Baseline {
     pub fn delta(&mut self, read: &GroupRead<'_>, ids: &[u64], out: &mut Delta) {
         let values = ids.iter().enumerate().map(|(i, &id)| read.value_of(id, i));
         self.advance(read.time_enabled, read.time_running, values, out);
+    }
+
+    /// Whether these cumulative times and values (one per event in group
+    /// order) are those of the last reading: the interval ending with them
+    /// is empty.
+    pub fn is_at(&self, enabled: u64, running: u64, values: impl Iterator<Item = u64>) -> bool {
+        enabled == self.enabled
+            && running == self.running
+            && values.zip(&self.values).all(|(now, last)| now == *last)
     }
 
     /// The interval ending with these cumulative times and values (one per

@@ -47,7 +47,6 @@ use litemap::LiteMap;
 use placement::{Layout, Phase};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -267,12 +266,11 @@ impl BpfBackend {
         }
     }
 
-    /// Counts a new cgroup, or says why not.
+    /// Counts a new cgroup, or says why not. Its id is the one discovery
+    /// found: one removed and created again since is found anew by the
+    /// next scan.
     fn admit(&mut self, cgroup: &Cgroup) -> Outcome {
-        let id = match std::fs::metadata(&cgroup.dir) {
-            Ok(meta) => meta.ino(),
-            Err(_) => return Outcome::Gone,
-        };
+        let id = cgroup.ino;
         let Some(slot) = self.take_slot() else {
             return Outcome::Skipped(SkipReason::MaxCgroups);
         };
@@ -340,13 +338,21 @@ impl Fed {
     }
 
     /// Adds what the slot was charged for this group on `cpu` since the
-    /// last call to its totals.
+    /// last call to its totals. Most of thousands of cgroups ran nothing on
+    /// a CPU in an interval: a slot that holds what the baseline holds is
+    /// left at that.
     fn read(&mut self, kernel: &Kernel, cpu: u32, slot: u32, at: &[usize], totals: &mut Totals) {
         let Self {
             totals: handle,
             columns,
             baseline,
         } = self;
+        let leader = at.first().map(|&e| kernel.reading(cpu, slot, e));
+        let leader = leader.unwrap_or_default();
+        let values = at.iter().map(|&e| kernel.reading(cpu, slot, e).value);
+        if baseline.is_at(leader.enabled, leader.running, values) {
+            return;
+        }
         totals.add(*handle, columns, |delta| {
             Self::advance(baseline, kernel, (cpu, slot), at, delta)
         });
@@ -402,23 +408,26 @@ impl Backend for BpfBackend {
         let counted = cgroups.iter().zip(&outcomes);
         let counted = counted.filter(|(_, o)| **o == Outcome::Counted);
         self.by.apply(counted.map(|((c, w), _)| (c, w)), totals);
+        // Only cgroups with `by:` tracepoints on rings (now or until now)
+        // are the rings' business: the others would cost a directory
+        // opened at admission and a visit at every read.
         let sampled: Vec<(Cgroup, Wanted)> = cgroups
             .iter()
             .zip(&outcomes)
             .filter(|(_, o)| **o == Outcome::Counted)
             .map(|((c, w), _)| (c.clone(), self.by.rings_part(w)))
+            .filter(|(c, w)| !w.sampled.is_empty() || self.rings.counts(c.slot))
             .collect();
         let by = self
             .by
             .with_rings(&mut self.rings, &sampled, online, totals);
-        let mut by = sampled.iter().zip(by);
+        // `sampled` is in the order of `cgroups`.
+        let mut by = sampled.iter().zip(by).peekable();
         for ((cgroup, _), outcome) in cgroups.iter().zip(&mut outcomes) {
-            if *outcome != Outcome::Counted {
+            let Some((_, rings)) = by.next_if(|((c, _), _)| c.slot == cgroup.slot) else {
                 continue;
-            }
-            if let Some((_, rings)) = by.next()
-                && rings != Outcome::Counted
-            {
+            };
+            if *outcome == Outcome::Counted && rings != Outcome::Counted {
                 self.remove(cgroup.slot);
                 *outcome = rings;
             }

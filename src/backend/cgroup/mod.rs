@@ -58,6 +58,11 @@ impl CgroupBackend {
         }
     }
 
+    /// Whether it counts the cgroup in `slot` (with nothing, maybe).
+    pub fn counts(&self, slot: CgroupSlot) -> bool {
+        self.cgroups.contains_key(&slot)
+    }
+
     /// Reads the count of every `by:` tracepoint, then drains the rings,
     /// and takes what is still owed as lost, having waited for samples in
     /// flight if that would change anything: the order the argument in
@@ -73,13 +78,11 @@ impl CgroupBackend {
             }
         }
         self.opener.rings.drain(totals);
-        if totals.all_counts_mut().any(|c| c.owes_more()) {
+        if totals.owe_more() {
             rings::wait_for_writers();
             self.opener.rings.drain(totals);
         }
-        for counts in totals.all_counts_mut() {
-            counts.settle();
-        }
+        totals.settle_counts();
     }
 
     /// Forgets the sample ids of `by:` events a reload closed, once their

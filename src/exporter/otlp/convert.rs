@@ -525,18 +525,29 @@ mod tests {
                 ])
             })
         };
-        for c in &mut snap.counters {
-            if let Some(labels) = identity(&c.cgroup) {
-                let mut key = SeriesKey::clone(c);
-                key.labels = labels;
-                *c = CounterSample::new(key, c.value);
-            }
-        }
-        for g in &mut snap.group_times {
-            if let Some(labels) = identity(&g.cgroup) {
-                g.labels = labels;
-            }
-        }
+        snap.counters = snap
+            .counters
+            .iter()
+            .map(|c| match identity(&c.cgroup) {
+                Some(labels) => {
+                    let mut key = SeriesKey::clone(c);
+                    key.labels = labels;
+                    CounterSample::new(key, c.value)
+                }
+                None => c.clone(),
+            })
+            .collect();
+        snap.group_times = snap
+            .group_times
+            .iter()
+            .map(|g| {
+                let mut g = g.clone();
+                if let Some(labels) = identity(&g.cgroup) {
+                    g.labels = labels;
+                }
+                g
+            })
+            .collect();
         snap
     }
 
