@@ -113,6 +113,12 @@ pub trait Backend {
         totals: &mut Totals,
     ) -> Vec<Outcome>;
 
+    /// About `more` cgroups are about to be applied one by one (a scan
+    /// found them): room for them all may be made at once.
+    fn expect(&mut self, more: usize) {
+        let _ = more;
+    }
+
     /// Stops counting a cgroup (its series vanish: nothing is read).
     fn remove(&mut self, slot: CgroupSlot);
 
@@ -178,6 +184,10 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
 
     fn drains(&self) -> bool {
         (**self).drains()
+    }
+
+    fn expect(&mut self, more: usize) {
+        (**self).expect(more)
     }
 
     fn wait(&mut self, timeout: Duration) {

@@ -203,6 +203,7 @@ impl<B: Backend> Counting<B> {
                 Outcome::Gone => {}
             }
         }
+        self.backend.expect(new.len());
         for f in new {
             if let Err(reason) = self.admit(f, plan, fs, online, names) {
                 let (reason, path) = *reason;

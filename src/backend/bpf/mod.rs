@@ -435,6 +435,26 @@ impl Backend for BpfBackend {
         outcomes
     }
 
+    /// Grows the program's hash of cgroups and its totals once for all of
+    /// them, rather than doubling the hash (a copy of every entry, two
+    /// system calls each) again and again while they are admitted.
+    fn expect(&mut self, more: usize) {
+        let Some(kernel) = &mut self.kernel else {
+            return;
+        };
+        let reused = self.free.len() + self.released.len();
+        let more = u32::try_from(more).unwrap_or(u32::MAX);
+        let fresh = more.saturating_sub(u32::try_from(reused).unwrap_or(u32::MAX));
+        let last = self
+            .next_slot
+            .saturating_add(fresh)
+            .min(self.capacity)
+            .saturating_sub(1);
+        if let Err(e) = kernel.reserve(last, more.min(self.capacity)) {
+            tracing::debug!("cannot make room for {more} cgroups at once: {e}");
+        }
+    }
+
     fn remove(&mut self, slot: CgroupSlot) {
         self.rings.remove(slot);
         self.by.remove(slot);
