@@ -21,11 +21,12 @@ pub fn unload() {
     }
 }
 
-/// The program [`available`] loaded for `capacity` cgroups, if any.
-pub(super) fn loaded(capacity: usize) -> Option<Kernel> {
+/// The program [`available`] loaded for `capacity` cgroups, if any and
+/// if its maps are laid out for `cpus` possible CPUs.
+pub(super) fn loaded(capacity: usize, cpus: u32) -> Option<Kernel> {
     let mut slot = LOADED.lock().ok()?;
     match slot.take() {
-        Some((c, kernel)) if c == capacity => Some(kernel),
+        Some((c, kernel)) if c == capacity && kernel.possible_cpus() == cpus => Some(kernel),
         _ => None,
     }
 }

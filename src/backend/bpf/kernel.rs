@@ -478,6 +478,11 @@ impl Kernel {
         self.online.remove(&cpu);
     }
 
+    /// The possible CPUs its maps are laid out for.
+    pub fn possible_cpus(&self) -> u32 {
+        self.cpus
+    }
+
     /// The CPUs counters are open on.
     pub fn cpus(&self) -> impl Iterator<Item = u32> + '_ {
         self.online.iter().copied()

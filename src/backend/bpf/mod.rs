@@ -129,6 +129,26 @@ impl BpfBackend {
         tally: Arc<AtomicU64>,
         ring_pages: usize,
     ) -> Result<Self, Unavailable> {
+        let cpus = available::possible_cpus()?;
+        Ok(Self::laid_out_for(
+            cpus, capacity, budget, tally, ring_pages,
+        ))
+    }
+
+    /// The same with the program's maps laid out for `cpus` possible CPUs
+    /// rather than this machine's: every collection reads each counted
+    /// cgroup's slot on each CPU it is told is online, and how that cost
+    /// grows with the CPUs is measured on a small machine by laying the
+    /// maps out for a large one (`benches/slots.rs`). A CPU this machine
+    /// lacks opens no counter, is flushed as an offline one (nothing to
+    /// charge) and its slots stay empty.
+    pub fn laid_out_for(
+        cpus: u32,
+        capacity: usize,
+        budget: FdBudget,
+        tally: Arc<AtomicU64>,
+        ring_pages: usize,
+    ) -> Self {
         // Whether the program loads here is `available`'s question, asked
         // once by whoever chose this backend (`backend::choose`), which
         // keeps what it loaded for this backend.
@@ -140,11 +160,11 @@ impl BpfBackend {
                 );
             })
             .ok();
-        Ok(Self {
-            kernel: available::loaded(capacity),
+        Self {
+            kernel: available::loaded(capacity, cpus),
             wanted: Layout::default(),
             capacity: available::capacity_u32(capacity),
-            cpus: available::possible_cpus()?,
+            cpus,
             tally: tally.clone(),
             online: Vec::new(),
             unopened: BTreeSet::new(),
@@ -157,7 +177,7 @@ impl BpfBackend {
             errors: Errors::default(),
             logged: HashSet::new(),
             _stats: stats,
-        })
+        }
     }
 
     /// Opens every counter on `cpus`; those that fail for a reason that
