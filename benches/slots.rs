@@ -27,6 +27,7 @@ use cgperf::engine::{FdBudget, raise_nofile_limit};
 use cgperf::ids::CgroupSlot;
 use cgperf::machine::Machine;
 use cgperf::plan::Plan;
+use cgperf::snapshot::Operation;
 use cgperf::totals::Totals;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
@@ -106,6 +107,11 @@ fn backend(plan: &Plan, cpus: u32, n: usize, totals: &mut Totals) -> BpfBackend 
         .filter(|o| **o == cgperf::backend::Outcome::Counted)
         .count();
     assert_eq!(counted, n, "every cgroup is counted");
+    // Absent CPUs are flushed as offline ones: no collection fails there.
+    backend.read(totals);
+    let errors = backend.stats().errors;
+    let failed: Vec<_> = errors.of(Operation::Read).filter(|(_, n)| *n > 0).collect();
+    assert!(failed.is_empty(), "a collection failed: {failed:?}");
     backend
 }
 
