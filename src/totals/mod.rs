@@ -64,6 +64,17 @@ struct Slot<V> {
     value: Option<V>,
 }
 
+impl<V> Slot<V> {
+    /// Notes that its totals changed, listing it (at `index`) in `changed`
+    /// the first time since [`Slab::take_changed`].
+    fn mark(&mut self, index: u32, changed: &mut Vec<u32>) {
+        if !self.dirty {
+            self.dirty = true;
+            changed.push(index);
+        }
+    }
+}
+
 /// Totals by cgroup and key within it, each in a slot that a [`Handle`]
 /// names. Indexed per cgroup (a cgroup has a few keys: its groups times its
 /// CPUs, kept sorted), so that what a cgroup has is found, and dropped with
@@ -94,11 +105,8 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
 
     /// Notes that the totals in slot `index` changed.
     fn mark(&mut self, index: u32) {
-        if let Some(slot) = self.slots.get_mut(index as usize)
-            && !slot.dirty
-        {
-            slot.dirty = true;
-            self.changed.push(index);
+        if let Some(slot) = self.slots.get_mut(index as usize) {
+            slot.mark(index, &mut self.changed);
         }
     }
 
@@ -154,11 +162,14 @@ impl<K: Ord + Clone, V: Default> Slab<K, V> {
 
     /// The totals `handle` names, to change (they are marked changed).
     fn get_mut(&mut self, handle: Handle) -> Option<&mut V> {
-        let live = self.peek_mut(handle).is_some();
-        if live {
-            self.mark(handle.index);
+        let Self { slots, changed, .. } = self;
+        let slot = slots.get_mut(handle.index as usize)?;
+        if slot.generation != handle.generation {
+            return None;
         }
-        self.peek_mut(handle)
+        slot.value.as_ref()?;
+        slot.mark(handle.index, changed);
+        slot.value.as_mut()
     }
 
     /// The totals `handle` names, not marked changed: for a caller that

@@ -69,9 +69,11 @@ impl Baseline {
     /// order) are those of the last reading: the interval ending with them
     /// is empty.
     pub fn is_at(&self, enabled: u64, running: u64, values: impl Iterator<Item = u64>) -> bool {
+        let mut last = self.values.iter();
         enabled == self.enabled
             && running == self.running
-            && values.zip(&self.values).all(|(now, last)| now == *last)
+            && values.into_iter().all(|now| last.next() == Some(&now))
+            && last.next().is_none()
     }
 
     /// The interval ending with these cumulative times and values (one per
@@ -283,6 +285,19 @@ impl GroupTotals {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_baseline_is_at_a_reading_only_with_every_value_of_it() {
+        let mut baseline = Baseline::new(2);
+        let mut delta = Delta::default();
+        baseline.advance(10, 10, [Some(3), Some(4)].into_iter(), &mut delta);
+        assert!(baseline.is_at(10, 10, [3, 4].into_iter()));
+        assert!(!baseline.is_at(10, 10, [3, 5].into_iter()));
+        assert!(!baseline.is_at(11, 10, [3, 4].into_iter()));
+        // A reading with fewer or more values is another reading.
+        assert!(!baseline.is_at(10, 10, [3].into_iter()));
+        assert!(!baseline.is_at(10, 10, [3, 4, 0].into_iter()));
+    }
 
     /// A recorded group read: `[nr, enabled, running, (value, id)...]`.
     fn buf(enabled: u64, running: u64, values: &[(u64, u64)]) -> Vec<u64> {

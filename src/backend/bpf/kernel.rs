@@ -126,6 +126,11 @@ where
         .map_err(|e| Unavailable::from_kernel(failed("the BPF program", &e)))
 }
 
+/// Why a program could not be attached to `tracepoint`.
+fn not_attached(tracepoint: &str, e: &aya::programs::ProgramError) -> Unavailable {
+    Unavailable::from_kernel(failed(&format!("attaching to {tracepoint}"), e))
+}
+
 /// Runs `ebpf`'s flush on `cpu` ([`Kernel::flush_one`]).
 fn flush_one(ebpf: &Ebpf, cpu: u32) -> Result<(), Errno> {
     let Some(program) = ebpf.program(FLUSH) else {
@@ -176,18 +181,16 @@ impl Kernel {
         charge
             .load(TRACEPOINT, &btf)
             .map_err(|e| Unavailable::from_kernel(failed("loading the BPF program", &e)))?;
-        charge.attach().map_err(|e| {
-            Unavailable::from_kernel(failed(&format!("attaching to {TRACEPOINT}"), &e))
-        })?;
+        charge.attach().map_err(|e| not_attached(TRACEPOINT, &e))?;
         for (name, tracepoint) in [(FLUSH, None), (MOVED, Some(ATTACH))] {
             let program: &mut RawTracePoint = program(&mut ebpf, name)?;
             program
                 .load()
                 .map_err(|e| Unavailable::from_kernel(failed("loading the BPF program", &e)))?;
             if let Some(tracepoint) = tracepoint {
-                program.attach(tracepoint).map_err(|e| {
-                    Unavailable::from_kernel(failed(&format!("attaching to {tracepoint}"), &e))
-                })?;
+                program
+                    .attach(tracepoint)
+                    .map_err(|e| not_attached(tracepoint, &e))?;
             }
         }
         let Some(Map::ArrayOfMaps(counters)) = ebpf.take_map("counters") else {

@@ -338,23 +338,34 @@ impl Fed {
         fed
     }
 
+    /// The slot's cumulative reading on `cpu` for this group: its leader's
+    /// times enabled and running (a group's members share them, as in a
+    /// group read), and each event's value in group order.
+    fn reading<'k>(
+        kernel: &'k Kernel,
+        (cpu, slot): (u32, u32),
+        at: &'k [usize],
+    ) -> (u64, u64, impl Iterator<Item = u64> + 'k) {
+        let leader = at.first().map(|&e| kernel.reading(cpu, slot, e));
+        let leader = leader.unwrap_or_default();
+        let values = at.iter().enumerate().map(move |(i, &e)| match i {
+            0 => leader.value,
+            _ => kernel.reading(cpu, slot, e).value,
+        });
+        (leader.enabled, leader.running, values)
+    }
+
     /// What the slot was charged for this group on `cpu` since the last
-    /// call, into `delta`: the group's time enabled and running are its
-    /// leader's, as in a group read.
+    /// call, into `delta`.
     fn advance(
         baseline: &mut Baseline,
         kernel: &Kernel,
-        (cpu, slot): (u32, u32),
+        at_slot: (u32, u32),
         at: &[usize],
         delta: &mut Delta,
     ) {
-        let leader = at.first().map(|&e| kernel.reading(cpu, slot, e));
-        let leader = leader.unwrap_or_default();
-        let values = at.iter().enumerate().map(|(i, &e)| match i {
-            0 => Some(leader.value),
-            _ => Some(kernel.reading(cpu, slot, e).value),
-        });
-        baseline.advance(leader.enabled, leader.running, values, delta);
+        let (enabled, running, values) = Self::reading(kernel, at_slot, at);
+        baseline.advance(enabled, running, values.map(Some), delta);
     }
 
     /// Adds what the slot was charged for this group on `cpu` since the
@@ -367,10 +378,8 @@ impl Fed {
             columns,
             baseline,
         } = self;
-        let leader = at.first().map(|&e| kernel.reading(cpu, slot, e));
-        let leader = leader.unwrap_or_default();
-        let values = at.iter().map(|&e| kernel.reading(cpu, slot, e).value);
-        if baseline.is_at(leader.enabled, leader.running, values) {
+        let (enabled, running, values) = Self::reading(kernel, (cpu, slot), at);
+        if baseline.is_at(enabled, running, values) {
             return;
         }
         totals.add(*handle, columns, |delta| {
