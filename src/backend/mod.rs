@@ -3,13 +3,19 @@
 //!
 //! The engine decides (which cgroups, which groups, in what order, which
 //! totals live); a backend opens, reads and closes. Everything the engine
-//! asks of a mechanism is in [`Backend`], so a second mechanism is one new
-//! module beside [`cgroup`].
+//! asks of a mechanism is in [`Backend`]. A backend the engine drives is
+//! two mechanisms composed ([`compose`]): one counts a cgroup's groups
+//! (cgroup-mode perf events, [`cgroup`]; or the BPF program, [`bpf`]), the
+//! other its `by:` tracepoints (through rings, [`rings`]; or in the kernel
+//! where it can, [`bpf::ByInKernel`]), as [`choose`]'s table pairs them.
 
 pub mod bpf;
 pub mod budget;
 pub mod cgroup;
 pub mod choose;
+pub mod compose;
+mod opening;
+pub mod rings;
 
 use crate::cpus::CpuChanges;
 use crate::ids::CgroupSlot;
@@ -69,7 +75,9 @@ pub enum Outcome {
 /// What a backend says of itself, for self-metrics.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
-    /// Descriptors it holds.
+    /// Descriptors it holds: every perf descriptor of the process (the
+    /// tally), and its own others (BPF programs and maps). A mechanism
+    /// within a [`compose::Composed`] gives only the latter.
     pub open_fds: u64,
     /// Samples the kernel could not hand over (a full ring).
     pub samples_lost: u64,
@@ -96,9 +104,20 @@ pub trait Backend {
     /// for the mechanism, such as the size of new rings.
     fn configure(&mut self, plan: &Plan);
 
-    /// Whether a cgroup that wants `wanted` fits now on `cpus` CPUs; if
-    /// not, why it is skipped.
+    /// Whether a cgroup that wants `wanted` fits now on `cpus` CPUs, the
+    /// perf descriptors it needs aside ([`Backend::fds_per_cpu`]); if not,
+    /// why it is skipped.
     fn admits(&self, wanted: &Wanted, cpus: usize) -> Result<(), SkipReason>;
+
+    /// The perf descriptors a cgroup that wants `wanted` holds here per
+    /// CPU: whoever composes mechanisms checks the sum against the budget.
+    fn fds_per_cpu(&self, wanted: &Wanted) -> u64 {
+        let _ = wanted;
+        0
+    }
+
+    /// Whether it holds anything of the cgroup in `slot`.
+    fn counts(&self, slot: CgroupSlot) -> bool;
 
     /// Makes each cgroup count what it wants on the `online` CPUs: what it
     /// counts already and did not change is kept as it is; a group whose
@@ -155,6 +174,14 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
 
     fn admits(&self, wanted: &Wanted, cpus: usize) -> Result<(), SkipReason> {
         (**self).admits(wanted, cpus)
+    }
+
+    fn fds_per_cpu(&self, wanted: &Wanted) -> u64 {
+        (**self).fds_per_cpu(wanted)
+    }
+
+    fn counts(&self, slot: CgroupSlot) -> bool {
+        (**self).counts(slot)
     }
 
     fn apply(

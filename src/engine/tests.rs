@@ -124,6 +124,10 @@ impl Backend for Fake {
         }
     }
 
+    fn counts(&self, slot: CgroupSlot) -> bool {
+        self.wanted.contains_key(&slot)
+    }
+
     fn apply(
         &mut self,
         cgroups: &[(Cgroup, Wanted)],

@@ -4,14 +4,14 @@
 
 use super::kernel::Kernel;
 use super::placement::Phase;
-use super::{BpfBackend, Charged, Fed};
+use super::{BpfCounters, Charged, Fed};
 use crate::backend::{Cgroup, Wanted};
 use crate::perf::OpenFailure;
 use crate::snapshot::{ErrorReason, Operation};
 use crate::totals::Totals;
 use litemap::LiteMap;
 
-impl BpfBackend {
+impl BpfCounters {
     /// Makes the program count the wanted layout, loading it the first
     /// time. It stays loaded: groups kept keep their counters, baselines
     /// and totals; on each CPU, in one run of the program there

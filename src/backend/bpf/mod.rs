@@ -11,9 +11,10 @@
 //! group, CPU), exactly as the cgroup backend turns its group reads: the
 //! same scaling, the same never-ran rule.
 //!
-//! `by:` tracepoints are counted in the kernel by a second program
-//! (`sampled.bpf.c`); those it cannot express go through the cgroup backend's
-//! rings (one sampled event per cgroup and CPU), which this backend drives.
+//! The bpf backend is these counters beside [`ByInKernel`]: `by:`
+//! tracepoints counted in the kernel by a second program (`sampled.bpf.c`),
+//! and those it cannot express through rings (one sampled event per cgroup
+//! and CPU, [`ByRings`]).
 
 mod abi;
 mod available;
@@ -30,11 +31,12 @@ mod unavailable;
 
 pub use available::{available, unload};
 pub use probe::BpfProbe;
-pub use sampled::counted_in_kernel;
+pub use sampled::{ByInKernel, counted_in_kernel};
 pub use unavailable::Unavailable;
 
 use super::budget::FdBudget;
-use super::cgroup::CgroupBackend;
+use super::compose::Composed;
+use super::rings::ByRings;
 use super::{Backend, Cgroup, Outcome, Stats, Wanted};
 use crate::cpus::CpuChanges;
 use crate::ids::CgroupSlot;
@@ -87,9 +89,13 @@ struct Counted {
     groups: Vec<Charged>,
 }
 
-/// Counts per cgroup through a BPF program.
+/// The bpf backend: groups counted by the BPF program, `by:` tracepoints in
+/// the kernel where it can, else on rings.
+pub type BpfBackend = Composed<BpfCounters, ByInKernel>;
+
+/// Counts groups per cgroup through a BPF program.
 #[derive(Debug)]
-pub struct BpfBackend {
+pub struct BpfCounters {
     /// `None` until a plan names a group to count, unless `available`
     /// loaded it.
     kernel: Option<Kernel>,
@@ -109,10 +115,6 @@ pub struct BpfBackend {
     /// Slots of removed cgroups, free once a flush has ended every run
     /// that may still charge them.
     released: Vec<u32>,
-    /// `by:` tracepoints counted through rings.
-    rings: CgroupBackend,
-    /// `by:` tracepoints counted in the kernel.
-    by: sampled::InKernel,
     errors: Errors,
     logged: HashSet<(Arc<str>, OpenFailure)>,
     /// Keeps the kernel's BPF statistics on while cgperf runs.
@@ -149,6 +151,17 @@ impl BpfBackend {
         tally: Arc<AtomicU64>,
         ring_pages: usize,
     ) -> Self {
+        let counters = BpfCounters::new(cpus, capacity, tally.clone());
+        let rings = ByRings::new(budget, tally.clone(), ring_pages);
+        let by = ByInKernel::new(capacity, tally.clone(), rings);
+        Composed::of(counters, by, budget, tally)
+    }
+}
+
+impl BpfCounters {
+    /// Counters for at most `capacity` cgroups, the program's maps laid
+    /// out for `cpus` possible CPUs (see [`BpfBackend::laid_out_for`]).
+    fn new(cpus: u32, capacity: usize, tally: Arc<AtomicU64>) -> Self {
         // Whether the program loads here is `available`'s question, asked
         // once by whoever chose this backend (`backend::choose`), which
         // keeps what it loaded for this backend.
@@ -165,15 +178,13 @@ impl BpfBackend {
             wanted: Layout::default(),
             capacity: available::capacity_u32(capacity),
             cpus,
-            tally: tally.clone(),
+            tally,
             online: Vec::new(),
             unopened: BTreeSet::new(),
             cgroups: BTreeMap::new(),
             next_slot: 0,
             free: Vec::new(),
             released: Vec::new(),
-            by: sampled::InKernel::new(capacity, tally.clone()),
-            rings: CgroupBackend::new(budget, tally, ring_pages),
             errors: Errors::default(),
             logged: HashSet::new(),
             _stats: stats,
@@ -388,10 +399,8 @@ impl Fed {
     }
 }
 
-impl Backend for BpfBackend {
+impl Backend for BpfCounters {
     fn configure(&mut self, plan: &Plan) {
-        self.rings.configure(plan);
-        self.by.configure(plan);
         let every: Vec<usize> = (0..plan.selectors.len()).collect();
         let (layout, left) = Layout::of(plan.groups_for(&every));
         for spec in left {
@@ -404,13 +413,17 @@ impl Backend for BpfBackend {
         self.wanted = layout;
     }
 
-    fn admits(&self, wanted: &Wanted, cpus: usize) -> Result<(), SkipReason> {
+    fn admits(&self, _wanted: &Wanted, _cpus: usize) -> Result<(), SkipReason> {
         let room =
             (self.next_slot < self.capacity) || !self.free.is_empty() || !self.released.is_empty();
-        if !room {
-            return Err(SkipReason::MaxCgroups);
+        match room {
+            true => Ok(()),
+            false => Err(SkipReason::MaxCgroups),
         }
-        self.rings.admits(&self.by.rings_part(wanted), cpus)
+    }
+
+    fn counts(&self, slot: CgroupSlot) -> bool {
+        self.cgroups.contains_key(&slot)
     }
 
     fn apply(
@@ -433,33 +446,6 @@ impl Backend for BpfBackend {
                 self.charge(cgroup.slot, wanted, totals);
             }
             outcomes.push(outcome);
-        }
-        let counted = cgroups.iter().zip(&outcomes);
-        let counted = counted.filter(|(_, o)| **o == Outcome::Counted);
-        self.by.apply(counted.map(|((c, w), _)| (c, w)), totals);
-        // Only cgroups with `by:` tracepoints on rings (now or until now)
-        // are the rings' business: the others would cost a directory
-        // opened at admission and a visit at every read.
-        let sampled: Vec<(Cgroup, Wanted)> = cgroups
-            .iter()
-            .zip(&outcomes)
-            .filter(|(_, o)| **o == Outcome::Counted)
-            .map(|((c, w), _)| (c.clone(), self.by.rings_part(w)))
-            .filter(|(c, w)| !w.sampled.is_empty() || self.rings.counts(c.slot))
-            .collect();
-        let by = self
-            .by
-            .with_rings(&mut self.rings, &sampled, online, totals);
-        // `sampled` is in the order of `cgroups`.
-        let mut by = sampled.iter().zip(by).peekable();
-        for ((cgroup, _), outcome) in cgroups.iter().zip(&mut outcomes) {
-            let Some((_, rings)) = by.next_if(|((c, _), _)| c.slot == cgroup.slot) else {
-                continue;
-            };
-            if *outcome == Outcome::Counted && rings != Outcome::Counted {
-                self.remove(cgroup.slot);
-                *outcome = rings;
-            }
         }
         outcomes
     }
@@ -485,8 +471,6 @@ impl Backend for BpfBackend {
     }
 
     fn remove(&mut self, slot: CgroupSlot) {
-        self.rings.remove(slot);
-        self.by.remove(slot);
         if let Some(gone) = self.cgroups.remove(&slot) {
             if let Some(kernel) = &mut self.kernel {
                 kernel.unmonitor(gone.id);
@@ -496,7 +480,6 @@ impl Backend for BpfBackend {
     }
 
     fn cpus_changed(&mut self, changes: &CpuChanges, totals: &mut Totals) {
-        self.rings.cpus_changed(changes, totals);
         self.online.retain(|cpu| !changes.closed.contains(cpu));
         for &cpu in &changes.open {
             if !self.online.contains(&cpu) {
@@ -535,8 +518,7 @@ impl Backend for BpfBackend {
         }
     }
 
-    fn retry(&mut self, online: &[u32], totals: &mut Totals) {
-        self.rings.retry(online, totals);
+    fn retry(&mut self, online: &[u32], _totals: &mut Totals) {
         let Some(mut kernel) = self.kernel.take() else {
             return;
         };
@@ -556,31 +538,28 @@ impl Backend for BpfBackend {
     }
 
     fn read(&mut self, totals: &mut Totals) {
-        self.by.read(totals);
-        self.rings.read(totals);
         self.read_groups(totals);
     }
 
     fn drains(&self) -> bool {
-        self.rings.drains()
+        false
     }
 
     fn wait(&mut self, timeout: Duration) {
-        self.rings.wait(timeout);
+        std::thread::sleep(timeout);
     }
 
-    fn drain(&mut self, totals: &mut Totals) {
-        self.rings.drain(totals);
-    }
+    fn drain(&mut self, _totals: &mut Totals) {}
 
+    /// The program's descriptors (the counters' are in the tally).
     fn stats(&self) -> Stats {
-        let mut stats = self.rings.stats();
         let (ns, runs) = self.kernel.as_ref().map_or((0, 0), Kernel::runs);
-        stats.open_fds += self.kernel.as_ref().map_or(0, Kernel::own_fds);
-        stats.bpf_run_ns = ns;
-        stats.bpf_runs = runs;
-        self.by.add_stats(&mut stats);
-        stats.errors.add(&self.errors);
-        stats
+        Stats {
+            open_fds: self.kernel.as_ref().map_or(0, Kernel::own_fds),
+            bpf_run_ns: ns,
+            bpf_runs: runs,
+            errors: self.errors.clone(),
+            ..Stats::default()
+        }
     }
 }

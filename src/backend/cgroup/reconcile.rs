@@ -1,15 +1,15 @@
-//! Making a cgroup's open groups and `by:` tracepoints those it wants,
-//! without losing or double-counting anything a kept series counted.
+//! Making a cgroup's open groups those it wants, without losing or
+//! double-counting anything a kept series counted.
 
 use super::Counted;
 use super::counter::GroupState;
-use super::open::{NotOpened, Opener, OutOfFds, or_give_up};
-use super::rings::SampledState;
+use super::open::Opener;
 use crate::backend::Wanted;
+use crate::backend::opening::{NotOpened, OutOfFds, or_give_up};
 use crate::ids::CgroupSlot;
-use crate::totals::{SampledKey, Totals};
+use crate::totals::Totals;
 
-/// A cgroup whose groups and `by:` tracepoints are to become those wanted.
+/// A cgroup whose groups are to become those wanted.
 pub(super) struct Reconciling<'a> {
     pub slot: CgroupSlot,
     pub state: &'a mut Counted,
@@ -39,11 +39,9 @@ struct Planned {
     kept: bool,
 }
 
-/// Makes each cgroup's groups and `by:` tracepoints those wanted:
-/// identical ones are kept as they are; a group whose events changed is
-/// opened anew, the old one read one last time (see [`hand_over`]); a `by:`
-/// tracepoint whose filter or bound changed is opened anew and its old
-/// events' last samples still counted; what is no longer wanted is closed.
+/// Makes each cgroup's groups those wanted: identical ones are kept as
+/// they are; a group whose events changed is opened anew, the old one read
+/// one last time (see [`hand_over`]); what is no longer wanted is closed.
 /// Returns, per cgroup, whether it ran out of descriptors: then it must be
 /// given up (its descriptors are closed already).
 pub(super) fn reconcile(
@@ -54,33 +52,8 @@ pub(super) fn reconcile(
 ) -> Vec<bool> {
     let mut plans = Vec::with_capacity(cgroups.len());
     let mut evicted = vec![false; cgroups.len()];
-    for (c, evicted) in cgroups.iter_mut().zip(&mut evicted) {
-        let sampled = std::mem::take(&mut c.wanted.sampled);
-        let slot = c.slot;
-        let path = c.state.path.clone();
-        let mut old = std::mem::take(&mut c.state.sampled);
-        let done = c.in_dir(|dir| {
-            let at = At {
-                slot,
-                path: &path,
-                dir,
-            };
-            reconcile_sampled(&at, &mut old, sampled, online, opener, totals)
-        });
-        let Some(result) = done else {
-            // Left as it is: the next scan drops it.
-            c.state.sampled = old;
-            plans.push(Vec::new());
-            continue;
-        };
-        *evicted = result.is_err();
-        c.state.sampled = result.unwrap_or_default();
+    for c in cgroups.iter_mut() {
         let mut old = std::mem::take(&mut c.state.groups);
-        if *evicted {
-            // Closed now, to leave room for the others.
-            plans.push(Vec::new());
-            continue;
-        }
         let wanted = std::mem::take(&mut c.wanted.groups);
         let mut plan = Vec::with_capacity(wanted.len());
         for spec in wanted {
@@ -177,7 +150,7 @@ fn hand_over(
                     p.group.counter(c.slot, cpu, totals).opened(opened);
                     if let Some(previous) = p.previous.as_mut() {
                         for old in previous.cpus.iter_mut().filter(|c| c.cpu == cpu) {
-                            old.close(&mut opener.errors, totals);
+                            old.close(&mut opener.failures.errors, totals);
                         }
                     }
                 }
@@ -189,65 +162,4 @@ fn hand_over(
             }
         }
     }
-}
-
-/// The cgroup events are opened for.
-struct At<'a> {
-    slot: CgroupSlot,
-    path: &'a str,
-    dir: &'a std::fs::File,
-}
-
-/// The `by:` tracepoints of a cgroup made those wanted, from `old`. On
-/// `Err`, everything of `old` and of the new ones is closed.
-fn reconcile_sampled(
-    at: &At<'_>,
-    old: &mut Vec<SampledState>,
-    wanted: Vec<std::sync::Arc<crate::plan::SampledSpec>>,
-    online: &[u32],
-    opener: &mut Opener,
-    totals: &mut Totals,
-) -> Result<Vec<SampledState>, OutOfFds> {
-    let mut now = Vec::with_capacity(wanted.len());
-    for spec in wanted {
-        if let Some(i) = old.iter().position(|s| *s.spec == *spec) {
-            now.push(old.swap_remove(i));
-            continue;
-        }
-        let id = spec.id();
-        let counts = totals.sampled(&SampledKey {
-            cgroup: at.slot,
-            id: id.clone(),
-        });
-        let mut new = SampledState::new(spec.clone(), counts);
-        for &cpu in online {
-            let opened = opener.open_sampled(&spec, counts, at.path, at.dir, cpu);
-            match or_give_up(opened, &mut new.unopened, cpu) {
-                Ok(Some((event, fds))) => new.opened(cpu, event, fds),
-                Ok(None) => {}
-                Err(OutOfFds) => {
-                    now.push(new);
-                    for mut gone in now.into_iter().chain(old.drain(..)) {
-                        let ids = gone.close(None, totals);
-                        opener.rings.unregister(ids.into_iter());
-                    }
-                    return Err(OutOfFds);
-                }
-            }
-        }
-        if let Some(i) = old.iter().position(|s| s.spec.id() == id) {
-            // Closed once the new events count, its last samples still
-            // counted (into the same counts): the series carries on
-            // without a gap.
-            let mut previous = old.swap_remove(i);
-            opener.retired.extend(previous.close(None, totals));
-        }
-        now.push(new);
-    }
-    for mut gone in old.drain(..) {
-        opener
-            .rings
-            .unregister(gone.close(None, totals).into_iter());
-    }
-    Ok(now)
 }

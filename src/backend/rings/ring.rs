@@ -19,7 +19,7 @@
 //! when closed) and `decoded` (samples counted under a value or `other`);
 //! `lost` is the part of `counted − decoded` known to be lost.
 //!
-//! A collection (`CgroupBackend::settle_sampled`) reads every count
+//! A collection (`ByRings::settle`) reads every count
 //! FIRST, THEN drains the rings. A hit's count goes up just before its
 //! sample is written, so when the drain starts each hit counted by the read
 //! has its sample in the ring (drained now), dropped, or still being

@@ -5,7 +5,7 @@
 
 use super::rules::Window;
 use super::{Entry, InKernel, settle_runs};
-use crate::backend::cgroup::CgroupBackend;
+use crate::backend::rings::ByRings;
 use crate::backend::{Backend, Cgroup, Outcome, Wanted};
 use crate::ids::SampledId;
 use crate::perf::monotonic_ns;
@@ -54,7 +54,7 @@ impl InKernel {
     }
 
     /// Has `rings` count the `sampled` entries of each cgroup that are
-    /// not counted here: as [`CgroupBackend::apply`] does, with its
+    /// not counted here: as [`ByRings`]'s `apply` does, with its
     /// outcomes, but when an entry moves between the kernel and the rings,
     /// the side it leaves counts the hits before a cut and the side it
     /// joins those past it, on each CPU, so that no hit is counted twice
@@ -75,7 +75,7 @@ impl InKernel {
     ///    ([`InKernel::handed_over`]).
     pub fn with_rings(
         &mut self,
-        rings: &mut CgroupBackend,
+        rings: &mut ByRings,
         sampled: &[(Cgroup, Wanted)],
         online: &[u32],
         totals: &mut Totals,
@@ -118,7 +118,7 @@ impl InKernel {
     /// count on their side of it (step 3).
     fn cut(
         &mut self,
-        rings: &mut CgroupBackend,
+        rings: &mut ByRings,
         to_rings: &HashSet<SampledId>,
         from_rings: &HashSet<SampledId>,
         totals: &mut Totals,

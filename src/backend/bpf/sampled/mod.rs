@@ -28,9 +28,12 @@
 //! only after every run in progress has ended (an RCU grace period: the
 //! program runs with preemption disabled).
 
+mod by;
 mod handover;
 mod kernel;
 mod rules;
+
+pub use by::ByInKernel;
 
 use crate::backend::{Stats, Wanted};
 use crate::ids::{CgroupSlot, SampledId};
@@ -378,6 +381,11 @@ impl InKernel {
                 },
             );
         }
+    }
+
+    /// Whether it counts entries of the cgroup in `slot`.
+    pub fn counts(&self, slot: CgroupSlot) -> bool {
+        self.cgroups.contains_key(&slot)
     }
 
     /// Stops counting a cgroup: its series vanish, its keys are swept at
