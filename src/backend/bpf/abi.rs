@@ -27,3 +27,87 @@ pub(super) struct Reading {
 }
 // SAFETY: plain integers, no padding.
 unsafe impl Pod for Reading {}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use std::mem::{align_of, offset_of, size_of};
+
+    /// `count.bpf.c`, which the program is built from.
+    pub(in super::super) const COUNT_BPF_C: &str = include_str!("count.bpf.c");
+
+    /// The value of `#define name` in `count.bpf.c`.
+    pub(in super::super) fn defined(name: &str) -> u64 {
+        let line = COUNT_BPF_C
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("#define ")?
+                    .strip_prefix(name)?
+                    .strip_prefix(' ')
+            })
+            .unwrap_or_else(|| panic!("count.bpf.c defines {name}"));
+        let value = line.split_whitespace().next().expect("a value");
+        let value = value.trim_end_matches(['u', 'U', 'l', 'L']);
+        match value.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16),
+            None => value.parse(),
+        }
+        .unwrap_or_else(|e| panic!("{name} is a number: {value}: {e}"))
+    }
+
+    /// The members of `struct name` of `count.bpf.c`, in order, as
+    /// (type, name).
+    pub(in super::super) fn members(name: &str) -> Vec<(String, String)> {
+        let start = format!("struct {name} {{");
+        let body = COUNT_BPF_C
+            .split_once(&start)
+            .unwrap_or_else(|| panic!("count.bpf.c declares struct {name}"))
+            .1;
+        let body = body.split_once("};").expect("the struct ends").0;
+        body.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with("//"))
+            .map(|l| {
+                let l = l.trim_end_matches(';');
+                let (ty, name) = l.rsplit_once(' ').expect("a type and a name");
+                (ty.trim().to_string(), name.to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_positions_per_cpu_are_those_of_count_bpf_c() {
+        assert_eq!(defined("MAX_EVENTS"), MAX_EVENTS as u64);
+        assert_eq!(MAX_EVENTS, 256);
+    }
+
+    #[test]
+    fn a_config_counts_at_most_half_the_positions() {
+        assert_eq!(MAX_COUNTED, 128);
+        assert_eq!(2 * MAX_COUNTED, MAX_EVENTS, "kept + old and kept + new fit");
+    }
+
+    #[test]
+    fn a_reading_is_laid_out_as_struct_reading_of_count_bpf_c() {
+        assert_eq!(size_of::<Reading>(), 24);
+        assert_eq!(align_of::<Reading>(), 8);
+        assert_eq!(
+            [
+                offset_of!(Reading, value),
+                offset_of!(Reading, enabled),
+                offset_of!(Reading, running),
+            ],
+            [0, 8, 16]
+        );
+        let c: Vec<_> = members("reading");
+        let want = ["value", "enabled", "running"].map(|n| ("__u64".to_string(), n.to_string()));
+        assert_eq!(c, want);
+    }
+
+    #[test]
+    fn the_defines_of_count_bpf_c_are_read_as_written() {
+        assert_eq!(defined("FOREVER"), 0x7fff_ffff, "hex with a suffix");
+        assert_eq!(defined("CHUNKS"), 32);
+        assert_eq!(defined("CACHED_SLOTS"), 8);
+    }
+}
