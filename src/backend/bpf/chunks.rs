@@ -231,4 +231,88 @@ mod tests {
         assert_eq!(first_chunk(128), 6, "at least 64 slots");
         assert_eq!(first_chunk(1), 11);
     }
+
+    /// `chunk_of` of `count.bpf.c`, step for step.
+    fn chunk_of_in_c(slot: u32, shift: u32) -> (usize, u32) {
+        let (mut q, mut k) = ((slot >> shift).wrapping_add(1), 0u32);
+        for step in [16, 8, 4, 2] {
+            if q >> step != 0 {
+                q >>= step;
+                k += step;
+            }
+        }
+        if q >> 1 != 0 {
+            k += 1;
+        }
+        (k as usize, slot.wrapping_sub(((1u32 << k) - 1) << shift))
+    }
+
+    #[test]
+    fn the_chunks_per_position_are_those_of_count_bpf_c() {
+        assert_eq!(super::super::abi::tests::defined("CHUNKS"), CHUNKS as u64);
+    }
+
+    #[test]
+    fn a_slot_is_found_in_the_chunk_and_at_the_offset_the_program_charges() {
+        for shift in FIRST_SHIFTS.0..=FIRST_SHIFTS.1 {
+            let mut slots = vec![0, 1, u32::MAX, u32::MAX - 1, 1 << 31, (1 << 31) - 1];
+            for k in 0..CHUNKS {
+                let first = first_slot(k, shift);
+                for s in [first.wrapping_sub(1), first, first + 1] {
+                    if let Ok(s) = u32::try_from(s) {
+                        slots.push(s);
+                    }
+                }
+            }
+            slots.extend((0..100_000u32).map(|i| i.wrapping_mul(2_654_435_761)));
+            for slot in slots {
+                assert_eq!(
+                    chunk_of(slot, shift),
+                    chunk_of_in_c(slot, shift),
+                    "slot {slot}, shift {shift}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_chunks_of_a_position_hold_every_slot() {
+        for shift in FIRST_SHIFTS.0..=FIRST_SHIFTS.1 {
+            assert!(first_slot(CHUNKS, shift) > u32::MAX as u64, "shift {shift}");
+            let (k, offset) = chunk_of(u32::MAX, shift);
+            assert!(k < CHUNKS);
+            assert!((offset as u64) < 1u64 << k << shift, "within chunk {k}");
+        }
+        assert_eq!(chunk_of(0, 6), (0, 0));
+        assert_eq!(chunk_of(63, 6), (0, 63));
+        assert_eq!(
+            chunk_of(64, 6),
+            (1, 0),
+            "the second chunk starts past the first"
+        );
+        assert_eq!(chunk_of(191, 6), (1, 127));
+        assert_eq!(chunk_of(192, 6), (2, 0));
+    }
+
+    #[test]
+    fn a_first_chunk_is_the_most_slots_that_take_64_kib_within_its_bounds() {
+        for cpus in (1..=1024).chain([4095, 4096, 8192, 1 << 20]) {
+            let shift = first_chunk(cpus);
+            assert!((FIRST_SHIFTS.0..=FIRST_SHIFTS.1).contains(&shift));
+            let bytes = (1u64 << shift) * cpus as u64 * size_of::<Reading>() as u64;
+            if shift > FIRST_SHIFTS.0 {
+                assert!(bytes <= FIRST_BYTES, "{cpus} CPUs: {bytes} bytes");
+            }
+            if shift < FIRST_SHIFTS.1 {
+                assert!(2 * bytes > FIRST_BYTES, "{cpus} CPUs: twice as many fit");
+            }
+        }
+    }
+
+    #[test]
+    fn a_first_chunk_for_no_cpu_or_the_most_cpus_does_not_overflow() {
+        assert_eq!(first_chunk(0), first_chunk(1), "as if one CPU");
+        assert_eq!(first_chunk(u32::MAX), FIRST_SHIFTS.0);
+        assert_eq!(first_chunk(3), 9, "910 slots fit: 512 taken");
+    }
 }

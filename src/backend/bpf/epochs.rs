@@ -157,4 +157,157 @@ mod tests {
         assert!((0..MAX_EVENTS).all(|e| desc(1, e) == 0));
         assert!(epochs.desc(2, 0).is_none() && epochs.desc(0, MAX_EVENTS).is_none());
     }
+
+    /// Epochs for `cpus` CPUs, nothing described yet.
+    fn epochs(cpus: u32) -> Epochs {
+        let n = cpus as usize;
+        Epochs::new(mapped(8 * n), mapped(n * MAX_EVENTS * LAST_BYTES), cpus)
+    }
+
+    fn desc(epochs: &Epochs, cpu: u32, e: usize) -> u64 {
+        epochs
+            .desc(cpu, e)
+            .expect("a counter")
+            .load(Ordering::SeqCst)
+    }
+
+    fn epoch(epochs: &Epochs, cpu: u32) -> u64 {
+        epochs.epoch(cpu).expect("a CPU").load(Ordering::SeqCst)
+    }
+
+    /// Every description of every CPU.
+    fn all(epochs: &Epochs, cpus: u32) -> Vec<u64> {
+        (0..cpus)
+            .flat_map(|cpu| (0..MAX_EVENTS).map(move |e| (cpu, e)))
+            .map(|(cpu, e)| desc(epochs, cpu, e))
+            .collect()
+    }
+
+    #[test]
+    fn a_description_is_laid_out_as_count_bpf_c_reads_it() {
+        use super::super::abi::tests::{defined, members};
+        assert_eq!(defined("FOREVER"), FOREVER);
+        assert_eq!(LEADS, 1 << 63, "LEADS(d) is d >> 63");
+        assert_eq!(LAST_BYTES, 56);
+        let last: Vec<_> = members("last")
+            .into_iter()
+            .map(|(t, n)| t + " " + &n)
+            .collect();
+        assert_eq!(
+            last,
+            ["__u64 desc", "struct reading seen", "struct reading delta"],
+            "the description first, where cgperf writes it"
+        );
+    }
+
+    #[test]
+    fn a_change_on_a_cpu_past_the_possible_ones_moves_nothing() {
+        let epochs = epochs(2);
+        epochs.next(2, &[(0, true)], &[0]);
+        epochs.next(u32::MAX, &[(0, true)], &[]);
+        epochs.forget(2, MAX_EVENTS);
+        assert_eq!((epoch(&epochs, 0), epoch(&epochs, 1)), (0, 0));
+        assert!(all(&epochs, 2).iter().all(|&d| d == 0));
+        assert!(epochs.epoch(2).is_none());
+    }
+
+    #[test]
+    fn positions_past_the_last_are_skipped_and_the_rest_of_the_change_made() {
+        let epochs = epochs(1);
+        epochs.next(0, &[(MAX_EVENTS, true), (3, true)], &[MAX_EVENTS + 7]);
+        assert_eq!(epoch(&epochs, 0), 1);
+        let d = desc(&epochs, 0, 3);
+        assert!(live_at(d, 1));
+        let others = all(&epochs, 1).iter().filter(|&&d| d != 0).count();
+        assert_eq!(others, 1, "only position 3 is described");
+    }
+
+    #[test]
+    fn the_last_counter_of_a_cpu_and_the_first_of_the_next_are_apart() {
+        let epochs = epochs(3);
+        epochs.next(1, &[(MAX_EVENTS - 1, true)], &[]);
+        epochs.next(2, &[(0, false)], &[]);
+        let d = |cpu, e| desc(&epochs, cpu, e);
+        assert_eq!(d(1, MAX_EVENTS - 1), 1 | FOREVER << 32 | LEADS);
+        assert_eq!(d(2, 0), 1 | FOREVER << 32);
+        assert_eq!(d(1, MAX_EVENTS - 2), 0);
+        assert_eq!(d(0, MAX_EVENTS - 1), 0);
+        assert_eq!(d(2, 1), 0);
+        let set = all(&epochs, 3).iter().filter(|&&d| d != 0).count();
+        assert_eq!(set, 2);
+    }
+
+    #[test]
+    fn a_retired_counter_keeps_its_first_epoch_and_its_lead() {
+        let epochs = epochs(1);
+        epochs.next(0, &[(5, true), (6, false)], &[]);
+        epochs.next(0, &[], &[]);
+        epochs.next(0, &[], &[5, 6]);
+        assert_eq!(epoch(&epochs, 0), 3, "an empty change is an epoch too");
+        assert_eq!(desc(&epochs, 0, 5), 1 | 3 << 32 | LEADS);
+        assert_eq!(desc(&epochs, 0, 6), 1 | 3 << 32);
+        for e in [5, 6] {
+            let d = desc(&epochs, 0, e);
+            assert_eq!(
+                (0..5).map(|n| live_at(d, n)).collect::<Vec<_>>(),
+                [false, true, true, false, false]
+            );
+        }
+    }
+
+    #[test]
+    fn a_counter_placed_where_another_retired_describes_only_itself() {
+        let epochs = epochs(1);
+        epochs.next(0, &[(0, true)], &[]);
+        epochs.next(0, &[], &[0]);
+        // A member of another group takes the position once free.
+        epochs.next(0, &[(0, false)], &[]);
+        let d = desc(&epochs, 0, 0);
+        assert_eq!(
+            d,
+            3 | FOREVER << 32,
+            "neither the lead nor the end of the one before"
+        );
+        assert!(!live_at(d, 2) && live_at(d, 3));
+    }
+
+    #[test]
+    fn forgetting_a_cpu_clears_its_counters_below_top_and_keeps_its_epoch() {
+        let epochs = epochs(2);
+        epochs.next(0, &[(0, true), (1, false), (2, true)], &[]);
+        epochs.next(1, &[(0, true), (1, false), (2, true)], &[]);
+        epochs.forget(1, 2);
+        assert_eq!((desc(&epochs, 1, 0), desc(&epochs, 1, 1)), (0, 0));
+        assert_eq!(
+            desc(&epochs, 1, 2),
+            1 | FOREVER << 32 | LEADS,
+            "at top: kept"
+        );
+        assert!((0..3).all(|e| desc(&epochs, 0, e) != 0), "CPU 0 untouched");
+        assert_eq!(epoch(&epochs, 1), 1);
+        // Counters opened there again are live from the next epoch on:
+        // never in one the program may have done already.
+        epochs.next(1, &[(0, true)], &[]);
+        let d = desc(&epochs, 1, 0);
+        assert!(!live_at(d, 1) && live_at(d, 2));
+        epochs.forget(1, 0);
+        assert_ne!(desc(&epochs, 1, 0), 0, "nothing below 0");
+    }
+
+    #[test]
+    fn counters_described_in_the_last_epochs_expressible_are_live_exactly_then() {
+        let epochs = epochs(1);
+        epochs
+            .epoch(0)
+            .expect("a CPU")
+            .store(FOREVER - 3, Ordering::SeqCst);
+        epochs.next(0, &[(0, true)], &[]);
+        epochs.next(0, &[(1, false)], &[0]);
+        assert_eq!(epoch(&epochs, 0), FOREVER - 1);
+        let (gone, new) = (desc(&epochs, 0, 0), desc(&epochs, 0, 1));
+        assert!(live_at(gone, FOREVER - 2) && !live_at(gone, FOREVER - 1));
+        assert!(!live_at(new, FOREVER - 2) && live_at(new, FOREVER - 1));
+        assert_eq!(new & LEADS, 0, "the epoch stays out of the lead bit");
+        assert_eq!(gone & LEADS, LEADS);
+    }
 }
