@@ -37,6 +37,23 @@ fn create(size: u32) -> Result<Hash, String> {
     Hash::create(size, 0).map_err(|e| failed(&format!("a hash of {size} cgroups"), &e).0)
 }
 
+/// The entries of the first hash for `capacity` cgroups.
+fn first_size(capacity: u32) -> u32 {
+    FIRST.min(capacity.max(1))
+}
+
+/// The entries a hash of `size` entries, `len` of them taken, grows to
+/// to make room for `more` (at least twice as many, a power of two, at
+/// most `capacity`); `None` if it has room, or cannot grow.
+fn grown(size: u32, len: u32, more: u32, capacity: u32) -> Option<u32> {
+    let want = len.saturating_add(more);
+    if want <= size || size >= capacity {
+        return None;
+    }
+    let size = want.max(size.saturating_mul(2)).checked_next_power_of_two();
+    Some(size.unwrap_or(u32::MAX).min(capacity))
+}
+
 /// Makes `hash` the one the program looks cgroups up in.
 fn hand_over(outer: &MapData, hash: &Hash) -> Result<(), String> {
     let fd = IterableMap::map(hash).fd().as_fd().as_raw_fd();
@@ -48,7 +65,7 @@ fn hand_over(outer: &MapData, hash: &Hash) -> Result<(), String> {
 impl Ids {
     /// An empty hash for up to `capacity` cgroups, in `outer`.
     pub fn new(outer: MapData, capacity: u32) -> Result<Self, String> {
-        let size = FIRST.min(capacity.max(1));
+        let size = first_size(capacity);
         let hash = create(size)?;
         hand_over(&outer, &hash)?;
         Ok(Self {
@@ -81,14 +98,10 @@ impl Ids {
     /// Makes room for `more` cgroups, at least doubling the hash if it
     /// must grow (one copy for a whole batch of cgroups).
     pub fn reserve(&mut self, more: u32, wait: impl Fn() -> bool) -> Result<(), String> {
-        let want = self.len.saturating_add(more);
-        if want <= self.size || self.size >= self.capacity {
-            return Ok(());
+        match grown(self.size, self.len, more, self.capacity) {
+            Some(size) => self.grow(size, wait),
+            None => Ok(()),
         }
-        let size = want
-            .max(self.size.saturating_mul(2))
-            .checked_next_power_of_two();
-        self.grow(size.unwrap_or(u32::MAX).min(self.capacity), wait)
     }
 
     /// Replaces the hash by a copy of `size` entries.
@@ -106,5 +119,98 @@ impl Ids {
         }
         tracing::debug!(size, "grew the BPF hash of monitored cgroups");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sizes a hash takes as cgroups come one by one up to `n`, each
+    /// growth with the entries held when it grew.
+    fn one_by_one(n: u32, capacity: u32) -> Vec<(u32, u32)> {
+        let mut size = first_size(capacity);
+        let mut sizes = vec![(size, 0)];
+        for len in 0..n {
+            if let Some(next) = grown(size, len, 1, capacity) {
+                assert!(next > size, "a growth grows");
+                size = next;
+                sizes.push((size, len));
+            }
+        }
+        sizes
+    }
+
+    #[test]
+    fn the_first_hash_holds_1024_cgroups_or_the_capacity_if_fewer() {
+        assert_eq!(first_size(4096), 1024);
+        assert_eq!(first_size(u32::MAX), 1024);
+        assert_eq!(first_size(1024), 1024);
+        assert_eq!(first_size(10), 10);
+        assert_eq!(first_size(1), 1);
+        assert_eq!(first_size(0), 1, "at least one cgroup");
+    }
+
+    #[test]
+    fn a_hash_with_room_does_not_grow() {
+        assert_eq!(grown(1024, 0, 1024, 4096), None, "exactly full after");
+        assert_eq!(grown(1024, 1023, 1, 4096), None);
+        assert_eq!(grown(1024, 500, 0, 4096), None, "nothing more");
+    }
+
+    #[test]
+    fn a_full_hash_doubles_one_cgroup_at_a_time() {
+        assert_eq!(grown(1024, 1024, 1, 1 << 20), Some(2048));
+        assert_eq!(
+            one_by_one(10_000, 1 << 20),
+            [
+                (1024, 0),
+                (2048, 1024),
+                (4096, 2048),
+                (8192, 4096),
+                (16384, 8192)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_batch_grows_the_hash_once_to_hold_all_of_it() {
+        assert_eq!(grown(1024, 1000, 50_000, 1 << 20), Some(65536));
+        assert_eq!(grown(1024, 0, 1025, 1 << 20), Some(2048), "at least double");
+        assert_eq!(
+            grown(1024, 1024, 1 << 19, 1 << 20),
+            Some(1 << 20),
+            "a power of two"
+        );
+    }
+
+    #[test]
+    fn a_hash_never_grows_past_the_capacity() {
+        assert_eq!(grown(1024, 1024, 1, 1500), Some(1500));
+        assert_eq!(grown(1024, 1024, 1_000_000, 3000), Some(3000));
+        assert_eq!(grown(1500, 1500, 1, 1500), None, "at the capacity");
+        assert_eq!(
+            one_by_one(5000, 3000),
+            [(1024, 0), (2048, 1024), (3000, 2048)]
+        );
+        assert_eq!(one_by_one(1, 1), [(1, 0)], "one cgroup: never grows");
+        assert_eq!(grown(1, 1, 1, 1), None);
+    }
+
+    #[test]
+    fn a_hash_near_u32_max_cgroups_grows_without_overflowing() {
+        let max = u32::MAX;
+        assert_eq!(
+            grown(1 << 31, 1 << 31, 1, max),
+            Some(max),
+            "no power of two left"
+        );
+        assert_eq!(
+            grown(1 << 30, max, max, max),
+            Some(max),
+            "the count saturates"
+        );
+        assert_eq!(grown(1 << 31, 1 << 31, 1, 1 << 31), None);
+        assert_eq!(grown(max, max, 1, max), None);
     }
 }
