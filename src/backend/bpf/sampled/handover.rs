@@ -206,3 +206,191 @@ impl InKernel {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::budget::FdBudget;
+    use crate::events::{EventAttr, Field, FieldKind, PERF_TYPE_TRACEPOINT};
+    use crate::plan::SampledSpec;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicU64;
+
+    /// An entry `label` by one integer field; `max_series` tells two
+    /// versions of one series apart.
+    fn spec(label: &str, max_series: usize) -> Arc<SampledSpec> {
+        let field = Field {
+            name: "which".into(),
+            type_text: "int".into(),
+            offset: 8,
+            size: 4,
+            signed: true,
+            kind: FieldKind::Int,
+        };
+        Arc::new(SampledSpec {
+            label: label.into(),
+            attr: EventAttr::new(PERF_TYPE_TRACEPOINT, 7),
+            filter: None,
+            fields: vec![("which".into(), field)],
+            max_series,
+            syscall_name: None,
+            filter_fields: Vec::new(),
+        })
+    }
+
+    fn entry(spec: &Arc<SampledSpec>, index: u32, home: u32) -> Entry {
+        Entry {
+            spec: spec.clone(),
+            index,
+            home,
+            window: Window::Always,
+        }
+    }
+
+    /// Entries in force with nothing loaded (so nothing of the kernel is
+    /// touched), of a plan of `planned`.
+    fn in_kernel(entries: Vec<Entry>, planned: &[&Arc<SampledSpec>]) -> InKernel {
+        let mut by = InKernel::new(16, Arc::new(AtomicU64::new(0)));
+        by.entries = entries;
+        by.planned = planned.iter().map(|s| s.id()).collect();
+        by
+    }
+
+    fn rings() -> ByRings {
+        let budget = FdBudget::from_limit(1 << 20);
+        ByRings::new(budget, Arc::new(AtomicU64::new(0)), 1)
+    }
+
+    /// (label, index, home, window) of each entry.
+    fn shown(entries: &[Entry]) -> Vec<(String, u32, u32, Window)> {
+        let show = |e: &Entry| (e.spec.label.to_string(), e.index, e.home, e.window);
+        entries.iter().map(show).collect()
+    }
+
+    fn ids(specs: &[&Arc<SampledSpec>]) -> HashSet<SampledId> {
+        specs.iter().map(|s| s.id()).collect()
+    }
+
+    /// Ends the hand-over, as the backend does right after the switch.
+    fn hand_over(by: &mut InKernel, totals: &mut Totals) {
+        let outcomes = by.with_rings(&mut rings(), &[], &[0], totals);
+        assert!(outcomes.is_empty());
+    }
+
+    #[test]
+    fn an_entry_kept_keeps_its_place_and_counts_every_hit() {
+        let a = spec("a", 10);
+        let mut by = in_kernel(vec![entry(&a, 3, 3)], &[&a]);
+        let mut totals = Totals::default();
+        by.switch(vec![entry(&a, 3, 3)], &mut totals);
+        assert_eq!(shown(&by.entries), [("a".into(), 3, 3, Window::Always)]);
+        assert!(by.leaving.is_empty());
+        assert!(by.on_rings.is_empty());
+    }
+
+    #[test]
+    fn an_entry_dropped_counts_until_the_cut_and_then_goes() {
+        let (a, b) = (spec("a", 10), spec("b", 10));
+        let mut by = in_kernel(vec![entry(&a, 0, 0), entry(&b, 1, 1)], &[&a]);
+        let mut totals = Totals::default();
+        by.switch(vec![entry(&a, 0, 0)], &mut totals);
+        assert_eq!(shown(&by.leaving), [("b".into(), 1, 1, Window::UntilCut)]);
+        assert_eq!(shown(&by.entries), [("a".into(), 0, 0, Window::Always)]);
+        assert!(
+            by.on_rings.is_empty(),
+            "b is in no plan: the rings do not take it"
+        );
+        hand_over(&mut by, &mut totals);
+        assert!(by.leaving.is_empty());
+        assert_eq!(shown(&by.entries), [("a".into(), 0, 0, Window::Always)]);
+    }
+
+    #[test]
+    fn an_entry_leaving_for_the_rings_is_theirs_past_the_cut() {
+        let (a, b) = (spec("a", 10), spec("b", 10));
+        let mut by = in_kernel(vec![entry(&a, 0, 0), entry(&b, 1, 1)], &[&a, &b]);
+        let mut totals = Totals::default();
+        by.switch(vec![entry(&a, 0, 0)], &mut totals);
+        assert_eq!(by.on_rings, ids(&[&b]));
+        assert_eq!(shown(&by.leaving), [("b".into(), 1, 1, Window::UntilCut)]);
+        hand_over(&mut by, &mut totals);
+        assert!(by.leaving.is_empty());
+        assert_eq!(by.on_rings, ids(&[&b]), "the rings keep it");
+    }
+
+    #[test]
+    fn an_entry_arriving_from_the_rings_counts_only_past_the_cut() {
+        let (a, b) = (spec("a", 10), spec("b", 10));
+        let mut by = in_kernel(vec![entry(&a, 0, 0)], &[&a, &b]);
+        by.on_rings = ids(&[&b]);
+        let mut totals = Totals::default();
+        by.switch(vec![entry(&a, 0, 0), entry(&b, 1, 1)], &mut totals);
+        assert_eq!(
+            shown(&by.entries),
+            [
+                ("a".into(), 0, 0, Window::Always),
+                ("b".into(), 1, 1, Window::FromCut),
+            ]
+        );
+        assert!(by.on_rings.is_empty());
+        assert!(by.leaving.is_empty());
+        hand_over(&mut by, &mut totals);
+        assert_eq!(
+            shown(&by.entries),
+            [
+                ("a".into(), 0, 0, Window::Always),
+                ("b".into(), 1, 1, Window::Always),
+            ],
+            "once handed over, every hit"
+        );
+    }
+
+    #[test]
+    fn a_new_entry_no_ring_counted_counts_every_hit_at_once() {
+        let (a, c) = (spec("a", 10), spec("c", 10));
+        let mut by = in_kernel(vec![entry(&a, 0, 0)], &[&a, &c]);
+        let mut totals = Totals::default();
+        by.switch(vec![entry(&a, 0, 0), entry(&c, 1, 1)], &mut totals);
+        assert_eq!(by.entries[1].window, Window::Always);
+    }
+
+    #[test]
+    fn an_entry_changed_under_the_same_series_switches_without_a_cut() {
+        let (old, new) = (spec("a", 10), spec("a", 20));
+        assert_eq!(old.id(), new.id());
+        let mut by = in_kernel(vec![entry(&old, 0, 0)], &[&new]);
+        // As placed: another index, the same hashes.
+        let mut totals = Totals::default();
+        by.switch(vec![entry(&new, 1, 0)], &mut totals);
+        assert!(by.leaving.is_empty(), "no window: one store switches it");
+        assert_eq!(shown(&by.entries), [("a".into(), 1, 0, Window::Always)]);
+        assert_eq!(by.entries[0].spec.max_series, 20);
+        assert!(by.on_rings.is_empty());
+    }
+
+    #[test]
+    fn the_rings_count_the_planned_entries_the_kernel_does_not() {
+        let (a, b, c) = (spec("a", 10), spec("b", 10), spec("c", 10));
+        let mut by = in_kernel(Vec::new(), &[&a, &b, &c]);
+        let mut totals = Totals::default();
+        by.switch(vec![entry(&b, 0, 0)], &mut totals);
+        assert_eq!(by.on_rings, ids(&[&a, &c]));
+        by.planned = ids(&[&b]);
+        by.switch(vec![entry(&b, 0, 0)], &mut totals);
+        assert!(by.on_rings.is_empty(), "a and c left the plan");
+    }
+
+    #[test]
+    fn with_nothing_moving_a_hand_over_only_ends_the_windows_left() {
+        let a = spec("a", 10);
+        let mut by = in_kernel(vec![entry(&a, 0, 0)], &[&a]);
+        by.entries[0].window = Window::FromCut;
+        let mut totals = Totals::default();
+        // Nothing on the rings arrives: the window ends all the same.
+        by.on_rings.clear();
+        let mut rings = rings();
+        let outcomes = by.with_rings(&mut rings, &[], &[0, 1], &mut totals);
+        assert!(outcomes.is_empty());
+        assert_eq!(by.entries[0].window, Window::Always);
+    }
+}
