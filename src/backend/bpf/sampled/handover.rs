@@ -393,4 +393,21 @@ mod tests {
         assert!(outcomes.is_empty());
         assert_eq!(by.entries[0].window, Window::Always);
     }
+
+    #[test]
+    fn an_entry_the_rings_counted_before_the_program_loaded_arrives_at_the_cut() {
+        let b = spec("b", 10);
+        // A plan whose only entry the kernel cannot count: nothing loads,
+        // the rings count b.
+        let mut by = in_kernel(Vec::new(), &[&b]);
+        by.pending = Some(Vec::new());
+        let mut totals = Totals::default();
+        by.apply(std::iter::empty(), &mut totals);
+        assert!(by.loaded.is_none());
+        assert_eq!(by.on_rings, ids(&[&b]), "the rings count b");
+        // A reload makes b one the kernel counts; once the program loaded,
+        // b moves in, and the rings stop at the cut.
+        by.switch(vec![entry(&b, 0, 0)], &mut totals);
+        assert_eq!(shown(&by.entries), [("b".into(), 0, 0, Window::FromCut)]);
+    }
 }

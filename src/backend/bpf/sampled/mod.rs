@@ -242,6 +242,9 @@ impl InKernel {
     ) {
         if self.loaded.is_none() && self.upcoming().is_empty() {
             self.pending = None;
+            // The rings count every entry of the plan: one that later
+            // moves here arrives at a cut ([`InKernel::switch`]).
+            self.on_rings = self.planned.clone();
             return;
         }
         if self.loaded.is_none() {
@@ -256,6 +259,7 @@ impl InKernel {
                     // wanted in the same apply.
                     self.pending = None;
                     self.entries.clear();
+                    self.on_rings = self.planned.clone();
                     return;
                 }
             }
