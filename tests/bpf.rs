@@ -257,6 +257,136 @@ cgroups:
     );
 }
 
+/// `n` getppid calls in `cgroup`, pinned to `cpu`.
+fn getppid_on(cgroup: &std::path::Path, cpu: u32, n: u64) {
+    in_child(Some(cgroup), || {
+        pin_or_exit(cpu as usize);
+        for _ in 0..n {
+            // SAFETY: a raw syscall without arguments.
+            unsafe { libc::syscall(libc::SYS_getppid) };
+        }
+    });
+}
+
+/// Reloads `engine` with `yaml`.
+fn reload_to(engine: &mut Engine<BpfBackend>, yaml: &str) {
+    let config = config(yaml);
+    engine.reload(&config, plan(&config, &BpfProbe::new(&machine())));
+}
+
+/// `event` in `cgroup` on `cpu` in the latest snapshot (per-CPU series).
+fn count_on(latest: &Latest, cgroup: &str, event: &str, cpu: u32) -> Option<f64> {
+    let snapshot = latest.get();
+    let mut on = snapshot
+        .counters
+        .iter()
+        .filter(|c| &*c.cgroup == cgroup && &*c.event == event && c.cpu == Some(cpu));
+    on.next().map(|c| c.value)
+}
+
+#[test]
+fn a_cpu_a_cgroup_never_ran_on_counts_its_first_charge_whole_across_reloads() {
+    // A CPU whose slot holds nothing keeps no baseline: its first charge
+    // is counted whole, whether it comes before a reload, before per-CPU
+    // series are switched on, or after they are switched off again.
+    let cpus = cgperf::cpus::online().expect("online CPUs");
+    assert!(cpus.len() >= 2, "this test needs two online CPUs: {cpus:?}");
+    let (a, b) = (cpus[0], cpus[1]);
+    let cg = TestCgroup::create("cgperf-bpf-first-charge");
+    let summed = format!(
+        "interval: 1s
+groups:
+  sched: [context-switches]
+tracepoints:
+  - {GETPPID}
+cgroups:
+  - path: {}
+",
+        cg.rel
+    );
+    let per_cpu = summed.replace("interval: 1s\n", "interval: 1s\nper_cpu: true\n");
+    let (mut engine, latest) = bpf_engine(&summed, DEFAULT_CAPACITY);
+    engine.collect();
+    assert_eq!(count(&latest, &cg.rel, GETPPID), Some(0.0));
+    // Counted between two reads, then a reload that shows CPUs.
+    getppid_on(&cg.dir, a, 1_001);
+    reload_to(&mut engine, &per_cpu);
+    engine.collect();
+    assert_eq!(count_on(&latest, &cg.rel, GETPPID, a), Some(1_001.0));
+    assert_eq!(
+        count_on(&latest, &cg.rel, GETPPID, b),
+        Some(0.0),
+        "a CPU it never ran on is shown, at zero"
+    );
+    getppid_on(&cg.dir, b, 2_002);
+    engine.collect();
+    assert_eq!(count_on(&latest, &cg.rel, GETPPID, a), Some(1_001.0));
+    assert_eq!(count_on(&latest, &cg.rel, GETPPID, b), Some(2_002.0));
+    // Summed again; a reload that changes nothing it counts.
+    getppid_on(&cg.dir, b, 3_003);
+    reload_to(&mut engine, &summed);
+    engine.collect();
+    assert_eq!(count(&latest, &cg.rel, GETPPID), Some(6_006.0));
+    // A cgroup admitted now, first charged on the second CPU only.
+    let late = TestCgroup::create("cgperf-bpf-first-charge-late");
+    let both = format!("{summed}  - path: {}\n", late.rel);
+    reload_to(&mut engine, &both);
+    engine.collect();
+    getppid_on(&late.dir, b, 4_004);
+    getppid_on(&cg.dir, a, 5);
+    engine.collect();
+    assert_eq!(count(&latest, &late.rel, GETPPID), Some(4_004.0));
+    assert_eq!(count(&latest, &cg.rel, GETPPID), Some(6_011.0));
+}
+
+#[test]
+fn a_slot_taken_again_starts_from_nothing_and_its_neighbour_counts_on() {
+    // Room for two cgroups: the third takes the second's slot, which is
+    // cleared of what the second was charged (on both CPUs) before it is
+    // counted again; the first, in the slot beside it, is untouched.
+    let cpus = cgperf::cpus::online().expect("online CPUs");
+    assert!(cpus.len() >= 2, "this test needs two online CPUs: {cpus:?}");
+    let (a, b) = (cpus[0], cpus[1]);
+    let parent = TestCgroup::create("cgperf-bpf-reused");
+    let first = TestCgroup::create_under(&parent.rel, "first");
+    let second = TestCgroup::create_under(&parent.rel, "second");
+    let yaml = format!(
+        "interval: 1s
+groups:
+  sched: [context-switches, page-faults]
+tracepoints:
+  - {GETPPID}
+cgroups:
+  - match: {}/*
+",
+        parent.rel
+    );
+    let (mut engine, latest) = bpf_engine(&yaml, 2);
+    engine.collect();
+    getppid_on(&first.dir, a, 100);
+    getppid_on(&second.dir, a, 7_000);
+    getppid_on(&second.dir, b, 8_000);
+    engine.collect();
+    assert_eq!(count(&latest, &first.rel, GETPPID), Some(100.0));
+    assert_eq!(count(&latest, &second.rel, GETPPID), Some(15_000.0));
+    drop(second);
+    engine.collect();
+    engine.collect();
+    let third = TestCgroup::create_under(&parent.rel, "third");
+    engine.collect();
+    assert_eq!(latest.get().monitored_cgroups, 2, "the third is counted");
+    assert_eq!(count(&latest, &third.rel, GETPPID), Some(0.0));
+    getppid_on(&first.dir, b, 20);
+    getppid_on(&third.dir, b, 333);
+    engine.collect();
+    assert_eq!(count(&latest, &first.rel, GETPPID), Some(120.0));
+    assert_eq!(count(&latest, &third.rel, GETPPID), Some(333.0));
+    getppid_on(&third.dir, a, 4);
+    engine.collect();
+    assert_eq!(count(&latest, &third.rel, GETPPID), Some(337.0));
+    assert_eq!(count(&latest, &first.rel, GETPPID), Some(120.0));
+}
+
 #[test]
 fn a_cgroup_that_never_switches_out_is_counted_while_it_runs() {
     let cg = TestCgroup::create("cgperf-bpf-flush");

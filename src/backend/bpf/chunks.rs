@@ -52,7 +52,9 @@ fn first_slot(k: usize, shift: u32) -> u64 {
     ((1u64 << k) - 1) << shift
 }
 
-/// A chunk, mapped read-only; the outer map and the mapping keep it.
+/// A chunk, mapped; the outer map and the mapping keep it. cgperf only
+/// reads it, except to clear a slot no run of the program charges
+/// ([`Cells::clear`]).
 #[derive(Debug)]
 struct Chunk {
     cells: MmapRaw,
@@ -155,13 +157,34 @@ impl Cells {
         let fd = IterableMap::map(&array).fd().as_fd().as_raw_fd();
         let cells = MmapOptions::new()
             .len(len as usize * size_of::<Reading>())
-            .map_raw_read_only(fd)
+            .map_raw(fd)
             .map_err(|e| too_big(&e))?;
         let chunk = Chunk {
             cells,
             len: len as usize,
         };
         Ok((array, chunk))
+    }
+
+    /// Clears what `slot` was charged on every CPU at every position: a
+    /// slot taken again for another cgroup starts from nothing, so that a
+    /// CPU the new cgroup never runs on needs no baseline. Only for a slot
+    /// no run of the program may charge (not monitored, and flushed since
+    /// it was).
+    pub fn clear(&self, slot: u32) {
+        let (k, offset) = chunk_of(slot, self.shift);
+        let cpus = self.cpus as usize;
+        for chunk in self.chunks.iter().filter_map(|c| c.get(k)) {
+            let from = offset as usize * cpus;
+            if from + cpus > chunk.len {
+                continue;
+            }
+            let cell = chunk.cells.as_mut_ptr().cast::<u64>();
+            // SAFETY: the slot's readings (`cpus` of three u64s from
+            // `from`) are within the mapping (checked above), which lives
+            // as long as `self`; nothing else writes them now (see above).
+            unsafe { std::ptr::write_bytes(cell.add(from * 3), 0, cpus * 3) };
+        }
     }
 
     /// What `slot` was charged on `cpu` for the counter at `position` so

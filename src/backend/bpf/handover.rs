@@ -2,14 +2,14 @@
 //! CPU, in one run of the program there, new and changed groups start
 //! counting and the groups they replace are read one last time.
 
+use super::BpfCounters;
+use super::fed::Charged;
 use super::kernel::Kernel;
 use super::placement::Phase;
-use super::{BpfCounters, Charged, Fed};
 use crate::backend::{Cgroup, Wanted};
 use crate::perf::OpenFailure;
 use crate::snapshot::{ErrorReason, Operation};
 use crate::totals::Totals;
-use litemap::LiteMap;
 
 impl BpfCounters {
     /// Makes the program count the wanted layout, loading it the first
@@ -106,20 +106,14 @@ impl BpfCounters {
                 let at = match counted.groups.iter().position(|c| c.spec == *spec) {
                     Some(at) => at,
                     None => {
-                        counted.groups.push(Charged {
-                            spec: spec.clone(),
-                            at: placed.at.clone(),
-                            cpus: LiteMap::new(),
-                        });
+                        counted
+                            .groups
+                            .push(Charged::new(spec.clone(), placed.at.clone()));
                         counted.groups.len() - 1
                     }
                 };
-                let charged = &mut counted.groups[at];
-                if !charged.cpus.contains_key(&cpu) && spec.counts_on(cpu) {
-                    let key = (cgroup.slot, cpu, counted.slot);
-                    let fed = Fed::new(kernel, key, spec, &charged.at, totals);
-                    charged.cpus.insert(cpu, fed);
-                }
+                let slot = counted.slot;
+                counted.groups[at].feed(kernel, (cgroup.slot, cpu, slot), self.per_cpu, totals);
             }
         }
     }
@@ -127,7 +121,7 @@ impl BpfCounters {
     /// Reads, one last time on `cpu`, every counted cgroup's groups that
     /// retire: after [`Kernel::cut`], nothing charges them there.
     fn read_retiring(&mut self, kernel: &Kernel, cpu: u32, totals: &mut Totals) {
-        for counted in self.cgroups.values_mut() {
+        for (&key, counted) in &mut self.cgroups {
             for charged in &mut counted.groups {
                 let retiring = kernel
                     .placement(&charged.spec)
@@ -135,9 +129,7 @@ impl BpfCounters {
                 if !retiring {
                     continue;
                 }
-                if let Some(mut fed) = charged.cpus.remove(&cpu) {
-                    fed.read(kernel, cpu, counted.slot, &charged.at, totals);
-                }
+                charged.last_read(kernel, (key, cpu, counted.slot), totals);
             }
         }
     }

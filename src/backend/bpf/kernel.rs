@@ -543,11 +543,14 @@ impl Kernel {
             .collect()
     }
 
-    /// Counts cgroup `id` (a cgroup directory's inode) in `slot`, once
-    /// the slot has its cells in `totals` at every position placed.
+    /// Counts cgroup `id` (a cgroup directory's inode) in `slot` from
+    /// nothing (what a cgroup before it left there is cleared), once the
+    /// slot has its cells in `totals` at every position placed. No run of
+    /// the program may still charge the slot (see `BpfCounters::take_slot`).
     pub fn monitor(&mut self, id: u64, slot: u32) -> Result<(), String> {
         let positions = self.positions();
         self.cells.room(slot, &positions)?;
+        self.cells.clear(slot);
         let (ebpf, cpus) = (&self.ebpf, self.cpus);
         self.ids.insert(id, slot, || wait_all(ebpf, cpus))?;
         self.invalidate_chains().inspect_err(|_| {

@@ -20,6 +20,7 @@ mod abi;
 mod available;
 mod chunks;
 mod epochs;
+mod fed;
 mod handover;
 mod ids;
 mod kernel;
@@ -41,11 +42,11 @@ use super::{Backend, Cgroup, Outcome, Stats, Wanted};
 use crate::cpus::CpuChanges;
 use crate::ids::CgroupSlot;
 use crate::perf::{OpenFailure, open_failure_reason};
-use crate::plan::{GroupSpec, Plan};
+use crate::plan::Plan;
 use crate::snapshot::{ErrorReason, Errors, Operation, SkipReason};
-use crate::totals::{Baseline, Delta, GroupKey, Handle, Totals};
+use crate::totals::Totals;
+use fed::Charged;
 use kernel::{Kernel, NotOpened};
-use litemap::LiteMap;
 use placement::{Layout, Phase};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::fd::OwnedFd;
@@ -57,27 +58,6 @@ use std::time::Duration;
 /// only: the totals take `possible CPUs × 24` bytes per counter placed and
 /// slot in use, in chunks added as they are needed (`chunks.rs`).
 pub const DEFAULT_CAPACITY: usize = 4096;
-
-/// One counted group of a cgroup on one CPU: where its totals go, and the
-/// baseline its next reading is a delta from.
-#[derive(Debug)]
-struct Fed {
-    totals: Handle,
-    columns: Vec<usize>,
-    baseline: Baseline,
-}
-
-/// A counted group of a cgroup, per CPU.
-#[derive(Debug)]
-struct Charged {
-    spec: Arc<GroupSpec>,
-    /// Where its events stand among a CPU's counters, leader first.
-    at: Vec<usize>,
-    /// A group of a few CPUs' Feds is read at every collection: kept in
-    /// one sorted vector rather than a tree, it is read in a few cache
-    /// lines.
-    cpus: LiteMap<u32, Fed>,
-}
 
 /// A counted cgroup.
 #[derive(Debug)]
@@ -106,6 +86,12 @@ pub struct BpfCounters {
     tally: Arc<AtomicU64>,
     /// The CPUs counted on.
     online: Vec<u32>,
+    /// CPUs gone offline since the last read: what they charged before
+    /// going is read once more.
+    gone: Vec<u32>,
+    /// Whether the plan in force shows per-CPU series: then every CPU a
+    /// group counts on has its totals from the start.
+    per_cpu: bool,
     /// CPUs where a counter failed to open for a reason that passes.
     unopened: BTreeSet<u32>,
     cgroups: BTreeMap<CgroupSlot, Counted>,
@@ -180,6 +166,8 @@ impl BpfCounters {
             cpus,
             tally,
             online: Vec::new(),
+            gone: Vec::new(),
+            per_cpu: false,
             unopened: BTreeSet::new(),
             cgroups: BTreeMap::new(),
             next_slot: 0,
@@ -230,13 +218,15 @@ impl BpfCounters {
             let reason = ErrorReason::Kernel(OpenFailure::from_errno(errno));
             self.errors.count(Operation::Read, reason);
         }
-        for counted in self.cgroups.values_mut() {
+        let cpus: Vec<u32> = self.online.iter().chain(&self.gone).copied().collect();
+        for (&key, counted) in &mut self.cgroups {
             for charged in &mut counted.groups {
-                for (&cpu, fed) in &mut charged.cpus {
-                    fed.read(kernel, cpu, counted.slot, &charged.at, totals);
+                for &cpu in &cpus {
+                    charged.read(kernel, (key, cpu, counted.slot), totals);
                 }
             }
         }
+        self.gone.clear();
         // Every run that could still charge a released slot has ended.
         self.free.append(&mut self.released);
     }
@@ -279,19 +269,10 @@ impl BpfCounters {
             };
             let mut charged = match old.iter().position(|c| c.spec == *spec) {
                 Some(i) => old.swap_remove(i),
-                None => Charged {
-                    spec: spec.clone(),
-                    at: placed.at.clone(),
-                    cpus: LiteMap::new(),
-                },
+                None => Charged::new(spec.clone(), placed.at.clone()),
             };
             for &cpu in &self.online {
-                // A hybrid CPU's other core type: never opened there.
-                if charged.cpus.contains_key(&cpu) || !spec.counts_on(cpu) {
-                    continue;
-                }
-                let fed = Fed::new(kernel, (key, cpu, counted.slot), spec, &charged.at, totals);
-                charged.cpus.insert(cpu, fed);
+                charged.feed(kernel, (key, cpu, counted.slot), self.per_cpu, totals);
             }
             counted.groups.push(charged);
         }
@@ -322,85 +303,9 @@ impl BpfCounters {
     }
 }
 
-impl Fed {
-    /// Feeds `key`'s totals (cgroup, CPU, program slot) from now on: the
-    /// baseline is what the slot holds already, so that only what is
-    /// charged from now on is added.
-    fn new(
-        kernel: &Kernel,
-        (cgroup, cpu, slot): (CgroupSlot, u32, u32),
-        spec: &GroupSpec,
-        at: &[usize],
-        totals: &mut Totals,
-    ) -> Self {
-        let handle = totals.group(&GroupKey {
-            cgroup,
-            group: spec.id(),
-            cpu,
-        });
-        let columns = totals.columns(handle, &spec.event_ids());
-        let mut fed = Self {
-            totals: handle,
-            columns,
-            baseline: Baseline::new(spec.events.len()),
-        };
-        let mut ignored = Delta::default();
-        Self::advance(&mut fed.baseline, kernel, (cpu, slot), at, &mut ignored);
-        fed
-    }
-
-    /// The slot's cumulative reading on `cpu` for this group: its leader's
-    /// times enabled and running (a group's members share them, as in a
-    /// group read), and each event's value in group order.
-    fn reading<'k>(
-        kernel: &'k Kernel,
-        (cpu, slot): (u32, u32),
-        at: &'k [usize],
-    ) -> (u64, u64, impl Iterator<Item = u64> + 'k) {
-        let leader = at.first().map(|&e| kernel.reading(cpu, slot, e));
-        let leader = leader.unwrap_or_default();
-        let values = at.iter().enumerate().map(move |(i, &e)| match i {
-            0 => leader.value,
-            _ => kernel.reading(cpu, slot, e).value,
-        });
-        (leader.enabled, leader.running, values)
-    }
-
-    /// What the slot was charged for this group on `cpu` since the last
-    /// call, into `delta`.
-    fn advance(
-        baseline: &mut Baseline,
-        kernel: &Kernel,
-        at_slot: (u32, u32),
-        at: &[usize],
-        delta: &mut Delta,
-    ) {
-        let (enabled, running, values) = Self::reading(kernel, at_slot, at);
-        baseline.advance(enabled, running, values.map(Some), delta);
-    }
-
-    /// Adds what the slot was charged for this group on `cpu` since the
-    /// last call to its totals. Most of thousands of cgroups ran nothing on
-    /// a CPU in an interval: a slot that holds what the baseline holds is
-    /// left at that.
-    fn read(&mut self, kernel: &Kernel, cpu: u32, slot: u32, at: &[usize], totals: &mut Totals) {
-        let Self {
-            totals: handle,
-            columns,
-            baseline,
-        } = self;
-        let (enabled, running, values) = Self::reading(kernel, (cpu, slot), at);
-        if baseline.is_at(enabled, running, values) {
-            return;
-        }
-        totals.add(*handle, columns, |delta| {
-            Self::advance(baseline, kernel, (cpu, slot), at, delta)
-        });
-    }
-}
-
 impl Backend for BpfCounters {
     fn configure(&mut self, plan: &Plan) {
+        self.per_cpu = plan.per_cpu;
         let every: Vec<usize> = (0..plan.selectors.len()).collect();
         let (layout, left) = Layout::of(plan.groups_for(&every));
         for spec in left {
@@ -480,6 +385,11 @@ impl Backend for BpfCounters {
     }
 
     fn cpus_changed(&mut self, changes: &CpuChanges, totals: &mut Totals) {
+        let gone = self
+            .online
+            .iter()
+            .filter(|cpu| changes.closed.contains(cpu));
+        self.gone.extend(gone);
         self.online.retain(|cpu| !changes.closed.contains(cpu));
         for &cpu in &changes.open {
             if !self.online.contains(&cpu) {
