@@ -182,9 +182,9 @@ impl Making {
             labels: entry.labels().clone(),
             group,
             cpu: names.cpu,
-            enabled_seconds: parts.iter().map(|t| t.enabled_ns).sum::<u64>() as f64 / 1e9,
-            running_seconds: parts.iter().map(|t| t.running_ns).sum::<u64>() as f64 / 1e9,
-            never_ran_intervals: parts.iter().map(|t| t.never_ran_intervals).sum(),
+            enabled_seconds: saturating_sum(parts.iter().map(|t| t.enabled_ns)) as f64 / 1e9,
+            running_seconds: saturating_sum(parts.iter().map(|t| t.running_ns)) as f64 / 1e9,
+            never_ran_intervals: saturating_sum(parts.iter().map(|t| t.never_ran_intervals)),
             start_time: entry.created,
         });
     }
@@ -224,4 +224,10 @@ impl Making {
         self.events_lost
             .extend(CounterSample::of(&lost, 0, counts.lost() as f64));
     }
+}
+
+/// The sum of `values`, at most `u64::MAX`: each CPU's total saturates
+/// (a counter the kernel reset cannot make it wrap), and so does their sum.
+fn saturating_sum(values: impl Iterator<Item = u64>) -> u64 {
+    values.fold(0, u64::saturating_add)
 }

@@ -451,6 +451,41 @@ fn a_cgroup_recreated_under_its_path_starts_new_series() {
 }
 
 #[test]
+fn group_times_summed_over_cpus_saturate_rather_than_wrap() {
+    // Each CPU's totals saturate; two near the top must not wrap (or
+    // panic) when summed.
+    let mut h = Harness::new(0, &[("/a", 1)]);
+    assert!(h.happen("/a", "sw", "page-faults", 0, 1));
+    assert!(h.happen("/a", "sw", "page-faults", 1, 1));
+    h.collect();
+    let slot = h.slot("/a").expect("counted");
+    for cpu in [0, 1] {
+        let key = GroupKey {
+            cgroup: slot,
+            group: GroupId::from_label("sw"),
+            cpu,
+        };
+        let handle = h.counting.totals.group(&key);
+        let totals = h.counting.totals.group_mut(handle).expect("live");
+        totals.enabled_ns = u64::MAX - 1;
+        totals.never_ran_intervals = u64::MAX;
+    }
+    let series = AllSeries::of(
+        &mut h.counting.entries,
+        &mut h.counting.totals,
+        false,
+        Instant::now(),
+    );
+    let times = series
+        .group_times
+        .iter()
+        .find(|t| &*t.group == "sw")
+        .expect("sw");
+    assert_eq!(times.enabled_seconds, u64::MAX as f64 / 1e9);
+    assert_eq!(times.never_ran_intervals, u64::MAX);
+}
+
+#[test]
 fn an_interval_enabled_but_never_run_adds_nothing_and_is_counted() {
     let mut h = Harness::new(0, &[("/a", 1)]);
     assert!(h.happen("/a", "sw", "page-faults", 0, 3));
