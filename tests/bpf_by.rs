@@ -596,10 +596,26 @@ fn per_value(body: &str, cgroup: &str) -> std::collections::BTreeMap<String, f64
 #[test]
 fn an_entry_flipping_between_kernel_and_rings_mid_burst_counts_every_hit_once() {
     let _turn = alone();
+    flipping_mid_burst("cgperf-by-flip", false, 6);
+}
+
+#[test]
+fn an_entry_the_rings_counted_before_the_program_ever_loaded_moves_in_at_a_cut() {
+    // The first config's only entry is one the program cannot evaluate:
+    // it never loads, and the rings count the entry until a reload moves
+    // it into the kernel, at a cut like any other move.
+    let _turn = alone();
+    flipping_mid_burst("cgperf-by-first-load", true, 1);
+}
+
+/// Counts getpriority by `which` while every CPU makes a paced burst of
+/// it, and reloads `flips` times mid-burst between a config whose entry
+/// the program counts and one whose entry only the rings can (starting
+/// with that one if `rings_first`): every hit is counted once.
+fn flipping_mid_burst(name: &str, rings_first: bool, flips: usize) {
     // Per CPU, a burst of getpriority(cpu % 3, 0), pinned there.
     const BURST: u64 = 600_000;
-    const FLIPS: usize = 6;
-    let cg = TestCgroup::create("cgperf-by-flip");
+    let cg = TestCgroup::create(name);
     // Rings large enough that a burst on every CPU loses nothing.
     let kernel = config(&[&cg.rel], "").replace("ring_pages: 1\n", "ring_pages: 512\n");
     // A filter the program cannot evaluate (a negation), true for every
@@ -608,7 +624,11 @@ fn an_entry_flipping_between_kernel_and_rings_mid_burst_counts_every_hit_once() 
         "    as: by_which\n",
         "    as: by_which\n    filter: \"!(which == 7)\"\n",
     );
-    let (exporter, file) = start_from_file(&kernel);
+    let (first, second) = match rings_first {
+        true => (&rings, &kernel),
+        false => (&kernel, &rings),
+    };
+    let (exporter, file) = start_from_file(first);
     let cpus = cpus();
     let mut expected = std::collections::BTreeMap::<String, f64>::new();
     for cpu in &cpus {
@@ -624,8 +644,8 @@ fn an_entry_flipping_between_kernel_and_rings_mid_burst_counts_every_hit_once() 
             });
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
-        for flip in 0..FLIPS {
-            let yaml = if flip % 2 == 0 { &rings } else { &kernel };
+        for flip in 0..flips {
+            let yaml = if flip % 2 == 0 { second } else { first };
             reload(&exporter, &file, yaml);
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
