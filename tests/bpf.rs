@@ -268,6 +268,13 @@ fn getppid_on(cgroup: &std::path::Path, cpu: u32, n: u64) {
     });
 }
 
+/// The first two online CPUs (the test fails on a machine with one).
+fn two_cpus() -> (u32, u32) {
+    let cpus = cgperf::cpus::online().expect("online CPUs");
+    assert!(cpus.len() >= 2, "this test needs two online CPUs: {cpus:?}");
+    (cpus[0], cpus[1])
+}
+
 /// Reloads `engine` with `yaml`.
 fn reload_to(engine: &mut Engine<BpfBackend>, yaml: &str) {
     let config = config(yaml);
@@ -289,9 +296,7 @@ fn a_cpu_a_cgroup_never_ran_on_counts_its_first_charge_whole_across_reloads() {
     // A CPU whose slot holds nothing keeps no baseline: its first charge
     // is counted whole, whether it comes before a reload, before per-CPU
     // series are switched on, or after they are switched off again.
-    let cpus = cgperf::cpus::online().expect("online CPUs");
-    assert!(cpus.len() >= 2, "this test needs two online CPUs: {cpus:?}");
-    let (a, b) = (cpus[0], cpus[1]);
+    let (a, b) = two_cpus();
     let cg = TestCgroup::create("cgperf-bpf-first-charge");
     let summed = format!(
         "interval: 1s
@@ -344,9 +349,7 @@ fn a_slot_taken_again_starts_from_nothing_and_its_neighbour_counts_on() {
     // Room for two cgroups: the third takes the second's slot, which is
     // cleared of what the second was charged (on both CPUs) before it is
     // counted again; the first, in the slot beside it, is untouched.
-    let cpus = cgperf::cpus::online().expect("online CPUs");
-    assert!(cpus.len() >= 2, "this test needs two online CPUs: {cpus:?}");
-    let (a, b) = (cpus[0], cpus[1]);
+    let (a, b) = two_cpus();
     let parent = TestCgroup::create("cgperf-bpf-reused");
     let first = TestCgroup::create_under(&parent.rel, "first");
     let second = TestCgroup::create_under(&parent.rel, "second");

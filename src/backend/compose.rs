@@ -5,7 +5,7 @@
 //! contract asks.
 
 use super::budget::FdBudget;
-use super::{Backend, Cgroup, Outcome, Stats, Wanted};
+use super::{Backend, Cgroup, Outcome, Stats, Wanted, refused};
 use crate::cpus::CpuChanges;
 use crate::ids::CgroupSlot;
 use crate::plan::Plan;
@@ -106,16 +106,9 @@ impl<C: Backend, B: Backend> Backend for Composed<C, B> {
         }
         // Called with no cgroup too: a reload puts its entries in force.
         let by = self.by.apply(&batch, online, totals);
-        // `batch` is in the order of `cgroups`.
-        let mut by = batch.iter().zip(by).peekable();
-        for ((cgroup, _), outcome) in cgroups.iter().zip(&mut outcomes) {
-            let Some((_, theirs)) = by.next_if(|((c, _), _)| c.slot == cgroup.slot) else {
-                continue;
-            };
-            if theirs != Outcome::Counted {
-                self.counters.remove(cgroup.slot);
-                *outcome = theirs;
-            }
+        for (i, outcome) in refused(cgroups, &batch, by) {
+            self.counters.remove(cgroups[i].0.slot);
+            outcomes[i] = outcome;
         }
         outcomes
     }

@@ -92,6 +92,25 @@ pub struct Stats {
     pub bpf_runs: u64,
 }
 
+/// The cgroups of `batch` (some of `cgroups`, in their order) that a
+/// mechanism refused, `outcomes` being its outcome for each of `batch`:
+/// their index in `cgroups`, and why.
+pub(crate) fn refused(
+    cgroups: &[(Cgroup, Wanted)],
+    batch: &[(Cgroup, Wanted)],
+    outcomes: Vec<Outcome>,
+) -> Vec<(usize, Outcome)> {
+    let mut theirs = batch.iter().zip(outcomes).peekable();
+    let mut refused = Vec::new();
+    for (i, (cgroup, _)) in cgroups.iter().enumerate() {
+        match theirs.next_if(|((c, _), _)| c.slot == cgroup.slot) {
+            Some((_, outcome)) if outcome != Outcome::Counted => refused.push((i, outcome)),
+            _ => {}
+        }
+    }
+    refused
+}
+
 /// A counting mechanism.
 ///
 /// Contract: what a backend reads goes into the [`Totals`] under the keys

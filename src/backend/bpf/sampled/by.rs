@@ -5,7 +5,7 @@
 
 use super::InKernel;
 use crate::backend::rings::ByRings;
-use crate::backend::{Backend, Cgroup, Outcome, Stats, Wanted};
+use crate::backend::{Backend, Cgroup, Outcome, Stats, Wanted, refused};
 use crate::cpus::CpuChanges;
 use crate::ids::CgroupSlot;
 use crate::plan::Plan;
@@ -72,18 +72,10 @@ impl Backend for ByInKernel {
         let by = self
             .kernel
             .with_rings(&mut self.rings, &sampled, online, totals);
-        // `sampled` is in the order of `cgroups`.
-        let mut by = sampled.iter().zip(by).peekable();
-        let mut outcomes = Vec::with_capacity(cgroups.len());
-        for (cgroup, _) in cgroups {
-            let outcome = match by.next_if(|((c, _), _)| c.slot == cgroup.slot) {
-                Some((_, rings)) if rings != Outcome::Counted => {
-                    self.remove(cgroup.slot);
-                    rings
-                }
-                _ => Outcome::Counted,
-            };
-            outcomes.push(outcome);
+        let mut outcomes = vec![Outcome::Counted; cgroups.len()];
+        for (i, outcome) in refused(cgroups, &sampled, by) {
+            self.remove(cgroups[i].0.slot);
+            outcomes[i] = outcome;
         }
         outcomes
     }
