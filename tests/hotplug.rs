@@ -147,6 +147,44 @@ fn counts_stay_exact_and_monotonic_across_cpu_hotplug() {
     assert_eq!(sampled(&body, &cg.rel), 1237.0, "{body}");
 }
 
+#[test]
+fn what_a_cpu_counted_before_going_offline_between_two_reads_is_kept() {
+    // Summed series: under the bpf backend a CPU a cgroup had not run on
+    // keeps no baseline there, and is read one last time after it goes
+    // offline all the same.
+    let _turn = cpu1_turn(true);
+    let cg = TestCgroup::create("cgperf-hotplug-summed");
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 3s\ntracepoints:\n  - syscalls:sys_enter_getppid\n\
+         cgroups:\n  - path: {}\n",
+        cg.rel
+    )));
+    let getppid = |body: &str| {
+        let labels = [
+            ("cgroup", cg.rel.as_str()),
+            ("event", "syscalls:sys_enter_getppid"),
+        ];
+        value(body, "cgperf_events_total", &labels)
+            .unwrap_or_else(|| panic!("no getppid series:\n{body}"))
+    };
+    let body = exporter.wait_collections(1);
+    assert_eq!(getppid(&body), 0.0);
+    // Right after a collection: the calls and the CPU going away fall
+    // between two reads.
+    getppid_on(&cg.dir, 1, 1000);
+    set_cpu1(false);
+    let body = exporter.wait_collections(2);
+    assert_eq!(getppid(&body), 1000.0, "{body}");
+    set_cpu1(true);
+    let body = exporter.wait_collections(2);
+    getppid_on(&cg.dir, 1, 50);
+    set_cpu1(false);
+    set_cpu1(true);
+    let body2 = exporter.wait_collections(2);
+    assert_eq!(getppid(&body), 1000.0, "{body}");
+    assert_eq!(getppid(&body2), 1050.0, "{body2}");
+}
+
 /// Descriptors cgperf keeps for everything but perf events: its perf
 /// budget is the open-files limit minus these.
 const RESERVED_FDS: u64 = 256;
