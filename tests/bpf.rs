@@ -14,26 +14,13 @@ use cgperf::engine::{CpuTracker, Engine, FdBudget, raise_nofile_limit};
 use cgperf::machine::Machine;
 use cgperf::plan::{Plan, Probe};
 use cgperf::snapshot::Latest;
+use common::this_machine as machine;
 use common::*;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 const GETPPID: &str = "syscalls:sys_enter_getppid";
-
-fn machine() -> Machine {
-    let fs = CgroupFs::locate().expect("cgroup2 is mounted");
-    let cpus = cgperf::cpus::online().expect("online CPUs");
-    Machine {
-        pmu_root: cgperf::events::PMU_ROOT.into(),
-        tracefs: cgperf::tracefs::Tracefs::locate(),
-        probe_cgroup: fs.root().to_path_buf(),
-        probe_cpu: cpus[0],
-        cores: Default::default(),
-        tables: Default::default(),
-        metrics: Default::default(),
-    }
-}
 
 fn config(yaml: &str) -> cgperf::config::Config {
     cgperf::config::parse("test", yaml).expect("the test config is valid")

@@ -10,27 +10,13 @@ use cgperf::backend::cgroup::{CgroupBackend, CgroupProbe};
 use cgperf::backend::{Backend, Cgroup, Outcome, Wanted};
 use cgperf::engine::FdBudget;
 use cgperf::ids::{CgroupSlot, EventId, GroupId};
-use cgperf::machine::Machine;
 use cgperf::plan::Plan;
 use cgperf::snapshot::SkipReason;
 use cgperf::totals::{SampledKey, Totals};
+use common::this_machine as machine;
 use common::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-fn machine() -> Machine {
-    let fs = cgperf::discovery::CgroupFs::locate().expect("cgroup2 is mounted");
-    let cpus = cgperf::cpus::online().expect("online CPUs");
-    Machine {
-        pmu_root: cgperf::events::PMU_ROOT.into(),
-        tracefs: cgperf::tracefs::Tracefs::locate(),
-        probe_cgroup: fs.root().to_path_buf(),
-        probe_cpu: cpus[0],
-        cores: Default::default(),
-        tables: Default::default(),
-        metrics: Default::default(),
-    }
-}
 
 /// A group of two software events, and getpriority counted by `which`.
 fn plan() -> Plan {

@@ -799,3 +799,19 @@ pub fn table_tree(other_rows: &[&str], files: &[(&str, &str)]) -> tempfile::Temp
     }
     dir
 }
+
+/// This machine as the library sees it, with no event tables: the real
+/// cgroup2 root to probe on, the first online CPU, sysfs PMUs and tracefs.
+pub fn this_machine() -> cgperf::machine::Machine {
+    let fs = cgperf::discovery::CgroupFs::locate().expect("cgroup2 is mounted");
+    let cpus = cgperf::cpus::online().expect("online CPUs");
+    cgperf::machine::Machine {
+        pmu_root: cgperf::events::PMU_ROOT.into(),
+        tracefs: cgperf::tracefs::Tracefs::locate(),
+        probe_cgroup: fs.root().to_path_buf(),
+        probe_cpu: cpus[0],
+        cores: Default::default(),
+        tables: Default::default(),
+        metrics: Default::default(),
+    }
+}
