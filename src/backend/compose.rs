@@ -198,10 +198,6 @@ mod tests {
     impl Backend for Fake {
         fn configure(&mut self, _plan: &Plan) {}
 
-        fn admits(&self, _wanted: &Wanted, _cpus: usize) -> Result<(), SkipReason> {
-            Ok(())
-        }
-
         fn fds_per_cpu(&self, wanted: &Wanted) -> u64 {
             self.fds_each * (wanted.groups.len() + wanted.sampled.len()) as u64
         }
@@ -245,14 +241,6 @@ mod tests {
         fn read(&mut self, _totals: &mut Totals) {
             self.read += 1;
         }
-
-        fn drains(&self) -> bool {
-            false
-        }
-
-        fn wait(&mut self, _timeout: Duration) {}
-
-        fn drain(&mut self, _totals: &mut Totals) {}
 
         fn stats(&self) -> Stats {
             Stats {

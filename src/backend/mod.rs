@@ -126,7 +126,11 @@ pub trait Backend {
     /// Whether a cgroup that wants `wanted` fits now on `cpus` CPUs, the
     /// perf descriptors it needs aside ([`Backend::fds_per_cpu`]); if not,
     /// why it is skipped.
-    fn admits(&self, wanted: &Wanted, cpus: usize) -> Result<(), SkipReason>;
+    /// A mechanism with no limit of its own admits every cgroup.
+    fn admits(&self, wanted: &Wanted, cpus: usize) -> Result<(), SkipReason> {
+        let _ = (wanted, cpus);
+        Ok(())
+    }
 
     /// The perf descriptors a cgroup that wants `wanted` holds here per
     /// CPU: whoever composes mechanisms checks the sum against the budget.
@@ -173,13 +177,20 @@ pub trait Backend {
 
     /// Whether the backend has work between reads ([`Backend::wait`],
     /// [`Backend::drain`]).
-    fn drains(&self) -> bool;
+    /// A mechanism read only at collections has none.
+    fn drains(&self) -> bool {
+        false
+    }
 
     /// Waits until the backend asks to be drained, or `timeout` passes.
-    fn wait(&mut self, timeout: Duration);
+    fn wait(&mut self, timeout: Duration) {
+        std::thread::sleep(timeout);
+    }
 
     /// Takes in what the kernel handed over since the last drain.
-    fn drain(&mut self, totals: &mut Totals);
+    fn drain(&mut self, totals: &mut Totals) {
+        let _ = totals;
+    }
 
     /// Its statistics now.
     fn stats(&self) -> Stats;

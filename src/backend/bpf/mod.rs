@@ -52,7 +52,6 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::time::Duration;
 
 /// cgroups counted at most when no capacity is given. It bounds the slots
 /// only: the totals take `possible CPUs × 24` bytes per counter placed and
@@ -450,16 +449,6 @@ impl Backend for BpfCounters {
     fn read(&mut self, totals: &mut Totals) {
         self.read_groups(totals);
     }
-
-    fn drains(&self) -> bool {
-        false
-    }
-
-    fn wait(&mut self, timeout: Duration) {
-        std::thread::sleep(timeout);
-    }
-
-    fn drain(&mut self, _totals: &mut Totals) {}
 
     /// The program's descriptors (the counters' are in the tally).
     fn stats(&self) -> Stats {

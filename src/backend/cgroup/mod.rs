@@ -28,7 +28,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::time::Duration;
 
 /// The cgroup backend: cgroup-mode counters, `by:` tracepoints on rings.
 pub type CgroupBackend = Composed<CgroupCounters, ByRings>;
@@ -72,10 +71,6 @@ impl CgroupCounters {
 
 impl Backend for CgroupCounters {
     fn configure(&mut self, _plan: &Plan) {}
-
-    fn admits(&self, _wanted: &Wanted, _cpus: usize) -> Result<(), SkipReason> {
-        Ok(())
-    }
 
     /// One per event of its groups.
     fn fds_per_cpu(&self, wanted: &Wanted) -> u64 {
@@ -209,16 +204,6 @@ impl Backend for CgroupCounters {
             }
         }
     }
-
-    fn drains(&self) -> bool {
-        false
-    }
-
-    fn wait(&mut self, timeout: Duration) {
-        std::thread::sleep(timeout);
-    }
-
-    fn drain(&mut self, _totals: &mut Totals) {}
 
     /// Its descriptors are all in the tally.
     fn stats(&self) -> Stats {

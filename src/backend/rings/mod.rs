@@ -297,10 +297,6 @@ impl Backend for ByRings {
         self.ring_pages = plan.ring_pages;
     }
 
-    fn admits(&self, _wanted: &Wanted, _cpus: usize) -> Result<(), SkipReason> {
-        Ok(())
-    }
-
     /// One event per entry (the shared rings aside).
     fn fds_per_cpu(&self, wanted: &Wanted) -> u64 {
         wanted.sampled.len() as u64
