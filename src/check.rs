@@ -17,6 +17,8 @@ struct Row {
     group: String,
     event: String,
     status: Result<(), String>,
+    /// Said after the status: where a host group counts.
+    note: String,
 }
 
 /// Probes every group, event and tracepoint of `config` and writes the table.
@@ -56,13 +58,23 @@ pub fn run(config: &Config, tables: CpuTables, out: &mut dyn Write) -> anyhow::R
     writeln!(out)?;
 
     let rows = rows(config, &machine, &*probe, &plan);
-    let width = |f: fn(&Row) -> usize| column_width(rows.iter().map(f), 5, NAME_MAX);
+    let host = host_rows(config, &plan);
+    let every = || rows.iter().chain(&host);
+    let width = |f: fn(&Row) -> usize| column_width(every().map(f), 5, NAME_MAX);
     let (gw, ew) = (width(|r| r.group.len()), width(|r| r.event.len()));
     // Reasons are footnotes: one failure (no PMU, no permission) usually
     // explains many rows.
     let mut reasons: Vec<String> = Vec::new();
     writeln!(out, "{:gw$}  {:ew$}  STATUS", "GROUP", "EVENT")?;
-    for row in &rows {
+    for (i, row) in every().enumerate() {
+        if i == rows.len() {
+            writeln!(out)?;
+            writeln!(
+                out,
+                "host: counted once for the whole machine, not per cgroup"
+            )?;
+            writeln!(out, "{:gw$}  {:ew$}  STATUS", "GROUP", "EVENT")?;
+        }
         let status = match &row.status {
             Ok(()) => "ok".to_string(),
             Err(reason) => {
@@ -78,7 +90,11 @@ pub fn run(config: &Config, tables: CpuTables, out: &mut dyn Write) -> anyhow::R
                 format!("NOT COUNTED [{n}]")
             }
         };
-        writeln!(out, "{:gw$}  {:ew$}  {status}", row.group, row.event)?;
+        writeln!(
+            out,
+            "{:gw$}  {:ew$}  {status}{}",
+            row.group, row.event, row.note
+        )?;
     }
     if !reasons.is_empty() {
         writeln!(out)?;
@@ -109,8 +125,9 @@ pub fn run(config: &Config, tables: CpuTables, out: &mut dyn Write) -> anyhow::R
     }
 
     writeln!(out)?;
-    let nothing = crate::snapshot::nothing_countable(&plan.support);
-    writeln!(out, "{}", summary(&plan.support, nothing.as_deref()))?;
+    let support: Vec<&Support> = plan.support.iter().chain(&plan.host.support).collect();
+    let nothing = crate::snapshot::nothing_countable(support.iter().copied());
+    writeln!(out, "{}", summary(&support, nothing.as_deref()))?;
     Ok(if nothing.is_some() {
         Verdict::NothingCountable
     } else {
@@ -128,7 +145,7 @@ pub enum Verdict {
 }
 
 /// The last line: how many groups count, and what that means.
-fn summary(support: &[Support], nothing: Option<&str>) -> String {
+fn summary(support: &[&Support], nothing: Option<&str>) -> String {
     if let Some(why) = nothing {
         return why.to_owned();
     }
@@ -181,7 +198,7 @@ fn metric_lines(config: &Config, plan: &Plan, out: &mut dyn Write) -> anyhow::Re
                 GroupId::Named(_) => None,
                 _ => Some(&*input.event),
             };
-            verdict(plan, &group, event).is_err()
+            verdict(&plan.support, &group, event).is_err()
         });
         let status = match uncounted {
             None => "computed".to_owned(),
@@ -207,12 +224,14 @@ fn rows(config: &Config, machine: &Machine, probe: &dyn Probe, plan: &Plan) -> V
                 group: def.name.clone(),
                 event: event.text.clone(),
                 status,
+                note: String::new(),
             });
         }
         rows.push(Row {
             group: def.name.clone(),
             event: "(whole group)".into(),
-            status: verdict(plan, &id, None),
+            status: verdict(&plan.support, &id, None),
+            note: String::new(),
         });
     }
     let tracepoints = config
@@ -223,15 +242,52 @@ fn rows(config: &Config, machine: &Machine, probe: &dyn Probe, plan: &Plan) -> V
     for (group, label) in tracepoints.chain(probes) {
         rows.push(Row {
             group: group.label().into(),
-            status: verdict(plan, &group, Some(label)),
+            status: verdict(&plan.support, &group, Some(label)),
             event: label.to_string(),
+            note: String::new(),
         });
     }
     rows
 }
 
-fn verdict(plan: &Plan, group: &GroupId, event: Option<&str>) -> Result<(), String> {
-    plan.support
+/// The groups of `host:`, as a whole, with where each counts, then each of
+/// its tracepoints.
+fn host_rows(config: &Config, plan: &Plan) -> Vec<Row> {
+    let support = &plan.host.support;
+    let mut rows = Vec::new();
+    for def in &config.host.groups {
+        let id = GroupId::Named(def.name.as_str().into());
+        let counted = plan.host.groups.iter().find(|g| g.spec.name == id);
+        let note = match counted.and_then(|g| g.cpumask.as_deref()) {
+            Some(cpus) => format!(" (once per socket or die: on CPUs {cpus:?}, the PMU's cpumask)"),
+            None if counted.is_some() => " (on every CPU)".to_owned(),
+            None => String::new(),
+        };
+        rows.push(Row {
+            group: def.name.clone(),
+            event: def
+                .events
+                .iter()
+                .map(|e| e.text.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+            status: verdict(support, &id, None),
+            note,
+        });
+    }
+    for t in &config.host.tracepoints {
+        rows.push(Row {
+            group: GroupId::Tracepoints.label().into(),
+            status: verdict(support, &GroupId::Tracepoints, Some(&t.label)),
+            event: t.label.clone(),
+            note: String::new(),
+        });
+    }
+    rows
+}
+
+fn verdict(support: &[Support], group: &GroupId, event: Option<&str>) -> Result<(), String> {
+    support
         .iter()
         .find(|s| s.group == *group && s.event.as_deref() == event)
         .map_or_else(

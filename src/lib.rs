@@ -18,6 +18,7 @@ pub mod discovery;
 pub mod engine;
 pub mod events;
 pub mod exporter;
+pub mod host;
 pub mod ids;
 pub mod labels;
 pub mod list;

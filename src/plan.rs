@@ -22,10 +22,14 @@ use std::time::Duration;
 pub use crate::config::{PROBE_GROUP, TRACEPOINT_GROUP};
 
 mod fields;
+mod host;
 mod probe;
 mod split;
 
+pub use host::{HostGroup, HostPlan};
 pub use probe::{Probe, Refusal, Trial, placed};
+#[cfg(test)]
+mod host_tests;
 #[cfg(test)]
 mod tests;
 
@@ -197,6 +201,8 @@ pub struct Plan {
     /// any was left out for want of room (see
     /// [`Probe::counters_per_cpu`]).
     pub counters: usize,
+    /// What `host:` counts for the whole machine.
+    pub host: HostPlan,
 }
 
 impl Plan {
@@ -217,7 +223,12 @@ impl Plan {
         let mut splits = Vec::new();
         for def in &config.groups {
             let id = GroupId::Named(def.name.as_str().into());
-            let status = match resolve_group(def, machine) {
+            let resolved = match host::cgroup_mistake(def, machine) {
+                Some(Err(mistake)) => return Err(mistake),
+                Some(Ok(host_only)) => Err(host_only),
+                None => resolve_group(def, machine),
+            };
+            let status = match resolved {
                 Err(e) => Err(e),
                 Ok(spec) => match spec.probe(probe) {
                     Ok(()) => Ok(spec),
@@ -301,6 +312,7 @@ impl Plan {
             support,
             metrics,
             counters: 0,
+            host: HostPlan::build(&config.host, machine, probe)?,
         };
         let every: Vec<usize> = (0..plan.selectors.len()).collect();
         plan.counters = plan.groups_for(&every).iter().map(|g| g.events.len()).sum();

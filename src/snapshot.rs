@@ -104,6 +104,57 @@ pub struct MetricSample {
     pub value: f64,
 }
 
+/// What a series of `host:` covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scope {
+    /// Every CPU, summed.
+    Machine,
+    /// One CPU (`per_cpu: true`, or a PMU whose CPUs have no topology).
+    Cpu(u32),
+    /// One socket, where the group's PMU counts once per socket.
+    Socket(u32),
+    /// One die of a socket, where the group's PMU counts once per die.
+    Die {
+        /// The socket.
+        socket: u32,
+        /// The die within it.
+        die: u32,
+    },
+}
+
+/// What one unit of a host series is: which family it goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostUnit {
+    /// A number of events.
+    Count,
+    /// Seconds (`cpu-clock`, `task-clock`).
+    Seconds,
+    /// Joules (`power/energy-*`, from their `.scale` files).
+    Joules,
+    /// Bytes (events whose `.unit` is `MiB`, such as memory controller
+    /// reads and writes).
+    Bytes,
+}
+
+/// One series of `host:`: an event counted for the whole machine, or for
+/// one of its CPUs, sockets or dies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostSample {
+    /// The group's name, or `tracepoints`.
+    pub group: Arc<str>,
+    /// The event as written.
+    pub event: Arc<str>,
+    /// What it covers.
+    pub scope: Scope,
+    /// What one unit of `value` is.
+    pub unit: HostUnit,
+    /// The total, scaled as [`CounterSample::value`] is, then by the
+    /// event's sysfs `.scale` (Joules, bytes).
+    pub value: f64,
+    /// When the group began counting.
+    pub start_time: SystemTime,
+}
+
 /// Enabled and running time of one group in one cgroup.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupTimeSample {
@@ -165,6 +216,12 @@ impl NotCountable {
     /// A group whose events no CPU counts together: on a hybrid CPU, events
     /// of two core types' PMUs (`cpu_core/.../` and `cpu_atom/.../`).
     pub const MIXED_CORE_TYPES: &'static str = "mixed_core_types";
+    /// A group of `host:` whose events' PMUs count on different CPUs (one
+    /// per socket for one, one per die for the other).
+    pub const MIXED_SCOPES: &'static str = "mixed_scopes";
+    /// A group with an event that only the whole machine can count (its
+    /// PMU has a `cpumask`), asked for per cgroup: it belongs in `host:`.
+    pub const HOST_ONLY: &'static str = "host_only";
 
     /// A reason with `token`.
     pub fn new(token: &'static str, reason: impl Into<String>) -> Self {
@@ -178,9 +235,10 @@ impl NotCountable {
 /// When this config can count nothing at all on this machine (every group
 /// refused), why, with the fix: what `cgperf check` ends with (and exits
 /// 3), what `/-/ready` answers 503 with and what the daemon logs once.
-/// `None` when some group counts, or the config names none.
-pub fn nothing_countable(support: &[Support]) -> Option<String> {
-    let mut groups = support.iter().filter(|s| s.event.is_none()).peekable();
+/// `None` when some group counts, or the config names none. `support` is
+/// every verdict: the cgroups' groups and the host's.
+pub fn nothing_countable<'a>(support: impl Iterator<Item = &'a Support>) -> Option<String> {
+    let mut groups = support.filter(|s| s.event.is_none()).peekable();
     groups.peek()?;
     let mut first = None;
     for s in groups {
@@ -443,6 +501,10 @@ pub struct Snapshot {
     pub metric_defs: Vec<Arc<MetricDef>>,
     /// Support of every configured group.
     pub support: Vec<Support>,
+    /// The series of `host:`.
+    pub host: Vec<HostSample>,
+    /// The verdict on every group and tracepoint of `host:`.
+    pub host_support: Vec<Support>,
     /// Read and open errors so far.
     pub errors: Errors,
     /// cgroups selected but not counted now, by reason.
@@ -498,6 +560,8 @@ impl Snapshot {
             metrics: Vec::new(),
             metric_defs: Vec::new(),
             support: Vec::new(),
+            host: Vec::new(),
+            host_support: Vec::new(),
             errors: Errors::default(),
             skipped: BTreeMap::new(),
             open_fds: 0,

@@ -247,3 +247,51 @@ fn a_cpu_back_while_descriptors_are_short_is_counted_once_they_are_free() {
         "{body}"
     );
 }
+
+#[test]
+fn the_host_keeps_what_a_cpu_counted_before_going_offline() {
+    // `host:` counts system-wide: a CPU going offline is read a last time
+    // and closed, and opened again when it is back.
+    let _turn = cpu1_turn(true);
+    let exporter = Exporter::start(Some(
+        "interval: 3s\nhost:\n  tracepoints:\n    - name: syscalls:sys_enter_getpriority\n      \
+         filter: \"which == 7\"\n      as: marker\n",
+    ));
+    let marker = |body: &str| {
+        value(body, "cgperf_host_events_total", &[("event", "marker")])
+            .unwrap_or_else(|| panic!("no marker series:\n{body}"))
+    };
+    // `getpriority(7, 0)`: a `which` no other process asks for.
+    let markers_on_cpu1 = |n: u64| {
+        in_child(None, || {
+            // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes into it.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(1, &mut set);
+                if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
+                    libc::_exit(4);
+                }
+                for _ in 0..n {
+                    libc::syscall(libc::SYS_getpriority, 7, 0);
+                }
+            }
+        })
+    };
+    let body = exporter.wait_collections(1);
+    assert_eq!(marker(&body), 0.0, "{body}");
+    markers_on_cpu1(1000);
+    set_cpu1(false);
+    let body = exporter.wait_collections(2);
+    assert_eq!(marker(&body), 1000.0, "{body}");
+    set_cpu1(true);
+    exporter.wait_collections(2);
+    markers_on_cpu1(50);
+    // Down and up within one interval.
+    set_cpu1(false);
+    set_cpu1(true);
+    let body = exporter.wait_collections(2);
+    assert_eq!(marker(&body), 1050.0, "{body}");
+    markers_on_cpu1(7);
+    let body = exporter.wait_collections(2);
+    assert_eq!(marker(&body), 1057.0, "{body}");
+}

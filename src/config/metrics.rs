@@ -438,6 +438,7 @@ impl Validator<'_> {
                     name: group.clone(),
                     events,
                     splittable: true,
+                    origin: None,
                 });
             }
         } else {
@@ -453,6 +454,7 @@ impl Validator<'_> {
                     name,
                     events: vec![event],
                     splittable: false,
+                    origin: None,
                 });
             }
         }

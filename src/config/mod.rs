@@ -26,6 +26,9 @@
 //! metrics:                # formulas over the counts, per cgroup per interval
 //!   - name: ipc
 //!     expr: instructions / cycles
+//! host:                   # counted once for the whole machine, not per cgroup
+//!   groups: {energy: [power/energy-pkg/]}
+//!   tracepoints: [irq:irq_handler_entry]
 //! ```
 //!
 //! Keys that are absent or `null` take their defaults; unknown keys,
@@ -37,6 +40,7 @@
 mod cgroup;
 mod duration;
 mod error;
+mod host;
 mod metrics;
 mod otlp;
 mod schema;
@@ -57,6 +61,7 @@ pub use crate::metrics::{Catalog, MetricDef, MetricInput};
 pub use cgroup::CgroupPattern;
 pub use duration::{MAX_INTERVAL, MIN_INTERVAL};
 pub use error::ConfigError;
+pub use host::HostDef;
 pub use otlp::{
     DEFAULT_OTLP_INTERVAL, DEFAULT_OTLP_TIMEOUT, OtlpConfig, OtlpProtocol, OtlpSection,
     resolve as resolve_otlp,
@@ -179,6 +184,9 @@ pub struct Config {
     /// Metrics computed from the counts, in the order written; names are
     /// unique.
     pub metrics: Vec<MetricDef>,
+    /// What is counted once for the whole machine (`host:`); empty when
+    /// absent.
+    pub host: HostDef,
 }
 
 /// A named set of events opened (and read) together as one perf group, so
@@ -196,6 +204,9 @@ pub struct GroupDef {
     /// metrics schedule, never for a group the config writes, whose events
     /// are counted together or not at all.
     pub splittable: bool,
+    /// Where the config wrote its name; `None` for the groups cgperf makes
+    /// (for metrics, for `cgperf stat`).
+    pub origin: Option<Origin>,
 }
 
 /// The name of part `index` (from 0) of group `group` counted apart, one

@@ -36,6 +36,16 @@ pub(crate) struct RawConfig {
     pub otlp: Option<Spanned<RawOtlp>>,
     pub backend: Option<Text>,
     pub metrics: Option<Spanned<Vec<Spanned<RawMetricItem>>>>,
+    pub host: Option<Spanned<RawHost>>,
+}
+
+/// The `host:` section: groups and tracepoints counted once for the whole
+/// machine.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHost {
+    pub groups: Option<Spanned<RawGroups>>,
+    pub tracepoints: Option<Spanned<Vec<Spanned<RawTracepoint>>>>,
 }
 
 /// One `metrics:` entry: the name of a metric or metric group of the CPU's

@@ -31,7 +31,7 @@ struct Labelled {
 }
 
 impl Validator<'_> {
-    fn origin(&self, at: Location) -> Origin {
+    pub(super) fn origin(&self, at: Location) -> Origin {
         Origin {
             source: self.source.to_owned(),
             line: u32::try_from(at.line()).unwrap_or(0),

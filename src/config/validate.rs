@@ -55,13 +55,21 @@ pub(crate) fn validate(
     let nothing = raw.groups.as_ref().is_none_or(|g| g.value.0.is_empty())
         && raw.tracepoints.as_ref().is_none_or(|t| t.value.is_empty())
         && raw.probes.as_ref().is_none_or(|p| p.value.is_empty())
-        && raw.metrics.as_ref().is_none_or(|m| m.value.is_empty());
+        && raw.metrics.as_ref().is_none_or(|m| m.value.is_empty())
+        && raw.host.as_ref().is_none_or(|h| {
+            h.value.groups.as_ref().is_none_or(|g| g.value.0.is_empty())
+                && h.value
+                    .tracepoints
+                    .as_ref()
+                    .is_none_or(|t| t.value.is_empty())
+        });
     let interval = raw
         .interval
         .and_then(|text| v.keep(v.interval(&text)))
         .unwrap_or(DEFAULT_INTERVAL);
     let groups_at = raw.groups.as_ref().map(|g| g.referenced);
     let mut groups = raw.groups.map(|g| v.groups(g.value)).unwrap_or_default();
+    let host = raw.host.map(|h| v.host(h, &groups)).unwrap_or_default();
     let tracepoints_at = raw.tracepoints.as_ref().map(|t| t.referenced);
     let mut tracepoints = raw
         .tracepoints
@@ -89,7 +97,7 @@ pub(crate) fn validate(
         .unwrap_or(DEFAULT_RING_PAGES);
     if nothing {
         let message = "the config defines no groups, tracepoints or probes, \
-                       so there is nothing to count";
+                       for cgroups or `host:`, so there is nothing to count";
         v.keep::<()>(Err(ConfigError::new(source, message)
             .at(groups_at.or(tracepoints_at).or(probes_at))
             .hint(NOTHING_HINT)));
@@ -156,6 +164,7 @@ pub(crate) fn validate(
         backend,
         otlp,
         metrics,
+        host,
     })
 }
 
@@ -348,7 +357,7 @@ impl Validator<'_> {
     }
 
     /// The groups; a broken one is reported and left out.
-    fn groups(&self, raw: RawGroups) -> Vec<GroupDef> {
+    pub(super) fn groups(&self, raw: RawGroups) -> Vec<GroupDef> {
         let mut groups = Vec::with_capacity(raw.0.len());
         for (name, events) in raw.0 {
             let named = self.keep(self.group_name(&name));
@@ -356,6 +365,7 @@ impl Validator<'_> {
             if let (Some(()), Some(events)) = (named, events) {
                 groups.push(GroupDef {
                     events,
+                    origin: Some(self.origin(name.referenced)),
                     name: name.value,
                     splittable: false,
                 });

@@ -43,6 +43,11 @@ impl CpuTracker {
         }
     }
 
+    /// Where every perf descriptor is counted.
+    pub fn tally(&self) -> Arc<AtomicU64> {
+        self.tally.clone()
+    }
+
     /// The CPUs known to be online.
     pub fn online(&self) -> Vec<u32> {
         self.cpus.keys().copied().collect()

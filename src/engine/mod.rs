@@ -22,6 +22,7 @@ use crate::backend::choose::Opened;
 use crate::config::Config;
 use crate::cri::Names;
 use crate::discovery::Discovery;
+use crate::host::Host;
 use crate::plan::Plan;
 use crate::snapshot::{BackendInfo, ErrorReason, Errors, Latest, Operation, Snapshot};
 use counting::{Counting, nameable};
@@ -64,6 +65,8 @@ pub struct Engine<B = Box<dyn Backend + Send>> {
     discovery: Discovery,
     cpus: CpuTracker,
     counting: Counting<B>,
+    /// What `host:` counts for the whole machine.
+    host: Host,
     /// Failures of the engine's own reads (CPU list, cgroup hierarchy).
     errors: Errors,
     reload_ok: bool,
@@ -104,11 +107,13 @@ impl<B: Backend> Engine<B> {
     ) -> Self {
         log_support(&plan);
         backend.configure(&plan);
+        let host = Host::new(cpus.tally());
         Self {
             plan,
             discovery,
             cpus,
             counting: Counting::new(backend, config.max_cgroups, config.labels.clone()),
+            host,
             errors: Errors::default(),
             reload_ok: true,
             reload_success_time: SystemTime::now(),
@@ -134,6 +139,7 @@ impl<B: Backend> Engine<B> {
     pub fn collect(&mut self) {
         let started = Instant::now();
         self.counting.read();
+        self.host.read(&mut self.errors);
         let online = self.cpus.online();
         self.counting
             .backend
@@ -202,6 +208,8 @@ impl<B: Backend> Engine<B> {
     pub fn reload(&mut self, config: &Config, plan: Plan) {
         self.plan = plan;
         log_support(&self.plan);
+        let online = self.cpus.online();
+        self.host.apply(&self.plan.host, &online, &mut self.errors);
         self.counting.reloaded(
             &self.plan,
             config.max_cgroups,
@@ -250,6 +258,12 @@ impl<B: Backend> Engine<B> {
             tracing::info!(online = ?changes.open, offline = ?changes.closed, "CPUs changed");
         }
         self.counting.cpus_changed(&changes);
+        if !self.host.applied() {
+            // The CPUs are known now.
+            self.host.apply(&self.plan.host, &online, &mut self.errors);
+        } else {
+            self.host.cpus_changed(&changes, &online, &mut self.errors);
+        }
     }
 
     /// Gives the cgroups still waiting for them the names the runtime knows
@@ -286,6 +300,8 @@ impl<B: Backend> Engine<B> {
             metrics: series.metrics,
             metric_defs: self.plan.metrics.clone(),
             support: self.plan.support.clone(),
+            host: self.host.samples(self.plan.per_cpu),
+            host_support: self.plan.host.support.clone(),
             errors,
             skipped: counting.skipped.clone(),
             open_fds: stats.open_fds,
@@ -308,15 +324,17 @@ impl<B: Backend> Engine<B> {
 /// count none, one error line with the fix instead (each reason then at
 /// debug level: `cgperf check` shows them all).
 fn log_support(plan: &Plan) {
-    let nothing = crate::snapshot::nothing_countable(&plan.support);
+    let every = || plan.support.iter().chain(&plan.host.support);
+    let nothing = crate::snapshot::nothing_countable(every());
     if let Some(why) = &nothing {
         tracing::error!("{why}");
     }
-    for s in &plan.support {
+    for (i, s) in every().enumerate() {
         if let Err(reason) = &s.status {
+            let whose = if i < plan.support.len() { "" } else { "host " };
             let what = s.event.as_ref().map_or_else(
-                || format!("group `{}`", s.group),
-                |e| format!("{} `{e}`", s.group.entry_kind()),
+                || format!("{whose}group `{}`", s.group),
+                |e| format!("{whose}{} `{e}`", s.group.entry_kind()),
             );
             if nothing.is_some() {
                 tracing::debug!("{what} disabled: {reason}");

@@ -13,6 +13,7 @@ mod hardware;
 mod pmu;
 mod probe;
 mod syscall;
+mod system_wide;
 mod tables;
 mod tracepoint;
 
@@ -26,6 +27,7 @@ pub use probe::{
     HeldBinary, ProbeError, ProbeKind, ProbeProblem, ProbeSpec, ProbeSyntaxError, ResolvedProbe,
 };
 pub use syscall::{SYSCALL_LABEL, syscall_name};
+pub use system_wide::{ScaleUnit, cpumask, scale_unit};
 pub use tables::{
     CpuIdent, EventTables, PmuTable, TableError, TableEvent, TableMetric, read_metrics,
 };

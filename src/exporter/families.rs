@@ -9,7 +9,9 @@
 //! families are described here, their values come from whoever keeps them,
 //! so the catalogue imports no exporter.
 
-use crate::snapshot::{CounterSample, GroupTimeSample, Operation, Snapshot, Support};
+use crate::snapshot::{
+    CounterSample, GroupTimeSample, HostSample, HostUnit, Operation, Scope, Snapshot, Support,
+};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -31,6 +33,8 @@ pub enum Unit {
     Seconds,
     /// Bytes (named `..._bytes` already); OTLP unit `By`.
     Bytes,
+    /// Joules: Prometheus names end in `_joules`; OTLP unit `J`.
+    Joules,
     /// A number of things, as OTLP writes its unit: an annotation such as
     /// `{event}`, or `1` for ratios and 0/1 states.
     Count(&'static str),
@@ -42,6 +46,7 @@ impl Unit {
         match self {
             Self::Seconds => "s",
             Self::Bytes => "By",
+            Self::Joules => "J",
             Self::Count(annotation) => annotation,
         }
     }
@@ -65,10 +70,10 @@ impl Family {
     /// The name Prometheus shows for the samples of this family, e.g.
     /// `cgperf_clock_seconds_total`.
     pub fn sample_name(&self) -> String {
-        let unit = if self.unit == Unit::Seconds {
-            "_seconds"
-        } else {
-            ""
+        let unit = match self.unit {
+            Unit::Seconds => "_seconds",
+            Unit::Joules => "_joules",
+            Unit::Bytes | Unit::Count(_) => "",
         };
         let suffix = match self.kind {
             Kind::Counter => "_total",
@@ -79,12 +84,12 @@ impl Family {
     }
 }
 
-/// A label value: text, or a CPU number.
+/// A label value: text, or a number (a CPU, socket or die).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Value<'a> {
     /// Text.
     Str(&'a str),
-    /// The `cpu` label.
+    /// The `cpu`, `socket` and `die` labels.
     Cpu(u32),
 }
 
@@ -137,6 +142,16 @@ pub enum Labels<'a> {
         cpu: Option<u32>,
         /// The event.
         event: &'a str,
+    },
+    /// A series of `host:`: `group`, `event`, then what it covers
+    /// (`cpu`, `socket`, or `socket` and `die`; nothing for the machine).
+    Host {
+        /// Group name.
+        group: &'a str,
+        /// Event.
+        event: &'a str,
+        /// What it covers.
+        scope: Scope,
     },
     /// Up to three fixed labels (`group`, `event`, `reason`, and
     /// `cgperf_build_info`'s `version`, `revision`, `rustversion`).
@@ -222,6 +237,23 @@ impl<'a> Labels<'a> {
                 f("name", Value::Str(name))?;
                 f("namespace", Value::Str(namespace))?;
                 f("pod", Value::Str(pod))?;
+            }
+            Self::Host {
+                group,
+                event,
+                scope,
+            } => {
+                f("group", Value::Str(group))?;
+                f("event", Value::Str(event))?;
+                match scope {
+                    Scope::Machine => {}
+                    Scope::Cpu(cpu) => f("cpu", Value::Cpu(cpu))?,
+                    Scope::Socket(socket) => f("socket", Value::Cpu(socket))?,
+                    Scope::Die { socket, die } => {
+                        f("socket", Value::Cpu(socket))?;
+                        f("die", Value::Cpu(die))?;
+                    }
+                }
             }
             Self::Fixed(pairs) => {
                 for (name, value) in pairs.into_iter().flatten() {
@@ -335,6 +367,42 @@ const GROUP_SUPPORTED: Family = Family {
 const EVENT_SUPPORTED: Family = Family {
     name: "cgperf_event_supported",
     help: "1 when this machine can count the tracepoint, 0 when it cannot.",
+    unit: Unit::Count("1"),
+    kind: Kind::Gauge,
+};
+const HOST_EVENTS: Family = Family {
+    name: "cgperf_host_events",
+    help: "Event counts of the config's `host:` groups and tracepoints, for the whole machine (or per socket or die where the PMU counts so), scaled per interval as cgperf_events_total is.",
+    unit: Unit::Count("{event}"),
+    kind: Kind::Counter,
+};
+const HOST_CLOCK: Family = Family {
+    name: "cgperf_host_clock",
+    help: "CPU time counted by the cpu-clock and task-clock events of the config's `host:` groups, summed over CPUs.",
+    unit: Unit::Seconds,
+    kind: Kind::Counter,
+};
+const HOST_ENERGY: Family = Family {
+    name: "cgperf_host_energy",
+    help: "Energy counted by the `host:` groups' events that the kernel gives in Joules (power/energy-*), per socket or die as the PMU counts it.",
+    unit: Unit::Joules,
+    kind: Kind::Counter,
+};
+const HOST_BYTES: Family = Family {
+    name: "cgperf_host_bytes",
+    help: "Bytes counted by the `host:` groups' events that the kernel gives in MiB (memory controller reads and writes), per socket or die as the PMU counts it.",
+    unit: Unit::Bytes,
+    kind: Kind::Counter,
+};
+const HOST_GROUP_SUPPORTED: Family = Family {
+    name: "cgperf_host_group_supported",
+    help: "1 when this machine can count the `host:` group system-wide, 0 when it cannot; `reason` says why, as for cgperf_group_supported.",
+    unit: Unit::Count("1"),
+    kind: Kind::Gauge,
+};
+const HOST_EVENT_SUPPORTED: Family = Family {
+    name: "cgperf_host_event_supported",
+    help: "1 when this machine can count the `host:` tracepoint system-wide, 0 when it cannot.",
     unit: Unit::Count("1"),
     kind: Kind::Gauge,
 };
@@ -552,6 +620,39 @@ fn time_point(t: &GroupTimeSample, value: f64) -> Point<'_> {
     }
 }
 
+fn host_point(h: &HostSample) -> Point<'_> {
+    Point {
+        labels: Labels::Host {
+            group: &h.group,
+            event: &h.event,
+            scope: h.scope,
+        },
+        value: h.value,
+        start: Some(h.start_time),
+    }
+}
+
+/// The points of `cgperf_group_supported` (or the host's) for `support`.
+fn group_support(support: &[Support]) -> impl Iterator<Item = Point<'_>> {
+    support.iter().filter(|s| s.event.is_none()).map(|s| {
+        let group = ("group", s.group.label());
+        let labels = match &s.status {
+            Ok(()) => Labels::Fixed([Some(group), None, None]),
+            Err(why) => Labels::two(group, ("reason", why.token)),
+        };
+        Point::fixed(labels, supported(s))
+    })
+}
+
+/// The points of `cgperf_event_supported` (or the host's) for `support`.
+fn event_support(support: &[Support]) -> impl Iterator<Item = Point<'_>> {
+    support.iter().filter_map(|s| {
+        let event = s.event.as_deref()?;
+        let labels = Labels::two(("group", s.group.label()), ("event", event));
+        Some(Point::fixed(labels, supported(s)))
+    })
+}
+
 fn supported(s: &Support) -> f64 {
     f64::from(u8::from(s.status.is_ok()))
 }
@@ -608,25 +709,20 @@ pub fn visit<V: Visitor>(
         &GROUP_NEVER_RAN,
         times().map(|t| time_point(t, t.never_ran_intervals as f64)),
     )?;
-    v.family(
-        &GROUP_SUPPORTED,
-        snap.support.iter().filter(|s| s.event.is_none()).map(|s| {
-            let group = ("group", s.group.label());
-            let labels = match &s.status {
-                Ok(()) => Labels::Fixed([Some(group), None, None]),
-                Err(why) => Labels::two(group, ("reason", why.token)),
-            };
-            Point::fixed(labels, supported(s))
-        }),
-    )?;
-    v.family(
-        &EVENT_SUPPORTED,
-        snap.support.iter().filter_map(|s| {
-            let event = s.event.as_deref()?;
-            let labels = Labels::two(("group", s.group.label()), ("event", event));
-            Some(Point::fixed(labels, supported(s)))
-        }),
-    )?;
+    v.family(&GROUP_SUPPORTED, group_support(&snap.support))?;
+    v.family(&EVENT_SUPPORTED, event_support(&snap.support))?;
+    let host = |unit: HostUnit| {
+        snap.host
+            .iter()
+            .filter(move |h| h.unit == unit)
+            .map(host_point)
+    };
+    v.family(&HOST_EVENTS, host(HostUnit::Count))?;
+    v.family(&HOST_CLOCK, host(HostUnit::Seconds))?;
+    v.family(&HOST_ENERGY, host(HostUnit::Joules))?;
+    v.family(&HOST_BYTES, host(HostUnit::Bytes))?;
+    v.family(&HOST_GROUP_SUPPORTED, group_support(&snap.host_support))?;
+    v.family(&HOST_EVENT_SUPPORTED, event_support(&snap.host_support))?;
     for (family, op) in [
         (&READ_ERRORS, Operation::Read),
         (&OPEN_ERRORS, Operation::Open),

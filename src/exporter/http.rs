@@ -157,7 +157,9 @@ pub fn readiness(snap: &Snapshot, now: Instant) -> Result<(), String> {
     let Some(finished) = snap.finished else {
         return Err("no collection has finished yet".into());
     };
-    if let Some(why) = crate::snapshot::nothing_countable(&snap.support) {
+    if let Some(why) =
+        crate::snapshot::nothing_countable(snap.support.iter().chain(&snap.host_support))
+    {
         return Err(why);
     }
     let limit = snap.interval.saturating_mul(3).max(MIN_STALL);

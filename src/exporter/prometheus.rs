@@ -118,7 +118,11 @@ impl Visitor for Encoder<'_, '_> {
                 Kind::Gauge => MetricType::Gauge,
                 Kind::Info => MetricType::Info,
             },
-            (family.unit == families::Unit::Seconds).then_some(&Unit::Seconds),
+            match family.unit {
+                families::Unit::Seconds => Some(&Unit::Seconds),
+                families::Unit::Joules => Some(&Unit::Joules),
+                families::Unit::Bytes | families::Unit::Count(_) => None,
+            },
         );
         let mut descriptor = self
             .0

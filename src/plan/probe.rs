@@ -4,7 +4,7 @@
 //! `cgperf check` / `cgperf list` ask it.
 
 use crate::events::{CorePmus, EventAttr};
-use crate::perf::{Errno, OpenFailure};
+use crate::perf::{CounterGroup, Errno, OpenFailure, Target};
 use crate::snapshot::NotCountable;
 use std::ffi::CStr;
 
@@ -40,6 +40,17 @@ pub trait Probe: Send + Sync + std::fmt::Debug {
     /// a verdict that says they are.
     fn counters_per_cpu(&self) -> Option<usize> {
         None
+    }
+
+    /// Opens `group` once system-wide on `cpu` and closes it again: how
+    /// the groups of `host:` are counted, whatever the backend. Every
+    /// backend asks the kernel the same way; tests answer without it.
+    fn try_system_wide(&self, group: &[Trial<'_>], cpu: u32) -> Result<(), Refusal> {
+        let attrs: Vec<EventAttr> = group.iter().map(|t| t.attr).collect();
+        let filters: Vec<Option<&CStr>> = group.iter().map(|t| t.filter).collect();
+        CounterGroup::open_filtered(&attrs, &filters, Target::AllTasks, cpu)
+            .map(drop)
+            .map_err(|e| Refusal::kernel(group, e.index, e.errno))
     }
 }
 

@@ -16,24 +16,25 @@ type Call = Vec<(String, Option<String>)>;
 /// Refuses the events it is told to, and records every group it is asked
 /// about.
 #[derive(Debug, Default)]
-struct FakeProbe {
+pub(super) struct FakeProbe {
     /// (label, refused only when it has a filter, errno).
     refuse: Vec<(&'static str, bool, i32)>,
     calls: Mutex<Vec<Call>>,
+    /// The CPU of each system-wide call, in the order asked.
+    pub(super) system_wide_cpus: Mutex<Vec<u32>>,
     /// The counters per CPU it holds at most.
     room: Option<usize>,
 }
 
 impl FakeProbe {
-    fn refusing(refuse: &[(&'static str, bool, i32)]) -> Self {
+    pub(super) fn refusing(refuse: &[(&'static str, bool, i32)]) -> Self {
         Self {
             refuse: refuse.to_vec(),
-            calls: Mutex::default(),
-            room: None,
+            ..Self::default()
         }
     }
 
-    fn calls(&self) -> Vec<Call> {
+    pub(super) fn calls(&self) -> Vec<Call> {
         self.calls.lock().unwrap().clone()
     }
 }
@@ -62,6 +63,12 @@ impl Probe for FakeProbe {
     fn counters_per_cpu(&self) -> Option<usize> {
         self.room
     }
+
+    /// As [`FakeProbe::try_group`], noting the CPU.
+    fn try_system_wide(&self, group: &[Trial<'_>], cpu: u32) -> Result<(), Refusal> {
+        self.system_wide_cpus.lock().unwrap().push(cpu);
+        self.try_group(group)
+    }
 }
 
 /// A tracefs `format` file: the common fields, then `fields` (C
@@ -86,7 +93,7 @@ fn format_file(name: &str, id: u64, fields: &[(&str, usize)]) -> String {
 /// A machine in a temporary directory: a PMU directory with a kprobe PMU
 /// (no `msr`), and a tracefs with two tracepoints. Its probe cgroup does
 /// not exist: nothing may open it.
-fn machine() -> (tempfile::TempDir, Machine) {
+pub(super) fn machine() -> (tempfile::TempDir, Machine) {
     let dir = tempfile::tempdir().unwrap();
     let write = |path: &str, content: &str| {
         let path = dir.path().join(path);
@@ -118,7 +125,7 @@ fn machine() -> (tempfile::TempDir, Machine) {
     (dir, machine)
 }
 
-fn config(yaml: &str) -> Config {
+pub(super) fn config(yaml: &str) -> Config {
     crate::config::parse(SOURCE, yaml).unwrap_or_else(|e| panic!("{yaml}:\n{e}"))
 }
 

@@ -194,6 +194,7 @@ pub fn select(
             name,
             events,
             splittable: false,
+            origin: None,
         });
     }
     Ok(selection)

@@ -44,7 +44,11 @@ pub fn build(
         labels: Vec::new(),
         otlp: None,
         metrics: Vec::new(),
+        host: config::HostDef::default(),
     });
+    // `cgperf stat` counts its command's cgroups: what a config file
+    // counts for the whole machine is no part of that.
+    config.host = config::HostDef::default();
     config.per_cpu |= per_cpu;
     if !cgroups.is_empty() {
         config.cgroups = cgroups

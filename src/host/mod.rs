@@ -1,0 +1,273 @@
+//! The host as a target: the groups of `host:` opened system-wide (as
+//! `perf stat -a` opens them), on every online CPU or on the CPUs of their
+//! PMU's `cpumask`, and read at every collection into totals of their own.
+//! Whatever the backend counts cgroups with, the host is counted so: it is
+//! one target, and system-wide perf events are the only mechanism that
+//! counts the PMUs outside the cores.
+//!
+//! The rules are the cgroups': counts are scaled per interval, a reload
+//! that keeps a group keeps its descriptors and totals (and a changed group
+//! keeps the totals of the events it still has), everything is read before
+//! it is closed, and a CPU that goes offline is read one last time.
+
+mod scope;
+
+pub use scope::{CPU_ROOT, of_cpumask};
+
+use crate::backend::budget::Held;
+use crate::cpus::CpuChanges;
+use crate::ids::{CgroupSlot, EventId, GroupId};
+use crate::perf::{CounterGroup, OpenFailure, ReadError, Target};
+use crate::plan::{HostGroup, HostPlan};
+use crate::snapshot::{ErrorReason, Errors, HostSample, HostUnit, Operation, Scope};
+use crate::totals::{Baseline, GroupKey, Handle, Totals};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::SystemTime;
+
+/// The key of the host's totals: the host is the only target they hold.
+const HOST: CgroupSlot = CgroupSlot(0);
+
+/// Bytes in a MiB, the unit the kernel gives memory controller counts in.
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Counts `host:` for the whole machine.
+#[derive(Debug)]
+pub struct Host {
+    groups: Vec<Counted>,
+    totals: Totals,
+    /// Where every descriptor is counted (`cgperf_open_fds`).
+    tally: Arc<AtomicU64>,
+    /// Where the CPUs' topology is read (sockets and dies).
+    cpu_root: PathBuf,
+    /// Whether a plan was applied yet.
+    applied: bool,
+}
+
+/// One group of `host:` and what counts it.
+#[derive(Debug)]
+struct Counted {
+    group: Arc<HostGroup>,
+    events: Vec<EventId>,
+    /// Open on each CPU.
+    open: BTreeMap<u32, Reader>,
+    /// Each CPU's scope, for a group whose PMU has a `cpumask`.
+    scopes: BTreeMap<u32, Scope>,
+    /// When its series began.
+    start_time: SystemTime,
+}
+
+/// One open group on one CPU.
+#[derive(Debug)]
+struct Reader {
+    held: Held,
+    baseline: Baseline,
+    handle: Handle,
+    columns: Vec<usize>,
+}
+
+impl Host {
+    /// Counts nothing yet; descriptors are counted in `tally`.
+    pub fn new(tally: Arc<AtomicU64>) -> Self {
+        Self::with_cpu_root(tally, PathBuf::from(CPU_ROOT))
+    }
+
+    /// As [`Host::new`], reading the CPUs' topology under `cpu_root`.
+    pub fn with_cpu_root(tally: Arc<AtomicU64>, cpu_root: PathBuf) -> Self {
+        Self {
+            groups: Vec::new(),
+            totals: Totals::default(),
+            tally,
+            cpu_root,
+            applied: false,
+        }
+    }
+
+    /// Whether [`Host::apply`] was called yet: until then nothing counts.
+    pub fn applied(&self) -> bool {
+        self.applied
+    }
+
+    /// Counts what `plan` asks on the `online` CPUs: what did not change
+    /// keeps counting, changed groups are read and opened anew keeping the
+    /// totals of the events they still have, groups gone are read, closed
+    /// and forgotten.
+    pub fn apply(&mut self, plan: &HostPlan, online: &[u32], errors: &mut Errors) {
+        self.applied = true;
+        self.read(errors);
+        let mut before = std::mem::take(&mut self.groups);
+        for group in &plan.groups {
+            let kept = before.iter().position(|c| c.group == *group);
+            let counted = match kept {
+                Some(at) => before.swap_remove(at),
+                None => {
+                    let earlier = before.iter().find(|c| c.group.spec.name == group.spec.name);
+                    Counted {
+                        events: group.spec.event_ids(),
+                        group: group.clone(),
+                        open: BTreeMap::new(),
+                        scopes: match &group.cpumask {
+                            Some(cpus) => {
+                                let scopes = of_cpumask(&self.cpu_root, cpus);
+                                cpus.iter().copied().zip(scopes).collect()
+                            }
+                            None => BTreeMap::new(),
+                        },
+                        start_time: earlier.map_or_else(SystemTime::now, |c| c.start_time),
+                    }
+                }
+            };
+            self.groups.push(counted);
+        }
+        drop(before);
+        let keep: Vec<(GroupId, Vec<EventId>)> = self
+            .groups
+            .iter()
+            .map(|c| (c.group.spec.name.clone(), c.events.clone()))
+            .collect();
+        self.totals.keep_only(HOST, &keep, &[]);
+        self.open_missing(online, errors);
+    }
+
+    /// Reads every open group into the totals.
+    pub fn read(&mut self, errors: &mut Errors) {
+        for reader in self.groups.iter_mut().flat_map(|c| c.open.values_mut()) {
+            let Reader {
+                held,
+                baseline,
+                handle,
+                columns,
+            } = reader;
+            match held.group.read() {
+                Ok((read, ids)) => {
+                    self.totals
+                        .add(*handle, columns, |delta| baseline.delta(&read, ids, delta));
+                }
+                Err(e) => {
+                    let reason = match e {
+                        ReadError::Syscall(errno) => {
+                            ErrorReason::Kernel(OpenFailure::from_errno(errno))
+                        }
+                        ReadError::Format(_) => ErrorReason::Format,
+                    };
+                    errors.count(Operation::Read, reason);
+                }
+            }
+        }
+    }
+
+    /// Follows CPUs going offline (read a last time, closed) and coming
+    /// (back) online (opened; closed first when they went offline and came
+    /// back since the last look). Groups of a PMU with a `cpumask` keep their
+    /// descriptors: the kernel moves them to another CPU of the socket or
+    /// die when theirs goes offline.
+    pub fn cpus_changed(&mut self, changes: &CpuChanges, online: &[u32], errors: &mut Errors) {
+        if self.groups.is_empty() {
+            return;
+        }
+        self.read(errors);
+        // A CPU to open again went offline and came back since the last
+        // look: its descriptors are dead although it is online.
+        let dead = |cpu: &u32| changes.closed.contains(cpu) || changes.open.contains(cpu);
+        for counted in self.groups.iter_mut().filter(|c| c.group.cpumask.is_none()) {
+            counted.open.retain(|cpu, _| !dead(cpu));
+        }
+        self.open_missing(online, errors);
+    }
+
+    /// Opens every group where it counts and is not open yet. A refusal is
+    /// counted and logged; the next change of CPUs or config tries again.
+    fn open_missing(&mut self, online: &[u32], errors: &mut Errors) {
+        for counted in &mut self.groups {
+            let spec = &counted.group.spec;
+            let cpus: Vec<u32> = match &counted.group.cpumask {
+                Some(cpus) => cpus.to_vec(),
+                None => online
+                    .iter()
+                    .copied()
+                    .filter(|&cpu| spec.counts_on(cpu))
+                    .collect(),
+            };
+            for cpu in cpus {
+                if counted.open.contains_key(&cpu) {
+                    continue;
+                }
+                let Some(attrs) = spec.attrs_on(cpu) else {
+                    continue;
+                };
+                match CounterGroup::open_filtered(&attrs, &spec.filters(), Target::AllTasks, cpu) {
+                    Ok(group) => {
+                        let key = GroupKey {
+                            cgroup: HOST,
+                            group: spec.name.clone(),
+                            cpu,
+                        };
+                        let handle = self.totals.group(&key);
+                        let columns = self.totals.columns(handle, &counted.events);
+                        counted.open.insert(
+                            cpu,
+                            Reader {
+                                held: Held::new(group, &self.tally),
+                                baseline: Baseline::new(attrs.len()),
+                                handle,
+                                columns,
+                            },
+                        );
+                    }
+                    Err(e) => {
+                        let failure = OpenFailure::from_errno(e.errno);
+                        errors.count(Operation::Open, ErrorReason::Kernel(failure));
+                        tracing::warn!(
+                            "host group `{}` on CPU {cpu} could not be opened: {e}",
+                            spec.name
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The host's series now: per socket or die for a PMU that counts so,
+    /// else summed over CPUs (per CPU when `per_cpu`).
+    pub fn samples(&self, per_cpu: bool) -> Vec<HostSample> {
+        let mut out = Vec::new();
+        for counted in &self.groups {
+            let spec = &counted.group.spec;
+            let group: Arc<str> = spec.name.label().into();
+            for (position, event) in spec.events.iter().enumerate() {
+                let mut values: BTreeMap<Scope, f64> = BTreeMap::new();
+                for (cpu, totals) in self.totals.per_cpu(HOST, &spec.name) {
+                    let scope = match counted.scopes.get(&cpu) {
+                        Some(scope) => *scope,
+                        None if counted.group.cpumask.is_some() => Scope::Cpu(cpu),
+                        None if per_cpu => Scope::Cpu(cpu),
+                        None => Scope::Machine,
+                    };
+                    let value = totals.value_at(position, &event.label, event.clock);
+                    *values.entry(scope).or_default() += value;
+                }
+                let scale = counted.group.units.get(position).cloned().flatten();
+                let (unit, factor) = match (&scale, event.clock) {
+                    (_, true) => (HostUnit::Seconds, 1e-9),
+                    (Some(s), false) if s.unit.eq_ignore_ascii_case("joules") => {
+                        (HostUnit::Joules, s.scale)
+                    }
+                    (Some(s), false) if s.unit == "MiB" => (HostUnit::Bytes, s.scale * MIB),
+                    (Some(s), false) => (HostUnit::Count, s.scale),
+                    (None, false) => (HostUnit::Count, 1.0),
+                };
+                out.extend(values.into_iter().map(|(scope, value)| HostSample {
+                    group: group.clone(),
+                    event: event.label.clone(),
+                    scope,
+                    unit,
+                    value: value * factor,
+                    start_time: counted.start_time,
+                }));
+            }
+        }
+        out
+    }
+}
