@@ -464,13 +464,24 @@ fn pmu_entries(root: &Path, pmu: &str, dir: &Path) -> Vec<Entry> {
             let name = format!("{pmu}/{alias}/");
             let terms = std::fs::read_to_string(events.join(&alias)).ok()?;
             let terms = terms.trim();
-            let description = match parse_event(&name).ok()?.resolve(root, &EventTables::none()) {
+            let event = parse_event(&name).ok()?;
+            let mut description = match event.resolve(root, &EventTables::none()) {
                 Ok(_) => format!("{pmu} PMU: {terms}"),
                 Err(ResolveError::MissingValue { term, .. }) => {
                     format!("{pmu} PMU: {terms} (write {pmu}/{alias},{term}=N/)")
                 }
                 Err(_) => return None,
             };
+            if let Ok(Some(unit)) = events::scale_unit(root, &event)
+                && !unit.unit.is_empty()
+            {
+                description.push_str(&format!(", in {}", unit.unit));
+            }
+            if let Ok(Some(cpus)) = events::cpumask(root, &event) {
+                description.push_str(&format!(
+                    "; host only: the whole machine counts it (on CPUs {cpus:?}), under `host:`"
+                ));
+            }
             Some(Entry {
                 name,
                 kind: Kind::Pmu,
@@ -691,6 +702,14 @@ mod tests {
         std::fs::write(msr.join("events/tsc.unit"), "cycles\n").unwrap();
         std::fs::write(msr.join("events/need"), "event=0x1,umask=?\n").unwrap();
         std::fs::create_dir_all(pmus.join("uprobe")).unwrap();
+        let power = pmus.join("power");
+        std::fs::create_dir_all(power.join("events")).unwrap();
+        std::fs::create_dir_all(power.join("format")).unwrap();
+        std::fs::write(power.join("format/event"), "config:0-7\n").unwrap();
+        std::fs::write(power.join("type"), "21\n").unwrap();
+        std::fs::write(power.join("cpumask"), "0,28\n").unwrap();
+        std::fs::write(power.join("events/energy-pkg"), "event=0x02\n").unwrap();
+        std::fs::write(power.join("events/energy-pkg.unit"), "Joules\n").unwrap();
         let tracing = dir.path().join("tracing");
         std::fs::create_dir_all(tracing.join("events/sched/sched_switch")).unwrap();
         std::fs::write(tracing.join("events/sched/enable"), "0\n").unwrap();
@@ -712,16 +731,28 @@ mod tests {
                     Kind::Pmu,
                     "msr PMU: event=0x1,umask=? (write msr/need,umask=N/)"
                 ),
-                ("msr/tsc/", Kind::Pmu, "msr PMU: event=0x00"),
+                ("msr/tsc/", Kind::Pmu, "msr PMU: event=0x00, in cycles"),
+                (
+                    "power/energy-pkg/",
+                    Kind::Pmu,
+                    "power PMU: event=0x02, in Joules; host only: the whole machine counts \
+                     it (on CPUs [0, 28]), under `host:`"
+                ),
                 ("sched:sched_switch", Kind::Tracepoint, ""),
             ]
         );
         assert_eq!(
             listing.formats,
-            [PmuFormat {
-                pmu: "msr".into(),
-                terms: vec![("event".into(), "config:0-63".into())],
-            }]
+            [
+                PmuFormat {
+                    pmu: "msr".into(),
+                    terms: vec![("event".into(), "config:0-63".into())],
+                },
+                PmuFormat {
+                    pmu: "power".into(),
+                    terms: vec![("event".into(), "config:0-7".into())],
+                },
+            ]
         );
         assert!(listing.probes[0].starts_with("uprobe: available"));
         assert!(listing.probes[1].starts_with("kprobe: unavailable"));

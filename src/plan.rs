@@ -688,12 +688,21 @@ pub fn resolve_event(event: &Event, machine: &Machine) -> Result<PlannedEvent, N
     })
 }
 
-/// Resolves `event` and asks `probe` whether the kernel counts it alone:
-/// what `cgperf check` shows per event and `cgperf list` leaves out.
+/// Resolves `event` and asks `probe` whether the kernel counts it alone,
+/// as cgperf would count it: system-wide on its PMU's first `cpumask` CPU
+/// where only the whole machine counts it (under `host:`), else the way
+/// `probe`'s mechanism counts cgroups. What `cgperf check` shows per event
+/// and `cgperf list` leaves out.
 pub fn probe_event(event: &Event, machine: &Machine, probe: &dyn Probe) -> Result<(), Refusal> {
     let resolved =
         resolve_event(event, machine).map_err(|r| Refusal::not_asked(r.token, r.reason))?;
-    probe.try_group(&[resolved.trial()])
+    match crate::events::cpumask(&machine.pmu_root, event) {
+        Ok(Some(cpus)) => {
+            let cpu = cpus.first().copied().unwrap_or(machine.probe_cpu);
+            probe.try_system_wide(&[resolved.trial()], cpu)
+        }
+        _ => probe.try_group(&[resolved.trial()]),
+    }
 }
 
 /// The attr of a tracepoint, by its tracefs id.

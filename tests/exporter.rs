@@ -4,41 +4,9 @@
 
 mod common;
 
+use common::prometheus::{promtool_check, promtool_check_metrics};
 use common::*;
-use std::io::Write;
-use std::process::{Command, Stdio};
-
-fn promtool_check(body: &str) {
-    let (ok, said) = promtool_check_metrics(body);
-    assert!(
-        ok && said.trim().is_empty(),
-        "promtool check metrics:\n{said}\n---\n{body}"
-    );
-}
-
-/// What `promtool check metrics` says of `body`: (success, output).
-fn promtool_check_metrics(body: &str) -> (bool, String) {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool is installed (the test script installs the prometheus package)");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(body.as_bytes())
-        .expect("feed promtool");
-    let out = child.wait_with_output().expect("promtool runs");
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), said)
-}
+use std::process::Command;
 
 #[test]
 fn the_conventions_of_prometheus_exporters() {

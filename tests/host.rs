@@ -180,7 +180,9 @@ fn the_host_counts_what_perf_stat_a_counts() {
         "{perf_out}"
     );
 
-    // No cgroup label anywhere in the host's families.
+    // What Prometheus reads: valid, and no cgroup label anywhere in the
+    // host's families.
+    common::prometheus::promtool_check(&after);
     for line in after.lines().filter(|l| l.starts_with("cgperf_host_")) {
         assert!(!line.contains("cgroup="), "{line}");
     }
@@ -209,6 +211,7 @@ fn per_cpu_host_series_split_the_whole_machine_by_cpu() {
         .count();
     let online = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert_eq!(cpus, online, "{after}");
+    common::prometheus::promtool_check(&after);
 }
 
 /// Runs `work` with this thread pinned to `cpu`, then unpins it.

@@ -89,8 +89,8 @@ impl Family {
 pub enum Value<'a> {
     /// Text.
     Str(&'a str),
-    /// The `cpu`, `socket` and `die` labels.
-    Cpu(u32),
+    /// A number: the `cpu`, `socket` and `die` labels.
+    Number(u32),
 }
 
 /// The labels of one point, borrowed from the snapshot.
@@ -202,7 +202,7 @@ impl<'a> Labels<'a> {
                     f(name, Value::Str(value))?;
                 }
                 if let Some(cpu) = cpu {
-                    f("cpu", Value::Cpu(cpu))?;
+                    f("cpu", Value::Number(cpu))?;
                 }
             }
             Self::Metric {
@@ -228,7 +228,7 @@ impl<'a> Labels<'a> {
             } => {
                 f("container", Value::Str(container))?;
                 match cpu {
-                    Some(cpu) => f("cpu", Value::Cpu(cpu))?,
+                    Some(cpu) => f("cpu", Value::Number(cpu))?,
                     None => f("cpu", Value::Str(""))?,
                 }
                 f("event", Value::Str(event))?;
@@ -247,11 +247,11 @@ impl<'a> Labels<'a> {
                 f("event", Value::Str(event))?;
                 match scope {
                     Scope::Machine => {}
-                    Scope::Cpu(cpu) => f("cpu", Value::Cpu(cpu))?,
-                    Scope::Socket(socket) => f("socket", Value::Cpu(socket))?,
+                    Scope::Cpu(cpu) => f("cpu", Value::Number(cpu))?,
+                    Scope::Socket(socket) => f("socket", Value::Number(socket))?,
                     Scope::Die { socket, die } => {
-                        f("socket", Value::Cpu(socket))?;
-                        f("die", Value::Cpu(die))?;
+                        f("socket", Value::Number(socket))?;
+                        f("die", Value::Number(die))?;
                     }
                 }
             }

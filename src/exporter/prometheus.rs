@@ -95,7 +95,7 @@ impl EncodeLabelSet for Labels<'_> {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), Error> {
         self.for_each(|name, value| match value {
             Value::Str(v) => (name, v).encode(encoder.encode_label()),
-            Value::Cpu(cpu) => (name, cpu).encode(encoder.encode_label()),
+            Value::Number(cpu) => (name, cpu).encode(encoder.encode_label()),
         })
     }
 }

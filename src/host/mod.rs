@@ -16,6 +16,7 @@ pub use scope::{CPU_ROOT, of_cpumask};
 
 use crate::backend::budget::Held;
 use crate::cpus::CpuChanges;
+use crate::events::ScaleUnit;
 use crate::ids::{CgroupSlot, EventId, GroupId};
 use crate::perf::{CounterGroup, OpenFailure, ReadError, Target};
 use crate::plan::{HostGroup, HostPlan};
@@ -248,16 +249,8 @@ impl Host {
                     let value = totals.value_at(position, &event.label, event.clock);
                     *values.entry(scope).or_default() += value;
                 }
-                let scale = counted.group.units.get(position).cloned().flatten();
-                let (unit, factor) = match (&scale, event.clock) {
-                    (_, true) => (HostUnit::Seconds, 1e-9),
-                    (Some(s), false) if s.unit.eq_ignore_ascii_case("joules") => {
-                        (HostUnit::Joules, s.scale)
-                    }
-                    (Some(s), false) if s.unit == "MiB" => (HostUnit::Bytes, s.scale * MIB),
-                    (Some(s), false) => (HostUnit::Count, s.scale),
-                    (None, false) => (HostUnit::Count, 1.0),
-                };
+                let scale = counted.group.units.get(position).and_then(Option::as_ref);
+                let (unit, factor) = unit_of(scale, event.clock);
                 out.extend(values.into_iter().map(|(scope, value)| HostSample {
                     group: group.clone(),
                     event: event.label.clone(),
@@ -269,5 +262,48 @@ impl Host {
             }
         }
         out
+    }
+}
+
+/// The unit an event's totals are exported in, and what turns a total into
+/// it: seconds for clocks (counted in nanoseconds), Joules and bytes for
+/// the units sysfs gives energy and memory traffic in, a count (scaled by
+/// `.scale` where sysfs gives one) otherwise.
+fn unit_of(scale: Option<&ScaleUnit>, clock: bool) -> (HostUnit, f64) {
+    match (scale, clock) {
+        (_, true) => (HostUnit::Seconds, 1e-9),
+        (Some(s), false) if s.unit.eq_ignore_ascii_case("joules") => (HostUnit::Joules, s.scale),
+        (Some(s), false) if s.unit == "MiB" => (HostUnit::Bytes, s.scale * MIB),
+        (Some(s), false) => (HostUnit::Count, s.scale),
+        (None, false) => (HostUnit::Count, 1.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scaled(scale: f64, unit: &str) -> ScaleUnit {
+        ScaleUnit {
+            scale,
+            unit: unit.to_owned(),
+        }
+    }
+
+    #[test]
+    fn energy_is_in_joules_memory_traffic_in_bytes_and_clocks_in_seconds() {
+        let rapl = scaled(2f64.powi(-32), "Joules");
+        assert_eq!(
+            unit_of(Some(&rapl), false),
+            (HostUnit::Joules, 2f64.powi(-32))
+        );
+        // 64-byte cache lines, counted by the kernel in MiB.
+        let cas = scaled(6.103515625e-5, "MiB");
+        assert_eq!(unit_of(Some(&cas), false), (HostUnit::Bytes, 64.0));
+        assert_eq!(unit_of(None, true), (HostUnit::Seconds, 1e-9));
+        assert_eq!(unit_of(None, false), (HostUnit::Count, 1.0));
+        // A unit cgperf has no family for: the count, scaled.
+        let other = scaled(0.5, "cycles");
+        assert_eq!(unit_of(Some(&other), false), (HostUnit::Count, 0.5));
     }
 }

@@ -2,6 +2,7 @@
 //! cgperf with the shipped recording and alerting rules, and its query API.
 
 use super::http_get;
+use std::io::Write;
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -110,4 +111,37 @@ pub fn encode(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// Fails unless `promtool check metrics` accepts `body` without a word.
+pub fn promtool_check(body: &str) {
+    let (ok, said) = promtool_check_metrics(body);
+    assert!(
+        ok && said.trim().is_empty(),
+        "promtool check metrics:\n{said}\n---\n{body}"
+    );
+}
+
+/// What `promtool check metrics` says of `body`: (success, output).
+pub fn promtool_check_metrics(body: &str) -> (bool, String) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool is installed (the test script installs the prometheus package)");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(body.as_bytes())
+        .expect("feed promtool");
+    let out = child.wait_with_output().expect("promtool runs");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), said)
 }

@@ -245,10 +245,14 @@ impl Chunker<'_> {
                     }),
                     ..KeyValue::default()
                 }),
-                (Value::Cpu(cpu), _) => attributes.push(KeyValue {
-                    key: CPU.to_owned(),
+                // Numbers (CPU, socket, die) are the point's own.
+                (Value::Number(n), attribute) => attributes.push(KeyValue {
+                    key: match attribute {
+                        Attribute::Point(key) => key.into_owned(),
+                        Attribute::Resource(key) => key.to_owned(),
+                    },
                     value: Some(AnyValue {
-                        value: Some(any_value::Value::IntValue(i64::from(cpu))),
+                        value: Some(any_value::Value::IntValue(i64::from(n))),
                     }),
                     ..KeyValue::default()
                 }),
@@ -637,6 +641,63 @@ mod tests {
                 "host.name"
             ]
         );
+    }
+
+    #[test]
+    fn host_series_carry_their_scope_on_the_point_and_no_cgroup() {
+        use crate::snapshot::{HostSample, HostUnit, Scope};
+        let mut snap = Snapshot::empty();
+        let start = snap.taken_at - Duration::from_secs(5);
+        let host = |event: &str, scope, unit, value| HostSample {
+            group: "energy".into(),
+            event: event.into(),
+            scope,
+            unit,
+            value,
+            start_time: start,
+        };
+        snap.host = vec![
+            host(
+                "power/energy-pkg/",
+                Scope::Die { socket: 1, die: 3 },
+                HostUnit::Joules,
+                12.5,
+            ),
+            host("cpu-clock", Scope::Machine, HostUnit::Seconds, 2.0),
+        ];
+        let requests = batcher(MAX_REQUEST_BYTES).requests(&snap, None);
+        let find = |name: &str| {
+            requests
+                .iter()
+                .flat_map(metrics)
+                .find(|m| m.name == name)
+                .unwrap_or_else(|| panic!("no {name}"))
+        };
+        let energy = find("cgperf_host_energy_joules_total");
+        assert_eq!(energy.unit, "J");
+        let Some(metric::Data::Sum(sum)) = &energy.data else {
+            panic!("energy is a sum");
+        };
+        let point = &sum.data_points[0];
+        assert_eq!(point.value, Some(number_data_point::Value::AsDouble(12.5)));
+        assert_eq!(point.start_time_unix_nano, nanos(start));
+        let attributes: Vec<(&str, Option<any_value::Value>)> = point
+            .attributes
+            .iter()
+            .map(|a| (a.key.as_str(), a.value.clone().and_then(|v| v.value)))
+            .collect();
+        let text = |s: &str| Some(any_value::Value::StringValue(s.into()));
+        assert_eq!(
+            attributes,
+            [
+                ("cgperf.group", text("energy")),
+                ("cgperf.event", text("power/energy-pkg/")),
+                ("cgperf.socket", Some(any_value::Value::IntValue(1))),
+                ("cgperf.die", Some(any_value::Value::IntValue(3))),
+            ]
+        );
+        let clock = find("cgperf_host_clock_seconds_total");
+        assert_eq!(clock.unit, "s");
     }
 
     #[test]
