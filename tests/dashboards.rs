@@ -311,7 +311,7 @@ fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts()
     // shipped, for the top-down panel.
     let (topdown_group, topdown_metrics) = topdown_config();
     let config = format!(
-        "interval: 500ms\ngroups:\n  sched: [task-clock, cs, cpu-migrations, faults]\n  ipc: [cpu-cycles, instructions]\n  cache: [cache-references, cache-misses]\n  branch: [branch-instructions, branch-misses]\n{topdown_group}tracepoints: [sched:sched_switch, syscalls:sys_enter_getppid, {{name: syscalls:sys_enter_getpriority, by: [which], filter: \"which == 99\", as: getpriority_by_which}}]\nmetrics:\n  - {{name: switches_per_cpu_second, expr: cs / task-clock}}\n{topdown_metrics}cgroups:\n  - path: /\n  - path: {}\n",
+        "interval: 500ms\ngroups:\n  sched: [task-clock, cs, cpu-migrations, faults]\n  ipc: [cpu-cycles, instructions]\n  cache: [cache-references, cache-misses]\n  branch: [branch-instructions, branch-misses]\n{topdown_group}tracepoints: [sched:sched_switch, syscalls:sys_enter_getppid, {{name: syscalls:sys_enter_getpriority, by: [which], filter: \"which == 99\", as: getpriority_by_which}}]\nmetrics:\n  - {{name: switches_per_cpu_second, expr: cs / task-clock}}\n{topdown_metrics}cgroups:\n  - path: /\n  - path: {}\nhost:\n  groups:\n    energy: [power/energy-pkg/]\n    machine: [cs]\n",
         cg.rel
     );
     // Two hosts of a fleet: the same cgroup path on each. The config
@@ -328,6 +328,8 @@ fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts()
     let pmu = has_hardware_pmu();
     // Intel's top-down events, where the kernel publishes them.
     let topdown = Path::new("/sys/bus/event_source/devices/cpu/events/topdown-retiring").exists();
+    // Package energy, where the machine has RAPL.
+    let rapl = Path::new("/sys/bus/event_source/devices/power/events/energy-pkg").exists();
     let d = dashboard();
     let mut checked = 0;
     for p in d.panels.iter().filter(|p| p.kind != "row") {
@@ -338,6 +340,11 @@ fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts()
             let hardware = ["instructions", "cycles", "cache-", "branch"]
                 .iter()
                 .any(|e| expr.contains(&format!("event=\"{e}")));
+            if expr.contains("cgperf_host_energy") {
+                assert_eq!(series > 0, rapl, "{}: {expr}:\n{body}", p.title);
+                checked += 1;
+                continue;
+            }
             if expr.contains("metric=~\"tma_") {
                 assert_eq!(series > 0, topdown, "{}: {expr}:\n{body}", p.title);
                 checked += 1;
