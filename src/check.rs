@@ -2,7 +2,7 @@
 //! event, and why not.
 
 use crate::backend::choose::{Kind, choose};
-use crate::config::{CgroupPattern, Config};
+use crate::config::{CgroupPattern, Config, ProcessMatch};
 use crate::ids::GroupId;
 use crate::list::{NAME_MAX, column_width};
 use crate::machine::{CpuTables, Discovered, Machine};
@@ -124,6 +124,8 @@ pub fn run(config: &Config, tables: CpuTables, out: &mut dyn Write) -> anyhow::R
         writeln!(out, "{kind:5} {:sw$}  {n}", selector.pattern.as_str())?;
     }
 
+    process_lines(&plan, out)?;
+
     writeln!(out)?;
     let support: Vec<&Support> = plan.support.iter().chain(&plan.host.support).collect();
     let nothing = crate::snapshot::nothing_countable(support.iter().copied());
@@ -133,6 +135,37 @@ pub fn run(config: &Config, tables: CpuTables, out: &mut dyn Write) -> anyhow::R
     } else {
         Verdict::Countable
     })
+}
+
+/// Each entry of `processes:`, what it matches on, and how many processes
+/// match it now.
+fn process_lines(plan: &Plan, out: &mut dyn Write) -> anyhow::Result<()> {
+    if plan.processes.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    let now = crate::process::matching_now(&plan.processes);
+    let described: Vec<String> = plan
+        .processes
+        .iter()
+        .map(|p| match &p.matches {
+            ProcessMatch::Comm(g) => format!("comm: {}", g.text),
+            ProcessMatch::Exe(g) => format!("exe: {}", g.text),
+            ProcessMatch::Cmdline(g) => format!("cmdline: {}", g.text),
+            ProcessMatch::Pid(pid) => format!("pid: {pid}"),
+        })
+        .collect();
+    let nw = column_width(plan.processes.iter().map(|p| p.name.len()), 7, NAME_MAX);
+    let mw = column_width(described.iter().map(String::len), 5, NAME_MAX);
+    writeln!(out, "{:nw$}  {:mw$}  PROCESSES NOW", "PROCESS", "MATCH")?;
+    for (i, (p, what)) in plan.processes.iter().zip(&described).enumerate() {
+        let n = match &now {
+            Ok(counts) => counts.get(i).map_or("?".to_owned(), ToString::to_string),
+            Err(e) => format!("? (listing /proc: {e})"),
+        };
+        writeln!(out, "{:nw$}  {what:mw$}  {n}", p.name)?;
+    }
+    Ok(())
 }
 
 /// What `cgperf check` found, for its exit status.

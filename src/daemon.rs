@@ -188,7 +188,11 @@ impl Daemon {
             .open(&config, &plan, FdBudget::from_limit(nofile))
             .context("starting the bpf backend")?;
         let bpf = chosen.kind == Kind::Bpf;
-        match crate::privileges::drop_unneeded(!config.probes.is_empty(), bpf) {
+        let exe = config
+            .processes
+            .iter()
+            .any(|p| matches!(p.matches, crate::config::ProcessMatch::Exe(_)));
+        match crate::privileges::drop_unneeded(!config.probes.is_empty(), bpf, exe) {
             Ok(d) if d.dropped.is_empty() => {
                 tracing::debug!(kept = ?d.kept, "no capabilities to drop");
             }

@@ -28,6 +28,7 @@ pub mod mountinfo;
 pub mod perf;
 pub mod plan;
 pub mod privileges;
+pub mod process;
 pub mod reload;
 pub mod snapshot;
 pub mod stat;

@@ -203,6 +203,10 @@ pub struct Plan {
     pub counters: usize,
     /// What `host:` counts for the whole machine.
     pub host: HostPlan,
+    /// The config's `processes:` entries.
+    pub processes: Vec<crate::config::ProcessSelector>,
+    /// At most this many processes are counted at once.
+    pub max_processes: usize,
 }
 
 impl Plan {
@@ -313,6 +317,8 @@ impl Plan {
             metrics,
             counters: 0,
             host: HostPlan::build(&config.host, machine, probe)?,
+            processes: config.processes.clone(),
+            max_processes: config.max_processes,
         };
         let every: Vec<usize> = (0..plan.selectors.len()).collect();
         plan.counters = plan.groups_for(&every).iter().map(|g| g.events.len()).sum();
@@ -408,32 +414,61 @@ impl Plan {
     /// only, then counted tracepoints as one group and probes as another.
     pub fn groups_for(&self, selectors: &[usize]) -> Vec<Arc<GroupSpec>> {
         let chosen = self.chosen(selectors);
+        self.groups_where(
+            |group| chosen.iter().any(|s| s.groups.iter().any(|g| g == group)),
+            |label| {
+                chosen
+                    .iter()
+                    .any(|s| s.tracepoints.iter().any(|l| **l == *label))
+            },
+            |label| {
+                chosen
+                    .iter()
+                    .any(|s| s.probes.iter().any(|l| **l == *label))
+            },
+        )
+    }
+
+    /// The groups to open for a process of `selector`, as
+    /// [`Plan::groups_for`] gives a cgroup's.
+    pub fn groups_of_process(
+        &self,
+        selector: &crate::config::ProcessSelector,
+    ) -> Vec<Arc<GroupSpec>> {
+        self.groups_where(
+            |group| selector.groups.iter().any(|g| g == group),
+            |label| selector.tracepoints.iter().any(|l| **l == *label),
+            |label| selector.probes.iter().any(|l| **l == *label),
+        )
+    }
+
+    /// The supported groups whose name `group` wants, then the counted
+    /// tracepoints whose label `tracepoint` wants as one group, and the
+    /// probes `probe` wants as another.
+    fn groups_where(
+        &self,
+        group: impl Fn(&str) -> bool,
+        tracepoint: impl Fn(&str) -> bool,
+        probe: impl Fn(&str) -> bool,
+    ) -> Vec<Arc<GroupSpec>> {
         let mut out: Vec<Arc<GroupSpec>> = self
             .groups
             .iter()
-            .filter(|(id, _)| {
-                chosen
-                    .iter()
-                    .any(|s| s.groups.iter().any(|g| g == id.label()))
-            })
+            .filter(|(id, _)| group(id.label()))
             .filter_map(|(_, spec)| spec.clone())
             .collect();
         let lists = [
-            (GroupId::Tracepoints, &self.tracepoints),
-            (GroupId::Probes, &self.probes),
+            (
+                GroupId::Tracepoints,
+                &self.tracepoints,
+                &tracepoint as &dyn Fn(&str) -> bool,
+            ),
+            (GroupId::Probes, &self.probes, &probe),
         ];
-        for (name, events) in lists {
+        for (name, events, wanted) in lists {
             let events: Vec<PlannedEvent> = events
                 .iter()
-                .filter(|(id, _)| {
-                    chosen.iter().any(|s| {
-                        let list = match name {
-                            GroupId::Probes => &s.probes,
-                            _ => &s.tracepoints,
-                        };
-                        list.iter().any(|l| **l == *id.label)
-                    })
-                })
+                .filter(|(id, _)| wanted(&id.label))
                 .filter_map(|(_, event)| event.clone())
                 .collect();
             if !events.is_empty() {

@@ -40,7 +40,10 @@ pub struct Dropped {
 /// when `probes` is set: the kernel's uprobe and kprobe PMUs refuse
 /// `CAP_PERFMON` alone (EACCES, measured on Linux 6.18), and a CPU coming
 /// back online reopens them; plus `CAP_BPF` when `bpf` is set: the BPF
-/// backend loads its program again when a reload changes the groups.
+/// backend loads its program again when a reload changes the groups; plus
+/// `CAP_SYS_PTRACE` when `exe` is set (a `processes:` entry matches on
+/// the executable): `/proc/PID/exe` of a process holding capabilities
+/// cgperf gave up is readable only with it.
 ///
 /// The kernel lets `CAP_SYS_ADMIN` stand in for `CAP_PERFMON` and `CAP_BPF`
 /// (container runtimes that predate them grant only it): where one of those
@@ -49,7 +52,7 @@ pub struct Dropped {
 ///
 /// On a kernel older than `CAP_PERFMON` (5.8) perf needs `CAP_SYS_ADMIN`,
 /// so nothing is dropped there.
-pub fn drop_unneeded(probes: bool, bpf: bool) -> Result<Dropped, String> {
+pub fn drop_unneeded(probes: bool, bpf: bool, exe: bool) -> Result<Dropped, String> {
     if !perfmon_known() {
         return Err(
             "this kernel predates CAP_PERFMON (Linux 5.8), so perf still needs \
@@ -64,6 +67,9 @@ pub fn drop_unneeded(probes: bool, bpf: bool) -> Result<Dropped, String> {
     }
     if bpf {
         kept.insert(Capability::CAP_BPF);
+    }
+    if exe {
+        kept.insert(Capability::CAP_SYS_PTRACE);
     }
     let permitted = caps::read(None, CapSet::Permitted).map_err(|e| fail("reading", e))?;
     let standing_in = |cap| kept.contains(&cap) && !permitted.contains(&cap);
@@ -127,7 +133,7 @@ mod tests {
                 had.contains(&Capability::CAP_SYS_ADMIN),
                 "this test must run as root (it checks that CAP_SYS_ADMIN is dropped)"
             );
-            let dropped = drop_unneeded(false, false).expect("drop");
+            let dropped = drop_unneeded(false, false, false).expect("drop");
             let now = caps::read(None, CapSet::Permitted).expect("read");
             let effective = caps::read(None, CapSet::Effective).expect("read");
             (dropped, now, effective)
@@ -152,7 +158,7 @@ mod tests {
     #[test]
     fn probes_keep_cap_sys_admin() {
         let (dropped, now) = std::thread::spawn(|| {
-            let dropped = drop_unneeded(true, false).expect("drop");
+            let dropped = drop_unneeded(true, false, false).expect("drop");
             (dropped, caps::read(None, CapSet::Permitted).expect("read"))
         })
         .join()
@@ -165,7 +171,7 @@ mod tests {
     #[test]
     fn the_bpf_backend_keeps_cap_bpf_and_nothing_else_more() {
         let (dropped, now) = std::thread::spawn(|| {
-            let dropped = drop_unneeded(false, true).expect("drop");
+            let dropped = drop_unneeded(false, true, false).expect("drop");
             (dropped, caps::read(None, CapSet::Permitted).expect("read"))
         })
         .join()
@@ -175,12 +181,25 @@ mod tests {
         assert_eq!(now.len(), KEPT.len() + 1);
     }
 
+    #[test]
+    fn matching_processes_by_executable_keeps_cap_sys_ptrace_and_nothing_else_more() {
+        let (dropped, now) = std::thread::spawn(|| {
+            let dropped = drop_unneeded(false, false, true).expect("drop");
+            (dropped, caps::read(None, CapSet::Permitted).expect("read"))
+        })
+        .join()
+        .expect("thread");
+        assert!(now.contains(&Capability::CAP_SYS_PTRACE), "{dropped:?}");
+        assert!(!now.contains(&Capability::CAP_SYS_ADMIN), "{dropped:?}");
+        assert_eq!(now.len(), KEPT.len() + 1);
+    }
+
     /// The kept set after a thread of its own gives up `missing` first.
     fn kept_without(missing: Capability, bpf: bool) -> (Dropped, CapsHashSet) {
         std::thread::spawn(move || {
             caps::drop(None, CapSet::Effective, missing).expect("drop from effective");
             caps::drop(None, CapSet::Permitted, missing).expect("drop from permitted");
-            let dropped = drop_unneeded(false, bpf).expect("drop");
+            let dropped = drop_unneeded(false, bpf, false).expect("drop");
             (dropped, caps::read(None, CapSet::Permitted).expect("read"))
         })
         .join()

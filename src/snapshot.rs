@@ -155,6 +155,38 @@ pub struct HostSample {
     pub start_time: SystemTime,
 }
 
+/// One series of `processes:`: an event counted for the processes an
+/// entry matched (and their children and threads), or for those of one
+/// comm, or one process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessSample {
+    /// The entry's name (the `process` label).
+    pub process: Arc<str>,
+    /// The comm, where the entry asks for it.
+    pub comm: Option<Arc<str>>,
+    /// The pid, where the entry asks for it.
+    pub pid: Option<u32>,
+    /// The group's name, `tracepoints` or `probes`.
+    pub group: Arc<str>,
+    /// The event as written.
+    pub event: Arc<str>,
+    /// True for `task-clock`/`cpu-clock`, exported in seconds.
+    pub clock: bool,
+    /// Scaled count; for clock events, seconds.
+    pub value: f64,
+    /// When the series began.
+    pub start_time: SystemTime,
+}
+
+/// How many processes an entry of `processes:` counts now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessCount {
+    /// The entry's name.
+    pub process: Arc<str>,
+    /// Processes counted (their children and threads not included).
+    pub counted: u64,
+}
+
 /// Enabled and running time of one group in one cgroup.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupTimeSample {
@@ -306,6 +338,8 @@ pub enum ErrorReason {
     CpuList,
     /// The cgroup hierarchy could not be listed.
     CgroupList,
+    /// `/proc` could not be listed (for `processes:`).
+    ProcessList,
 }
 
 impl ErrorReason {
@@ -316,6 +350,7 @@ impl ErrorReason {
             Self::Format => "format",
             Self::CpuList => "cpu_list",
             Self::CgroupList => "cgroup_list",
+            Self::ProcessList => "process_list",
         }
     }
 }
@@ -505,6 +540,12 @@ pub struct Snapshot {
     pub host: Vec<HostSample>,
     /// The verdict on every group and tracepoint of `host:`.
     pub host_support: Vec<Support>,
+    /// The series of `processes:`.
+    pub processes: Vec<ProcessSample>,
+    /// Processes counted per entry of `processes:`.
+    pub process_counts: Vec<ProcessCount>,
+    /// Matching processes not counted, past `max_processes`.
+    pub processes_skipped: u64,
     /// Read and open errors so far.
     pub errors: Errors,
     /// cgroups selected but not counted now, by reason.
@@ -562,6 +603,9 @@ impl Snapshot {
             support: Vec::new(),
             host: Vec::new(),
             host_support: Vec::new(),
+            processes: Vec::new(),
+            process_counts: Vec::new(),
+            processes_skipped: 0,
             errors: Errors::default(),
             skipped: BTreeMap::new(),
             open_fds: 0,

@@ -379,6 +379,7 @@ fn every_key_the_parser_accepts_is_in_the_configuration_reference() {
         ("otlp", "otlp: {zzz: 1}\n"),
         ("a metric", "metrics:\n  - {zzz: 1}\n"),
         ("host", "host: {zzz: 1}\n"),
+        ("a process", "processes:\n  - {zzz: 1}\n"),
     ];
     let mut keys = 0;
     for (level, config) in levels {

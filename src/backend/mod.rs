@@ -15,6 +15,7 @@ pub mod cgroup;
 pub mod choose;
 pub mod compose;
 mod opening;
+pub mod reading;
 pub mod rings;
 
 use crate::cpus::CpuChanges;

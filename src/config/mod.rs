@@ -26,6 +26,8 @@
 //! metrics:                # formulas over the counts, per cgroup per interval
 //!   - name: ipc
 //!     expr: instructions / cycles
+//! processes:              # processes by name, executable, command line or pid
+//!   - {name: postgres, comm: postgres, groups: [ipc]}
 //! host:                   # counted once for the whole machine, not per cgroup
 //!   groups: {energy: [power/energy-pkg/]}
 //!   tracepoints: [irq:irq_handler_entry]
@@ -43,6 +45,7 @@ mod error;
 mod host;
 mod metrics;
 mod otlp;
+mod process;
 mod schema;
 mod tracing;
 mod validate;
@@ -65,6 +68,10 @@ pub use host::HostDef;
 pub use otlp::{
     DEFAULT_OTLP_INTERVAL, DEFAULT_OTLP_TIMEOUT, OtlpConfig, OtlpProtocol, OtlpSection,
     resolve as resolve_otlp,
+};
+pub use process::{
+    COMM_LEN, DEFAULT_MAX_PROCESSES, MAX_PROCESSES_LIMIT, Pattern, ProcessLabel, ProcessMatch,
+    ProcessSelector,
 };
 
 /// Largest config file we read: the cap of every text file a user names
@@ -187,6 +194,11 @@ pub struct Config {
     /// What is counted once for the whole machine (`host:`); empty when
     /// absent.
     pub host: HostDef,
+    /// Processes counted by name (`processes:`), in the order written;
+    /// names unique.
+    pub processes: Vec<ProcessSelector>,
+    /// At most this many processes are counted at once.
+    pub max_processes: usize,
 }
 
 /// A named set of events opened (and read) together as one perf group, so

@@ -37,6 +37,25 @@ pub(crate) struct RawConfig {
     pub backend: Option<Text>,
     pub metrics: Option<Spanned<Vec<Spanned<RawMetricItem>>>>,
     pub host: Option<Spanned<RawHost>>,
+    pub processes: Option<Spanned<Vec<Spanned<RawProcess>>>>,
+    /// Signed, like `max_cgroups`.
+    pub max_processes: Option<Spanned<i64>>,
+}
+
+/// One `processes:` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawProcess {
+    pub name: Option<Text>,
+    pub comm: Option<Text>,
+    pub exe: Option<Text>,
+    pub cmdline: Option<Text>,
+    /// Signed, so that a bad value gets a positioned error.
+    pub pid: Option<Spanned<i64>>,
+    pub groups: Option<TextList>,
+    pub tracepoints: Option<TextList>,
+    pub probes: Option<TextList>,
+    pub labels: Option<TextList>,
 }
 
 /// The `host:` section: groups and tracepoints counted once for the whole

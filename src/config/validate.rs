@@ -139,6 +139,11 @@ pub(crate) fn validate(
     let (mut cgroups, explicit): (Vec<_>, Vec<_>) = selectors.into_iter().unzip();
     v.selector_metrics(&mut cgroups, &explicit, &metrics, &scheduled);
     let max_cgroups = raw.max_cgroups.and_then(|n| v.keep(v.max_cgroups(&n)));
+    let processes = raw
+        .processes
+        .map(|list| v.processes(list.value, &written, &tracepoints))
+        .unwrap_or_default();
+    let max_processes = v.max_processes(raw.max_processes.as_ref());
     let labels = raw
         .labels
         .and_then(|list| v.keep(v.labels(&list)))
@@ -165,14 +170,16 @@ pub(crate) fn validate(
         otlp,
         metrics,
         host,
+        processes,
+        max_processes,
     })
 }
 
 /// The names a config's selectors may refer to, as written.
-struct Written {
-    groups: Vec<String>,
-    tracepoints: Vec<String>,
-    probes: Vec<String>,
+pub(super) struct Written {
+    pub(super) groups: Vec<String>,
+    pub(super) tracepoints: Vec<String>,
+    pub(super) probes: Vec<String>,
     metrics: Vec<String>,
 }
 
@@ -242,7 +249,7 @@ impl Validator<'_> {
     }
 
     /// How many mistakes were found so far.
-    fn mistakes(&self) -> usize {
+    pub(super) fn mistakes(&self) -> usize {
         self.found.borrow().len()
     }
 
@@ -579,7 +586,7 @@ impl Validator<'_> {
     /// Resolves a selector's `groups:`, `tracepoints:` or `probes:` to names
     /// defined at the top level, in their order; absent means all of them.
     /// Each name that is not defined, or listed twice, is reported.
-    fn select(
+    pub(super) fn select(
         &self,
         here: &str,
         kind: Kind,
@@ -638,7 +645,7 @@ impl Validator<'_> {
 
 /// What a selector's list refers to.
 #[derive(Debug, Clone, Copy)]
-enum Kind {
+pub(super) enum Kind {
     Group,
     Tracepoint,
     Probe,

@@ -24,6 +24,7 @@ use crate::cri::Names;
 use crate::discovery::Discovery;
 use crate::host::Host;
 use crate::plan::Plan;
+use crate::process::Processes;
 use crate::snapshot::{BackendInfo, ErrorReason, Errors, Latest, Operation, Snapshot};
 use counting::{Counting, nameable};
 use series::AllSeries;
@@ -67,6 +68,8 @@ pub struct Engine<B = Box<dyn Backend + Send>> {
     counting: Counting<B>,
     /// What `host:` counts for the whole machine.
     host: Host,
+    /// What `processes:` counts.
+    processes: Processes,
     /// Failures of the engine's own reads (CPU list, cgroup hierarchy).
     errors: Errors,
     reload_ok: bool,
@@ -108,12 +111,14 @@ impl<B: Backend> Engine<B> {
         log_support(&plan);
         backend.configure(&plan);
         let host = Host::new(cpus.tally());
+        let processes = Processes::new(cpus.tally());
         Self {
             plan,
             discovery,
             cpus,
             counting: Counting::new(backend, config.max_cgroups, config.labels.clone()),
             host,
+            processes,
             errors: Errors::default(),
             reload_ok: true,
             reload_success_time: SystemTime::now(),
@@ -140,12 +145,17 @@ impl<B: Backend> Engine<B> {
         let started = Instant::now();
         self.counting.read();
         self.host.read(&mut self.errors);
+        self.processes.read(&mut self.errors);
         let online = self.cpus.online();
         self.counting
             .backend
             .retry(&online, &mut self.counting.totals);
         self.follow_cpus();
         self.rediscover(false);
+        match self.processes.applied() {
+            true => self.processes.rescan(&mut self.errors),
+            false => self.processes.apply(&self.plan, &mut self.errors),
+        }
         self.name_cgroups();
         self.collections += 1;
         let snapshot = self.snapshot(started.elapsed().as_secs_f64());
@@ -210,6 +220,7 @@ impl<B: Backend> Engine<B> {
         log_support(&self.plan);
         let online = self.cpus.online();
         self.host.apply(&self.plan.host, &online, &mut self.errors);
+        self.processes.apply(&self.plan, &mut self.errors);
         self.counting.reloaded(
             &self.plan,
             config.max_cgroups,
@@ -288,6 +299,7 @@ impl<B: Backend> Engine<B> {
             Instant::now(),
         );
         let stats = counting.backend.stats();
+        let (processes, process_counts) = self.processes.samples();
         let mut errors = stats.errors;
         errors.add(&self.errors);
         Snapshot {
@@ -302,6 +314,9 @@ impl<B: Backend> Engine<B> {
             support: self.plan.support.clone(),
             host: self.host.samples(self.plan.per_cpu),
             host_support: self.plan.host.support.clone(),
+            processes,
+            process_counts,
+            processes_skipped: self.processes.skipped(),
             errors,
             skipped: counting.skipped.clone(),
             open_fds: stats.open_fds,

@@ -10,7 +10,8 @@
 //! so the catalogue imports no exporter.
 
 use crate::snapshot::{
-    CounterSample, GroupTimeSample, HostSample, HostUnit, Operation, Scope, Snapshot, Support,
+    CounterSample, GroupTimeSample, HostSample, HostUnit, Operation, ProcessSample, Scope,
+    Snapshot, Support,
 };
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -153,6 +154,20 @@ pub enum Labels<'a> {
         /// What it covers.
         scope: Scope,
     },
+    /// A series of `processes:`: `process`, `comm` and `pid` where the
+    /// entry asks for them, `group`, `event`.
+    Process {
+        /// The entry's name.
+        process: &'a str,
+        /// The comm, on request.
+        comm: Option<&'a str>,
+        /// The pid, on request.
+        pid: Option<u32>,
+        /// Group name.
+        group: &'a str,
+        /// Event.
+        event: &'a str,
+    },
     /// Up to three fixed labels (`group`, `event`, `reason`, and
     /// `cgperf_build_info`'s `version`, `revision`, `rustversion`).
     Fixed([Option<(&'static str, &'a str)>; 3]),
@@ -254,6 +269,23 @@ impl<'a> Labels<'a> {
                         f("die", Value::Number(die))?;
                     }
                 }
+            }
+            Self::Process {
+                process,
+                comm,
+                pid,
+                group,
+                event,
+            } => {
+                f("process", Value::Str(process))?;
+                if let Some(comm) = comm {
+                    f("comm", Value::Str(comm))?;
+                }
+                if let Some(pid) = pid {
+                    f("pid", Value::Number(pid))?;
+                }
+                f("group", Value::Str(group))?;
+                f("event", Value::Str(event))?;
             }
             Self::Fixed(pairs) => {
                 for (name, value) in pairs.into_iter().flatten() {
@@ -404,6 +436,30 @@ const HOST_EVENT_SUPPORTED: Family = Family {
     name: "cgperf_host_event_supported",
     help: "1 when this machine can count the `host:` tracepoint system-wide, 0 when it cannot.",
     unit: Unit::Count("1"),
+    kind: Kind::Gauge,
+};
+const PROCESS_EVENTS: Family = Family {
+    name: "cgperf_process_events",
+    help: "Event counts of the processes each entry of the config's `processes:` matched, their children and threads included, scaled per interval as cgperf_events_total is; a process that exited keeps what it counted here.",
+    unit: Unit::Count("{event}"),
+    kind: Kind::Counter,
+};
+const PROCESS_CLOCK: Family = Family {
+    name: "cgperf_process_clock",
+    help: "CPU time counted by the task-clock and cpu-clock events of the processes of each entry of `processes:`.",
+    unit: Unit::Seconds,
+    kind: Kind::Counter,
+};
+const PROCESSES_COUNTED: Family = Family {
+    name: "cgperf_processes_counted",
+    help: "Processes each entry of `processes:` counts now (their children and threads, counted with them, not included).",
+    unit: Unit::Count("{process}"),
+    kind: Kind::Gauge,
+};
+const PROCESSES_SKIPPED: Family = Family {
+    name: "cgperf_processes_skipped",
+    help: "Processes an entry of `processes:` matched at the last scan but cgperf does not count: more than max_processes.",
+    unit: Unit::Count("{process}"),
     kind: Kind::Gauge,
 };
 const READ_ERRORS: Family = Family {
@@ -620,6 +676,20 @@ fn time_point(t: &GroupTimeSample, value: f64) -> Point<'_> {
     }
 }
 
+fn process_point(p: &ProcessSample) -> Point<'_> {
+    Point {
+        labels: Labels::Process {
+            process: &p.process,
+            comm: p.comm.as_deref(),
+            pid: p.pid,
+            group: &p.group,
+            event: &p.event,
+        },
+        value: p.value,
+        start: Some(p.start_time),
+    }
+}
+
 fn host_point(h: &HostSample) -> Point<'_> {
     Point {
         labels: Labels::Host {
@@ -722,6 +792,28 @@ pub fn visit<V: Visitor>(
     v.family(&HOST_ENERGY, host(HostUnit::Joules))?;
     v.family(&HOST_BYTES, host(HostUnit::Bytes))?;
     v.family(&HOST_GROUP_SUPPORTED, group_support(&snap.host_support))?;
+    let processes = || snap.processes.iter();
+    v.family(
+        &PROCESS_EVENTS,
+        processes().filter(|p| !p.clock).map(process_point),
+    )?;
+    v.family(
+        &PROCESS_CLOCK,
+        processes().filter(|p| p.clock).map(process_point),
+    )?;
+    v.family(
+        &PROCESSES_COUNTED,
+        snap.process_counts
+            .iter()
+            .map(|c| Point::fixed(Labels::one("process", &c.process), c.counted as f64)),
+    )?;
+    v.family(
+        &PROCESSES_SKIPPED,
+        std::iter::once(Point::fixed(
+            Labels::one("reason", "max_processes"),
+            snap.processes_skipped as f64,
+        )),
+    )?;
     v.family(&HOST_EVENT_SUPPORTED, event_support(&snap.host_support))?;
     for (family, op) in [
         (&READ_ERRORS, Operation::Read),

@@ -14,14 +14,14 @@ mod scope;
 
 pub use scope::{CPU_ROOT, of_cpumask};
 
-use crate::backend::budget::Held;
+use crate::backend::reading::Reader;
 use crate::cpus::CpuChanges;
 use crate::events::ScaleUnit;
 use crate::ids::{CgroupSlot, EventId, GroupId};
-use crate::perf::{CounterGroup, OpenFailure, ReadError, Target};
+use crate::perf::{CounterGroup, OpenFailure, Target};
 use crate::plan::{HostGroup, HostPlan};
 use crate::snapshot::{ErrorReason, Errors, HostSample, HostUnit, Operation, Scope};
-use crate::totals::{Baseline, GroupKey, Handle, Totals};
+use crate::totals::{GroupKey, Totals};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -58,15 +58,6 @@ struct Counted {
     scopes: BTreeMap<u32, Scope>,
     /// When its series began.
     start_time: SystemTime,
-}
-
-/// One open group on one CPU.
-#[derive(Debug)]
-struct Reader {
-    held: Held,
-    baseline: Baseline,
-    handle: Handle,
-    columns: Vec<usize>,
 }
 
 impl Host {
@@ -135,27 +126,7 @@ impl Host {
     /// Reads every open group into the totals.
     pub fn read(&mut self, errors: &mut Errors) {
         for reader in self.groups.iter_mut().flat_map(|c| c.open.values_mut()) {
-            let Reader {
-                held,
-                baseline,
-                handle,
-                columns,
-            } = reader;
-            match held.group.read() {
-                Ok((read, ids)) => {
-                    self.totals
-                        .add(*handle, columns, |delta| baseline.delta(&read, ids, delta));
-                }
-                Err(e) => {
-                    let reason = match e {
-                        ReadError::Syscall(errno) => {
-                            ErrorReason::Kernel(OpenFailure::from_errno(errno))
-                        }
-                        ReadError::Format(_) => ErrorReason::Format,
-                    };
-                    errors.count(Operation::Read, reason);
-                }
-            }
+            reader.read(&mut self.totals, errors);
         }
     }
 
@@ -205,17 +176,14 @@ impl Host {
                             group: spec.name.clone(),
                             cpu,
                         };
-                        let handle = self.totals.group(&key);
-                        let columns = self.totals.columns(handle, &counted.events);
-                        counted.open.insert(
-                            cpu,
-                            Reader {
-                                held: Held::new(group, &self.tally),
-                                baseline: Baseline::new(attrs.len()),
-                                handle,
-                                columns,
-                            },
+                        let reader = Reader::new(
+                            group,
+                            &self.tally,
+                            &mut self.totals,
+                            &key,
+                            &counted.events,
                         );
+                        counted.open.insert(cpu, reader);
                     }
                     Err(e) => {
                         let failure = OpenFailure::from_errno(e.errno);

@@ -31,6 +31,10 @@ pub enum Target<'a> {
     Cgroup(BorrowedFd<'a>),
     /// Everything on the CPU (system-wide); needs CAP_PERFMON.
     AllTasks,
+    /// One thread, on whichever CPU it runs (the CPU given is ignored), and
+    /// the threads and processes it creates after the open (`inherit`):
+    /// their counts are added to its own, and a group read sums them all.
+    Thread(u32),
 }
 
 /// Event `index` of the group could not be opened.
@@ -178,9 +182,18 @@ pub(crate) fn open_event(
 ) -> Result<OwnedFd, Errno> {
     let group_fd = group.map_or(-1, |fd| fd.as_raw_fd());
     let cpu = i32::try_from(cpu).map_err(|_| Errno(libc::EINVAL))?;
-    let (pid, flags) = match target {
-        Target::Cgroup(dir) => (dir.as_raw_fd(), PERF_FLAG_PID_CGROUP | PERF_FLAG_FD_CLOEXEC),
-        Target::AllTasks => (-1, PERF_FLAG_FD_CLOEXEC),
+    let (pid, cpu, flags) = match target {
+        Target::Cgroup(dir) => (
+            dir.as_raw_fd(),
+            cpu,
+            PERF_FLAG_PID_CGROUP | PERF_FLAG_FD_CLOEXEC,
+        ),
+        Target::AllTasks => (-1, cpu, PERF_FLAG_FD_CLOEXEC),
+        Target::Thread(tid) => {
+            attr.set_inherit(1);
+            let tid = i32::try_from(tid).map_err(|_| Errno(libc::ESRCH))?;
+            (tid, -1, PERF_FLAG_FD_CLOEXEC)
+        }
     };
     // SAFETY: `attr` is a fully initialised perf_event_attr whose `size`
     // matches its type; the other arguments are plain integers.

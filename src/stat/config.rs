@@ -45,10 +45,13 @@ pub fn build(
         otlp: None,
         metrics: Vec::new(),
         host: config::HostDef::default(),
+        processes: Vec::new(),
+        max_processes: config::DEFAULT_MAX_PROCESSES,
     });
     // `cgperf stat` counts its command's cgroups: what a config file
-    // counts for the whole machine is no part of that.
+    // counts for the whole machine or for processes is no part of that.
     config.host = config::HostDef::default();
+    config.processes = Vec::new();
     config.per_cpu |= per_cpu;
     if !cgroups.is_empty() {
         config.cgroups = cgroups

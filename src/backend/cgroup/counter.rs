@@ -4,9 +4,8 @@
 
 use crate::backend::budget::Held;
 use crate::ids::CgroupSlot;
-use crate::perf::{OpenFailure, ReadError};
 use crate::plan::GroupSpec;
-use crate::snapshot::{ErrorReason, Errors, Operation};
+use crate::snapshot::Errors;
 use crate::totals::{Baseline, GroupKey, Handle, Totals};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -80,22 +79,13 @@ impl CpuCounter {
         let Some((held, baseline)) = self.open.as_mut() else {
             return;
         };
-        match held.group.read() {
-            Ok((read, ids)) => {
-                totals.add(self.totals, &self.columns, |delta| {
-                    baseline.delta(&read, ids, delta)
-                });
-            }
-            Err(e) => {
-                let reason = match e {
-                    ReadError::Syscall(errno) => {
-                        ErrorReason::Kernel(OpenFailure::from_errno(errno))
-                    }
-                    ReadError::Format(_) => ErrorReason::Format,
-                };
-                errors.count(Operation::Read, reason);
-            }
-        }
+        crate::backend::reading::read_into(
+            held,
+            baseline,
+            totals,
+            (self.totals, &self.columns),
+            errors,
+        );
     }
 
     /// Reads the group one last time and closes it: what it counted since

@@ -350,6 +350,8 @@ fn attribute(label: &str) -> Attribute {
         IMAGE => "container.image.name",
         "cgroup" => return Attribute::Point(Cow::Borrowed("cgroup.path")),
         "cpu" => return Attribute::Point(Cow::Borrowed(CPU)),
+        "comm" => return Attribute::Point(Cow::Borrowed("process.executable.name")),
+        "pid" => return Attribute::Point(Cow::Borrowed("process.pid")),
         other => return Attribute::Point(Cow::Owned(format!("cgperf.{other}"))),
     };
     Attribute::Resource(resource)
@@ -698,6 +700,47 @@ mod tests {
         );
         let clock = find("cgperf_host_clock_seconds_total");
         assert_eq!(clock.unit, "s");
+    }
+
+    #[test]
+    fn process_series_name_the_process_as_opentelemetry_does() {
+        use crate::snapshot::ProcessSample;
+        let mut snap = Snapshot::empty();
+        snap.processes = vec![ProcessSample {
+            process: "postgres".into(),
+            comm: Some("postgres".into()),
+            pid: Some(4242),
+            group: "sched".into(),
+            event: "context-switches".into(),
+            clock: false,
+            value: 7.0,
+            start_time: snap.taken_at,
+        }];
+        let requests = batcher(MAX_REQUEST_BYTES).requests(&snap, None);
+        let metric = requests
+            .iter()
+            .flat_map(metrics)
+            .find(|m| m.name == "cgperf_process_events_total")
+            .expect("the process family");
+        let Some(metric::Data::Sum(sum)) = &metric.data else {
+            panic!("a sum");
+        };
+        let attributes: Vec<(&str, Option<any_value::Value>)> = sum.data_points[0]
+            .attributes
+            .iter()
+            .map(|a| (a.key.as_str(), a.value.clone().and_then(|v| v.value)))
+            .collect();
+        let text = |s: &str| Some(any_value::Value::StringValue(s.into()));
+        assert_eq!(
+            attributes,
+            [
+                ("cgperf.process", text("postgres")),
+                ("process.executable.name", text("postgres")),
+                ("process.pid", Some(any_value::Value::IntValue(4242))),
+                ("cgperf.group", text("sched")),
+                ("cgperf.event", text("context-switches")),
+            ]
+        );
     }
 
     #[test]

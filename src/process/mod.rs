@@ -1,0 +1,494 @@
+//! Processes as a target: the processes a `processes:` entry matches, each
+//! counted with perf groups on its threads that the kernel passes on to
+//! every thread and process they create from then on (`inherit`), so that
+//! a process's children and threads count with it, whatever the backend
+//! counts cgroups with.
+//!
+//! At every collection `/proc` is scanned: a process that matches is
+//! counted from then on (counts it made before the scan that finds it are
+//! not seen); one that descends from a process its entry counts and
+//! appeared after that process was found is counted already, through its
+//! ancestor's groups, and is not opened again. A process that exits is
+//! read a last time and closed: what it counted stays in its entry's
+//! series, which never go back (a series per pid, on request, goes with
+//! its process). A descendant that outlives its counted ancestor counts
+//! on its own from the next scan that finds it, if it matches itself.
+
+mod scan;
+
+pub use scan::{PROC_ROOT, Seen, parse_stat};
+
+use crate::backend::reading::Reader;
+use crate::config::{ProcessLabel, ProcessMatch, ProcessSelector};
+use crate::ids::{CgroupSlot, EventId, GroupId};
+use crate::perf::{CounterGroup, OpenFailure, Target};
+use crate::plan::{GroupSpec, Plan};
+use crate::snapshot::{ErrorReason, Errors, Operation, ProcessCount, ProcessSample};
+use crate::totals::{GroupKey, Totals};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::SystemTime;
+
+/// How far up its ancestry a process is looked at for a counted ancestor:
+/// deeper than any real process tree, and a bound on a cycle that a pid
+/// reused mid-scan could draw.
+const MAX_ANCESTRY: usize = 256;
+
+/// Counts the processes of `processes:`.
+#[derive(Debug)]
+pub struct Processes {
+    selected: Vec<Selected>,
+    /// What counts each process an entry counts now.
+    counted: BTreeMap<Key, Counted>,
+    /// The scan in which each live process was first seen.
+    first_seen: HashMap<(u32, u64), u64>,
+    /// Scans so far.
+    generation: u64,
+    series: BTreeMap<SeriesId, Series>,
+    totals: Totals,
+    next_slot: u64,
+    /// Where every descriptor is counted (`cgperf_open_fds`).
+    tally: Arc<AtomicU64>,
+    /// Where processes are listed (`/proc`).
+    root: PathBuf,
+    /// At most this many processes are counted at once.
+    max: usize,
+    /// Matching processes left uncounted by the last scan, past `max`.
+    skipped: u64,
+    applied: bool,
+    /// Whether an executable could not be read for want of privileges
+    /// (said once).
+    exe_denied: std::cell::Cell<bool>,
+}
+
+/// One entry of `processes:` and the groups it counts.
+#[derive(Debug)]
+struct Selected {
+    selector: ProcessSelector,
+    name: Arc<str>,
+    groups: Vec<Arc<GroupSpec>>,
+}
+
+/// A process an entry counts: the entry, the pid and the start time.
+type Key = (Arc<str>, u32, u64);
+
+/// One counted process.
+#[derive(Debug)]
+struct Counted {
+    /// The scan that found it.
+    admitted: u64,
+    series: SeriesId,
+    readers: Vec<Reader>,
+}
+
+/// What names a process series: the entry, and the comm and pid where it
+/// asks for them.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct SeriesId {
+    process: Arc<str>,
+    comm: Option<Arc<str>>,
+    pid: Option<u32>,
+}
+
+#[derive(Debug)]
+struct Series {
+    /// Its totals' key.
+    slot: CgroupSlot,
+    start_time: SystemTime,
+}
+
+impl Processes {
+    /// Counts nothing yet; descriptors are counted in `tally`.
+    pub fn new(tally: Arc<AtomicU64>) -> Self {
+        Self {
+            selected: Vec::new(),
+            counted: BTreeMap::new(),
+            first_seen: HashMap::new(),
+            generation: 0,
+            series: BTreeMap::new(),
+            totals: Totals::default(),
+            next_slot: 0,
+            tally,
+            root: PathBuf::from(PROC_ROOT),
+            max: crate::config::DEFAULT_MAX_PROCESSES,
+            skipped: 0,
+            applied: false,
+            exe_denied: std::cell::Cell::new(false),
+        }
+    }
+
+    /// Whether [`Processes::apply`] was called yet: until then nothing
+    /// counts.
+    pub fn applied(&self) -> bool {
+        self.applied
+    }
+
+    /// Counts what `plan` asks: an entry that did not change keeps its
+    /// processes and series; a changed one is read and closed, keeps the
+    /// totals of the events it still has (and its series, unless its
+    /// labels changed), and finds its processes again at once; an entry
+    /// gone takes its series with it.
+    pub fn apply(&mut self, plan: &Plan, errors: &mut Errors) {
+        self.applied = true;
+        self.read(errors);
+        self.max = plan.max_processes;
+        let selected: Vec<Selected> = plan
+            .processes
+            .iter()
+            .map(|selector| Selected {
+                name: selector.name.as_str().into(),
+                groups: plan.groups_of_process(selector),
+                selector: selector.clone(),
+            })
+            .collect();
+        let unchanged = |name: &str| {
+            let before = self.selected.iter().find(|s| &*s.name == name);
+            let now = selected.iter().find(|s| &*s.name == name);
+            matches!((before, now), (Some(a), Some(b))
+                if a.selector == b.selector && a.groups == b.groups)
+        };
+        let keep: Vec<Arc<str>> = self
+            .selected
+            .iter()
+            .filter(|s| unchanged(&s.name))
+            .map(|s| s.name.clone())
+            .collect();
+        self.counted.retain(|(name, _, _), _| keep.contains(name));
+        // Series keep their totals while their entry keeps its labels.
+        let labels_of = |list: &[Selected], name: &str| {
+            list.iter()
+                .find(|s| &*s.name == name)
+                .map(|s| s.selector.labels.clone())
+        };
+        let old = std::mem::take(&mut self.selected);
+        let mut gone = Vec::new();
+        for (id, series) in &self.series {
+            let same = labels_of(&old, &id.process).is_some()
+                && labels_of(&old, &id.process) == labels_of(&selected, &id.process);
+            if !same {
+                gone.push(id.clone());
+                self.totals.remove(series.slot);
+            }
+        }
+        for id in gone {
+            self.series.remove(&id);
+        }
+        for (id, series) in &self.series {
+            if let Some(s) = selected.iter().find(|s| s.name == id.process) {
+                let keep: Vec<(GroupId, Vec<EventId>)> = s
+                    .groups
+                    .iter()
+                    .map(|g| (g.name.clone(), g.event_ids()))
+                    .collect();
+                self.totals.keep_only(series.slot, &keep, &[]);
+            }
+        }
+        // An entry counted by itself alone has its series from the start,
+        // at zero, so that rates see its first counts.
+        for s in selected.iter().filter(|s| s.selector.labels.is_empty()) {
+            let id = SeriesId {
+                process: s.name.clone(),
+                comm: None,
+                pid: None,
+            };
+            self.series_slot(id);
+        }
+        self.selected = selected;
+        self.rescan(errors);
+    }
+
+    /// The totals' key of series `id`, made (starting now) if it is new.
+    fn series_slot(&mut self, id: SeriesId) -> CgroupSlot {
+        let next_slot = &mut self.next_slot;
+        self.series
+            .entry(id)
+            .or_insert_with(|| {
+                *next_slot += 1;
+                Series {
+                    slot: CgroupSlot(*next_slot),
+                    start_time: SystemTime::now(),
+                }
+            })
+            .slot
+    }
+
+    /// Reads every open group into the totals.
+    pub fn read(&mut self, errors: &mut Errors) {
+        for counted in self.counted.values_mut() {
+            read_all(&mut self.totals, &mut counted.readers, errors);
+        }
+    }
+
+    /// Finds the processes that started or stopped matching since the
+    /// last scan: those that exited are read a last time and closed, new
+    /// ones are opened.
+    pub fn rescan(&mut self, errors: &mut Errors) {
+        if self.selected.is_empty() && self.counted.is_empty() {
+            return;
+        }
+        let seen = match scan::scan(&self.root) {
+            Ok(seen) => seen,
+            Err(e) => {
+                errors.count(Operation::Read, ErrorReason::ProcessList);
+                tracing::debug!("listing {}: {e}", self.root.display());
+                return;
+            }
+        };
+        self.generation += 1;
+        let generation = self.generation;
+        let alive: HashMap<u32, &Seen> = seen
+            .iter()
+            .filter(|s| !s.dead)
+            .map(|s| (s.pid, s))
+            .collect();
+        self.first_seen
+            .retain(|(pid, start), _| alive.get(pid).is_some_and(|s| s.start == *start));
+        for s in alive.values() {
+            self.first_seen.entry(s.id()).or_insert(generation);
+        }
+        self.forget_exited(&alive, errors);
+        let mut skipped = 0;
+        for s in seen.iter().filter(|s| !s.dead) {
+            for at in 0..self.selected.len() {
+                let selected = &self.selected[at];
+                let key = (selected.name.clone(), s.pid, s.start);
+                if self.counted.contains_key(&key)
+                    || !self.matches(&selected.selector.matches, s)
+                    || self.covered(&selected.name, s, &alive)
+                {
+                    continue;
+                }
+                if self.counted.len() >= self.max {
+                    skipped += 1;
+                    continue;
+                }
+                self.admit(at, s, errors);
+            }
+        }
+        self.skipped = skipped;
+    }
+
+    /// Reads and closes what counted processes that are gone (or dead),
+    /// and drops the series of those counted by pid.
+    fn forget_exited(&mut self, alive: &HashMap<u32, &Seen>, errors: &mut Errors) {
+        let gone: Vec<Key> = self
+            .counted
+            .keys()
+            .filter(|(_, pid, start)| alive.get(pid).is_none_or(|s| s.start != *start))
+            .cloned()
+            .collect();
+        for key in gone {
+            let Some(mut counted) = self.counted.remove(&key) else {
+                continue;
+            };
+            read_all(&mut self.totals, &mut counted.readers, errors);
+            drop(counted.readers);
+            if counted.series.pid.is_some()
+                && let Some(series) = self.series.remove(&counted.series)
+            {
+                self.totals.remove(series.slot);
+            }
+        }
+    }
+
+    /// Whether `s` matches; an executable cgperf may not read is said
+    /// once, and is no match.
+    fn matches(&self, matches: &ProcessMatch, s: &Seen) -> bool {
+        match is_match(&self.root, matches, s) {
+            Ok(matched) => matched,
+            Err(e) => {
+                if !self.exe_denied.replace(true) {
+                    tracing::warn!(
+                        "cannot read /proc/{}/exe ({}): {e}: matching processes by `exe:` \
+                         needs CAP_SYS_PTRACE, which cgperf keeps only when its config at start \
+                         has an `exe:` entry; restart it, or match by `comm:` or `cmdline:`",
+                        s.pid,
+                        s.comm
+                    );
+                }
+                false
+            }
+        }
+    }
+
+    /// Whether the groups of a process `name` counts already count `s`:
+    /// its nearest counted ancestor was found before `s` and every process
+    /// between them appeared, so each was created after those groups were
+    /// opened and inherited them.
+    fn covered(&self, name: &Arc<str>, s: &Seen, alive: &HashMap<u32, &Seen>) -> bool {
+        let first = |p: &Seen| self.first_seen.get(&p.id()).copied().unwrap_or(u64::MAX);
+        let mut newest_since = first(s);
+        let mut at = s.ppid;
+        for _ in 0..MAX_ANCESTRY {
+            let Some(ancestor) = alive.get(&at) else {
+                return false;
+            };
+            if let Some(counted) = self
+                .counted
+                .get(&(name.clone(), ancestor.pid, ancestor.start))
+            {
+                return newest_since > counted.admitted;
+            }
+            newest_since = newest_since.min(first(ancestor));
+            if ancestor.ppid == 0 || ancestor.ppid == ancestor.pid {
+                return false;
+            }
+            at = ancestor.ppid;
+        }
+        false
+    }
+
+    /// Opens the groups of entry `at` on every thread of `s`.
+    fn admit(&mut self, at: usize, s: &Seen, errors: &mut Errors) {
+        let selected = &self.selected[at];
+        let labels = &selected.selector.labels;
+        let id = SeriesId {
+            process: selected.name.clone(),
+            comm: labels
+                .contains(&ProcessLabel::Comm)
+                .then(|| s.comm.as_str().into()),
+            pid: labels.contains(&ProcessLabel::Pid).then_some(s.pid),
+        };
+        let slot = self.series_slot(id.clone());
+        let selected = &self.selected[at];
+        let mut readers = Vec::new();
+        for tid in scan::threads(&self.root, s.pid) {
+            for spec in &selected.groups {
+                let attrs: Vec<_> = spec.events.iter().map(|e| e.attr).collect();
+                match CounterGroup::open_filtered(&attrs, &spec.filters(), Target::Thread(tid), 0) {
+                    Ok(group) => {
+                        let key = GroupKey {
+                            cgroup: slot,
+                            group: spec.name.clone(),
+                            cpu: 0,
+                        };
+                        let events = spec.event_ids();
+                        readers.push(Reader::new(
+                            group,
+                            &self.tally,
+                            &mut self.totals,
+                            &key,
+                            &events,
+                        ));
+                    }
+                    // The thread is gone already.
+                    Err(e) if e.errno.0 == libc::ESRCH => {}
+                    Err(e) => {
+                        let failure = OpenFailure::from_errno(e.errno);
+                        errors.count(Operation::Open, ErrorReason::Kernel(failure));
+                        tracing::debug!(
+                            "process {} ({}) thread {tid}: group `{}` could not be opened: {e}",
+                            s.pid,
+                            s.comm,
+                            spec.name
+                        );
+                    }
+                }
+            }
+        }
+        if readers.is_empty() {
+            // Gone before it could be opened, or refused everywhere.
+            return;
+        }
+        let key = (selected.name.clone(), s.pid, s.start);
+        let counted = Counted {
+            admitted: self.generation,
+            series: id,
+            readers,
+        };
+        self.counted.insert(key, counted);
+    }
+
+    /// The series of every entry now, and how many processes each counts.
+    pub fn samples(&self) -> (Vec<ProcessSample>, Vec<ProcessCount>) {
+        let mut out = Vec::new();
+        for (id, series) in &self.series {
+            let Some(selected) = self.selected.iter().find(|s| s.name == id.process) else {
+                continue;
+            };
+            for spec in &selected.groups {
+                let group: Arc<str> = spec.name.label().into();
+                let totals: Vec<_> = self.totals.per_cpu(series.slot, &spec.name).collect();
+                for (position, event) in spec.events.iter().enumerate() {
+                    // Folded from +0: an empty sum of floats is -0.
+                    let value = totals
+                        .iter()
+                        .map(|(_, t)| t.value_at(position, &event.label, event.clock))
+                        .fold(0.0, |sum, v| sum + v);
+                    out.push(ProcessSample {
+                        process: id.process.clone(),
+                        comm: id.comm.clone(),
+                        pid: id.pid,
+                        group: group.clone(),
+                        event: event.label.clone(),
+                        clock: event.clock,
+                        value: if event.clock { value / 1e9 } else { value },
+                        start_time: series.start_time,
+                    });
+                }
+            }
+        }
+        let counts = self
+            .selected
+            .iter()
+            .map(|s| ProcessCount {
+                process: s.name.clone(),
+                counted: self
+                    .counted
+                    .keys()
+                    .filter(|(name, _, _)| *name == s.name)
+                    .count() as u64,
+            })
+            .collect();
+        (out, counts)
+    }
+
+    /// Matching processes the last scan left uncounted, past
+    /// `max_processes`.
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+}
+
+/// Whether `s` matches `matches` (under the `/proc` at `root`); `Err` when
+/// its executable may not be read (`PermissionDenied`), a process gone
+/// meanwhile being no match.
+pub fn is_match(root: &Path, matches: &ProcessMatch, s: &Seen) -> std::io::Result<bool> {
+    Ok(match matches {
+        ProcessMatch::Comm(p) => p.matcher.is_match(&s.comm),
+        ProcessMatch::Exe(p) => match scan::exe(root, s.pid) {
+            Ok(exe) => p.matcher.is_match(exe),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return Err(e),
+            Err(_) => false,
+        },
+        ProcessMatch::Cmdline(p) => {
+            scan::cmdline(root, s.pid).is_some_and(|c| p.matcher.is_match(c))
+        }
+        ProcessMatch::Pid(pid) => s.pid == *pid,
+    })
+}
+
+/// How many live processes each of `selectors` matches now (their
+/// children that match too included): what `cgperf check` shows.
+pub fn matching_now(selectors: &[ProcessSelector]) -> std::io::Result<Vec<usize>> {
+    let root = Path::new(PROC_ROOT);
+    let seen = scan::scan(root)?;
+    Ok(selectors
+        .iter()
+        .map(|selector| {
+            seen.iter()
+                .filter(|s| !s.dead)
+                .filter(|s| is_match(root, &selector.matches, s).unwrap_or(false))
+                .count()
+        })
+        .collect())
+}
+
+/// Reads `readers` into `totals`, counting the failures.
+fn read_all(totals: &mut Totals, readers: &mut [Reader], errors: &mut Errors) {
+    for reader in readers {
+        reader.read(totals, errors);
+    }
+}

@@ -1,0 +1,150 @@
+//! Reading `/proc`: every process with its parent, start time, state and
+//! name, and, for the processes a selector asks about, their executable,
+//! command line and threads. A process that exits while it is read is
+//! simply not there: every read here may fail that way.
+
+use std::path::{Path, PathBuf};
+
+/// Where the kernel lists processes.
+pub const PROC_ROOT: &str = "/proc";
+
+/// One process, as its `stat` file says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// Its id.
+    pub pid: u32,
+    /// Its parent's id.
+    pub ppid: u32,
+    /// When it started, in clock ticks since boot: with `pid`, which
+    /// process this is even after its pid is taken again.
+    pub start: u64,
+    /// The task name the kernel keeps (15 characters).
+    pub comm: String,
+    /// It exited and waits to be reaped (`Z`) or is going away (`X`).
+    pub dead: bool,
+}
+
+impl Seen {
+    /// The process, across pid reuse.
+    pub fn id(&self) -> (u32, u64) {
+        (self.pid, self.start)
+    }
+}
+
+/// Every process under `root` now, by pid. `Err` only when `root` itself
+/// cannot be listed.
+pub fn scan(root: &Path) -> std::io::Result<Vec<Seen>> {
+    let mut seen = Vec::new();
+    for entry in std::fs::read_dir(root)? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        if let Some(s) = parse_stat(pid, &text) {
+            seen.push(s);
+        }
+    }
+    seen.sort_unstable_by_key(|s| s.pid);
+    Ok(seen)
+}
+
+/// Parses `/proc/PID/stat`: `pid (comm) state ppid ...`, where the name
+/// may hold spaces and parentheses (it ends at the last `)`), and the
+/// start time is the 22nd field.
+pub fn parse_stat(pid: u32, text: &str) -> Option<Seen> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let comm = text.get(open + 1..close)?.to_owned();
+    let mut fields = text.get(close + 1..)?.split_ascii_whitespace();
+    let state = fields.next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    // Fields 5 to 21 lie between the parent and the start time.
+    let start = fields.nth(17)?.parse().ok()?;
+    Some(Seen {
+        pid,
+        ppid,
+        start,
+        comm,
+        dead: matches!(state, "Z" | "X" | "x"),
+    })
+}
+
+/// The executable of `pid`. Kernel threads have none and a process may be
+/// gone (`NotFound`); reading another user's, or one with capabilities
+/// cgperf gave up, needs `CAP_SYS_PTRACE` (`PermissionDenied`).
+pub fn exe(root: &Path, pid: u32) -> std::io::Result<PathBuf> {
+    std::fs::read_link(root.join(pid.to_string()).join("exe"))
+}
+
+/// The command line of `pid`, its arguments joined by one space; `None`
+/// when it is gone (empty for kernel threads).
+pub fn cmdline(root: &Path, pid: u32) -> Option<String> {
+    let raw = std::fs::read(root.join(pid.to_string()).join("cmdline")).ok()?;
+    let args: Vec<String> = raw
+        .split(|&b| b == 0)
+        .filter(|arg| !arg.is_empty())
+        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .collect();
+    Some(args.join(" "))
+}
+
+/// The threads of `pid`, ascending; empty when it is gone.
+pub fn threads(root: &Path, pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir(root.join(pid.to_string()).join("task")) else {
+        return Vec::new();
+    };
+    let mut tids: Vec<u32> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    tids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_with_spaces_and_parentheses_ends_at_the_last_parenthesis() {
+        let text = "4242 (a) (b c)) S 17 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 \
+                    987654 1000 10 18446744073709551615\n";
+        let seen = parse_stat(4242, text).expect("parses");
+        assert_eq!(seen.comm, "a) (b c)");
+        assert_eq!((seen.ppid, seen.start, seen.dead), (17, 987654, false));
+    }
+
+    #[test]
+    fn zombies_are_dead_and_short_lines_are_nothing() {
+        let text = "7 (x) Z 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 55 0 0\n";
+        assert!(parse_stat(7, text).expect("parses").dead);
+        assert_eq!(parse_stat(7, "7 (x) S 1 2 3"), None);
+        assert_eq!(parse_stat(7, "garbage"), None);
+        assert_eq!(parse_stat(7, ""), None);
+    }
+
+    #[test]
+    fn this_process_is_found_with_its_parent_threads_and_command_line() {
+        let me = std::process::id();
+        let root = Path::new(PROC_ROOT);
+        let all = scan(root).expect("/proc lists");
+        let found = all.iter().find(|s| s.pid == me).expect("this process");
+        // SAFETY: getppid has no preconditions.
+        let parent = unsafe { libc::getppid() };
+        assert_eq!(i64::from(found.ppid), i64::from(parent));
+        assert!(!found.dead && found.start > 0);
+        assert!(threads(root, me).contains(&me));
+        let cmdline = cmdline(root, me).expect("a command line");
+        let arg0 = std::env::args().next().expect("argv[0]");
+        assert!(cmdline.starts_with(&arg0), "{cmdline}");
+        assert_eq!(exe(root, me).ok(), std::env::current_exe().ok());
+        assert!(all.windows(2).all(|w| w[0].pid < w[1].pid));
+    }
+}

@@ -1,0 +1,443 @@
+//! `processes:` on the real kernel: processes matched by name, executable,
+//! command line and pid, counted with their children and threads, exactly;
+//! one that matches only after `exec`; processes that exit; a churn of
+//! short-lived children; the `max_processes` cap; reloads.
+//!
+//! The workers are forked children driven through pipes: each command is
+//! a byte (and a count), answered with a byte once done, so that every
+//! count is made at a known moment.
+
+mod common;
+
+use common::*;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+const GETPPID: &str = "syscalls:sys_enter_getppid";
+
+/// Tests here take turns: the cap test counts every matching process.
+fn alone() -> MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A forked child named `comm`, doing what it is told.
+struct Worker {
+    pid: i32,
+    commands: i32,
+    answers: i32,
+}
+
+/// `n` getppid calls (raw syscalls: no allocation, no locks).
+fn getppid_n(n: u64) {
+    for _ in 0..n {
+        // SAFETY: a raw syscall without arguments.
+        unsafe { libc::syscall(libc::SYS_getppid) };
+    }
+}
+
+/// Sleeps `ms` milliseconds with a raw syscall.
+fn sleep_ms(ms: i64) {
+    let t = libc::timespec {
+        tv_sec: ms / 1000,
+        tv_nsec: (ms % 1000) * 1_000_000,
+    };
+    // SAFETY: nanosleep reads the timespec we own.
+    unsafe { libc::nanosleep(&t, std::ptr::null_mut()) };
+}
+
+/// Forks a child that runs `work` then `_exit`s, and waits for it unless
+/// `wait` is false.
+fn fork_child(wait: bool, work: impl FnOnce()) {
+    // SAFETY: the child makes raw syscalls only, then _exit.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        work();
+        unsafe { libc::_exit(0) };
+    }
+    if wait && pid > 0 {
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+    }
+}
+
+impl Worker {
+    fn start(comm: &str) -> Self {
+        let mut commands = [0; 2];
+        let mut answers = [0; 2];
+        let mut name = [0u8; 16];
+        name[..comm.len().min(15)].copy_from_slice(&comm.as_bytes()[..comm.len().min(15)]);
+        // SAFETY: pipe writes into the arrays we own; the child makes raw
+        // syscalls only (no allocation, no locks), then _exit.
+        unsafe {
+            assert_eq!(libc::pipe(commands.as_mut_ptr()), 0);
+            assert_eq!(libc::pipe(answers.as_mut_ptr()), 0);
+            let pid = libc::fork();
+            assert!(pid >= 0);
+            if pid == 0 {
+                libc::prctl(libc::PR_SET_NAME, name.as_ptr());
+                let mut buf = [0u8; 9];
+                loop {
+                    if libc::read(commands[0], buf.as_mut_ptr().cast(), 9) != 9 {
+                        libc::_exit(1);
+                    }
+                    let n = u64::from_le_bytes([
+                        buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7], buf[8],
+                    ]);
+                    match buf[0] {
+                        b'p' => getppid_n(n),
+                        // A child that calls n times, waited for.
+                        b'f' => fork_child(true, || getppid_n(n)),
+                        // A child that lives a second first (scans see it),
+                        // then calls n times; not waited for.
+                        b'l' => fork_child(false, || {
+                            sleep_ms(1000);
+                            getppid_n(n);
+                        }),
+                        // n children, 200 a second, 10 calls each.
+                        b'c' => {
+                            for _ in 0..n {
+                                fork_child(true, || getppid_n(10));
+                                sleep_ms(4);
+                            }
+                        }
+                        // Reaps every child.
+                        b'w' => while libc::waitpid(-1, std::ptr::null_mut(), 0) > 0 {},
+                        _ => libc::_exit(0),
+                    }
+                    if libc::write(answers[1], b"k".as_ptr().cast(), 1) != 1 {
+                        libc::_exit(1);
+                    }
+                }
+            }
+            libc::close(commands[0]);
+            libc::close(answers[1]);
+            Self {
+                pid,
+                commands: commands[1],
+                answers: answers[0],
+            }
+        }
+    }
+
+    /// Runs `command` with `n` and waits until it is done.
+    fn run(&self, command: u8, n: u64) {
+        let mut buf = [command; 9];
+        buf[1..].copy_from_slice(&n.to_le_bytes());
+        let mut answer = 0u8;
+        // SAFETY: writes and reads through the pipes we own.
+        unsafe {
+            assert_eq!(libc::write(self.commands, buf.as_ptr().cast(), 9), 9);
+            assert_eq!(
+                libc::read(self.answers, (&mut answer as *mut u8).cast(), 1),
+                1,
+                "the worker stopped"
+            );
+        }
+    }
+
+    /// Tells it to exit and reaps it.
+    fn quit(&mut self) {
+        if self.pid <= 0 {
+            return;
+        }
+        let buf = [b'q'; 9];
+        let mut status = 0;
+        // SAFETY: our pipes and our child.
+        unsafe {
+            libc::write(self.commands, buf.as_ptr().cast(), 9);
+            libc::waitpid(self.pid, &mut status, 0);
+        }
+        self.pid = 0;
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if self.pid > 0 {
+            // SAFETY: killing and reaping our own child.
+            unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
+                libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+            }
+        }
+        // SAFETY: closing the descriptors we own.
+        unsafe {
+            libc::close(self.commands);
+            libc::close(self.answers);
+        }
+    }
+}
+
+fn calls(body: &str, process: &str) -> f64 {
+    value(
+        body,
+        "cgperf_process_events_total",
+        &[("process", process), ("event", GETPPID)],
+    )
+    .unwrap_or_else(|| panic!("no getppid series of {process}:\n{body}"))
+}
+
+fn counted(body: &str, process: &str) -> f64 {
+    value(body, "cgperf_processes_counted", &[("process", process)])
+        .unwrap_or_else(|| panic!("no cgperf_processes_counted of {process}:\n{body}"))
+}
+
+fn config(entries: &str) -> String {
+    format!(
+        "interval: 200ms\ngroups:\n  sw: [task-clock, context-switches]\n\
+         tracepoints: [{GETPPID}]\nprocesses:\n{entries}"
+    )
+}
+
+#[test]
+fn a_matching_process_and_its_children_are_counted_exactly_and_kept_after_it_exits() {
+    require_root("count other processes");
+    let _turn = alone();
+    let mut worker = Worker::start("cgpt-worker");
+    let other = Worker::start("cgpt-other");
+    let exporter = Exporter::start(Some(&config(
+        "  - {name: worker, comm: cgpt-worker}\n  - {name: lookalike, comm: \"cgpt-w?\"}\n",
+    )));
+    let before = exporter.wait_for("the worker counted", |b| {
+        value(b, "cgperf_processes_counted", &[("process", "worker")]) == Some(1.0)
+    });
+    let fds = value(&before, "cgperf_open_fds", &[]).expect("fds");
+    assert_eq!(calls(&before, "worker"), 0.0);
+    worker.run(b'p', 1_000);
+    worker.run(b'f', 2_000);
+    other.run(b'p', 5_000);
+    // A child that lives through scans: counted through its parent, never
+    // opened again (that would count it twice).
+    worker.run(b'l', 4_000);
+    let body = exporter.wait_collections(2);
+    assert_eq!(counted(&body, "worker"), 1.0, "{body}");
+    std::thread::sleep(Duration::from_millis(1_500));
+    worker.run(b'w', 0);
+    let body = exporter.wait_collections(2);
+    assert_eq!(calls(&body, "worker"), 7_000.0, "{body}");
+    // Nothing matches `cgpt-w?` (a comm of 6 characters).
+    assert_eq!(calls(&body, "lookalike"), 0.0, "{body}");
+    assert_eq!(counted(&body, "lookalike"), 0.0, "{body}");
+    // Task clock and context switches count too, as seconds and events.
+    assert!(
+        value(
+            &body,
+            "cgperf_process_clock_seconds_total",
+            &[("process", "worker")]
+        )
+        .is_some_and(|s| s > 0.0),
+        "{body}"
+    );
+    worker.quit();
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        calls(&body, "worker"),
+        7_000.0,
+        "kept after the exit:\n{body}"
+    );
+    assert_eq!(counted(&body, "worker"), 0.0, "{body}");
+    assert!(
+        value(&body, "cgperf_open_fds", &[]).is_some_and(|n| n < fds),
+        "its descriptors are closed:\n{body}"
+    );
+    common::prometheus::promtool_check(&body);
+}
+
+/// A program that waits 1.5 s (for a scan to find it), calls getppid as
+/// many times as its first argument says, and waits 0.5 s.
+const EXEC_PROGRAM: &str = r#"
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+int main(int argc, char **argv) {
+    struct timespec first = {1, 500000000}, then = {0, 500000000};
+    unsigned long n = argc > 1 ? strtoul(argv[1], 0, 10) : 0;
+    nanosleep(&first, 0);
+    for (unsigned long i = 0; i < n; i++) syscall(SYS_getppid);
+    nanosleep(&then, 0);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_process_found_by_exe_cmdline_comm_or_pid_counts_from_the_scan_that_finds_it() {
+    require_root("count other processes");
+    let _turn = alone();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = dir.path().join("cgpt-exec.c");
+    std::fs::write(&src, EXEC_PROGRAM).expect("write the program");
+    let program = dir.path().join("cgpt-exec");
+    let cc = Command::new("cc")
+        .arg("-O1")
+        .arg("-o")
+        .arg(&program)
+        .arg(&src)
+        .output()
+        .expect("cc runs");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    // A process that is already running, by pid.
+    let worker = Worker::start("cgpt-bypid");
+    let exporter = Exporter::start(Some(&config(&format!(
+        "  - {{name: by_comm, comm: cgpt-exec}}\n  \
+         - {{name: by_exe, exe: \"*/cgpt-exec\"}}\n  \
+         - {{name: by_cmdline, cmdline: \"*cgpt-exec 777\"}}\n  \
+         - {{name: by_pid, pid: {}}}\n",
+        worker.pid
+    ))));
+    exporter.wait_for("the pid counted", |b| {
+        value(b, "cgperf_processes_counted", &[("process", "by_pid")]) == Some(1.0)
+    });
+    worker.run(b'p', 321);
+    // The child runs the test binary until it execs the program: it
+    // matches only from then on. Its 100 calls before are not counted.
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "i=0; while [ $i -lt 100 ]; do i=$((i+1)); done; exec {} 777",
+            program.display()
+        ))
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("the program runs");
+    let status = child.wait().expect("it ends");
+    assert!(status.success());
+    let body = exporter.wait_collections(2);
+    for name in ["by_comm", "by_exe", "by_cmdline"] {
+        assert_eq!(calls(&body, name), 777.0, "{name}:\n{body}");
+    }
+    assert_eq!(calls(&body, "by_pid"), 321.0, "{body}");
+}
+
+#[test]
+fn two_hundred_short_lived_children_a_second_for_a_minute_are_counted_exactly() {
+    require_root("count other processes");
+    let _turn = alone();
+    let worker = Worker::start("cgpt-churn");
+    let exporter = Exporter::start(Some(&config(
+        "  - {name: churn, comm: cgpt-churn, groups: []}\n",
+    )));
+    let before = exporter.wait_for("the worker counted", |b| {
+        value(b, "cgperf_processes_counted", &[("process", "churn")]) == Some(1.0)
+    });
+    let fds = value(&before, "cgperf_open_fds", &[]).expect("fds");
+    let rss = value(&before, "process_resident_memory_bytes", &[]).expect("rss");
+    let started = Instant::now();
+    // 12,000 children of 10 calls each, paced at about 200 a second.
+    worker.run(b'c', 12_000);
+    let took = started.elapsed();
+    let body = exporter.wait_collections(2);
+    assert_eq!(calls(&body, "churn"), 120_000.0, "{body}");
+    assert_eq!(counted(&body, "churn"), 1.0, "{body}");
+    assert_eq!(value(&body, "cgperf_open_fds", &[]), Some(fds), "{body}");
+    let grown = value(&body, "process_resident_memory_bytes", &[]).expect("rss") - rss;
+    assert!(grown < 16.0 * 1024.0 * 1024.0, "RSS grew {grown} bytes");
+    eprintln!("12,000 children in {took:?}");
+}
+
+#[test]
+fn past_max_processes_a_match_waits_and_is_counted_once_there_is_room() {
+    require_root("count other processes");
+    let _turn = alone();
+    let mut first = Worker::start("cgpt-cap");
+    let second = Worker::start("cgpt-cap");
+    let third = Worker::start("cgpt-cap");
+    let yaml = format!(
+        "max_processes: 2\n{}",
+        config("  - {name: capped, comm: cgpt-cap, labels: [pid]}\n")
+    );
+    let exporter = Exporter::start(Some(&yaml));
+    let body = exporter.wait_for("two counted", |b| {
+        value(b, "cgperf_processes_counted", &[("process", "capped")]) == Some(2.0)
+    });
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_processes_skipped",
+            &[("reason", "max_processes")]
+        ),
+        Some(1.0),
+        "{body}"
+    );
+    // One series per pid, on request.
+    let series = |b: &str| {
+        b.lines()
+            .filter(|l| l.starts_with("cgperf_process_events_total{process=\"capped\""))
+            .filter(|l| l.contains(GETPPID))
+            .count()
+    };
+    assert_eq!(series(&body), 2, "{body}");
+    let pids: Vec<i32> = [&second, &third].iter().map(|w| w.pid).collect();
+    first.quit();
+    let body = exporter.wait_for("the third counted", |b| {
+        value(
+            b,
+            "cgperf_processes_skipped",
+            &[("reason", "max_processes")],
+        ) == Some(0.0)
+            && value(b, "cgperf_processes_counted", &[("process", "capped")]) == Some(2.0)
+    });
+    // The one that exited took its series with it; the others have theirs.
+    assert_eq!(series(&body), 2, "{body}");
+    for pid in pids {
+        let pid = pid.to_string();
+        assert!(
+            value(&body, "cgperf_process_events_total", &[("pid", &pid)]).is_some(),
+            "no series of pid {pid}:\n{body}"
+        );
+    }
+}
+
+#[test]
+fn a_reload_that_changes_an_entry_keeps_what_it_counted() {
+    require_root("count other processes");
+    let _turn = alone();
+    let worker = Worker::start("cgpt-reload");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("cgperf.yaml");
+    let write = |entries: &str| {
+        let mut f = std::fs::File::create(&path).expect("config");
+        f.write_all(with_test_backend(&config(entries)).as_bytes())
+            .expect("write");
+    };
+    write("  - {name: r, comm: cgpt-reload, groups: []}\n");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", path.display()));
+    let exporter = Exporter::spawn(cmd);
+    exporter.wait_for("the worker counted", |b| {
+        value(b, "cgperf_processes_counted", &[("process", "r")]) == Some(1.0)
+    });
+    let reload = |entries: &str| {
+        let loaded = reload_time(&exporter.scrape());
+        write(entries);
+        // SAFETY: a signal to our own child.
+        assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
+        exporter.wait_for("the reload", |b| reload_time(b) > loaded)
+    };
+    worker.run(b'p', 100);
+    // Its groups change: read, closed, opened again at once.
+    let body = reload("  - {name: r, comm: cgpt-reload, groups: [sw]}\n");
+    assert_eq!(calls(&body, "r"), 100.0, "{body}");
+    worker.run(b'p', 200);
+    let body = exporter.wait_collections(2);
+    assert_eq!(calls(&body, "r"), 300.0, "{body}");
+    assert_eq!(counted(&body, "r"), 1.0, "{body}");
+    // Renamed: the old series goes, the new one starts at zero.
+    let body = reload("  - {name: s, comm: cgpt-reload, groups: []}\n");
+    assert!(
+        value(&body, "cgperf_process_events_total", &[("process", "r")]).is_none(),
+        "{body}"
+    );
+    assert_eq!(calls(&body, "s"), 0.0, "{body}");
+    worker.run(b'p', 5);
+    let body = exporter.wait_collections(2);
+    assert_eq!(calls(&body, "s"), 5.0, "{body}");
+}
