@@ -303,7 +303,10 @@ impl Plan {
         let mut selectors = config.cgroups.clone();
         let mut metrics: Vec<Arc<MetricDef>> =
             config.metrics.iter().cloned().map(Arc::new).collect();
-        split::rewire(&splits, &mut selectors, &mut metrics);
+        let mut processes = config.processes.clone();
+        split::rewire_selectors(&splits, &mut selectors);
+        split::rewire_selectors(&splits, &mut processes);
+        split::rewire_metrics(&splits, &mut metrics);
         let mut plan = Self {
             interval: config.interval,
             per_cpu: config.per_cpu,
@@ -317,7 +320,7 @@ impl Plan {
             metrics,
             counters: 0,
             host: HostPlan::build(&config.host, machine, probe)?,
-            processes: config.processes.clone(),
+            processes,
             max_processes: config.max_processes,
         };
         let every: Vec<usize> = (0..plan.selectors.len()).collect();
@@ -503,6 +506,19 @@ impl Plan {
         self.metrics
             .iter()
             .filter(|m| chosen.iter().any(|s| s.metrics.contains(&m.name)))
+            .cloned()
+            .collect()
+    }
+
+    /// The metrics to compute for the processes of `selector`, in the
+    /// config's order.
+    pub fn metrics_of_process(
+        &self,
+        selector: &crate::config::ProcessSelector,
+    ) -> Vec<Arc<MetricDef>> {
+        self.metrics
+            .iter()
+            .filter(|m| selector.metrics.contains(&m.name))
             .cloned()
             .collect()
     }

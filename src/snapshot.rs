@@ -178,6 +178,22 @@ pub struct ProcessSample {
     pub start_time: SystemTime,
 }
 
+/// The value of one metric of one series of `processes:` over the last
+/// interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessMetricSample {
+    /// The entry's name.
+    pub process: Arc<str>,
+    /// The comm, where the entry asks for it.
+    pub comm: Option<Arc<str>>,
+    /// The pid, where the entry asks for it.
+    pub pid: Option<u32>,
+    /// Which metric.
+    pub metric: Arc<MetricDef>,
+    /// Its value over the interval.
+    pub value: f64,
+}
+
 /// How many processes an entry of `processes:` counts now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessCount {
@@ -544,6 +560,8 @@ pub struct Snapshot {
     pub processes: Vec<ProcessSample>,
     /// Processes counted per entry of `processes:`.
     pub process_counts: Vec<ProcessCount>,
+    /// The metrics of the series of `processes:` over the last interval.
+    pub process_metrics: Vec<ProcessMetricSample>,
     /// Matching processes not counted, past `max_processes`.
     pub processes_skipped: u64,
     /// Read and open errors so far.
@@ -605,6 +623,7 @@ impl Snapshot {
             host_support: Vec::new(),
             processes: Vec::new(),
             process_counts: Vec::new(),
+            process_metrics: Vec::new(),
             processes_skipped: 0,
             errors: Errors::default(),
             skipped: BTreeMap::new(),

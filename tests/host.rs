@@ -240,7 +240,7 @@ fn pin_and(cpu: usize, work: impl FnOnce()) {
 /// changed by `more`.
 fn reloadable(more: &str) -> String {
     format!(
-        "interval: 3s
+        "interval: 1s
 groups:
   sw: [context-switches]
 host:

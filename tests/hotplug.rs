@@ -254,7 +254,7 @@ fn the_host_keeps_what_a_cpu_counted_before_going_offline() {
     // and closed, and opened again when it is back.
     let _turn = cpu1_turn(true);
     let exporter = Exporter::start(Some(
-        "interval: 3s\nhost:\n  tracepoints:\n    - name: syscalls:sys_enter_getpriority\n      \
+        "interval: 1s\nhost:\n  tracepoints:\n    - name: syscalls:sys_enter_getpriority\n      \
          filter: \"which == 7\"\n      as: marker\n",
     ));
     let marker = |body: &str| {

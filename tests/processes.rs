@@ -12,16 +12,9 @@ mod common;
 use common::*;
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 const GETPPID: &str = "syscalls:sys_enter_getppid";
-
-/// Tests here take turns: the cap test counts every matching process.
-fn alone() -> MutexGuard<'static, ()> {
-    static TURN: Mutex<()> = Mutex::new(());
-    TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// A forked child named `comm`, doing what it is told.
 struct Worker {
@@ -196,7 +189,6 @@ fn config(entries: &str) -> String {
 #[test]
 fn a_matching_process_and_its_children_are_counted_exactly_and_kept_after_it_exits() {
     require_root("count other processes");
-    let _turn = alone();
     let mut worker = Worker::start("cgpt-worker");
     let other = Worker::start("cgpt-other");
     let exporter = Exporter::start(Some(&config(
@@ -267,7 +259,6 @@ int main(int argc, char **argv) {
 #[test]
 fn a_process_found_by_exe_cmdline_comm_or_pid_counts_from_the_scan_that_finds_it() {
     require_root("count other processes");
-    let _turn = alone();
     let dir = tempfile::tempdir().expect("temp dir");
     let src = dir.path().join("cgpt-exec.c");
     std::fs::write(&src, EXEC_PROGRAM).expect("write the program");
@@ -320,7 +311,6 @@ fn a_process_found_by_exe_cmdline_comm_or_pid_counts_from_the_scan_that_finds_it
 #[test]
 fn two_hundred_short_lived_children_a_second_for_a_minute_are_counted_exactly() {
     require_root("count other processes");
-    let _turn = alone();
     let worker = Worker::start("cgpt-churn");
     let exporter = Exporter::start(Some(&config(
         "  - {name: churn, comm: cgpt-churn, groups: []}\n",
@@ -346,7 +336,6 @@ fn two_hundred_short_lived_children_a_second_for_a_minute_are_counted_exactly() 
 #[test]
 fn past_max_processes_a_match_waits_and_is_counted_once_there_is_room() {
     require_root("count other processes");
-    let _turn = alone();
     let mut first = Worker::start("cgpt-cap");
     let second = Worker::start("cgpt-cap");
     let third = Worker::start("cgpt-cap");
@@ -397,9 +386,49 @@ fn past_max_processes_a_match_waits_and_is_counted_once_there_is_room() {
 }
 
 #[test]
+fn an_entry_computes_its_metrics_over_each_interval_and_none_when_idle() {
+    require_root("count other processes");
+    let worker = Worker::start("cgpt-metric");
+    let yaml = format!(
+        "{}metrics:\n  - {{name: calls_per_call, expr: \"{GETPPID} / {GETPPID}\"}}\n",
+        config("  - {name: m, comm: cgpt-metric}\n")
+    );
+    let exporter = Exporter::start(Some(&yaml));
+    exporter.wait_for("the worker counted", |b| {
+        value(b, "cgperf_processes_counted", &[("process", "m")]) == Some(1.0)
+    });
+    let metric = |b: &str| {
+        value(
+            b,
+            "cgperf_process_metric",
+            &[("process", "m"), ("metric", "calls_per_call")],
+        )
+    };
+    // Idle: the formula divides by zero, so there is no value.
+    let body = exporter.wait_collections(2);
+    assert_eq!(metric(&body), None, "{body}");
+    // Calls in an interval: the value of that interval, 1.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        worker.run(b'p', 50);
+        let body = exporter.scrape();
+        if metric(&body) == Some(1.0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no value of the metric:\n{body}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let body = exporter.wait_collections(2);
+    assert_eq!(metric(&body), None, "idle again:\n{body}");
+    assert!(
+        body.contains("cgperf_metric_definition_info{metric=\"calls_per_call\""),
+        "{body}"
+    );
+}
+
+#[test]
 fn a_reload_that_changes_an_entry_keeps_what_it_counted() {
     require_root("count other processes");
-    let _turn = alone();
     let worker = Worker::start("cgpt-reload");
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("cgperf.yaml");

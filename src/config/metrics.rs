@@ -16,8 +16,8 @@ use super::error::{ConfigError, quote};
 use super::schema::{RawMetric, RawMetricItem, metric_entry};
 use super::validate::Validator;
 use super::{
-    CgroupSelector, DEFAULT_MAX_SERIES, GroupDef, MetricDef, MetricInput, Origin, PROBE_GROUP,
-    ProbeDef, TRACEPOINT_GROUP, TracepointDef, part_name,
+    DEFAULT_MAX_SERIES, GroupDef, MetricDef, MetricInput, Origin, PROBE_GROUP, ProbeDef, Selection,
+    TRACEPOINT_GROUP, TracepointDef, part_name,
 };
 use crate::events::{Event, EventSyntaxError, parse_event, parse_tracepoint};
 use crate::metrics::{DURATION_TIME, Expr, NamedError, NamedMetric};
@@ -534,16 +534,17 @@ impl Validator<'_> {
     /// its `metrics:` list names (`explicit[i]` is where the list is)
     /// whose input the selector does not count is a mistake, with the fix;
     /// left to the default, such a metric is just not computed there.
-    pub(super) fn selector_metrics(
+    pub(super) fn selector_metrics<S: Selection>(
         &self,
-        selectors: &mut [CgroupSelector],
+        kind: &str,
+        selectors: &mut [S],
         explicit: &[Option<Location>],
         metrics: &[MetricDef],
         scheduled: &Scheduled,
     ) {
         for (index, (selector, list)) in selectors.iter_mut().zip(explicit).enumerate() {
-            let mut kept = Vec::with_capacity(selector.metrics.len());
-            let selected = std::mem::take(&mut selector.metrics);
+            let selected = std::mem::take(selector.metrics_mut());
+            let mut kept = Vec::with_capacity(selected.len());
             let defs = metrics
                 .iter()
                 .filter(|m| selected.iter().any(|s| *s == m.name || *s == m.entry));
@@ -565,7 +566,7 @@ impl Validator<'_> {
                                 .error(
                                     *at,
                                     format!(
-                                        "`cgroups[{index}]` computes metric {}, which uses {} of \
+                                        "`{kind}[{index}]` computes metric {}, which uses {} of \
                                          {what}, which this entry does not count",
                                         quote(&name),
                                         quote(&input.event)
@@ -585,7 +586,7 @@ impl Validator<'_> {
                     }
                 }
             }
-            selector.metrics = kept;
+            *selector.metrics_mut() = kept;
         }
     }
 }
@@ -601,11 +602,11 @@ fn is_scheduled(input: &MetricInput, scheduled: &Scheduled) -> bool {
 }
 
 /// Makes `selector` count what `def` scheduled.
-fn count_scheduled(selector: &mut CgroupSelector, def: &MetricDef, scheduled: &Scheduled) {
+fn count_scheduled(selector: &mut impl Selection, def: &MetricDef, scheduled: &Scheduled) {
     for input in def.inputs.iter().filter(|i| is_scheduled(i, scheduled)) {
         let (list, name) = match &*input.group {
-            TRACEPOINT_GROUP => (&mut selector.tracepoints, &input.event),
-            _ => (&mut selector.groups, &input.group),
+            TRACEPOINT_GROUP => (selector.tracepoints_mut(), &input.event),
+            _ => (selector.groups_mut(), &input.group),
         };
         if !list.iter().any(|l| **l == **name) {
             list.push(name.to_string());
@@ -616,7 +617,7 @@ fn count_scheduled(selector: &mut CgroupSelector, def: &MetricDef, scheduled: &S
 /// The first input of `def`, of the config's own, that `selector` does not
 /// count.
 fn missing<'a>(
-    selector: &CgroupSelector,
+    selector: &mut impl Selection,
     def: &'a MetricDef,
     scheduled: &Scheduled,
 ) -> Option<&'a MetricInput> {
@@ -625,9 +626,9 @@ fn missing<'a>(
             return false;
         }
         let list = match &*input.group {
-            TRACEPOINT_GROUP => &selector.tracepoints,
-            PROBE_GROUP => &selector.probes,
-            group => return !selector.groups.iter().any(|g| g == group),
+            TRACEPOINT_GROUP => selector.tracepoints_mut(),
+            PROBE_GROUP => selector.probes_mut(),
+            group => return !selector.groups_mut().iter().any(|g| g == group),
         };
         !list.iter().any(|l| **l == *input.event)
     })

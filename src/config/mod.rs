@@ -301,6 +301,51 @@ pub struct CgroupSelector {
     pub metrics: Vec<String>,
 }
 
+/// What an entry of `cgroups:` or `processes:` counts, by the names of the
+/// top level's groups, tracepoints and probes, and the metrics it
+/// computes: what choosing an entry's metrics (and counting what they
+/// scheduled) and the plan's rewiring of split groups work on, for either.
+pub trait Selection {
+    /// Names of the groups it counts.
+    fn groups_mut(&mut self) -> &mut Vec<String>;
+    /// Labels of the tracepoints it counts.
+    fn tracepoints_mut(&mut self) -> &mut Vec<String>;
+    /// Labels of the probes it counts.
+    fn probes_mut(&mut self) -> &mut Vec<String>;
+    /// Names of the metrics it computes.
+    fn metrics_mut(&mut self) -> &mut Vec<String>;
+}
+
+impl Selection for CgroupSelector {
+    fn groups_mut(&mut self) -> &mut Vec<String> {
+        &mut self.groups
+    }
+    fn tracepoints_mut(&mut self) -> &mut Vec<String> {
+        &mut self.tracepoints
+    }
+    fn probes_mut(&mut self) -> &mut Vec<String> {
+        &mut self.probes
+    }
+    fn metrics_mut(&mut self) -> &mut Vec<String> {
+        &mut self.metrics
+    }
+}
+
+impl Selection for ProcessSelector {
+    fn groups_mut(&mut self) -> &mut Vec<String> {
+        &mut self.groups
+    }
+    fn tracepoints_mut(&mut self) -> &mut Vec<String> {
+        &mut self.tracepoints
+    }
+    fn probes_mut(&mut self) -> &mut Vec<String> {
+        &mut self.probes
+    }
+    fn metrics_mut(&mut self) -> &mut Vec<String> {
+        &mut self.metrics
+    }
+}
+
 /// Reads and validates the config file at `path`.
 ///
 /// Errors name the file: it cannot be read, is not a regular file, is

@@ -14,7 +14,7 @@
 //! ```
 
 use globset::{GlobBuilder, GlobMatcher};
-use serde_saphyr::Spanned;
+use serde_saphyr::{Location, Spanned};
 
 use super::error::quote;
 use super::schema::{RawProcess, Text};
@@ -100,6 +100,8 @@ pub struct ProcessSelector {
     pub tracepoints: Vec<String>,
     /// Labels of the probes to count.
     pub probes: Vec<String>,
+    /// Names of the metrics to compute, each over what the entry counts.
+    pub metrics: Vec<String>,
     /// Labels its series are also split by, in [`ProcessLabel`] order.
     pub labels: Vec<ProcessLabel>,
     /// Where the entry was written.
@@ -107,18 +109,21 @@ pub struct ProcessSelector {
 }
 
 impl Validator<'_> {
-    /// The `processes:` list; a broken entry is reported and left out.
+    /// The `processes:` list, each entry with where it wrote `metrics:`
+    /// (see [`Validator::selector_metrics`]); a broken entry is reported
+    /// and left out.
     pub(super) fn processes(
         &self,
         list: Vec<Spanned<RawProcess>>,
         written: &Written,
         tracepoints: &[TracepointDef],
-    ) -> Vec<ProcessSelector> {
-        let mut out: Vec<ProcessSelector> = Vec::with_capacity(list.len());
+    ) -> Vec<(ProcessSelector, Option<Location>)> {
+        let mut out: Vec<(ProcessSelector, Option<Location>)> = Vec::with_capacity(list.len());
         for (index, raw) in list.into_iter().enumerate() {
             let here = format!("`processes[{index}]`");
+            let metrics_at = raw.value.metrics.as_ref().map(|m| m.referenced);
             if let Some(selector) = self.keep(self.process(&here, raw, written, tracepoints)) {
-                if let Some(twin) = out.iter().find(|s| s.name == selector.name) {
+                if let Some((twin, _)) = out.iter().find(|(s, _)| s.name == selector.name) {
                     self.keep::<()>(Err(selector
                         .origin
                         .error(format!(
@@ -128,7 +133,7 @@ impl Validator<'_> {
                         .hint("each entry's `name` is its `process` label: make it unique")));
                     continue;
                 }
-                out.push(selector);
+                out.push((selector, metrics_at));
             }
         }
         out
@@ -205,6 +210,12 @@ impl Validator<'_> {
             raw.probes.as_ref(),
             &names(&written.probes),
         );
+        let metrics = self.select(
+            here,
+            Kind::Metric,
+            raw.metrics.as_ref(),
+            &names(&written.metrics),
+        );
         let labels = match &raw.labels {
             None => Vec::new(),
             Some(list) => self.process_labels(here, list)?,
@@ -213,6 +224,7 @@ impl Validator<'_> {
             && groups.is_empty()
             && chosen_tracepoints.is_empty()
             && probes.is_empty()
+            && metrics.is_empty()
         {
             return Err(self
                 .error(
@@ -230,6 +242,7 @@ impl Validator<'_> {
             groups,
             tracepoints: chosen_tracepoints,
             probes,
+            metrics,
             labels,
             origin: self.origin(at),
         })
@@ -482,6 +495,29 @@ mod tests {
         assert!(e.to_string().contains("invalid glob"), "{e}");
         let e = err("  - {name: a, comm: x, metrics: [ipc]}\n");
         assert_eq!(e.line, Some(8), "{e}");
+    }
+
+    #[test]
+    fn entries_compute_the_metrics_over_what_they_count() {
+        let top = "groups:\n  sched: [cs]\n  ipc: [cycles, instructions]\n\
+                   metrics:\n  - {name: ipc, expr: instructions / cycles}\n  \
+                   - {name: switches, expr: cs}\nprocesses:\n";
+        let ok = |entries: &str| {
+            let yaml = format!("{top}{entries}");
+            parse("p.yaml", &yaml).unwrap_or_else(|e| panic!("{yaml}\n{e}"))
+        };
+        // By default: every metric whose inputs the entry counts.
+        let config = ok("  - {name: a, comm: x}\n  - {name: b, comm: y, groups: [sched]}\n");
+        assert_eq!(config.processes[0].metrics, ["ipc", "switches"]);
+        assert_eq!(config.processes[1].metrics, ["switches"]);
+        // Named, a metric whose inputs the entry does not count is a mistake.
+        let yaml = format!("{top}  - {{name: b, comm: y, groups: [sched], metrics: [ipc]}}\n");
+        let e = parse("p.yaml", &yaml).expect_err("ipc without its group");
+        assert!(
+            e.to_string().contains("`processes[0]` computes metric"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("\"instructions\""), "{e}");
     }
 
     #[test]

@@ -55,6 +55,7 @@ pub(crate) struct RawProcess {
     pub groups: Option<TextList>,
     pub tracepoints: Option<TextList>,
     pub probes: Option<TextList>,
+    pub metrics: Option<TextList>,
     pub labels: Option<TextList>,
 }
 

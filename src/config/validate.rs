@@ -137,12 +137,15 @@ pub(crate) fn validate(
             .collect(),
     };
     let (mut cgroups, explicit): (Vec<_>, Vec<_>) = selectors.into_iter().unzip();
-    v.selector_metrics(&mut cgroups, &explicit, &metrics, &scheduled);
+    v.selector_metrics("cgroups", &mut cgroups, &explicit, &metrics, &scheduled);
     let max_cgroups = raw.max_cgroups.and_then(|n| v.keep(v.max_cgroups(&n)));
-    let processes = raw
+    let (mut processes, explicit): (Vec<_>, Vec<_>) = raw
         .processes
         .map(|list| v.processes(list.value, &written, &tracepoints))
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .into_iter()
+        .unzip();
+    v.selector_metrics("processes", &mut processes, &explicit, &metrics, &scheduled);
     let max_processes = v.max_processes(raw.max_processes.as_ref());
     let labels = raw
         .labels
@@ -180,7 +183,7 @@ pub(super) struct Written {
     pub(super) groups: Vec<String>,
     pub(super) tracepoints: Vec<String>,
     pub(super) probes: Vec<String>,
-    metrics: Vec<String>,
+    pub(super) metrics: Vec<String>,
 }
 
 impl Written {

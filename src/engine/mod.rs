@@ -299,7 +299,7 @@ impl<B: Backend> Engine<B> {
             Instant::now(),
         );
         let stats = counting.backend.stats();
-        let (processes, process_counts) = self.processes.samples();
+        let processes = self.processes.samples(Instant::now());
         let mut errors = stats.errors;
         errors.add(&self.errors);
         Snapshot {
@@ -314,8 +314,9 @@ impl<B: Backend> Engine<B> {
             support: self.plan.support.clone(),
             host: self.host.samples(self.plan.per_cpu),
             host_support: self.plan.host.support.clone(),
-            processes,
-            process_counts,
+            processes: processes.counters,
+            process_counts: processes.counts,
+            process_metrics: processes.metrics,
             processes_skipped: self.processes.skipped(),
             errors,
             skipped: counting.skipped.clone(),

@@ -76,15 +76,8 @@ impl AllSeries {
         }
         let counting = now.saturating_duration_since(entry.began).as_nanos() as f64;
         let total = |input: &MetricInput| {
-            if input.is_duration() {
-                return Some(counting);
-            }
-            let mut found = counted
-                .iter()
-                .filter(|c| *c.group == *input.group && *c.event == *input.event)
-                .peekable();
-            found.peek()?;
-            Some(found.fold(0.0, |sum, c| sum + c.value))
+            let series = counted.iter().map(|c| (&*c.group, &*c.event, c.value));
+            crate::metrics::input_total(input, counting, series)
         };
         for (metric, value) in entry.last.next(&entry.metrics, total) {
             self.metrics.push(MetricSample {

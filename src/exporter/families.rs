@@ -168,6 +168,18 @@ pub enum Labels<'a> {
         /// Event.
         event: &'a str,
     },
+    /// A metric of a series of `processes:`: `process`, `comm` and `pid`
+    /// where the entry asks for them, `metric`.
+    ProcessMetric {
+        /// The entry's name.
+        process: &'a str,
+        /// The comm, on request.
+        comm: Option<&'a str>,
+        /// The pid, on request.
+        pid: Option<u32>,
+        /// The metric's name.
+        metric: &'a str,
+    },
     /// Up to three fixed labels (`group`, `event`, `reason`, and
     /// `cgperf_build_info`'s `version`, `revision`, `rustversion`).
     Fixed([Option<(&'static str, &'a str)>; 3]),
@@ -286,6 +298,21 @@ impl<'a> Labels<'a> {
                 }
                 f("group", Value::Str(group))?;
                 f("event", Value::Str(event))?;
+            }
+            Self::ProcessMetric {
+                process,
+                comm,
+                pid,
+                metric,
+            } => {
+                f("process", Value::Str(process))?;
+                if let Some(comm) = comm {
+                    f("comm", Value::Str(comm))?;
+                }
+                if let Some(pid) = pid {
+                    f("pid", Value::Number(pid))?;
+                }
+                f("metric", Value::Str(metric))?;
             }
             Self::Fixed(pairs) => {
                 for (name, value) in pairs.into_iter().flatten() {
@@ -449,6 +476,12 @@ const PROCESS_CLOCK: Family = Family {
     help: "CPU time counted by the task-clock and cpu-clock events of the processes of each entry of `processes:`.",
     unit: Unit::Seconds,
     kind: Kind::Counter,
+};
+const PROCESS_METRIC: Family = Family {
+    name: "cgperf_process_metric",
+    help: "The value of each metric an entry of `processes:` computes, over the last interval's counts of its processes; none for an interval in which its formula divides by zero. cgperf_metric_definition_info gives each metric's description and unit.",
+    unit: Unit::Count("1"),
+    kind: Kind::Gauge,
 };
 const PROCESSES_COUNTED: Family = Family {
     name: "cgperf_processes_counted",
@@ -800,6 +833,19 @@ pub fn visit<V: Visitor>(
     v.family(
         &PROCESS_CLOCK,
         processes().filter(|p| p.clock).map(process_point),
+    )?;
+    v.family(
+        &PROCESS_METRIC,
+        snap.process_metrics.iter().map(|m| Point {
+            labels: Labels::ProcessMetric {
+                process: &m.process,
+                comm: m.comm.as_deref(),
+                pid: m.pid,
+                metric: &m.metric.name,
+            },
+            value: m.value,
+            start: None,
+        }),
     )?;
     v.family(
         &PROCESSES_COUNTED,

@@ -12,7 +12,7 @@
 
 mod scope;
 
-pub use scope::{CPU_ROOT, of_cpumask};
+use scope::{CPU_ROOT, of_cpumask};
 
 use crate::backend::reading::Reader;
 use crate::cpus::CpuChanges;
@@ -23,7 +23,7 @@ use crate::plan::{HostGroup, HostPlan};
 use crate::snapshot::{ErrorReason, Errors, HostSample, HostUnit, Operation, Scope};
 use crate::totals::{GroupKey, Totals};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::SystemTime;
@@ -41,8 +41,6 @@ pub struct Host {
     totals: Totals,
     /// Where every descriptor is counted (`cgperf_open_fds`).
     tally: Arc<AtomicU64>,
-    /// Where the CPUs' topology is read (sockets and dies).
-    cpu_root: PathBuf,
     /// Whether a plan was applied yet.
     applied: bool,
 }
@@ -63,16 +61,10 @@ struct Counted {
 impl Host {
     /// Counts nothing yet; descriptors are counted in `tally`.
     pub fn new(tally: Arc<AtomicU64>) -> Self {
-        Self::with_cpu_root(tally, PathBuf::from(CPU_ROOT))
-    }
-
-    /// As [`Host::new`], reading the CPUs' topology under `cpu_root`.
-    pub fn with_cpu_root(tally: Arc<AtomicU64>, cpu_root: PathBuf) -> Self {
         Self {
             groups: Vec::new(),
             totals: Totals::default(),
             tally,
-            cpu_root,
             applied: false,
         }
     }
@@ -102,7 +94,7 @@ impl Host {
                         open: BTreeMap::new(),
                         scopes: match &group.cpumask {
                             Some(cpus) => {
-                                let scopes = of_cpumask(&self.cpu_root, cpus);
+                                let scopes = of_cpumask(Path::new(CPU_ROOT), cpus);
                                 cpus.iter().copied().zip(scopes).collect()
                             }
                             None => BTreeMap::new(),

@@ -74,6 +74,25 @@ impl MetricInput {
     }
 }
 
+/// The total now of `input` in a target (a cgroup, a process entry's
+/// series): the nanoseconds it has been counted for a duration input
+/// (`duration_time`), else the sum of its series (group, event, value) of
+/// the input's group and event; `None` when it has none (not counted).
+pub fn input_total<'a>(
+    input: &MetricInput,
+    counting_ns: f64,
+    counted: impl Iterator<Item = (&'a str, &'a str, f64)>,
+) -> Option<f64> {
+    if input.is_duration() {
+        return Some(counting_ns);
+    }
+    let mut found = counted
+        .filter(|(group, event, _)| **group == *input.group && **event == *input.event)
+        .peekable();
+    found.peek()?;
+    Some(found.fold(0.0, |sum, (_, _, value)| sum + value))
+}
+
 /// A cgroup's inputs' totals at the last interval, to take the next
 /// interval's growth from. Starts empty: the first interval's growth is
 /// the totals themselves, which began at zero with the cgroup's series.

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use super::{GroupSpec, Probe, Refusal};
-use crate::config::{CgroupSelector, GroupDef, MetricDef, part_name};
+use crate::config::{GroupDef, MetricDef, Selection, part_name};
 use crate::ids::GroupId;
 use crate::snapshot::NotCountable;
 
@@ -55,18 +55,12 @@ pub(super) fn parts(spec: &GroupSpec, probe: &dyn Probe) -> (Split, Vec<Part>) {
     (split, planned)
 }
 
-/// Makes `selectors` count the parts of each split group instead of it, and
-/// `metrics` take each input from its part.
-pub(super) fn rewire(
-    splits: &[Split],
-    selectors: &mut [CgroupSelector],
-    metrics: &mut [Arc<MetricDef>],
-) {
-    if splits.is_empty() {
-        return;
-    }
+/// Makes `selectors` (of `cgroups:` or `processes:`) count the parts of
+/// each split group instead of it.
+pub(super) fn rewire_selectors(splits: &[Split], selectors: &mut [impl Selection]) {
     for selector in selectors {
-        selector.groups = std::mem::take(&mut selector.groups)
+        let groups = selector.groups_mut();
+        *groups = std::mem::take(groups)
             .into_iter()
             .flat_map(|name| match splits.iter().find(|s| s.group == name) {
                 Some(split) => split.parts.iter().map(|(p, _)| p.clone()).collect(),
@@ -74,6 +68,11 @@ pub(super) fn rewire(
             })
             .collect();
     }
+}
+
+/// Makes `metrics` take each input from the part of its split group that
+/// counts it.
+pub(super) fn rewire_metrics(splits: &[Split], metrics: &mut [Arc<MetricDef>]) {
     for metric in metrics {
         let moved = |input: &crate::config::MetricInput| {
             let split = splits.iter().find(|s| *s.group == *input.group)?;

@@ -16,20 +16,24 @@
 
 mod scan;
 
-pub use scan::{PROC_ROOT, Seen, parse_stat};
+pub use scan::{PROC_ROOT, Seen, all_processes, parse_stat};
 
 use crate::backend::reading::Reader;
+use crate::config::{MetricDef, MetricInput};
 use crate::config::{ProcessLabel, ProcessMatch, ProcessSelector};
 use crate::ids::{CgroupSlot, EventId, GroupId};
+use crate::metrics::LastTotals;
 use crate::perf::{CounterGroup, OpenFailure, Target};
 use crate::plan::{GroupSpec, Plan};
-use crate::snapshot::{ErrorReason, Errors, Operation, ProcessCount, ProcessSample};
+use crate::snapshot::{
+    ErrorReason, Errors, Operation, ProcessCount, ProcessMetricSample, ProcessSample,
+};
 use crate::totals::{GroupKey, Totals};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 /// How far up its ancestry a process is looked at for a counted ancestor:
 /// deeper than any real process tree, and a bound on a cycle that a pid
@@ -61,6 +65,8 @@ pub struct Processes {
     /// Whether an executable could not be read for want of privileges
     /// (said once).
     exe_denied: std::cell::Cell<bool>,
+    /// Live processes whose groups the kernel refused (said once each).
+    refused: HashSet<Key>,
 }
 
 /// One entry of `processes:` and the groups it counts.
@@ -69,6 +75,7 @@ struct Selected {
     selector: ProcessSelector,
     name: Arc<str>,
     groups: Vec<Arc<GroupSpec>>,
+    metrics: Vec<Arc<MetricDef>>,
 }
 
 /// A process an entry counts: the entry, the pid and the start time.
@@ -97,6 +104,22 @@ struct Series {
     /// Its totals' key.
     slot: CgroupSlot,
     start_time: SystemTime,
+    /// When it began, for metrics of the time counted.
+    began: Instant,
+    /// Its metrics' inputs at the last collection.
+    last: LastTotals,
+}
+
+/// What the processes counted now: their series, how many each entry
+/// counts, and the entries' metrics over the last interval.
+#[derive(Debug, Default)]
+pub struct Shown {
+    /// Every series.
+    pub counters: Vec<ProcessSample>,
+    /// Processes counted per entry.
+    pub counts: Vec<ProcessCount>,
+    /// The value of each metric of each series over the interval.
+    pub metrics: Vec<ProcessMetricSample>,
 }
 
 impl Processes {
@@ -116,6 +139,7 @@ impl Processes {
             skipped: 0,
             applied: false,
             exe_denied: std::cell::Cell::new(false),
+            refused: HashSet::new(),
         }
     }
 
@@ -140,6 +164,7 @@ impl Processes {
             .map(|selector| Selected {
                 name: selector.name.as_str().into(),
                 groups: plan.groups_of_process(selector),
+                metrics: plan.metrics_of_process(selector),
                 selector: selector.clone(),
             })
             .collect();
@@ -209,6 +234,8 @@ impl Processes {
                 Series {
                     slot: CgroupSlot(*next_slot),
                     start_time: SystemTime::now(),
+                    began: Instant::now(),
+                    last: LastTotals::default(),
                 }
             })
             .slot
@@ -228,7 +255,7 @@ impl Processes {
         if self.selected.is_empty() && self.counted.is_empty() {
             return;
         }
-        let seen = match scan::scan(&self.root) {
+        let seen = match scan::all_processes(&self.root) {
             Ok(seen) => seen,
             Err(e) => {
                 errors.count(Operation::Read, ErrorReason::ProcessList);
@@ -249,6 +276,8 @@ impl Processes {
             self.first_seen.entry(s.id()).or_insert(generation);
         }
         self.forget_exited(&alive, errors);
+        self.refused
+            .retain(|(_, pid, start)| alive.get(pid).is_some_and(|s| s.start == *start));
         let mut skipped = 0;
         for s in seen.iter().filter(|s| !s.dead) {
             for at in 0..self.selected.len() {
@@ -354,6 +383,7 @@ impl Processes {
         let slot = self.series_slot(id.clone());
         let selected = &self.selected[at];
         let mut readers = Vec::new();
+        let mut refused = None;
         for tid in scan::threads(&self.root, s.pid) {
             for spec in &selected.groups {
                 let attrs: Vec<_> = spec.events.iter().map(|e| e.attr).collect();
@@ -378,21 +408,33 @@ impl Processes {
                     Err(e) => {
                         let failure = OpenFailure::from_errno(e.errno);
                         errors.count(Operation::Open, ErrorReason::Kernel(failure));
-                        tracing::debug!(
-                            "process {} ({}) thread {tid}: group `{}` could not be opened: {e}",
-                            s.pid,
-                            s.comm,
-                            spec.name
-                        );
+                        refused.get_or_insert((tid, spec.name.clone(), e));
                     }
                 }
             }
+        }
+        let key = (selected.name.clone(), s.pid, s.start);
+        if let Some((tid, group, e)) = refused
+            && self.refused.insert(key.clone())
+        {
+            // Once per process: a refusal that lasts is tried again at
+            // every scan, and counted in cgperf_open_errors_total.
+            tracing::warn!(
+                "process {} ({}) of `{}`: group `{group}` could not be opened on thread {tid}: \
+                 {e}; {}",
+                s.pid,
+                s.comm,
+                selected.name,
+                match readers.is_empty() {
+                    true => "it is not counted, and tried again at each collection",
+                    false => "it is counted without those of its threads",
+                }
+            );
         }
         if readers.is_empty() {
             // Gone before it could be opened, or refused everywhere.
             return;
         }
-        let key = (selected.name.clone(), s.pid, s.start);
         let counted = Counted {
             admitted: self.generation,
             series: id,
@@ -401,13 +443,15 @@ impl Processes {
         self.counted.insert(key, counted);
     }
 
-    /// The series of every entry now, and how many processes each counts.
-    pub fn samples(&self) -> (Vec<ProcessSample>, Vec<ProcessCount>) {
-        let mut out = Vec::new();
-        for (id, series) in &self.series {
+    /// The series of every entry now, how many processes each counts, and
+    /// the metrics of each series over the interval that ends `now`.
+    pub fn samples(&mut self, now: Instant) -> Shown {
+        let mut shown = Shown::default();
+        for (id, series) in &mut self.series {
             let Some(selected) = self.selected.iter().find(|s| s.name == id.process) else {
                 continue;
             };
+            let first = shown.counters.len();
             for spec in &selected.groups {
                 let group: Arc<str> = spec.name.label().into();
                 let totals: Vec<_> = self.totals.per_cpu(series.slot, &spec.name).collect();
@@ -417,7 +461,7 @@ impl Processes {
                         .iter()
                         .map(|(_, t)| t.value_at(position, &event.label, event.clock))
                         .fold(0.0, |sum, v| sum + v);
-                    out.push(ProcessSample {
+                    shown.counters.push(ProcessSample {
                         process: id.process.clone(),
                         comm: id.comm.clone(),
                         pid: id.pid,
@@ -429,8 +473,26 @@ impl Processes {
                     });
                 }
             }
+            if selected.metrics.is_empty() {
+                continue;
+            }
+            let counted = &shown.counters[first..];
+            let counting = now.saturating_duration_since(series.began).as_nanos() as f64;
+            let total = |input: &MetricInput| {
+                let values = counted.iter().map(|c| (&*c.group, &*c.event, c.value));
+                crate::metrics::input_total(input, counting, values)
+            };
+            for (metric, value) in series.last.next(&selected.metrics, total) {
+                shown.metrics.push(ProcessMetricSample {
+                    process: id.process.clone(),
+                    comm: id.comm.clone(),
+                    pid: id.pid,
+                    metric,
+                    value,
+                });
+            }
         }
-        let counts = self
+        shown.counts = self
             .selected
             .iter()
             .map(|s| ProcessCount {
@@ -442,7 +504,7 @@ impl Processes {
                     .count() as u64,
             })
             .collect();
-        (out, counts)
+        shown
     }
 
     /// Matching processes the last scan left uncounted, past
@@ -474,7 +536,7 @@ pub fn is_match(root: &Path, matches: &ProcessMatch, s: &Seen) -> std::io::Resul
 /// children that match too included): what `cgperf check` shows.
 pub fn matching_now(selectors: &[ProcessSelector]) -> std::io::Result<Vec<usize>> {
     let root = Path::new(PROC_ROOT);
-    let seen = scan::scan(root)?;
+    let seen = scan::all_processes(root)?;
     Ok(selectors
         .iter()
         .map(|selector| {

@@ -33,7 +33,7 @@ impl Seen {
 
 /// Every process under `root` now, by pid. `Err` only when `root` itself
 /// cannot be listed.
-pub fn scan(root: &Path) -> std::io::Result<Vec<Seen>> {
+pub fn all_processes(root: &Path) -> std::io::Result<Vec<Seen>> {
     let mut seen = Vec::new();
     for entry in std::fs::read_dir(root)? {
         let Ok(entry) = entry else { continue };
@@ -134,7 +134,7 @@ mod tests {
     fn this_process_is_found_with_its_parent_threads_and_command_line() {
         let me = std::process::id();
         let root = Path::new(PROC_ROOT);
-        let all = scan(root).expect("/proc lists");
+        let all = all_processes(root).expect("/proc lists");
         let found = all.iter().find(|s| s.pid == me).expect("this process");
         // SAFETY: getppid has no preconditions.
         let parent = unsafe { libc::getppid() };
