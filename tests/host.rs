@@ -173,6 +173,16 @@ fn the_host_counts_what_perf_stat_a_counts() {
         "TSC per CPU second: cgperf {ours}, perf {theirs}"
     );
 
+    eprintln!(
+        "busy CPUs by cpu-clock: cgperf {:.4}, perf {:.4} (of {cpus}); TSC per CPU second: \
+         cgperf {ours:.0}, perf {theirs:.0} (cgperf/perf {:.5}); context switches: cgperf {}, \
+         perf {} (cgperf's window is the wider)",
+        delta("machine", "cpu-clock") / wall,
+        perf_cpu_seconds / 2.0,
+        ours / theirs,
+        delta("machine", "context-switches"),
+        perf_figure(&perf_out, "context-switches"),
+    );
     // The ping-pong switched at least twice a round trip, in both.
     assert!(delta("machine", "context-switches") >= 4_000.0, "{after}");
     assert!(

@@ -316,35 +316,27 @@ pub trait Selection {
     fn metrics_mut(&mut self) -> &mut Vec<String>;
 }
 
-impl Selection for CgroupSelector {
-    fn groups_mut(&mut self) -> &mut Vec<String> {
-        &mut self.groups
-    }
-    fn tracepoints_mut(&mut self) -> &mut Vec<String> {
-        &mut self.tracepoints
-    }
-    fn probes_mut(&mut self) -> &mut Vec<String> {
-        &mut self.probes
-    }
-    fn metrics_mut(&mut self) -> &mut Vec<String> {
-        &mut self.metrics
-    }
+/// [`Selection`] for an entry type whose lists are fields of those names.
+macro_rules! selection_of_fields {
+    ($($entry:ty),*) => {$(
+        impl Selection for $entry {
+            fn groups_mut(&mut self) -> &mut Vec<String> {
+                &mut self.groups
+            }
+            fn tracepoints_mut(&mut self) -> &mut Vec<String> {
+                &mut self.tracepoints
+            }
+            fn probes_mut(&mut self) -> &mut Vec<String> {
+                &mut self.probes
+            }
+            fn metrics_mut(&mut self) -> &mut Vec<String> {
+                &mut self.metrics
+            }
+        }
+    )*};
 }
 
-impl Selection for ProcessSelector {
-    fn groups_mut(&mut self) -> &mut Vec<String> {
-        &mut self.groups
-    }
-    fn tracepoints_mut(&mut self) -> &mut Vec<String> {
-        &mut self.tracepoints
-    }
-    fn probes_mut(&mut self) -> &mut Vec<String> {
-        &mut self.probes
-    }
-    fn metrics_mut(&mut self) -> &mut Vec<String> {
-        &mut self.metrics
-    }
-}
+selection_of_fields!(CgroupSelector, ProcessSelector);
 
 /// Reads and validates the config file at `path`.
 ///

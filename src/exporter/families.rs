@@ -154,29 +154,20 @@ pub enum Labels<'a> {
         /// What it covers.
         scope: Scope,
     },
-    /// A series of `processes:`: `process`, `comm` and `pid` where the
-    /// entry asks for them, `group`, `event`.
+    /// A series of `processes:`: its processes' labels, `group`, `event`.
     Process {
-        /// The entry's name.
-        process: &'a str,
-        /// The comm, on request.
-        comm: Option<&'a str>,
-        /// The pid, on request.
-        pid: Option<u32>,
+        /// Whose.
+        of: ProcessLabels<'a>,
         /// Group name.
         group: &'a str,
         /// Event.
         event: &'a str,
     },
-    /// A metric of a series of `processes:`: `process`, `comm` and `pid`
-    /// where the entry asks for them, `metric`.
+    /// A metric of a series of `processes:`: its processes' labels,
+    /// `metric`.
     ProcessMetric {
-        /// The entry's name.
-        process: &'a str,
-        /// The comm, on request.
-        comm: Option<&'a str>,
-        /// The pid, on request.
-        pid: Option<u32>,
+        /// Whose.
+        of: ProcessLabels<'a>,
         /// The metric's name.
         metric: &'a str,
     },
@@ -282,36 +273,13 @@ impl<'a> Labels<'a> {
                     }
                 }
             }
-            Self::Process {
-                process,
-                comm,
-                pid,
-                group,
-                event,
-            } => {
-                f("process", Value::Str(process))?;
-                if let Some(comm) = comm {
-                    f("comm", Value::Str(comm))?;
-                }
-                if let Some(pid) = pid {
-                    f("pid", Value::Number(pid))?;
-                }
+            Self::Process { of, group, event } => {
+                of.for_each(&mut f)?;
                 f("group", Value::Str(group))?;
                 f("event", Value::Str(event))?;
             }
-            Self::ProcessMetric {
-                process,
-                comm,
-                pid,
-                metric,
-            } => {
-                f("process", Value::Str(process))?;
-                if let Some(comm) = comm {
-                    f("comm", Value::Str(comm))?;
-                }
-                if let Some(pid) = pid {
-                    f("pid", Value::Number(pid))?;
-                }
+            Self::ProcessMetric { of, metric } => {
+                of.for_each(&mut f)?;
                 f("metric", Value::Str(metric))?;
             }
             Self::Fixed(pairs) => {
@@ -319,6 +287,35 @@ impl<'a> Labels<'a> {
                     f(name, Value::Str(value))?;
                 }
             }
+        }
+        Ok(())
+    }
+}
+
+/// Which processes a series of `processes:` counts: the entry (`process`),
+/// and the `comm` and `pid` where the entry splits its series by them.
+#[derive(Debug, Clone, Copy)]
+pub struct ProcessLabels<'a> {
+    /// The entry's name.
+    pub process: &'a str,
+    /// The comm, on request.
+    pub comm: Option<&'a str>,
+    /// The pid, on request.
+    pub pid: Option<u32>,
+}
+
+impl<'a> ProcessLabels<'a> {
+    /// Calls `f` with each of them, in exposition order.
+    fn for_each<E>(
+        &self,
+        f: &mut impl FnMut(&'a str, Value<'a>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        f("process", Value::Str(self.process))?;
+        if let Some(comm) = self.comm {
+            f("comm", Value::Str(comm))?;
+        }
+        if let Some(pid) = self.pid {
+            f("pid", Value::Number(pid))?;
         }
         Ok(())
     }
@@ -712,9 +709,11 @@ fn time_point(t: &GroupTimeSample, value: f64) -> Point<'_> {
 fn process_point(p: &ProcessSample) -> Point<'_> {
     Point {
         labels: Labels::Process {
-            process: &p.process,
-            comm: p.comm.as_deref(),
-            pid: p.pid,
+            of: ProcessLabels {
+                process: &p.process,
+                comm: p.comm.as_deref(),
+                pid: p.pid,
+            },
             group: &p.group,
             event: &p.event,
         },
@@ -838,9 +837,11 @@ pub fn visit<V: Visitor>(
         &PROCESS_METRIC,
         snap.process_metrics.iter().map(|m| Point {
             labels: Labels::ProcessMetric {
-                process: &m.process,
-                comm: m.comm.as_deref(),
-                pid: m.pid,
+                of: ProcessLabels {
+                    process: &m.process,
+                    comm: m.comm.as_deref(),
+                    pid: m.pid,
+                },
                 metric: &m.metric.name,
             },
             value: m.value,

@@ -645,6 +645,23 @@ mod tests {
         );
     }
 
+    /// A point's attributes: each key and value.
+    fn attributes(point: &NumberDataPoint) -> Vec<(&str, Option<any_value::Value>)> {
+        point
+            .attributes
+            .iter()
+            .map(|a| (a.key.as_str(), a.value.clone().and_then(|v| v.value)))
+            .collect()
+    }
+
+    fn text(s: &str) -> Option<any_value::Value> {
+        Some(any_value::Value::StringValue(s.into()))
+    }
+
+    fn number(n: i64) -> Option<any_value::Value> {
+        Some(any_value::Value::IntValue(n))
+    }
+
     #[test]
     fn host_series_carry_their_scope_on_the_point_and_no_cgroup() {
         use crate::snapshot::{HostSample, HostUnit, Scope};
@@ -683,19 +700,13 @@ mod tests {
         let point = &sum.data_points[0];
         assert_eq!(point.value, Some(number_data_point::Value::AsDouble(12.5)));
         assert_eq!(point.start_time_unix_nano, nanos(start));
-        let attributes: Vec<(&str, Option<any_value::Value>)> = point
-            .attributes
-            .iter()
-            .map(|a| (a.key.as_str(), a.value.clone().and_then(|v| v.value)))
-            .collect();
-        let text = |s: &str| Some(any_value::Value::StringValue(s.into()));
         assert_eq!(
-            attributes,
+            attributes(point),
             [
                 ("cgperf.group", text("energy")),
                 ("cgperf.event", text("power/energy-pkg/")),
-                ("cgperf.socket", Some(any_value::Value::IntValue(1))),
-                ("cgperf.die", Some(any_value::Value::IntValue(3))),
+                ("cgperf.socket", number(1)),
+                ("cgperf.die", number(3)),
             ]
         );
         let clock = find("cgperf_host_clock_seconds_total");
@@ -725,18 +736,12 @@ mod tests {
         let Some(metric::Data::Sum(sum)) = &metric.data else {
             panic!("a sum");
         };
-        let attributes: Vec<(&str, Option<any_value::Value>)> = sum.data_points[0]
-            .attributes
-            .iter()
-            .map(|a| (a.key.as_str(), a.value.clone().and_then(|v| v.value)))
-            .collect();
-        let text = |s: &str| Some(any_value::Value::StringValue(s.into()));
         assert_eq!(
-            attributes,
+            attributes(&sum.data_points[0]),
             [
                 ("cgperf.process", text("postgres")),
                 ("process.executable.name", text("postgres")),
-                ("process.pid", Some(any_value::Value::IntValue(4242))),
+                ("process.pid", number(4242)),
                 ("cgperf.group", text("sched")),
                 ("cgperf.event", text("context-switches")),
             ]
