@@ -24,6 +24,11 @@ use std::process::ExitCode;
 /// perf event per cgroup, event and CPU, and says which at start; the
 /// config's `backend:` (auto, bpf, cgroup) chooses.
 ///
+/// The config's `processes:` counts processes by name, executable, command
+/// line or pid, with their children and threads, and its `host:` the whole
+/// machine once (energy and uncore counters, system-wide events), both with
+/// perf events of their own whatever the backend.
+///
 /// The config is reloaded on SIGHUP and whenever its file changes.
 ///
 /// The config's `otlp:` section, or OTEL_EXPORTER_OTLP_ENDPOINT, pushes the
