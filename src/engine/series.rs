@@ -7,7 +7,7 @@ use crate::events::{SYSCALL_LABEL, syscall_name};
 use crate::ids::GroupId;
 use crate::plan::{GroupSpec, SampledSpec};
 use crate::snapshot::{CounterSample, GroupTimeSample, MetricSample, Parts, SeriesKey};
-use crate::totals::{Counts, GroupTotals, SampledKey, Totals};
+use crate::totals::{Counts, GroupTotals, SampledKey, Totals, exported_total};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -157,12 +157,7 @@ impl Making {
         parts: &[&GroupTotals],
     ) {
         for (i, event) in spec.events.iter().enumerate() {
-            // Not `sum()`: an empty sum of floats is -0.0, which would be
-            // exported as such for a group not read yet.
-            let value = parts
-                .iter()
-                .fold(0.0, |sum, t| sum + t.value_at(i, &event.label, event.clock));
-            let value = if event.clock { value / 1e9 } else { value };
+            let value = exported_total(parts.iter().copied(), i, &event.label, event.clock);
             self.counters
                 .extend(CounterSample::of(&names.events, i, value));
         }

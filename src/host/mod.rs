@@ -21,7 +21,7 @@ use crate::ids::{CgroupSlot, EventId, GroupId};
 use crate::perf::{CounterGroup, OpenFailure, Target};
 use crate::plan::{HostGroup, HostPlan};
 use crate::snapshot::{ErrorReason, Errors, HostSample, HostUnit, Operation, Scope};
-use crate::totals::{GroupKey, Totals};
+use crate::totals::{GroupKey, GroupTotals, Totals, exported_total};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -49,7 +49,6 @@ pub struct Host {
 #[derive(Debug)]
 struct Counted {
     group: Arc<HostGroup>,
-    events: Vec<EventId>,
     /// Open on each CPU.
     open: BTreeMap<u32, Reader>,
     /// Each CPU's scope, for a group whose PMU has a `cpumask`.
@@ -89,7 +88,6 @@ impl Host {
                 None => {
                     let earlier = before.iter().find(|c| c.group.spec.name == group.spec.name);
                     Counted {
-                        events: group.spec.event_ids(),
                         group: group.clone(),
                         open: BTreeMap::new(),
                         scopes: match &group.cpumask {
@@ -109,7 +107,7 @@ impl Host {
         let keep: Vec<(GroupId, Vec<EventId>)> = self
             .groups
             .iter()
-            .map(|c| (c.group.spec.name.clone(), c.events.clone()))
+            .map(|c| (c.group.spec.name.clone(), c.group.spec.event_ids()))
             .collect();
         self.totals.keep_only(HOST, &keep, &[]);
         self.open_missing(online, errors);
@@ -146,6 +144,7 @@ impl Host {
     fn open_missing(&mut self, online: &[u32], errors: &mut Errors) {
         for counted in &mut self.groups {
             let spec = &counted.group.spec;
+            let events = spec.event_ids();
             let cpus: Vec<u32> = match &counted.group.cpumask {
                 Some(cpus) => cpus.to_vec(),
                 None => online
@@ -168,13 +167,8 @@ impl Host {
                             group: spec.name.clone(),
                             cpu,
                         };
-                        let reader = Reader::new(
-                            group,
-                            &self.tally,
-                            &mut self.totals,
-                            &key,
-                            &counted.events,
-                        );
+                        let reader =
+                            Reader::new(group, &self.tally, &mut self.totals, &key, &events);
                         counted.open.insert(cpu, reader);
                     }
                     Err(e) => {
@@ -198,7 +192,7 @@ impl Host {
             let spec = &counted.group.spec;
             let group: Arc<str> = spec.name.label().into();
             for (position, event) in spec.events.iter().enumerate() {
-                let mut values: BTreeMap<Scope, f64> = BTreeMap::new();
+                let mut parts: BTreeMap<Scope, Vec<&GroupTotals>> = BTreeMap::new();
                 for (cpu, totals) in self.totals.per_cpu(HOST, &spec.name) {
                     let scope = match counted.scopes.get(&cpu) {
                         Some(scope) => *scope,
@@ -206,17 +200,16 @@ impl Host {
                         None if per_cpu => Scope::Cpu(cpu),
                         None => Scope::Machine,
                     };
-                    let value = totals.value_at(position, &event.label, event.clock);
-                    *values.entry(scope).or_default() += value;
+                    parts.entry(scope).or_default().push(totals);
                 }
                 let scale = counted.group.units.get(position).and_then(Option::as_ref);
                 let (unit, factor) = unit_of(scale, event.clock);
-                out.extend(values.into_iter().map(|(scope, value)| HostSample {
+                out.extend(parts.into_iter().map(|(scope, parts)| HostSample {
                     group: group.clone(),
                     event: event.label.clone(),
                     scope,
                     unit,
-                    value: value * factor,
+                    value: exported_total(parts, position, &event.label, event.clock) * factor,
                     start_time: counted.start_time,
                 }));
             }
@@ -225,13 +218,13 @@ impl Host {
     }
 }
 
-/// The unit an event's totals are exported in, and what turns a total into
-/// it: seconds for clocks (counted in nanoseconds), Joules and bytes for
-/// the units sysfs gives energy and memory traffic in, a count (scaled by
-/// `.scale` where sysfs gives one) otherwise.
+/// The unit an event's exported totals are in, and what turns one into it:
+/// seconds for clocks (exported so already), Joules and bytes for the units
+/// sysfs gives energy and memory traffic in, a count (scaled by `.scale`
+/// where sysfs gives one) otherwise.
 fn unit_of(scale: Option<&ScaleUnit>, clock: bool) -> (HostUnit, f64) {
     match (scale, clock) {
-        (_, true) => (HostUnit::Seconds, 1e-9),
+        (_, true) => (HostUnit::Seconds, 1.0),
         (Some(s), false) if s.unit.eq_ignore_ascii_case("joules") => (HostUnit::Joules, s.scale),
         (Some(s), false) if s.unit == "MiB" => (HostUnit::Bytes, s.scale * MIB),
         (Some(s), false) => (HostUnit::Count, s.scale),
@@ -260,7 +253,7 @@ mod tests {
         // 64-byte cache lines, counted by the kernel in MiB.
         let cas = scaled(6.103515625e-5, "MiB");
         assert_eq!(unit_of(Some(&cas), false), (HostUnit::Bytes, 64.0));
-        assert_eq!(unit_of(None, true), (HostUnit::Seconds, 1e-9));
+        assert_eq!(unit_of(None, true), (HostUnit::Seconds, 1.0));
         assert_eq!(unit_of(None, false), (HostUnit::Count, 1.0));
         // A unit cgperf has no family for: the count, scaled.
         let other = scaled(0.5, "cycles");

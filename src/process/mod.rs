@@ -28,7 +28,7 @@ use crate::plan::{GroupSpec, Plan};
 use crate::snapshot::{
     ErrorReason, Errors, Operation, ProcessCount, ProcessMetricSample, ProcessSample,
 };
-use crate::totals::{GroupKey, Totals};
+use crate::totals::{GroupKey, Totals, exported_total};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -187,19 +187,15 @@ impl Processes {
                 .find(|s| &*s.name == name)
                 .map(|s| s.selector.labels.clone())
         };
-        let old = std::mem::take(&mut self.selected);
-        let mut gone = Vec::new();
-        for (id, series) in &self.series {
-            let same = labels_of(&old, &id.process).is_some()
-                && labels_of(&old, &id.process) == labels_of(&selected, &id.process);
+        let totals = &mut self.totals;
+        self.series.retain(|id, series| {
+            let before = labels_of(&self.selected, &id.process);
+            let same = before.is_some() && before == labels_of(&selected, &id.process);
             if !same {
-                gone.push(id.clone());
-                self.totals.remove(series.slot);
+                totals.remove(series.slot);
             }
-        }
-        for id in gone {
-            self.series.remove(&id);
-        }
+            same
+        });
         for (id, series) in &self.series {
             if let Some(s) = selected.iter().find(|s| s.name == id.process) {
                 let keep: Vec<(GroupId, Vec<EventId>)> = s
@@ -454,13 +450,9 @@ impl Processes {
             let first = shown.counters.len();
             for spec in &selected.groups {
                 let group: Arc<str> = spec.name.label().into();
-                let totals: Vec<_> = self.totals.per_cpu(series.slot, &spec.name).collect();
                 for (position, event) in spec.events.iter().enumerate() {
-                    // Folded from +0: an empty sum of floats is -0.
-                    let value = totals
-                        .iter()
-                        .map(|(_, t)| t.value_at(position, &event.label, event.clock))
-                        .fold(0.0, |sum, v| sum + v);
+                    let parts = self.totals.per_cpu(series.slot, &spec.name).map(|(_, t)| t);
+                    let value = exported_total(parts, position, &event.label, event.clock);
                     shown.counters.push(ProcessSample {
                         process: id.process.clone(),
                         comm: id.comm.clone(),
@@ -468,7 +460,7 @@ impl Processes {
                         group: group.clone(),
                         event: event.label.clone(),
                         clock: event.clock,
-                        value: if event.clock { value / 1e9 } else { value },
+                        value,
                         start_time: series.start_time,
                     });
                 }

@@ -281,6 +281,23 @@ impl GroupTotals {
     }
 }
 
+/// The total of the event labelled `label` (at `position` in its group,
+/// counting nanoseconds if `clock`) over `parts` (one CPU's totals, every
+/// CPU's, every thread's), as exported: seconds for clocks. Folded from +0,
+/// not `sum()`: an empty sum of floats is -0, which would be exported as
+/// such for a group not read yet.
+pub fn exported_total<'a>(
+    parts: impl IntoIterator<Item = &'a GroupTotals>,
+    position: usize,
+    label: &Arc<str>,
+    clock: bool,
+) -> f64 {
+    let value = parts
+        .into_iter()
+        .fold(0.0, |sum, t| sum + t.value_at(position, label, clock));
+    if clock { value / 1e9 } else { value }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
