@@ -427,6 +427,64 @@ fn an_entry_computes_its_metrics_over_each_interval_and_none_when_idle() {
 }
 
 #[test]
+fn a_storm_of_reloads_while_processes_count_loses_at_most_the_reopening() {
+    require_root("count other processes");
+    let changing = Worker::start("cgpt-storm-a");
+    let steady = Worker::start("cgpt-storm-b");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("cgperf.yaml");
+    // `changing` counts every tracepoint of the top level, which the storm
+    // changes: its groups are reopened at each reload. `steady` names its
+    // own and keeps its groups.
+    let yaml = |more: &str| {
+        with_test_backend(&format!(
+            "interval: 200ms\ntracepoints: [{GETPPID}{more}]\nprocesses:\n  \
+             - {{name: changing, comm: cgpt-storm-a}}\n  \
+             - {{name: steady, comm: cgpt-storm-b, tracepoints: [{GETPPID}]}}\n"
+        ))
+    };
+    std::fs::write(&path, yaml("")).expect("config");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", path.display()));
+    let exporter = Exporter::spawn(cmd);
+    exporter.wait_for("both counted", |b| {
+        ["changing", "steady"]
+            .iter()
+            .all(|p| value(b, "cgperf_processes_counted", &[("process", p)]) == Some(1.0))
+    });
+    let pid = exporter.pid();
+    let storm = std::thread::spawn(move || {
+        for i in 0..60 {
+            let more = if i % 2 == 0 {
+                ", sched:sched_switch"
+            } else {
+                ""
+            };
+            std::fs::write(&path, yaml(more)).expect("config");
+            // SAFETY: a signal to our own child.
+            unsafe { libc::kill(pid, libc::SIGHUP) };
+            std::thread::sleep(Duration::from_millis(30));
+        }
+    });
+    for _ in 0..50 {
+        changing.run(b'p', 1_000);
+        steady.run(b'p', 1_000);
+    }
+    storm.join().expect("the storm");
+    let body = exporter.wait_collections(3);
+    assert_eq!(calls(&body, "steady"), 50_000.0, "{body}");
+    // Each reopening reads the old groups right before the new ones open:
+    // only calls made during an open are not seen.
+    let seen = calls(&body, "changing");
+    eprintln!("changing entry: {seen} of 50000 calls seen across 60 reloads");
+    assert!((49_500.0..=50_000.0).contains(&seen), "{body}");
+    assert_eq!(
+        value(&body, "cgperf_config_last_reload_successful", &[]),
+        Some(1.0)
+    );
+}
+
+#[test]
 fn a_reload_that_changes_an_entry_keeps_what_it_counted() {
     require_root("count other processes");
     let worker = Worker::start("cgpt-reload");

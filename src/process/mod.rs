@@ -23,7 +23,7 @@ use crate::config::{MetricDef, MetricInput};
 use crate::config::{ProcessLabel, ProcessMatch, ProcessSelector};
 use crate::ids::{CgroupSlot, EventId, GroupId};
 use crate::metrics::LastTotals;
-use crate::perf::{CounterGroup, OpenFailure, Target};
+use crate::perf::{CounterGroup, OpenError, OpenFailure, Target};
 use crate::plan::{GroupSpec, Plan};
 use crate::snapshot::{
     ErrorReason, Errors, Operation, ProcessCount, ProcessMetricSample, ProcessSample,
@@ -150,10 +150,12 @@ impl Processes {
     }
 
     /// Counts what `plan` asks: an entry that did not change keeps its
-    /// processes and series; a changed one is read and closed, keeps the
-    /// totals of the events it still has (and its series, unless its
-    /// labels changed), and finds its processes again at once; an entry
-    /// gone takes its series with it.
+    /// processes and series. One whose groups changed reopens them on its
+    /// processes in place (each read a last time right before), keeping
+    /// the totals of the events it still counts; one that matches or
+    /// labels differently is read, closed, and finds its processes again
+    /// at once, its series going with its labels; an entry gone takes its
+    /// series with it.
     pub fn apply(&mut self, plan: &Plan, errors: &mut Errors) {
         self.applied = true;
         self.read(errors);
@@ -168,36 +170,45 @@ impl Processes {
                 selector: selector.clone(),
             })
             .collect();
-        let unchanged = |name: &str| {
-            let before = self.selected.iter().find(|s| &*s.name == name);
-            let now = selected.iter().find(|s| &*s.name == name);
-            matches!((before, now), (Some(a), Some(b))
-                if a.selector == b.selector && a.groups == b.groups)
+        let old = std::mem::replace(&mut self.selected, selected);
+        let find = |list: &[Selected], name: &str| list.iter().position(|s| &*s.name == name);
+        // Same processes, same series: what matches and what labels them.
+        let same_match = |name: &str| match (find(&old, name), find(&self.selected, name)) {
+            (Some(a), Some(b)) => {
+                let (a, b) = (&old[a].selector, &self.selected[b].selector);
+                a.matches == b.matches && a.labels == b.labels
+            }
+            _ => false,
         };
-        let keep: Vec<Arc<str>> = self
-            .selected
+        let kept: Vec<Arc<str>> = old
             .iter()
-            .filter(|s| unchanged(&s.name))
+            .filter(|s| same_match(&s.name))
             .map(|s| s.name.clone())
             .collect();
-        self.counted.retain(|(name, _, _), _| keep.contains(name));
-        // Series keep their totals while their entry keeps its labels.
-        let labels_of = |list: &[Selected], name: &str| {
-            list.iter()
-                .find(|s| &*s.name == name)
-                .map(|s| s.selector.labels.clone())
-        };
+        self.counted.retain(|(name, _, _), _| kept.contains(name));
         let totals = &mut self.totals;
         self.series.retain(|id, series| {
-            let before = labels_of(&self.selected, &id.process);
-            let same = before.is_some() && before == labels_of(&selected, &id.process);
+            let same = kept.contains(&id.process);
             if !same {
                 totals.remove(series.slot);
             }
             same
         });
+        let regrouped: Vec<Key> = self
+            .counted
+            .keys()
+            .filter(|(name, _, _)| {
+                let before = find(&old, name).map(|at| &old[at].groups);
+                let now = find(&self.selected, name).map(|at| &self.selected[at].groups);
+                before != now
+            })
+            .cloned()
+            .collect();
+        for key in regrouped {
+            self.reopen(&key, errors);
+        }
         for (id, series) in &self.series {
-            if let Some(s) = selected.iter().find(|s| s.name == id.process) {
+            if let Some(s) = self.selected.iter().find(|s| s.name == id.process) {
                 let keep: Vec<(GroupId, Vec<EventId>)> = s
                     .groups
                     .iter()
@@ -208,16 +219,95 @@ impl Processes {
         }
         // An entry counted by itself alone has its series from the start,
         // at zero, so that rates see its first counts.
-        for s in selected.iter().filter(|s| s.selector.labels.is_empty()) {
-            let id = SeriesId {
+        let alone: Vec<SeriesId> = self
+            .selected
+            .iter()
+            .filter(|s| s.selector.labels.is_empty())
+            .map(|s| SeriesId {
                 process: s.name.clone(),
                 comm: None,
                 pid: None,
-            };
+            })
+            .collect();
+        for id in alone {
             self.series_slot(id);
         }
-        self.selected = selected;
         self.rescan(errors);
+    }
+
+    /// Replaces the groups of a counted process with its entry's groups
+    /// now: each old group is read a last time right before the new ones
+    /// open, so that only what happens during the opens is not seen.
+    fn reopen(&mut self, key: &Key, errors: &mut Errors) {
+        let Some(at) = self.selected.iter().position(|s| s.name == key.0) else {
+            return;
+        };
+        let Some(counted) = self.counted.get_mut(key) else {
+            return;
+        };
+        let Some(slot) = self.series.get(&counted.series).map(|s| s.slot) else {
+            return;
+        };
+        read_all(&mut self.totals, &mut counted.readers, errors);
+        counted.readers.clear();
+        let (readers, _) = self.open_groups(at, key.1, slot, errors);
+        match readers.is_empty() {
+            // Gone meanwhile: the next scan forgets it.
+            true => {
+                self.counted.remove(key);
+            }
+            false => {
+                if let Some(counted) = self.counted.get_mut(key) {
+                    counted.readers = readers;
+                }
+            }
+        }
+    }
+
+    /// Opens the groups of entry `at` on every thread of process `pid`,
+    /// adding to the totals of `slot`; with the first refusal, if any.
+    fn open_groups(
+        &mut self,
+        at: usize,
+        pid: u32,
+        slot: CgroupSlot,
+        errors: &mut Errors,
+    ) -> (Vec<Reader>, Option<(u32, GroupId, OpenError)>) {
+        let mut readers = Vec::new();
+        let mut refused = None;
+        let Some(selected) = self.selected.get(at) else {
+            return (readers, refused);
+        };
+        for tid in scan::threads(&self.root, pid) {
+            for spec in &selected.groups {
+                let attrs: Vec<_> = spec.events.iter().map(|e| e.attr).collect();
+                match CounterGroup::open_filtered(&attrs, &spec.filters(), Target::Thread(tid), 0) {
+                    Ok(group) => {
+                        let key = GroupKey {
+                            cgroup: slot,
+                            group: spec.name.clone(),
+                            cpu: 0,
+                        };
+                        let events = spec.event_ids();
+                        readers.push(Reader::new(
+                            group,
+                            &self.tally,
+                            &mut self.totals,
+                            &key,
+                            &events,
+                        ));
+                    }
+                    // The thread is gone already.
+                    Err(e) if e.errno.0 == libc::ESRCH => {}
+                    Err(e) => {
+                        let failure = OpenFailure::from_errno(e.errno);
+                        errors.count(Operation::Open, ErrorReason::Kernel(failure));
+                        refused.get_or_insert((tid, spec.name.clone(), e));
+                    }
+                }
+            }
+        }
+        (readers, refused)
     }
 
     /// The totals' key of series `id`, made (starting now) if it is new.
@@ -377,38 +467,8 @@ impl Processes {
             pid: labels.contains(&ProcessLabel::Pid).then_some(s.pid),
         };
         let slot = self.series_slot(id.clone());
+        let (readers, refused) = self.open_groups(at, s.pid, slot, errors);
         let selected = &self.selected[at];
-        let mut readers = Vec::new();
-        let mut refused = None;
-        for tid in scan::threads(&self.root, s.pid) {
-            for spec in &selected.groups {
-                let attrs: Vec<_> = spec.events.iter().map(|e| e.attr).collect();
-                match CounterGroup::open_filtered(&attrs, &spec.filters(), Target::Thread(tid), 0) {
-                    Ok(group) => {
-                        let key = GroupKey {
-                            cgroup: slot,
-                            group: spec.name.clone(),
-                            cpu: 0,
-                        };
-                        let events = spec.event_ids();
-                        readers.push(Reader::new(
-                            group,
-                            &self.tally,
-                            &mut self.totals,
-                            &key,
-                            &events,
-                        ));
-                    }
-                    // The thread is gone already.
-                    Err(e) if e.errno.0 == libc::ESRCH => {}
-                    Err(e) => {
-                        let failure = OpenFailure::from_errno(e.errno);
-                        errors.count(Operation::Open, ErrorReason::Kernel(failure));
-                        refused.get_or_insert((tid, spec.name.clone(), e));
-                    }
-                }
-            }
-        }
         let key = (selected.name.clone(), s.pid, s.start);
         if let Some((tid, group, e)) = refused
             && self.refused.insert(key.clone())
