@@ -241,7 +241,6 @@ impl Daemon {
             None => (None, None),
         };
         let sampler = SamplerThread::start(SamplerInputs {
-            config: &config,
             plan,
             cgroupfs,
             opened,
@@ -374,8 +373,7 @@ impl Running {
 }
 
 /// What the sampler is made of.
-struct SamplerInputs<'a> {
-    config: &'a Config,
+struct SamplerInputs {
     plan: Plan,
     cgroupfs: CgroupFs,
     /// The backend, opened before the capability drop.
@@ -393,17 +391,14 @@ struct SamplerThread {
 }
 
 impl SamplerThread {
-    fn start(inputs: SamplerInputs<'_>) -> anyhow::Result<Self> {
-        let mut engine = Engine::new(
-            inputs.config,
+    fn start(inputs: SamplerInputs) -> anyhow::Result<Self> {
+        let engine = Engine::new(
             inputs.plan,
             Discovery::new(inputs.cgroupfs, FULL_RESCAN),
             inputs.opened,
             inputs.latest,
+            inputs.names,
         );
-        if let Some(names) = inputs.names {
-            engine.set_names(names);
-        }
         let (control, control_rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("cgperf-sampler".into())

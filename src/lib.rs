@@ -1,12 +1,14 @@
 //! cgperf counts CPU performance events per cgroup and exports them.
 //!
 //! Data flows one way: [`config`] (parse and validate) → [`plan`] (resolve
-//! events on this machine) → [`engine`] (which cgroups, what to count, when
-//! to read) through a counting [`backend`] (open, read, close; over
-//! [`perf`]) into [`totals`] → [`snapshot`] (with the [`metrics`] of each
-//! interval) → [`exporter`]. [`discovery`] finds the cgroups to count.
+//! events on this machine) → [`engine`] (when to read; drives every
+//! [`target`]: the [`cgroups`], counted through a counting [`backend`]
+//! (open, read, close; over [`perf`]), the [`host`] and each [`process`])
+//! into [`totals`] → [`snapshot`] (with the [`metrics`] of each interval) →
+//! [`exporter`]. [`discovery`] finds the cgroups to count.
 
 pub mod backend;
+pub mod cgroups;
 pub mod check;
 pub mod cli;
 pub mod config;
@@ -33,6 +35,7 @@ pub mod reload;
 pub mod snapshot;
 pub mod stat;
 pub mod suggest;
+pub mod target;
 pub mod totals;
 pub mod tracefs;
 pub mod userfile;

@@ -31,6 +31,8 @@ pub use probe::{Probe, Refusal, Trial, placed};
 #[cfg(test)]
 mod host_tests;
 #[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
 mod tests;
 
 use fields::{check_filter, field_label, rejected_filter, unknown_field};
@@ -207,6 +209,10 @@ pub struct Plan {
     pub processes: Vec<crate::config::ProcessSelector>,
     /// At most this many processes are counted at once.
     pub max_processes: usize,
+    /// At most this many cgroups are counted at once, if any limit.
+    pub max_cgroups: Option<usize>,
+    /// What labels the series of each cgroup gets from its path.
+    pub labels: Vec<crate::labels::Extractor>,
 }
 
 impl Plan {
@@ -322,6 +328,8 @@ impl Plan {
             host: HostPlan::build(&config.host, machine, probe)?,
             processes,
             max_processes: config.max_processes,
+            max_cgroups: config.max_cgroups,
+            labels: config.labels.clone(),
         };
         let every: Vec<usize> = (0..plan.selectors.len()).collect();
         plan.counters = plan.groups_for(&every).iter().map(|g| g.events.len()).sum();

@@ -17,7 +17,7 @@
 use crate::backend::choose::Chosen;
 use crate::config::{self, BackendChoice, Catalog, Config, ConfigError};
 use crate::deadline::{self, with_deadline};
-use crate::engine::{Control, NewConfig};
+use crate::engine::Control;
 use crate::exporter::web::{self, WebConfig};
 use crate::machine::Machine;
 use crate::plan::Plan;
@@ -205,7 +205,7 @@ fn plan(
     machine: &Machine,
     chosen: &Chosen,
     running: BackendChoice,
-) -> Result<Box<NewConfig>, String> {
+) -> Result<Box<Plan>, String> {
     if config.backend != running {
         tracing::warn!(
             "`backend: {}` takes effect when cgperf restarts; counting goes on with the {} \
@@ -216,7 +216,7 @@ fn plan(
     }
     let probe = chosen.probe(machine);
     let plan = Plan::build(&config, machine, &*probe).map_err(|e| e.to_string())?;
-    Ok(Box::new(NewConfig { config, plan }))
+    Ok(Box::new(plan))
 }
 
 /// Starts a thread that asks `reloader` for a reload whenever the

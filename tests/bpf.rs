@@ -42,12 +42,12 @@ fn discovery() -> Discovery {
 }
 
 /// An engine counting `yaml` with the BPF backend, and where it publishes.
-fn bpf_engine(yaml: &str, capacity: usize) -> (Engine<BpfBackend>, Latest) {
+fn bpf_engine(yaml: &str, capacity: usize) -> (Engine, Latest) {
     bpf_engine_on(yaml, capacity, &machine())
 }
 
 /// The same on `machine`.
-fn bpf_engine_on(yaml: &str, capacity: usize, machine: &Machine) -> (Engine<BpfBackend>, Latest) {
+fn bpf_engine_on(yaml: &str, capacity: usize, machine: &Machine) -> (Engine, Latest) {
     require_root("the BPF backend loads a program and opens system-wide counters");
     let config = config(yaml);
     let probe = BpfProbe::new(machine);
@@ -60,7 +60,6 @@ fn bpf_engine_on(yaml: &str, capacity: usize, machine: &Machine) -> (Engine<BpfB
         .unwrap_or_else(|e| panic!("this machine counts through BPF: {e}"));
     let latest = Latest::new();
     let engine = Engine::with_backend(
-        &config,
         plan,
         discovery(),
         backend,
@@ -90,7 +89,7 @@ fn cgroup_engine_on(yaml: &str, machine: &Machine) -> (Engine, Latest) {
     let opened = chosen
         .open(&config, &plan, budget)
         .unwrap_or_else(|e| panic!("the cgroup backend opens: {e}"));
-    let engine = Engine::new(&config, plan, discovery(), opened, latest.clone());
+    let engine = Engine::new(plan, discovery(), opened, latest.clone(), None);
     (engine, latest)
 }
 
@@ -228,7 +227,7 @@ cgroups:
 
     let both = format!("{only_child}  - path: {}\n", parent.rel);
     let config = config(&both);
-    engine.reload(&config, plan(&config, &BpfProbe::new(&machine())));
+    engine.reload(plan(&config, &BpfProbe::new(&machine())));
     engine.collect();
     let n = 4_321;
     getppid_workload(Some(&child.dir), n);
@@ -263,9 +262,9 @@ fn two_cpus() -> (u32, u32) {
 }
 
 /// Reloads `engine` with `yaml`.
-fn reload_to(engine: &mut Engine<BpfBackend>, yaml: &str) {
+fn reload_to(engine: &mut Engine, yaml: &str) {
     let config = config(yaml);
-    engine.reload(&config, plan(&config, &BpfProbe::new(&machine())));
+    engine.reload(plan(&config, &BpfProbe::new(&machine())));
 }
 
 /// `event` in `cgroup` on `cpu` in the latest snapshot (per-CPU series).
@@ -586,7 +585,7 @@ cgroups:
     );
     let (mut bpf, by_bpf) = bpf_engine(&yaml, DEFAULT_CAPACITY);
     let (mut cg, by_cgroup) = cgroup_engine(&yaml);
-    let collect = |bpf: &mut Engine<BpfBackend>, cg: &mut Engine| {
+    let collect = |bpf: &mut Engine, cg: &mut Engine| {
         bpf.collect();
         cg.collect();
     };
@@ -690,7 +689,7 @@ cgroups:
                 11 => &wide[1],
                 _ => &configs[(i + 1) % configs.len()],
             };
-            engine.reload(config, plan(config, &BpfProbe::new(&machine())));
+            engine.reload(plan(config, &BpfProbe::new(&machine())));
             engine.collect();
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -725,7 +724,7 @@ fn getppid_in_family(
     capacity: usize,
     groups: &str,
     tracepoints: &str,
-) -> (Engine<BpfBackend>, Latest) {
+) -> (Engine, Latest) {
     let yaml = family_config(parent, groups, tracepoints);
     let (mut engine, latest) = bpf_engine(&yaml, capacity);
     engine.collect();
@@ -817,7 +816,7 @@ fn counts_stay_exact_while_the_totals_grow_with_cgroups_and_counters() {
                 ));
             }
             if round == 3 {
-                engine.reload(&wide, plan(&wide, &BpfProbe::new(&machine())));
+                engine.reload(plan(&wide, &BpfProbe::new(&machine())));
             }
             engine.collect();
             let now = getppid_counts(&latest, [&a, &b, &parent]);

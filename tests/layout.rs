@@ -21,9 +21,9 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-/// Directories holding the counting engine: the engine, its backends and
-/// its totals.
-const ENGINE: [&str; 3] = ["engine", "backend", "totals"];
+/// Directories holding the counting engine: the engine, its targets, its
+/// backends and its totals.
+const ENGINE: [&str; 6] = ["engine", "cgroups", "host", "process", "backend", "totals"];
 
 /// Lines of code (before the tests) an engine file may hold.
 const MAX_ENGINE_LINES: usize = 600;

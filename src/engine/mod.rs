@@ -1,16 +1,9 @@
-//! The engine: decides what to count for the cgroups discovery finds and the
-//! CPUs that are online, has a counting [`Backend`] count it, reads once per
-//! interval and publishes one immutable [`Snapshot`] for the exporters.
-//!
-//! Totals live apart from what counts them ([`crate::totals`]), so
-//! reopening (a CPU back online, a reload that changes a group) never resets
-//! or double-counts a series; only a cgroup that disappears loses its
-//! series.
+//! The engine: drives the targets (cgroups, processes, the host; see
+//! [`crate::target`]) through the CPUs that are online, reads them once per
+//! interval, swaps reloaded plans in, and publishes one immutable
+//! [`Snapshot`] for the exporters.
 
-mod counting;
 mod hotplug;
-mod keys;
-mod series;
 #[cfg(test)]
 mod tests;
 
@@ -19,146 +12,137 @@ pub use hotplug::CpuTracker;
 
 use crate::backend::Backend;
 use crate::backend::choose::Opened;
-use crate::config::Config;
+use crate::cgroups::Cgroups;
 use crate::cri::Names;
 use crate::discovery::Discovery;
 use crate::host::Host;
 use crate::plan::Plan;
 use crate::process::Processes;
 use crate::snapshot::{BackendInfo, ErrorReason, Errors, Latest, Operation, Snapshot};
-use counting::{Counting, nameable};
-use series::AllSeries;
+use crate::target::Target;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Messages to a running engine.
 #[derive(Debug)]
 pub enum Control {
-    /// Apply a new config, or record that loading one failed (the running
-    /// config stays).
-    Reload(Result<Box<NewConfig>, String>),
+    /// Apply a new plan, or record that loading a config failed (the
+    /// running one stays).
+    Reload(Result<Box<Plan>, String>),
     /// Stop after the current interval.
     Stop,
 }
 
-/// A config and its plan, built off the engine's thread (see
-/// [`crate::reload`]): building resolves uprobe binaries and probes every
-/// group, which must never stall collections.
-#[derive(Debug)]
-pub struct NewConfig {
-    /// The config.
-    pub config: Config,
-    /// Its plan on this machine.
-    pub plan: Plan,
-}
-
-/// How often a backend that hands counts over between reads (the rings of
+/// How often a target that hands counts over between reads (the rings of
 /// `by:` tracepoints) is drained between collections, besides whenever it
 /// asks. A sample takes about 40 bytes, so a default ring (256 KiB) holds
 /// about 6,500 between two drains: some 650,000 hits a second per CPU. A
 /// drain of an empty ring is one atomic load per CPU.
 const DRAIN_EVERY: Duration = Duration::from_millis(10);
 
-/// Owns what is counted, the totals, and the loop that reads them.
+/// Owns the targets, and the loop that reads them.
 #[derive(Debug)]
-pub struct Engine<B = Box<dyn Backend + Send>> {
+pub struct Engine {
     plan: Plan,
-    discovery: Discovery,
     cpus: CpuTracker,
-    counting: Counting<B>,
-    /// What `host:` counts for the whole machine.
-    host: Host,
-    /// What `processes:` counts.
-    processes: Processes,
-    /// Failures of the engine's own reads (CPU list, cgroup hierarchy).
+    /// What is counted for: see [`targets`].
+    targets: Vec<Box<dyn Target>>,
+    /// Whether the targets were given a plan yet (at the first collection,
+    /// once the CPUs are known).
+    applied: bool,
+    /// Failures of the engine's and the targets' own reads and opens (CPU
+    /// list, cgroup hierarchy, `/proc`, the host's and processes' groups).
     errors: Errors,
     reload_ok: bool,
     reload_success_time: SystemTime,
     latest: Latest,
     collections: u64,
-    /// Pod and container names from the container runtime, if asked for.
-    names: Option<Names>,
     /// Which backend counts, and why `auto` fell back.
     backend: BackendInfo,
 }
 
+/// The table of targets: the cgroups, counted by the backend chosen for
+/// them (`backend::choose`); the host and processes, counted by perf
+/// events of their own whatever that backend is. A new target is one
+/// module implementing [`Target`] and one row here.
+fn targets<B: Backend + Send + 'static>(
+    backend: B,
+    discovery: Discovery,
+    names: Option<Names>,
+    cpus: &CpuTracker,
+) -> Vec<Box<dyn Target>> {
+    vec![
+        Box::new(Cgroups::new(backend, discovery, names)),
+        Box::new(Host::new(cpus.tally())),
+        Box::new(Processes::new(cpus.tally())),
+    ]
+}
+
 impl Engine {
-    /// An engine counting with an `opened` backend.
+    /// An engine counting with an `opened` backend; `names` gives pod and
+    /// container cgroups the container runtime's names.
     pub fn new(
-        config: &Config,
         plan: Plan,
         discovery: Discovery,
         opened: Opened,
         latest: Latest,
+        names: Option<Names>,
     ) -> Self {
         let cpus = CpuTracker::new(opened.tally);
-        let mut engine = Self::with_backend(config, plan, discovery, opened.backend, cpus, latest);
+        let targets = targets(opened.backend, discovery, names, &cpus);
+        let mut engine = Self::of(plan, targets, cpus, latest);
         engine.backend = opened.info;
         engine
     }
-}
 
-impl<B: Backend> Engine<B> {
-    /// An engine counting with `backend`, following CPUs with `cpus`.
-    pub fn with_backend(
-        config: &Config,
+    /// An engine counting cgroups with `backend`, following CPUs with
+    /// `cpus`.
+    pub fn with_backend<B: Backend + Send + 'static>(
         plan: Plan,
         discovery: Discovery,
-        mut backend: B,
+        backend: B,
         cpus: CpuTracker,
         latest: Latest,
     ) -> Self {
+        let targets = targets(backend, discovery, None, &cpus);
+        Self::of(plan, targets, cpus, latest)
+    }
+
+    fn of(plan: Plan, targets: Vec<Box<dyn Target>>, cpus: CpuTracker, latest: Latest) -> Self {
         log_support(&plan);
-        backend.configure(&plan);
-        let host = Host::new(cpus.tally());
-        let processes = Processes::new(cpus.tally());
         Self {
             plan,
-            discovery,
             cpus,
-            counting: Counting::new(backend, config.max_cgroups, config.labels.clone()),
-            host,
-            processes,
+            targets,
+            applied: false,
             errors: Errors::default(),
             reload_ok: true,
             reload_success_time: SystemTime::now(),
             latest,
             collections: 0,
-            names: None,
             backend: BackendInfo::default(),
         }
     }
 
-    /// Adds the runtime's names (`pod`, `namespace`, `container`, `image`)
-    /// to the labels of pod and container cgroups, once `names` knows them.
-    /// Looking them up never waits on the runtime.
-    pub fn set_names(&mut self, names: Names) {
-        self.names = Some(names);
-        for entry in self.counting.entries.values_mut() {
-            entry.unnamed = nameable(entry.labels());
-        }
-    }
-
     /// Runs one interval: reads everything, follows CPUs going offline and
-    /// online, picks up new and removed cgroups, and publishes the snapshot.
+    /// online, follows what each target counts (new and removed cgroups,
+    /// processes started and exited), and publishes the snapshot.
     pub fn collect(&mut self) {
         let started = Instant::now();
-        self.counting.read();
-        self.host.read(&mut self.errors);
-        self.processes.read(&mut self.errors);
-        let online = self.cpus.online();
-        self.counting
-            .backend
-            .retry(&online, &mut self.counting.totals);
-        self.follow_cpus();
-        self.rediscover(false);
-        match self.processes.applied() {
-            true => self.processes.rescan(&mut self.errors),
-            false => self.processes.apply(&self.plan, &mut self.errors),
+        for target in &mut self.targets {
+            target.read(&mut self.errors);
         }
-        self.name_cgroups();
+        self.follow_cpus();
+        let online = self.cpus.online();
+        for target in &mut self.targets {
+            match self.applied {
+                true => target.follow(&self.plan, &online, &mut self.errors),
+                false => target.apply(&self.plan, &online, &mut self.errors),
+            }
+        }
+        self.applied = true;
         self.collections += 1;
-        let snapshot = self.snapshot(started.elapsed().as_secs_f64());
+        let snapshot = self.snapshot(started);
         self.latest.publish(snapshot);
     }
 
@@ -176,29 +160,31 @@ impl<B: Backend> Engine<B> {
                 next = now + self.plan.interval;
             }
             loop {
-                let drains = self.counting.backend.drains();
+                let drains = self.targets.iter().any(|t| t.drains());
                 let wake = match drains {
                     true => next.min(Instant::now() + DRAIN_EVERY),
                     false => next,
                 };
                 let timeout = wake.saturating_duration_since(Instant::now());
-                let message = if drains {
-                    // Also woken when the backend asks to be drained.
-                    self.counting.backend.wait(timeout);
-                    control.try_recv().map_err(|e| match e {
-                        TryRecvError::Empty => RecvTimeoutError::Timeout,
-                        TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
-                    })
-                } else {
-                    control.recv_timeout(timeout)
+                let message = match self.targets.iter_mut().find(|t| t.drains()) {
+                    Some(target) => {
+                        // Also woken when the target asks to be drained.
+                        target.wait(timeout);
+                        control.try_recv().map_err(|e| match e {
+                            TryRecvError::Empty => RecvTimeoutError::Timeout,
+                            TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
+                        })
+                    }
+                    None => control.recv_timeout(timeout),
                 };
                 match message {
                     Err(RecvTimeoutError::Timeout) if Instant::now() < next => {
-                        let counting = &mut self.counting;
-                        counting.backend.drain(&mut counting.totals);
+                        for target in self.targets.iter_mut().filter(|t| t.drains()) {
+                            target.drain();
+                        }
                     }
                     Err(RecvTimeoutError::Timeout) => break,
-                    Ok(Control::Reload(Ok(new))) => self.reload(&new.config, new.plan),
+                    Ok(Control::Reload(Ok(plan))) => self.reload(*plan),
                     Ok(Control::Reload(Err(reason))) => {
                         self.reload_ok = false;
                         tracing::error!(
@@ -211,47 +197,26 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// Applies a new config: what did not change keeps what counts it and
-    /// its totals, changed groups are counted anew keeping the totals of
-    /// the events they still have, what is gone vanishes. `plan` is
-    /// `config`'s, built by the caller off this thread.
-    pub fn reload(&mut self, config: &Config, plan: Plan) {
+    /// Applies a new config's `plan` (built by the caller off this thread:
+    /// building resolves uprobe binaries and probes every group, which
+    /// must never stall collections): what did not change keeps what
+    /// counts it and its totals, changed groups are counted anew keeping
+    /// the totals of the events they still have, what is gone vanishes.
+    pub fn reload(&mut self, plan: Plan) {
         self.plan = plan;
         log_support(&self.plan);
         let online = self.cpus.online();
-        self.host.apply(&self.plan.host, &online, &mut self.errors);
-        self.processes.apply(&self.plan, &mut self.errors);
-        self.counting.reloaded(
-            &self.plan,
-            config.max_cgroups,
-            config.labels.clone(),
-            self.names.is_some(),
-        );
-        self.rediscover(true);
+        for target in &mut self.targets {
+            target.apply(&self.plan, &online, &mut self.errors);
+        }
+        self.applied = true;
         self.reload_ok = true;
         self.reload_success_time = SystemTime::now();
         tracing::info!("config reloaded");
     }
 
-    /// Follows the cgroups discovery finds, when they may have changed (or
-    /// `force`). A scan that could not list the hierarchy changes nothing
-    /// and is counted as a `cgroup_list` read error; discovery scans again
-    /// at the next collection.
-    fn rediscover(&mut self, force: bool) {
-        match self.discovery.poll(&self.plan.selectors, force) {
-            Some(Ok(found)) => {
-                let online = self.cpus.online();
-                let fs = self.discovery.fs();
-                self.counting
-                    .sync(found, &self.plan, fs, &online, self.names.as_ref());
-            }
-            Some(Err(_)) => self.errors.count(Operation::Read, ErrorReason::CgroupList),
-            None => {}
-        }
-    }
-
-    /// Closes what counted on CPUs that went offline (after a final read)
-    /// and counts on CPUs that came (back) online.
+    /// Tells every target of CPUs that went offline (what counted there is
+    /// read a last time and closed) and came (back) online.
     fn follow_cpus(&mut self) {
         let online = match crate::cpus::online() {
             Ok(online) => online,
@@ -268,71 +233,33 @@ impl<B: Backend> Engine<B> {
         if self.collections > 0 {
             tracing::info!(online = ?changes.open, offline = ?changes.closed, "CPUs changed");
         }
-        self.counting.cpus_changed(&changes);
-        if !self.host.applied() {
-            // The CPUs are known now.
-            self.host.apply(&self.plan.host, &online, &mut self.errors);
-        } else {
-            self.host.cpus_changed(&changes, &online, &mut self.errors);
+        for target in &mut self.targets {
+            target.cpus_changed(&changes, &online, &mut self.errors);
         }
     }
 
-    /// Gives the cgroups still waiting for them the names the runtime knows
-    /// by now.
-    fn name_cgroups(&mut self) {
-        let Some(names) = &self.names else { return };
-        for entry in self.counting.entries.values_mut().filter(|e| e.unnamed) {
-            if let Some(named) = names.lookup(entry.labels()) {
-                let labels = entry.labels().iter().cloned().chain(named).collect();
-                entry.set_labels(labels);
-                entry.unnamed = false;
-            }
+    /// The snapshot of the collection `started` began: the engine's own
+    /// figures, then every target's series.
+    fn snapshot(&mut self, started: Instant) -> Snapshot {
+        let collection_seconds = started.elapsed().as_secs_f64();
+        let mut snapshot = Snapshot::empty();
+        snapshot.interval = self.plan.interval;
+        snapshot.metric_defs = self.plan.metrics.clone();
+        snapshot.support = self.plan.support.clone();
+        snapshot.host_support = self.plan.host.support.clone();
+        snapshot.errors = self.errors.clone();
+        snapshot.collections = self.collections;
+        snapshot.reload_ok = self.reload_ok;
+        snapshot.reload_success_time = self.reload_success_time;
+        snapshot.backend = self.backend.clone();
+        let now = Instant::now();
+        for target in &mut self.targets {
+            target.show(&self.plan, now, &mut snapshot);
         }
-    }
-
-    fn snapshot(&mut self, collection_seconds: f64) -> Snapshot {
-        let counting = &mut self.counting;
-        let series = AllSeries::of(
-            &mut counting.entries,
-            &mut counting.totals,
-            self.plan.per_cpu,
-            Instant::now(),
-        );
-        let stats = counting.backend.stats();
-        let processes = self.processes.samples(Instant::now());
-        let mut errors = stats.errors;
-        errors.add(&self.errors);
-        Snapshot {
-            taken_at: SystemTime::now(),
-            finished: Some(Instant::now()),
-            interval: self.plan.interval,
-            counters: series.counters,
-            group_times: series.group_times,
-            events_lost: series.events_lost,
-            metrics: series.metrics,
-            metric_defs: self.plan.metrics.clone(),
-            support: self.plan.support.clone(),
-            host: self.host.samples(self.plan.per_cpu),
-            host_support: self.plan.host.support.clone(),
-            processes: processes.counters,
-            process_counts: processes.counts,
-            process_metrics: processes.metrics,
-            processes_skipped: self.processes.skipped(),
-            errors,
-            skipped: counting.skipped.clone(),
-            open_fds: stats.open_fds,
-            monitored_cgroups: counting.entries.len() as u64,
-            collection_seconds,
-            samples_lost: stats.samples_lost,
-            samples_undecodable: stats.samples_undecodable,
-            collections: self.collections,
-            reload_ok: self.reload_ok,
-            cri_failures: self.names.as_ref().map_or(0, Names::failures),
-            reload_success_time: self.reload_success_time,
-            backend: self.backend.clone(),
-            bpf_run_seconds: stats.bpf_run_ns as f64 / 1e9,
-            bpf_runs: stats.bpf_runs,
-        }
+        snapshot.taken_at = SystemTime::now();
+        snapshot.finished = Some(Instant::now());
+        snapshot.collection_seconds = collection_seconds;
+        snapshot
     }
 }
 

@@ -1,780 +1,190 @@
-//! Unit tests of the engine with a fake backend, without root: what the
-//! engine decides (admission, reconciling on reload, CPUs changing) and
-//! what it exports, checked against a model of what the kernel counted.
+//! Unit tests of the engine over recording targets, without root: every
+//! target is driven the same way and in the documented order, reloads
+//! reach them all, only a target that drains is waited on and drained, and
+//! the snapshot holds the engine's figures and each target's series.
 
-use super::counting::Counting;
-use super::series::AllSeries;
-use crate::backend::{Backend, Cgroup, Outcome, Stats, Wanted};
+use super::{Control, Engine};
 use crate::config::Config;
 use crate::cpus::CpuChanges;
-use crate::discovery::{CgroupFs, Found};
-use crate::ids::{CgroupSlot, GroupId};
-use crate::perf::GroupRead;
-use crate::plan::{GroupSpec, Plan, Probe, Refusal, Trial};
-use crate::snapshot::{CounterSample, SkipReason};
-use crate::totals::{Baseline, GroupKey, Handle, Totals};
-use proptest::prelude::*;
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use crate::engine::CpuTracker;
+use crate::plan::Plan;
+use crate::snapshot::{Errors, Latest, Snapshot};
+use crate::target::Target;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// One group open on one CPU in the fake kernel: what it counted since it
-/// was opened, and how much of its enabled time it ran.
+/// What every recording target was asked, in order: (target, call).
+type Calls = Arc<Mutex<Vec<(&'static str, &'static str)>>>;
+
 #[derive(Debug)]
-struct FakeGroup {
-    spec: Arc<GroupSpec>,
-    /// Counts per event since opened (the kernel's cumulative values).
-    raw: Vec<u64>,
-    enabled: u64,
-    running: u64,
-    baseline: Baseline,
-    totals: Handle,
-    columns: Vec<usize>,
+struct Recording {
+    name: &'static str,
+    drains: bool,
+    calls: Calls,
+    /// Added to `processes_skipped` by each `show`, so that the snapshot
+    /// tells which targets showed.
+    shows: u64,
 }
 
-impl FakeGroup {
-    fn open(spec: &Arc<GroupSpec>, key: &GroupKey, totals: &mut Totals) -> Self {
-        let handle = totals.group(key);
-        let columns = totals.columns(handle, &spec.event_ids());
-        Self {
-            spec: spec.clone(),
-            raw: vec![0; spec.events.len()],
-            enabled: 0,
-            running: 0,
-            baseline: Baseline::new(spec.events.len()),
-            totals: handle,
-            columns,
+impl Recording {
+    fn log(&self, call: &'static str) {
+        match self.calls.lock() {
+            Ok(mut calls) => calls.push((self.name, call)),
+            Err(e) => panic!("a test thread panicked: {e}"),
         }
-    }
-
-    /// Adds what it counted since its last read, through a group read
-    /// laid out as the kernel's.
-    fn read(&mut self, totals: &mut Totals) {
-        let ids: Vec<u64> = (0..self.raw.len() as u64).collect();
-        let mut words = vec![self.raw.len() as u64, self.enabled, self.running];
-        for (id, value) in ids.iter().zip(&self.raw) {
-            words.extend([*value, *id]);
-        }
-        let Ok(read) = GroupRead::parse(&words) else {
-            panic!("a fake read is well formed");
-        };
-        let baseline = &mut self.baseline;
-        totals.add(self.totals, &self.columns, |delta| {
-            baseline.delta(&read, &ids, delta)
-        });
     }
 }
 
-/// A backend that counts in memory: events happen when a test says so.
-#[derive(Debug, Default)]
-struct Fake {
-    open: BTreeMap<(CgroupSlot, GroupId, u32), FakeGroup>,
-    wanted: BTreeMap<CgroupSlot, Wanted>,
-    /// Most cgroups it admits (its "descriptors").
-    capacity: Option<usize>,
-    online: Vec<u32>,
-}
-
-impl Fake {
-    /// Opens `spec` for `slot` on `cpu`, counting from zero.
-    fn open_one(&mut self, slot: CgroupSlot, spec: &Arc<GroupSpec>, cpu: u32, totals: &mut Totals) {
-        let key = GroupKey {
-            cgroup: slot,
-            group: spec.id(),
-            cpu,
-        };
-        let group = FakeGroup::open(spec, &key, totals);
-        self.open.insert((slot, spec.id(), cpu), group);
+impl Target for Recording {
+    fn apply(&mut self, _plan: &Plan, online: &[u32], _errors: &mut Errors) {
+        assert!(!online.is_empty(), "a plan is applied once CPUs are known");
+        self.log("apply");
     }
 
-    fn open_all(&mut self, slot: CgroupSlot, cpus: &[u32], totals: &mut Totals) {
-        let Some(wanted) = self.wanted.get(&slot).cloned() else {
-            return;
-        };
-        for spec in &wanted.groups {
-            for &cpu in cpus {
-                self.open_one(slot, spec, cpu, totals);
-            }
-        }
+    fn read(&mut self, _errors: &mut Errors) {
+        self.log("read");
     }
 
-    /// `n` occurrences of event `event` of group `group` in cgroup `slot`
-    /// on `cpu`, counted if it is open there; whether it was.
-    fn happen(&mut self, slot: CgroupSlot, group: &GroupId, event: &str, cpu: u32, n: u64) -> bool {
-        let Some(open) = self.open.get_mut(&(slot, group.clone(), cpu)) else {
-            return false;
-        };
-        let Some(i) = open.spec.events.iter().position(|e| &*e.label == event) else {
-            return false;
-        };
-        open.raw[i] += n;
-        open.enabled += 10;
-        open.running += 10;
-        true
-    }
-}
-
-impl Backend for Fake {
-    fn configure(&mut self, _plan: &Plan) {}
-
-    fn admits(&self, _wanted: &Wanted, _cpus: usize) -> Result<(), SkipReason> {
-        match self.capacity {
-            Some(max) if self.wanted.len() >= max => Err(SkipReason::FdBudget),
-            _ => Ok(()),
-        }
+    fn cpus_changed(&mut self, _changes: &CpuChanges, _online: &[u32], _errors: &mut Errors) {
+        self.log("cpus_changed");
     }
 
-    fn counts(&self, slot: CgroupSlot) -> bool {
-        self.wanted.contains_key(&slot)
+    fn follow(&mut self, _plan: &Plan, _online: &[u32], _errors: &mut Errors) {
+        self.log("follow");
     }
 
-    fn apply(
-        &mut self,
-        cgroups: &[(Cgroup, Wanted)],
-        online: &[u32],
-        totals: &mut Totals,
-    ) -> Vec<Outcome> {
-        self.online = online.to_vec();
-        for (cgroup, wanted) in cgroups {
-            let slot = cgroup.slot;
-            let old = self.wanted.insert(slot, wanted.clone()).unwrap_or_default();
-            for spec in &old.groups {
-                let kept = wanted.groups.iter().any(|g| **g == **spec);
-                if kept {
-                    continue;
-                }
-                for &cpu in online {
-                    let Some(mut group) = self.open.remove(&(slot, spec.id(), cpu)) else {
-                        continue;
-                    };
-                    // Replaced: read one last time, as the real one does.
-                    if wanted.groups.iter().any(|g| g.id() == spec.id()) {
-                        group.read(totals);
-                    }
-                }
-            }
-            for spec in &wanted.groups {
-                if old.groups.iter().any(|g| **g == **spec) {
-                    continue;
-                }
-                for &cpu in online {
-                    self.open_one(slot, spec, cpu, totals);
-                }
-            }
-        }
-        vec![Outcome::Counted; cgroups.len()]
-    }
-
-    fn remove(&mut self, slot: CgroupSlot) {
-        self.wanted.remove(&slot);
-        self.open.retain(|(s, _, _), _| *s != slot);
-    }
-
-    fn cpus_changed(&mut self, changes: &CpuChanges, totals: &mut Totals) {
-        let gone = |cpu: &u32| changes.closed.contains(cpu) || changes.open.contains(cpu);
-        let keys: Vec<_> = self.open.keys().filter(|k| gone(&k.2)).cloned().collect();
-        for key in keys {
-            if let Some(mut group) = self.open.remove(&key) {
-                group.read(totals);
-            }
-        }
-        self.online.retain(|c| !changes.closed.contains(c));
-        let slots: Vec<CgroupSlot> = self.wanted.keys().copied().collect();
-        for slot in slots {
-            self.open_all(slot, &changes.open, totals);
-        }
-        self.online.extend(&changes.open);
-    }
-
-    fn retry(&mut self, _online: &[u32], _totals: &mut Totals) {}
-
-    fn read(&mut self, totals: &mut Totals) {
-        for group in self.open.values_mut() {
-            group.read(totals);
-        }
+    fn show(&mut self, _plan: &Plan, _now: Instant, snapshot: &mut Snapshot) {
+        self.log("show");
+        snapshot.processes_skipped += self.shows;
     }
 
     fn drains(&self) -> bool {
-        false
+        self.drains
     }
 
-    fn wait(&mut self, _timeout: Duration) {}
+    fn wait(&mut self, timeout: Duration) {
+        self.log("wait");
+        std::thread::sleep(timeout);
+    }
 
-    fn drain(&mut self, _totals: &mut Totals) {}
-
-    fn stats(&self) -> Stats {
-        Stats::default()
+    fn drain(&mut self) {
+        self.log("drain");
     }
 }
 
-/// Configs a test moves between: `sw` changes events, `other` comes and
-/// goes, the selectors change what `/b` counts.
-const CONFIGS: [&str; 3] = [
-    "groups:\n  sw: [page-faults, context-switches]\n  other: [cpu-migrations]\n\
-     cgroups:\n  - path: /a\n    groups: [sw, other]\n  - match: /b*\n    groups: [sw]\n",
-    "groups:\n  sw: [context-switches, minor-faults]\n\
-     cgroups:\n  - path: /a\n    groups: [sw]\n  - match: /b*\n    groups: [sw]\n",
-    "groups:\n  sw: [page-faults, context-switches]\n  other: [cpu-migrations]\n\
-     cgroups:\n  - match: /*\n    groups: [other, sw]\n",
-];
-
-fn config(i: usize) -> Config {
-    match crate::config::parse("test", CONFIGS[i]) {
+fn plan(interval: &str) -> Plan {
+    let yaml = format!("interval: {interval}\ngroups:\n  sw: [context-switches]\n");
+    let config: Config = match crate::config::parse("test", &yaml) {
         Ok(config) => config,
-        Err(e) => panic!("config {i}: {e}"),
-    }
-}
-
-/// A probe that accepts everything: the tests' configs hold software
-/// events only, which resolve without sysfs.
-#[derive(Debug)]
-struct Accepting;
-
-impl Probe for Accepting {
-    fn try_group(&self, _group: &[Trial<'_>]) -> Result<(), Refusal> {
-        Ok(())
-    }
-}
-
-fn plan(config: &Config) -> Plan {
-    let machine = crate::machine::Machine {
-        pmu_root: "/nonexistent".into(),
-        tracefs: Err("not used".into()),
-        probe_cgroup: "/nonexistent".into(),
-        probe_cpu: 0,
-        cores: Default::default(),
-        tables: Default::default(),
-        metrics: Default::default(),
+        Err(e) => panic!("config: {e}"),
     };
-    match Plan::build(config, &machine, &Accepting) {
-        Ok(plan) => plan,
-        Err(e) => panic!("plan: {e}"),
-    }
+    crate::plan::testing::software_plan(&config)
 }
 
-/// The cgroups a test's hierarchy holds, found with the selectors of
-/// `config` (as discovery would: by path and glob).
-fn found(config: &Config, paths: &[(&str, u64)]) -> Vec<Found> {
-    paths
-        .iter()
-        .filter_map(|&(path, ino)| {
-            let selectors: Vec<usize> = config
-                .cgroups
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.pattern.matches(path))
-                .map(|(i, _)| i)
-                .collect();
-            (!selectors.is_empty()).then(|| Found {
-                path: path.into(),
-                ino,
-                selectors,
-            })
+/// An engine over two recording targets, the first draining when `drains`.
+fn engine(interval: &str, drains: bool) -> (Engine, Calls, Latest) {
+    let calls = Calls::default();
+    let target = |name, drains, shows| -> Box<dyn Target> {
+        Box::new(Recording {
+            name,
+            drains,
+            calls: calls.clone(),
+            shows,
         })
-        .collect()
-}
-
-/// An engine core over the fake backend, with its config and plan.
-struct Harness {
-    counting: Counting<Fake>,
-    config: Config,
-    plan: Plan,
-    fs: CgroupFs,
-    online: Vec<u32>,
-    cgroups: Vec<(&'static str, u64)>,
-}
-
-impl Harness {
-    fn new(config: usize, cgroups: &[(&'static str, u64)]) -> Self {
-        let config = self::config(config);
-        let plan = plan(&config);
-        let mut h = Self {
-            counting: Counting::new(Fake::default(), config.max_cgroups, Vec::new()),
-            config,
-            plan,
-            fs: CgroupFs::at("/nonexistent"),
-            online: vec![0, 1],
-            cgroups: cgroups.to_vec(),
-        };
-        h.scan();
-        h
-    }
-
-    fn scan(&mut self) {
-        let found = found(&self.config, &self.cgroups);
-        self.counting
-            .sync(found, &self.plan, &self.fs, &self.online, None);
-    }
-
-    fn reload(&mut self, config: usize) {
-        self.config = self::config(config);
-        self.plan = plan(&self.config);
-        self.counting
-            .reloaded(&self.plan, self.config.max_cgroups, Vec::new(), false);
-        self.scan();
-    }
-
-    fn slot(&self, path: &str) -> Option<CgroupSlot> {
-        self.counting.entries.get(path).map(|e| e.slot)
-    }
-
-    /// Events in `path` on `cpu`; whether something counted them.
-    fn happen(&mut self, path: &str, group: &str, event: &str, cpu: u32, n: u64) -> bool {
-        let Some(slot) = self.slot(path) else {
-            return false;
-        };
-        let group = GroupId::from_label(group);
-        self.counting.backend.happen(slot, &group, event, cpu, n)
-    }
-
-    /// Every exported series: (cgroup, group, event) → value, after a read.
-    fn collect(&mut self) -> BTreeMap<(String, String, String), f64> {
-        self.counting.read();
-        self.series()
-    }
-
-    /// Every exported series as of the last read.
-    fn series(&mut self) -> BTreeMap<(String, String, String), f64> {
-        keys(self, false)
-            .into_iter()
-            .map(|((cgroup, group, event, _), c)| ((cgroup, group, event), c.value))
-            .collect()
-    }
-}
-
-fn key(cgroup: &str, group: &str, event: &str) -> (String, String, String) {
-    (cgroup.into(), group.into(), event.into())
-}
-
-#[test]
-fn a_reload_keeps_unchanged_groups_and_the_kept_events_of_changed_ones() {
-    let mut h = Harness::new(0, &[("/a", 1), ("/b1", 2)]);
-    assert!(h.happen("/a", "sw", "page-faults", 0, 5));
-    assert!(h.happen("/a", "sw", "context-switches", 1, 7));
-    assert!(h.happen("/a", "other", "cpu-migrations", 0, 3));
-    h.collect();
-    // Counted after the last read, before the reload: read by the hand-over.
-    assert!(h.happen("/a", "sw", "context-switches", 0, 1));
-    h.reload(1);
-    let after = h.collect();
-    assert_eq!(after.get(&key("/a", "sw", "context-switches")), Some(&8.0));
-    assert_eq!(after.get(&key("/a", "sw", "minor-faults")), Some(&0.0));
-    assert_eq!(after.get(&key("/a", "sw", "page-faults")), None, "dropped");
-    assert_eq!(
-        after.get(&key("/a", "other", "cpu-migrations")),
-        None,
-        "removed"
-    );
-    // Back again: the dropped series start from zero, the kept one goes on.
-    assert!(h.happen("/a", "sw", "minor-faults", 1, 2));
-    h.reload(0);
-    assert!(h.happen("/a", "other", "cpu-migrations", 0, 1));
-    let back = h.collect();
-    assert_eq!(back.get(&key("/a", "sw", "page-faults")), Some(&0.0));
-    assert_eq!(back.get(&key("/a", "sw", "context-switches")), Some(&8.0));
-    assert_eq!(back.get(&key("/a", "other", "cpu-migrations")), Some(&1.0));
-}
-
-#[test]
-fn a_cpu_that_goes_offline_is_read_last_and_counts_again_from_its_totals() {
-    let mut h = Harness::new(0, &[("/a", 1)]);
-    assert!(h.happen("/a", "sw", "page-faults", 1, 4));
-    h.counting.cpus_changed(&CpuChanges {
-        open: vec![],
-        closed: vec![1],
-    });
-    assert!(!h.happen("/a", "sw", "page-faults", 1, 100), "offline");
-    assert_eq!(h.collect().get(&key("/a", "sw", "page-faults")), Some(&4.0));
-    h.counting.cpus_changed(&CpuChanges {
-        open: vec![1],
-        closed: vec![],
-    });
-    assert!(h.happen("/a", "sw", "page-faults", 1, 2));
-    assert_eq!(h.collect().get(&key("/a", "sw", "page-faults")), Some(&6.0));
-}
-
-#[test]
-fn admission_follows_selector_order_then_depth_then_name_within_max_cgroups() {
-    let text = "max_cgroups: 2\ngroups:\n  sw: [page-faults]\n\
-                cgroups:\n  - match: /z*\n  - match: /**\n";
-    let config = crate::config::parse("test", text).expect("valid");
-    let plan = plan(&config);
-    let mut counting = Counting::new(Fake::default(), config.max_cgroups, Vec::new());
-    let paths = [("/a/deep", 1), ("/b", 2), ("/a", 3), ("/z9", 4), ("/z1", 5)];
-    let found = paths
-        .iter()
-        .map(|&(path, ino)| Found {
-            path: path.into(),
-            ino,
-            selectors: config
-                .cgroups
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.pattern.matches(path))
-                .map(|(i, _)| i)
-                .collect(),
-        })
-        .collect();
-    counting.sync(found, &plan, &CgroupFs::at("/x"), &[0], None);
-    let counted: Vec<&String> = counting.entries.keys().collect();
-    assert_eq!(counted, ["/z1", "/z9"]);
-    assert_eq!(counting.skipped.get(&SkipReason::MaxCgroups), Some(&3));
-    assert_eq!(counting.skipped.get(&SkipReason::FdBudget), Some(&0));
-}
-
-#[test]
-fn a_backend_that_is_full_skips_with_its_reason_and_counts_the_others() {
-    let mut h = Harness::new(2, &[]);
-    h.counting.backend.capacity = Some(1);
-    h.cgroups = vec![("/b", 2), ("/a", 1)];
-    h.scan();
-    let counted: Vec<&String> = h.counting.entries.keys().collect();
-    assert_eq!(counted, ["/a"]);
-    assert_eq!(h.counting.skipped.get(&SkipReason::FdBudget), Some(&1));
-    // Room again: picked up at the next scan.
-    h.counting.backend.capacity = Some(2);
-    h.scan();
-    assert_eq!(h.counting.entries.len(), 2);
-    assert_eq!(h.counting.skipped.get(&SkipReason::FdBudget), Some(&0));
-}
-
-#[test]
-fn a_cgroup_recreated_under_its_path_starts_new_series() {
-    let mut h = Harness::new(0, &[("/a", 1)]);
-    assert!(h.happen("/a", "sw", "page-faults", 0, 9));
-    h.collect();
-    let before = h.counting.entries["/a"].created;
-    h.cgroups = vec![("/a", 99)];
-    h.scan();
-    assert!(h.counting.entries["/a"].created >= before);
-    assert_eq!(h.collect().get(&key("/a", "sw", "page-faults")), Some(&0.0));
-}
-
-#[test]
-fn group_times_summed_over_cpus_saturate_rather_than_wrap() {
-    // Each CPU's totals saturate; two near the top must not wrap (or
-    // panic) when summed.
-    let mut h = Harness::new(0, &[("/a", 1)]);
-    assert!(h.happen("/a", "sw", "page-faults", 0, 1));
-    assert!(h.happen("/a", "sw", "page-faults", 1, 1));
-    h.collect();
-    let slot = h.slot("/a").expect("counted");
-    for cpu in [0, 1] {
-        let key = GroupKey {
-            cgroup: slot,
-            group: GroupId::from_label("sw"),
-            cpu,
-        };
-        let handle = h.counting.totals.group(&key);
-        let totals = h.counting.totals.group_mut(handle).expect("live");
-        totals.enabled_ns = u64::MAX - 1;
-        totals.never_ran_intervals = u64::MAX;
-    }
-    let series = AllSeries::of(
-        &mut h.counting.entries,
-        &mut h.counting.totals,
-        false,
-        Instant::now(),
-    );
-    let times = series
-        .group_times
-        .iter()
-        .find(|t| &*t.group == "sw")
-        .expect("sw");
-    assert_eq!(times.enabled_seconds, u64::MAX as f64 / 1e9);
-    assert_eq!(times.never_ran_intervals, u64::MAX);
-}
-
-#[test]
-fn an_interval_enabled_but_never_run_adds_nothing_and_is_counted() {
-    let mut h = Harness::new(0, &[("/a", 1)]);
-    assert!(h.happen("/a", "sw", "page-faults", 0, 3));
-    h.collect();
-    let slot = h.slot("/a").expect("counted");
-    let open = h
-        .counting
-        .backend
-        .open
-        .get_mut(&(slot, GroupId::from_label("sw"), 0))
-        .expect("open");
-    open.raw[0] += 50;
-    open.enabled += 1000;
-    h.counting.read();
-    let series = AllSeries::of(
-        &mut h.counting.entries,
-        &mut h.counting.totals,
-        true,
-        Instant::now(),
-    );
-    let times = series
-        .group_times
-        .iter()
-        .find(|t| &*t.group == "sw" && t.cpu == Some(0))
-        .expect("sw on CPU 0");
-    assert_eq!(times.never_ran_intervals, 1);
-    let value = series
-        .counters
-        .iter()
-        .find(|c| &*c.event == "page-faults" && c.cpu == Some(0))
-        .map(|c| c.value);
-    assert_eq!(value, Some(3.0));
-}
-
-/// The keys of every series of a snapshot, by (cgroup, group, event, CPU).
-fn keys(
-    h: &mut Harness,
-    per_cpu: bool,
-) -> BTreeMap<(String, String, String, Option<u32>), CounterSample> {
-    let series = AllSeries::of(
-        &mut h.counting.entries,
-        &mut h.counting.totals,
-        per_cpu,
-        Instant::now(),
-    );
-    series
-        .counters
-        .iter()
-        .map(|c| {
-            let at = (
-                c.cgroup.to_string(),
-                c.group.to_string(),
-                c.event.to_string(),
-                c.cpu,
-            );
-            (at, c.clone())
-        })
-        .collect()
-}
-
-#[test]
-fn series_keys_are_kept_across_snapshots_and_made_again_when_their_names_change() {
-    let mut h = Harness::new(0, &[("/a", 1), ("/b1", 2)]);
-    let first = keys(&mut h, false);
-    let second = keys(&mut h, false);
-    assert!(!first.is_empty());
-    assert_eq!(
-        first.keys().collect::<Vec<_>>(),
-        second.keys().collect::<Vec<_>>()
-    );
-    for (at, key) in &first {
-        assert!(key.shares_key_with(&second[at]), "{at:?} made again");
-    }
-    // Per CPU: one key per CPU, kept too.
-    let per_cpu = keys(&mut h, true);
-    let page_faults = |k: &BTreeMap<_, CounterSample>| {
-        k.iter()
-            .filter(|((c, _, e, _), _)| c == "/a" && e == "page-faults")
-            .map(|((_, _, _, cpu), key)| (*cpu, key.clone()))
-            .collect::<Vec<_>>()
     };
-    let cpus = page_faults(&per_cpu);
-    assert_eq!(
-        cpus.iter().map(|(cpu, _)| *cpu).collect::<Vec<_>>(),
-        [Some(0), Some(1)]
-    );
-    for ((_, now), (_, before)) in page_faults(&keys(&mut h, true)).iter().zip(&cpus) {
-        assert!(now.shares_key_with(before));
+    let targets = vec![target("a", drains, 1), target("b", false, 10)];
+    let cpus = CpuTracker::new(Arc::new(AtomicU64::new(0)));
+    let latest = Latest::new();
+    let engine = Engine::of(plan(interval), targets, cpus, latest.clone());
+    (engine, calls, latest)
+}
+
+/// The calls made so far, and forgets them.
+fn take(calls: &Calls) -> Vec<(&'static str, &'static str)> {
+    match calls.lock() {
+        Ok(mut calls) => std::mem::take(&mut *calls),
+        Err(e) => panic!("a test thread panicked: {e}"),
     }
-    // Names from the container runtime: the cgroup's keys carry them.
-    let before = keys(&mut h, false);
-    let entry = h.counting.entries.get_mut("/a").expect("counted");
-    entry.set_labels(Arc::from(vec![("pod", Box::from("web-0"))]));
-    let named = keys(&mut h, false);
-    let sw = |cgroup: &str, event: &str| (cgroup.into(), "sw".into(), event.into(), None);
-    let at = sw("/a", "page-faults");
-    assert_eq!(&*named[&at].labels, &[("pod", Box::from("web-0"))]);
-    let b1 = sw("/b1", "page-faults");
+}
+
+#[test]
+fn every_target_is_read_first_then_given_the_cpus_then_the_plan_then_shown() {
+    let (mut engine, calls, latest) = engine("1s", false);
+    engine.collect();
+    // The first collection finds every online CPU: each target hears of
+    // them before it is given the plan.
+    assert_eq!(
+        take(&calls),
+        [
+            ("a", "read"),
+            ("b", "read"),
+            ("a", "cpus_changed"),
+            ("b", "cpus_changed"),
+            ("a", "apply"),
+            ("b", "apply"),
+            ("a", "show"),
+            ("b", "show"),
+        ]
+    );
+    let first = latest.get();
+    assert_eq!(first.collections, 1);
+    assert_eq!(first.processes_skipped, 11, "both targets showed");
+    engine.collect();
+    // Later ones follow what they count instead; the CPUs did not change.
+    assert_eq!(
+        take(&calls),
+        [
+            ("a", "read"),
+            ("b", "read"),
+            ("a", "follow"),
+            ("b", "follow"),
+            ("a", "show"),
+            ("b", "show"),
+        ]
+    );
+    assert_eq!(latest.get().collections, 2);
+}
+
+#[test]
+fn a_reload_gives_every_target_the_new_plan_and_the_snapshot_its_interval() {
+    let (mut engine, calls, latest) = engine("1s", false);
+    engine.collect();
+    take(&calls);
+    engine.reload(plan("250ms"));
+    assert_eq!(take(&calls), [("a", "apply"), ("b", "apply")]);
+    engine.collect();
+    assert_eq!(latest.get().interval, Duration::from_millis(250));
+    assert!(latest.get().reload_ok);
     assert!(
-        named[&b1].shares_key_with(&before[&b1]),
-        "other cgroups keep theirs"
+        !take(&calls).contains(&("a", "apply")),
+        "applied once, not again at the next collection"
     );
-    // A reload that changes a group: its series are named anew.
-    h.reload(1);
-    let reloaded = keys(&mut h, false);
-    let minor = sw("/a", "minor-faults");
-    assert!(reloaded.contains_key(&minor), "{reloaded:?}");
-    assert!(!reloaded.contains_key(&at), "page-faults left the group");
 }
 
 #[test]
-fn a_group_with_nothing_read_yet_counts_zero_not_minus_zero() {
-    let mut h = Harness::new(0, &[("/a", 1)]);
-    h.counting.totals = Totals::default();
-    let all = keys(&mut h, false);
-    assert!(!all.is_empty());
-    for (at, c) in &all {
-        assert!(
-            c.value == 0.0 && c.value.is_sign_positive(),
-            "{at:?}: {}",
-            c.value
-        );
+fn only_a_target_that_drains_is_waited_on_and_drained_between_collections() {
+    let (engine, calls, _latest) = engine("1h", true);
+    let (control, inbox) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || engine.run(inbox));
+    // The interval is an hour: every drain comes from waiting on `a`.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while seen.iter().filter(|c| **c == ("a", "drain")).count() < 3 {
+        assert!(Instant::now() < deadline, "no drains within 30 s: {seen:?}");
+        std::thread::sleep(Duration::from_millis(5));
+        seen.extend(take(&calls));
     }
-}
-
-/// One step of a lifetime.
-#[derive(Debug, Clone)]
-enum Step {
-    Happen {
-        cgroup: usize,
-        event: usize,
-        cpu: u32,
-        n: u64,
-    },
-    Collect,
-    Reload(usize),
-    CpuOff(u32),
-    CpuOn(u32),
-    /// A cgroup appears (or, if there, goes).
-    Toggle(usize),
-}
-
-const PATHS: [&str; 3] = ["/a", "/b1", "/c"];
-const EVENTS: [(&str, &str); 4] = [
-    ("sw", "page-faults"),
-    ("sw", "context-switches"),
-    ("sw", "minor-faults"),
-    ("other", "cpu-migrations"),
-];
-
-fn step() -> impl Strategy<Value = Step> {
-    prop_oneof![
-        4 => (0..PATHS.len(), 0..EVENTS.len(), 0u32..2, 1u64..100)
-            .prop_map(|(cgroup, event, cpu, n)| Step::Happen { cgroup, event, cpu, n }),
-        2 => Just(Step::Collect),
-        1 => (0..CONFIGS.len()).prop_map(Step::Reload),
-        1 => (0u32..2).prop_map(Step::CpuOff),
-        1 => (0u32..2).prop_map(Step::CpuOn),
-        1 => (0..PATHS.len()).prop_map(Step::Toggle),
-    ]
-}
-
-proptest! {
-    /// Whatever happens — reloads that change, drop and bring back groups
-    /// and events, CPUs going and coming, cgroups coming and going — every
-    /// series the engine exports never goes down while it exists, and is
-    /// exactly what was counted since it began.
-    #[test]
-    fn every_series_is_monotonic_and_exact(steps in proptest::collection::vec(step(), 1..80)) {
-        let mut h = Harness::new(0, &[("/a", 1), ("/b1", 2)]);
-        let mut inos = 10;
-        // What the model says each series holds.
-        let mut truth: BTreeMap<(String, String, String), f64> = BTreeMap::new();
-        let mut last: BTreeMap<(String, String, String), f64> = BTreeMap::new();
-        let mut cpu_online = [true, true];
-        for step in steps {
-            match step.clone() {
-                Step::Happen { cgroup, event, cpu, n } => {
-                    let (group, event) = EVENTS[event];
-                    if h.happen(PATHS[cgroup], group, event, cpu, n) {
-                        *truth.entry(key(PATHS[cgroup], group, event)).or_default() += n as f64;
-                    }
-                }
-                Step::Collect => {}
-                Step::Reload(i) => h.reload(i),
-                Step::CpuOff(cpu) if cpu_online[cpu as usize] => {
-                    cpu_online[cpu as usize] = false;
-                    h.online.retain(|c| *c != cpu);
-                    h.counting.cpus_changed(&CpuChanges { open: vec![], closed: vec![cpu] });
-                }
-                Step::CpuOn(cpu) if !cpu_online[cpu as usize] => {
-                    cpu_online[cpu as usize] = true;
-                    h.online.push(cpu);
-                    h.online.sort();
-                    h.counting.cpus_changed(&CpuChanges { open: vec![cpu], closed: vec![] });
-                }
-                Step::CpuOff(_) | Step::CpuOn(_) => {}
-                Step::Toggle(i) => {
-                    match h.cgroups.iter().position(|(p, _)| *p == PATHS[i]) {
-                        Some(at) => {
-                            h.cgroups.remove(at);
-                        }
-                        None => {
-                            inos += 1;
-                            h.cgroups.push((PATHS[i], inos));
-                        }
-                    }
-                    h.scan();
-                }
-            }
-            // A series that is gone starts from zero if it comes back.
-            let exported = h.series();
-            truth.retain(|k, _| exported.contains_key(k));
-            last.retain(|k, _| exported.contains_key(k));
-            if !matches!(step, Step::Collect) {
-                continue;
-            }
-            let now = h.collect();
-            for (k, value) in &now {
-                let expected = truth.get(k).copied().unwrap_or(0.0);
-                prop_assert_eq!(*value, expected, "{:?}", k);
-                if let Some(before) = last.get(k) {
-                    prop_assert!(value >= before, "{:?} went down", k);
-                }
-            }
-            last = now;
-        }
+    if control.send(Control::Stop).is_err() {
+        panic!("the engine stopped by itself");
     }
-}
-
-#[test]
-fn a_snapshot_shares_the_series_of_idle_cgroups_and_makes_those_that_counted_anew() {
-    let mut h = Harness::new(0, &[("/a", 1), ("/b1", 2)]);
-    h.collect();
-    let at = |cgroup: &str| {
-        (
-            cgroup.to_owned(),
-            "sw".to_owned(),
-            "page-faults".to_owned(),
-            None,
-        )
-    };
-    let (a, b1) = (at("/a"), at("/b1"));
-    let before = keys(&mut h, false);
-    assert!(h.happen("/a", "sw", "page-faults", 0, 7));
-    h.counting.read();
-    let after = keys(&mut h, false);
-    assert_eq!(after[&a].value, before[&a].value + 7.0);
-    assert_eq!(after[&b1].value, before[&b1].value);
-    // An idle cgroup's series are the very ones of the last snapshot.
-    let find = |s: &AllSeries, cgroup: &str| {
-        s.counters
-            .iter()
-            .find(|c| &*c.cgroup == cgroup && &*c.event == "page-faults")
-            .map(|c| c as *const CounterSample)
-    };
-    let first = AllSeries::of(
-        &mut h.counting.entries,
-        &mut h.counting.totals,
-        false,
-        Instant::now(),
-    );
-    assert!(h.happen("/a", "sw", "page-faults", 1, 5));
-    h.counting.read();
-    let second = AllSeries::of(
-        &mut h.counting.entries,
-        &mut h.counting.totals,
-        false,
-        Instant::now(),
-    );
-    assert_eq!(find(&first, "/b1"), find(&second, "/b1"), "/b1 is shared");
-    assert_ne!(find(&first, "/a"), find(&second, "/a"), "/a is made anew");
-    let value = |s: &AllSeries, cgroup: &str| {
-        s.counters
-            .iter()
-            .find(|c| &*c.cgroup == cgroup && &*c.event == "page-faults")
-            .map(|c| c.value)
-    };
-    assert_eq!(value(&second, "/a"), Some(before[&a].value + 12.0));
-    // A read that finds nothing new changes nothing: the next snapshot
-    // shares every cgroup's series.
-    h.counting.read();
-    let third = AllSeries::of(
-        &mut h.counting.entries,
-        &mut h.counting.totals,
-        false,
-        Instant::now(),
-    );
-    for cgroup in ["/a", "/b1"] {
-        assert_eq!(find(&second, cgroup), find(&third, cgroup), "{cgroup}");
+    if thread.join().is_err() {
+        panic!("the engine's thread panicked");
     }
+    seen.extend(take(&calls));
+    assert!(seen.contains(&("a", "wait")));
+    assert!(!seen.contains(&("b", "wait")), "{seen:?}");
+    assert!(!seen.contains(&("b", "drain")), "{seen:?}");
+    let shows = seen.iter().filter(|c| c.1 == "show").count();
+    assert_eq!(shows, 2, "one collection in an hour's interval: {seen:?}");
 }

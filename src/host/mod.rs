@@ -18,15 +18,16 @@ use crate::backend::reading::Reader;
 use crate::cpus::CpuChanges;
 use crate::events::ScaleUnit;
 use crate::ids::{CgroupSlot, EventId, GroupId};
-use crate::perf::{CounterGroup, OpenFailure, Target};
-use crate::plan::{HostGroup, HostPlan};
-use crate::snapshot::{ErrorReason, Errors, HostSample, HostUnit, Operation, Scope};
+use crate::perf::{self, CounterGroup, OpenFailure};
+use crate::plan::{HostGroup, HostPlan, Plan};
+use crate::snapshot::{ErrorReason, Errors, HostSample, HostUnit, Operation, Scope, Snapshot};
+use crate::target::Target;
 use crate::totals::{GroupKey, GroupTotals, Totals, exported_total};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 /// The key of the host's totals: the host is the only target they hold.
 const HOST: CgroupSlot = CgroupSlot(0);
@@ -41,8 +42,6 @@ pub struct Host {
     totals: Totals,
     /// Where every descriptor is counted (`cgperf_open_fds`).
     tally: Arc<AtomicU64>,
-    /// Whether a plan was applied yet.
-    applied: bool,
 }
 
 /// One group of `host:` and what counts it.
@@ -64,22 +63,15 @@ impl Host {
             groups: Vec::new(),
             totals: Totals::default(),
             tally,
-            applied: false,
         }
-    }
-
-    /// Whether [`Host::apply`] was called yet: until then nothing counts.
-    pub fn applied(&self) -> bool {
-        self.applied
     }
 
     /// Counts what `plan` asks on the `online` CPUs: what did not change
     /// keeps counting, changed groups are read and opened anew keeping the
     /// totals of the events they still have, groups gone are read, closed
     /// and forgotten.
-    pub fn apply(&mut self, plan: &HostPlan, online: &[u32], errors: &mut Errors) {
-        self.applied = true;
-        self.read(errors);
+    fn apply_host(&mut self, plan: &HostPlan, online: &[u32], errors: &mut Errors) {
+        self.read_all(errors);
         let mut before = std::mem::take(&mut self.groups);
         for group in &plan.groups {
             let kept = before.iter().position(|c| c.group == *group);
@@ -114,29 +106,10 @@ impl Host {
     }
 
     /// Reads every open group into the totals.
-    pub fn read(&mut self, errors: &mut Errors) {
+    fn read_all(&mut self, errors: &mut Errors) {
         for reader in self.groups.iter_mut().flat_map(|c| c.open.values_mut()) {
             reader.read(&mut self.totals, errors);
         }
-    }
-
-    /// Follows CPUs going offline (read a last time, closed) and coming
-    /// (back) online (opened; closed first when they went offline and came
-    /// back since the last look). Groups of a PMU with a `cpumask` keep their
-    /// descriptors: the kernel moves them to another CPU of the socket or
-    /// die when theirs goes offline.
-    pub fn cpus_changed(&mut self, changes: &CpuChanges, online: &[u32], errors: &mut Errors) {
-        if self.groups.is_empty() {
-            return;
-        }
-        self.read(errors);
-        // A CPU to open again went offline and came back since the last
-        // look: its descriptors are dead although it is online.
-        let dead = |cpu: &u32| changes.closed.contains(cpu) || changes.open.contains(cpu);
-        for counted in self.groups.iter_mut().filter(|c| c.group.cpumask.is_none()) {
-            counted.open.retain(|cpu, _| !dead(cpu));
-        }
-        self.open_missing(online, errors);
     }
 
     /// Opens every group where it counts and is not open yet. A refusal is
@@ -160,7 +133,12 @@ impl Host {
                 let Some(attrs) = spec.attrs_on(cpu) else {
                     continue;
                 };
-                match CounterGroup::open_filtered(&attrs, &spec.filters(), Target::AllTasks, cpu) {
+                match CounterGroup::open_filtered(
+                    &attrs,
+                    &spec.filters(),
+                    perf::Target::AllTasks,
+                    cpu,
+                ) {
                     Ok(group) => {
                         let key = GroupKey {
                             cgroup: HOST,
@@ -186,7 +164,7 @@ impl Host {
 
     /// The host's series now: per socket or die for a PMU that counts so,
     /// else summed over CPUs (per CPU when `per_cpu`).
-    pub fn samples(&self, per_cpu: bool) -> Vec<HostSample> {
+    fn samples(&self, per_cpu: bool) -> Vec<HostSample> {
         let mut out = Vec::new();
         for counted in &self.groups {
             let spec = &counted.group.spec;
@@ -215,6 +193,43 @@ impl Host {
             }
         }
         out
+    }
+}
+
+impl Target for Host {
+    fn apply(&mut self, plan: &Plan, online: &[u32], errors: &mut Errors) {
+        self.apply_host(&plan.host, online, errors);
+    }
+
+    fn read(&mut self, errors: &mut Errors) {
+        self.read_all(errors);
+    }
+
+    /// Follows CPUs going offline (read a last time, closed) and coming
+    /// (back) online (opened; closed first when they went offline and came
+    /// back since the last look). Groups of a PMU with a `cpumask` keep their
+    /// descriptors: the kernel moves them to another CPU of the socket or
+    /// die when theirs goes offline.
+    fn cpus_changed(&mut self, changes: &CpuChanges, online: &[u32], errors: &mut Errors) {
+        if self.groups.is_empty() {
+            return;
+        }
+        self.read_all(errors);
+        // A CPU to open again went offline and came back since the last
+        // look: its descriptors are dead although it is online.
+        let dead = |cpu: &u32| changes.closed.contains(cpu) || changes.open.contains(cpu);
+        for counted in self.groups.iter_mut().filter(|c| c.group.cpumask.is_none()) {
+            counted.open.retain(|cpu, _| !dead(cpu));
+        }
+        self.open_missing(online, errors);
+    }
+
+    /// A group the kernel refused is tried again at the next change of
+    /// CPUs or config, not at every collection.
+    fn follow(&mut self, _plan: &Plan, _online: &[u32], _errors: &mut Errors) {}
+
+    fn show(&mut self, plan: &Plan, _now: Instant, snapshot: &mut Snapshot) {
+        snapshot.host = self.samples(plan.per_cpu);
     }
 }
 

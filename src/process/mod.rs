@@ -15,25 +15,27 @@
 //! on its own from the next scan that finds it, if it matches itself.
 
 mod scan;
+mod series;
 
 pub use scan::{PROC_ROOT, Seen, all_processes, parse_stat};
 
+use series::{Series, SeriesId};
+
 use crate::backend::reading::Reader;
-use crate::config::{MetricDef, MetricInput};
+use crate::config::MetricDef;
 use crate::config::{ProcessLabel, ProcessMatch, ProcessSelector};
+use crate::cpus::CpuChanges;
 use crate::ids::{CgroupSlot, EventId, GroupId};
-use crate::metrics::LastTotals;
-use crate::perf::{CounterGroup, OpenError, OpenFailure, Target};
+use crate::perf::{self, CounterGroup, OpenError, OpenFailure};
 use crate::plan::{GroupSpec, Plan};
-use crate::snapshot::{
-    ErrorReason, Errors, Operation, ProcessCount, ProcessMetricSample, ProcessSample,
-};
-use crate::totals::{GroupKey, Totals, exported_total};
+use crate::snapshot::{ErrorReason, Errors, Operation, Snapshot};
+use crate::target::Target;
+use crate::totals::{GroupKey, Totals};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 /// How far up its ancestry a process is looked at for a counted ancestor:
 /// deeper than any real process tree, and a bound on a cycle that a pid
@@ -61,7 +63,6 @@ pub struct Processes {
     max: usize,
     /// Matching processes left uncounted by the last scan, past `max`.
     skipped: u64,
-    applied: bool,
     /// Whether an executable could not be read for want of privileges
     /// (said once).
     exe_denied: std::cell::Cell<bool>,
@@ -90,38 +91,6 @@ struct Counted {
     readers: Vec<Reader>,
 }
 
-/// What names a process series: the entry, and the comm and pid where it
-/// asks for them.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct SeriesId {
-    process: Arc<str>,
-    comm: Option<Arc<str>>,
-    pid: Option<u32>,
-}
-
-#[derive(Debug)]
-struct Series {
-    /// Its totals' key.
-    slot: CgroupSlot,
-    start_time: SystemTime,
-    /// When it began, for metrics of the time counted.
-    began: Instant,
-    /// Its metrics' inputs at the last collection.
-    last: LastTotals,
-}
-
-/// What the processes counted now: their series, how many each entry
-/// counts, and the entries' metrics over the last interval.
-#[derive(Debug, Default)]
-pub struct Shown {
-    /// Every series.
-    pub counters: Vec<ProcessSample>,
-    /// Processes counted per entry.
-    pub counts: Vec<ProcessCount>,
-    /// The value of each metric of each series over the interval.
-    pub metrics: Vec<ProcessMetricSample>,
-}
-
 impl Processes {
     /// Counts nothing yet; descriptors are counted in `tally`.
     pub fn new(tally: Arc<AtomicU64>) -> Self {
@@ -137,16 +106,9 @@ impl Processes {
             root: PathBuf::from(PROC_ROOT),
             max: crate::config::DEFAULT_MAX_PROCESSES,
             skipped: 0,
-            applied: false,
             exe_denied: std::cell::Cell::new(false),
             refused: HashSet::new(),
         }
-    }
-
-    /// Whether [`Processes::apply`] was called yet: until then nothing
-    /// counts.
-    pub fn applied(&self) -> bool {
-        self.applied
     }
 
     /// Counts what `plan` asks: an entry that did not change keeps its
@@ -156,9 +118,8 @@ impl Processes {
     /// labels differently is read, closed, and finds its processes again
     /// at once, its series going with its labels; an entry gone takes its
     /// series with it.
-    pub fn apply(&mut self, plan: &Plan, errors: &mut Errors) {
-        self.applied = true;
-        self.read(errors);
+    fn apply_processes(&mut self, plan: &Plan, errors: &mut Errors) {
+        self.read_all(errors);
         self.max = plan.max_processes;
         let selected: Vec<Selected> = plan
             .processes
@@ -281,7 +242,12 @@ impl Processes {
         for tid in scan::threads(&self.root, pid) {
             for spec in &selected.groups {
                 let attrs: Vec<_> = spec.events.iter().map(|e| e.attr).collect();
-                match CounterGroup::open_filtered(&attrs, &spec.filters(), Target::Thread(tid), 0) {
+                match CounterGroup::open_filtered(
+                    &attrs,
+                    &spec.filters(),
+                    perf::Target::Thread(tid),
+                    0,
+                ) {
                     Ok(group) => {
                         let key = GroupKey {
                             cgroup: slot,
@@ -310,25 +276,8 @@ impl Processes {
         (readers, refused)
     }
 
-    /// The totals' key of series `id`, made (starting now) if it is new.
-    fn series_slot(&mut self, id: SeriesId) -> CgroupSlot {
-        let next_slot = &mut self.next_slot;
-        self.series
-            .entry(id)
-            .or_insert_with(|| {
-                *next_slot += 1;
-                Series {
-                    slot: CgroupSlot(*next_slot),
-                    start_time: SystemTime::now(),
-                    began: Instant::now(),
-                    last: LastTotals::default(),
-                }
-            })
-            .slot
-    }
-
     /// Reads every open group into the totals.
-    pub fn read(&mut self, errors: &mut Errors) {
+    fn read_all(&mut self, errors: &mut Errors) {
         for counted in self.counted.values_mut() {
             read_all(&mut self.totals, &mut counted.readers, errors);
         }
@@ -337,7 +286,7 @@ impl Processes {
     /// Finds the processes that started or stopped matching since the
     /// last scan: those that exited are read a last time and closed, new
     /// ones are opened.
-    pub fn rescan(&mut self, errors: &mut Errors) {
+    fn rescan(&mut self, errors: &mut Errors) {
         if self.selected.is_empty() && self.counted.is_empty() {
             return;
         }
@@ -498,71 +447,30 @@ impl Processes {
         };
         self.counted.insert(key, counted);
     }
+}
 
-    /// The series of every entry now, how many processes each counts, and
-    /// the metrics of each series over the interval that ends `now`.
-    pub fn samples(&mut self, now: Instant) -> Shown {
-        let mut shown = Shown::default();
-        for (id, series) in &mut self.series {
-            let Some(selected) = self.selected.iter().find(|s| s.name == id.process) else {
-                continue;
-            };
-            let first = shown.counters.len();
-            for spec in &selected.groups {
-                let group: Arc<str> = spec.name.label().into();
-                for (position, event) in spec.events.iter().enumerate() {
-                    let parts = self.totals.per_cpu(series.slot, &spec.name).map(|(_, t)| t);
-                    let value = exported_total(parts, position, &event.label, event.clock);
-                    shown.counters.push(ProcessSample {
-                        process: id.process.clone(),
-                        comm: id.comm.clone(),
-                        pid: id.pid,
-                        group: group.clone(),
-                        event: event.label.clone(),
-                        clock: event.clock,
-                        value,
-                        start_time: series.start_time,
-                    });
-                }
-            }
-            if selected.metrics.is_empty() {
-                continue;
-            }
-            let counted = &shown.counters[first..];
-            let counting = now.saturating_duration_since(series.began).as_nanos() as f64;
-            let total = |input: &MetricInput| {
-                let values = counted.iter().map(|c| (&*c.group, &*c.event, c.value));
-                crate::metrics::input_total(input, counting, values)
-            };
-            for (metric, value) in series.last.next(&selected.metrics, total) {
-                shown.metrics.push(ProcessMetricSample {
-                    process: id.process.clone(),
-                    comm: id.comm.clone(),
-                    pid: id.pid,
-                    metric,
-                    value,
-                });
-            }
-        }
-        shown.counts = self
-            .selected
-            .iter()
-            .map(|s| ProcessCount {
-                process: s.name.clone(),
-                counted: self
-                    .counted
-                    .keys()
-                    .filter(|(name, _, _)| *name == s.name)
-                    .count() as u64,
-            })
-            .collect();
-        shown
+impl Target for Processes {
+    fn apply(&mut self, plan: &Plan, _online: &[u32], errors: &mut Errors) {
+        self.apply_processes(plan, errors);
     }
 
-    /// Matching processes the last scan left uncounted, past
-    /// `max_processes`.
-    pub fn skipped(&self) -> u64 {
-        self.skipped
+    fn read(&mut self, errors: &mut Errors) {
+        self.read_all(errors);
+    }
+
+    /// Nothing to do: a thread's groups count it on whichever CPU it runs.
+    fn cpus_changed(&mut self, _changes: &CpuChanges, _online: &[u32], _errors: &mut Errors) {}
+
+    fn follow(&mut self, _plan: &Plan, _online: &[u32], errors: &mut Errors) {
+        self.rescan(errors);
+    }
+
+    fn show(&mut self, _plan: &Plan, now: Instant, snapshot: &mut Snapshot) {
+        let shown = self.samples(now);
+        snapshot.processes = shown.counters;
+        snapshot.process_counts = shown.counts;
+        snapshot.process_metrics = shown.metrics;
+        snapshot.processes_skipped = self.skipped;
     }
 }
 

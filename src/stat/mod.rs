@@ -189,7 +189,7 @@ fn stat(
     let opened = chosen
         .open(&config, &plan, budget)
         .map_err(|e| StatError::Machine(e.into()))?;
-    let mut sampler = Engine::new(&config, plan, discovery, opened, latest.clone());
+    let mut sampler = Engine::new(plan, discovery, opened, latest.clone(), None);
     sampler.collect(); // Opens every group: counting starts here.
     let mut counting = Counting::new(&config, cpus, latest);
     let child = match start_command(&args.command, fresh.as_ref())? {
