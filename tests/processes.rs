@@ -473,8 +473,9 @@ fn a_storm_of_reloads_while_processes_count_loses_at_most_the_reopening() {
     storm.join().expect("the storm");
     let body = exporter.wait_collections(3);
     assert_eq!(calls(&body, "steady"), 50_000.0, "{body}");
-    // Each reopening reads the old groups right before the new ones open:
-    // only calls made during an open are not seen.
+    // Each reopening opens the new groups paused, reads the old ones a
+    // last time and starts the new ones at once: only calls made between
+    // that read and those starts are not seen.
     let seen = calls(&body, "changing");
     eprintln!("changing entry: {seen} of 50000 calls seen across 60 reloads");
     assert!((49_500.0..=50_000.0).contains(&seen), "{body}");

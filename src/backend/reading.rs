@@ -3,7 +3,7 @@
 
 use crate::backend::budget::Held;
 use crate::ids::EventId;
-use crate::perf::{CounterGroup, OpenFailure, ReadError};
+use crate::perf::{CounterGroup, Errno, OpenFailure, ReadError};
 use crate::snapshot::{ErrorReason, Errors, Operation};
 use crate::totals::{Baseline, GroupKey, Handle, Totals};
 use std::sync::Arc;
@@ -62,6 +62,11 @@ impl Reader {
             handle,
             columns,
         }
+    }
+
+    /// Starts a group opened paused ([`CounterGroup::open_paused`]).
+    pub fn enable(&self) -> Result<(), Errno> {
+        self.held.group.enable()
     }
 
     /// Adds what it counted since its last read.

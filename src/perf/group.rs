@@ -79,6 +79,24 @@ impl CounterGroup {
         target: Target<'_>,
         cpu: u32,
     ) -> Result<Self, OpenError> {
+        let group = Self::open_paused(events, filters, target, cpu)?;
+        group
+            .enable()
+            .map_err(|errno| OpenError { index: 0, errno })?;
+        Ok(group)
+    }
+
+    /// Like [`open_filtered`](Self::open_filtered), but counting nothing
+    /// until [`enable`](Self::enable): a group that replaces another opens
+    /// first and starts right after the last read of the one it replaces,
+    /// so that what happens between is neither lost to the open's length
+    /// nor counted twice.
+    pub fn open_paused(
+        events: &[EventAttr],
+        filters: &[Option<&CStr>],
+        target: Target<'_>,
+        cpu: u32,
+    ) -> Result<Self, OpenError> {
         let (first, rest) = events.split_first().ok_or(OpenError {
             index: 0,
             errno: Errno(libc::EINVAL),
@@ -101,19 +119,22 @@ impl CounterGroup {
             }
             ids.push(event_id(fd).map_err(|errno| OpenError { index, errno })?);
         }
-        // SAFETY: `leader` is a valid perf event fd owned by us.
-        if unsafe { ioctls::ENABLE(leader.as_raw_fd(), IOC_FLAG_GROUP) } < 0 {
-            return Err(OpenError {
-                index: 0,
-                errno: Errno::last(),
-            });
-        }
         Ok(Self {
             leader,
             members,
             ids,
             buf: vec![0; read_buffer_words(events.len())],
         })
+    }
+
+    /// Starts counting: the whole group, and the copies `inherit` made of
+    /// it in threads and processes created meanwhile.
+    pub fn enable(&self) -> Result<(), Errno> {
+        // SAFETY: `leader` is a valid perf event fd owned by us.
+        if unsafe { ioctls::ENABLE(self.leader.as_raw_fd(), IOC_FLAG_GROUP) } < 0 {
+            return Err(Errno::last());
+        }
+        Ok(())
     }
 
     /// The kernel id of each event, in the order the events were given.

@@ -82,6 +82,13 @@ struct Selected {
 /// A process an entry counts: the entry, the pid and the start time.
 type Key = (Arc<str>, u32, u64);
 
+/// Whether groups opened for a process count at once, or once enabled.
+#[derive(Debug, Clone, Copy)]
+enum Start {
+    Now,
+    Paused,
+}
+
 /// One counted process.
 #[derive(Debug)]
 struct Counted {
@@ -197,31 +204,40 @@ impl Processes {
     }
 
     /// Replaces the groups of a counted process with its entry's groups
-    /// now: each old group is read a last time right before the new ones
-    /// open, so that only what happens during the opens is not seen.
+    /// now. The new ones open paused while the old ones count on; then the
+    /// old ones are read a last time and the new ones start at once, so
+    /// that only what happens between that read and those starts (a
+    /// syscall per group, not the opens) is not seen, and nothing twice.
     fn reopen(&mut self, key: &Key, errors: &mut Errors) {
         let Some(at) = self.selected.iter().position(|s| s.name == key.0) else {
             return;
         };
+        let Some(slot) = self
+            .counted
+            .get(key)
+            .and_then(|c| self.series.get(&c.series))
+            .map(|s| s.slot)
+        else {
+            return;
+        };
+        let (mut readers, _) = self.open_groups(at, key.1, slot, Start::Paused, errors);
         let Some(counted) = self.counted.get_mut(key) else {
             return;
         };
-        let Some(slot) = self.series.get(&counted.series).map(|s| s.slot) else {
-            return;
-        };
         read_all(&mut self.totals, &mut counted.readers, errors);
-        counted.readers.clear();
-        let (readers, _) = self.open_groups(at, key.1, slot, errors);
-        match readers.is_empty() {
-            // Gone meanwhile: the next scan forgets it.
-            true => {
-                self.counted.remove(key);
+        readers.retain(|reader| match reader.enable() {
+            Ok(()) => true,
+            Err(errno) => {
+                let failure = OpenFailure::from_errno(errno);
+                errors.count(Operation::Open, ErrorReason::Kernel(failure));
+                false
             }
-            false => {
-                if let Some(counted) = self.counted.get_mut(key) {
-                    counted.readers = readers;
-                }
-            }
+        });
+        // The old groups close here, after their last read.
+        counted.readers = readers;
+        if counted.readers.is_empty() {
+            // Gone meanwhile: the next scan finds it again if it is not.
+            self.counted.remove(key);
         }
     }
 
@@ -232,6 +248,7 @@ impl Processes {
         at: usize,
         pid: u32,
         slot: CgroupSlot,
+        start: Start,
         errors: &mut Errors,
     ) -> (Vec<Reader>, Option<(u32, GroupId, OpenError)>) {
         let mut readers = Vec::new();
@@ -242,12 +259,11 @@ impl Processes {
         for tid in scan::threads(&self.root, pid) {
             for spec in &selected.groups {
                 let attrs: Vec<_> = spec.events.iter().map(|e| e.attr).collect();
-                match CounterGroup::open_filtered(
-                    &attrs,
-                    &spec.filters(),
-                    perf::Target::Thread(tid),
-                    0,
-                ) {
+                let open = match start {
+                    Start::Now => CounterGroup::open_filtered,
+                    Start::Paused => CounterGroup::open_paused,
+                };
+                match open(&attrs, &spec.filters(), perf::Target::Thread(tid), 0) {
                     Ok(group) => {
                         let key = GroupKey {
                             cgroup: slot,
@@ -416,7 +432,7 @@ impl Processes {
             pid: labels.contains(&ProcessLabel::Pid).then_some(s.pid),
         };
         let slot = self.series_slot(id.clone());
-        let (readers, refused) = self.open_groups(at, s.pid, slot, errors);
+        let (readers, refused) = self.open_groups(at, s.pid, slot, Start::Now, errors);
         let selected = &self.selected[at];
         let key = (selected.name.clone(), s.pid, s.start);
         if let Some((tid, group, e)) = refused
