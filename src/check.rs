@@ -2,7 +2,7 @@
 //! event, and why not.
 
 use crate::backend::choose::{Kind, choose};
-use crate::config::{CgroupPattern, Config, ProcessMatch};
+use crate::config::{CgroupPattern, Config, MetricDef, ProcessMatch};
 use crate::ids::GroupId;
 use crate::list::{NAME_MAX, column_width};
 use crate::machine::{CpuTables, Discovered, Machine};
@@ -219,30 +219,43 @@ fn by_lines(plan: &Plan, out: &mut dyn Write) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Each metric, its formula, and whether this machine counts what it uses.
+/// Each metric, its formula, and whether this machine counts what it uses:
+/// the cgroups' metrics, then the host's.
 fn metric_lines(config: &Config, plan: &Plan, out: &mut dyn Write) -> anyhow::Result<()> {
-    if !config.metrics.is_empty() {
-        writeln!(out)?;
-    }
-    for metric in &config.metrics {
-        let uncounted = metric.inputs.iter().find(|input| {
-            let group = GroupId::from_label(&input.group);
-            let event = match group {
-                GroupId::Named(_) => None,
-                _ => Some(&*input.event),
-            };
-            verdict(&plan.support, &group, event).is_err()
-        });
-        let status = match uncounted {
-            None => "computed".to_owned(),
-            Some(input) => format!(
-                "NOT COMPUTED: it uses `{}` (group `{}`), which this machine does not count",
-                input.event, input.group
-            ),
-        };
-        writeln!(out, "metric {} = {}: {status}", metric.name, metric.formula)?;
+    let every = [
+        ("metric", &config.metrics, &plan.support),
+        ("host metric", &config.host.metrics, &plan.host.support),
+    ];
+    for (what, metrics, support) in every {
+        if !metrics.is_empty() {
+            writeln!(out)?;
+        }
+        for metric in metrics {
+            let status = metric_status(metric, support);
+            writeln!(out, "{what} {} = {}: {status}", metric.name, metric.formula)?;
+        }
     }
     Ok(())
+}
+
+/// Whether `metric` is computed, given the verdicts on its inputs' groups
+/// (`support`): the first input this machine does not count says why not.
+fn metric_status(metric: &MetricDef, support: &[Support]) -> String {
+    let uncounted = metric.inputs.iter().find(|input| {
+        let group = GroupId::from_label(&input.group);
+        let event = match group {
+            GroupId::Named(_) => None,
+            _ => Some(&*input.event),
+        };
+        !input.is_duration() && verdict(support, &group, event).is_err()
+    });
+    match uncounted {
+        None => "computed".to_owned(),
+        Some(input) => format!(
+            "NOT COMPUTED: it uses `{}` (group `{}`), which this machine does not count",
+            input.event, input.group
+        ),
+    }
 }
 
 /// Every event alone, then the group as a whole (a group can fail as a whole,
@@ -327,4 +340,29 @@ fn verdict(support: &[Support], group: &GroupId, event: Option<&str>) -> Result<
             || Err("not probed".into()),
             |s| s.status.clone().map_err(|e| e.reason),
         )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_metric_over_duration_time_is_computed_when_its_counts_are() {
+        let yaml = "groups:\n  sw: [cs]\nmetrics:\n  - {name: rate, expr: cs / duration_time}\n";
+        let config = crate::config::parse("m.yaml", yaml).expect("config");
+        let mut plan = crate::plan::testing::software_plan(&config);
+        assert_eq!(metric_status(&config.metrics[0], &plan.support), "computed");
+        // The same metric with its counted group refused says which input.
+        for s in &mut plan.support {
+            s.status = Err(crate::snapshot::NotCountable::new(
+                crate::snapshot::NotCountable::UNKNOWN_EVENT,
+                "refused".to_owned(),
+            ));
+        }
+        let status = metric_status(&config.metrics[0], &plan.support);
+        assert!(
+            status.starts_with("NOT COMPUTED: it uses `context-switches` (group `sw`)"),
+            "{status}"
+        );
+    }
 }

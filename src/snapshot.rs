@@ -136,6 +136,16 @@ pub enum HostUnit {
     Bytes,
 }
 
+/// The value of one metric of `host:` over the last interval, for the
+/// whole machine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostMetricSample {
+    /// Which metric.
+    pub metric: Arc<MetricDef>,
+    /// Its value over the interval.
+    pub value: f64,
+}
+
 /// One series of `host:`: an event counted for the whole machine, or for
 /// one of its CPUs, sockets or dies.
 #[derive(Debug, Clone, PartialEq)]
@@ -556,6 +566,8 @@ pub struct Snapshot {
     pub host: Vec<HostSample>,
     /// The verdict on every group and tracepoint of `host:`.
     pub host_support: Vec<Support>,
+    /// The metrics of `host:` over the last interval.
+    pub host_metrics: Vec<HostMetricSample>,
     /// The series of `processes:`.
     pub processes: Vec<ProcessSample>,
     /// Processes counted per entry of `processes:`.
@@ -621,6 +633,7 @@ impl Snapshot {
             support: Vec::new(),
             host: Vec::new(),
             host_support: Vec::new(),
+            host_metrics: Vec::new(),
             processes: Vec::new(),
             process_counts: Vec::new(),
             process_metrics: Vec::new(),

@@ -311,7 +311,7 @@ fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts()
     // shipped, for the top-down panel.
     let (topdown_group, topdown_metrics) = topdown_config();
     let config = format!(
-        "interval: 500ms\ngroups:\n  sched: [task-clock, cs, cpu-migrations, faults]\n  ipc: [cpu-cycles, instructions]\n  cache: [cache-references, cache-misses]\n  branch: [branch-instructions, branch-misses]\n{topdown_group}tracepoints: [sched:sched_switch, syscalls:sys_enter_getppid, {{name: syscalls:sys_enter_getpriority, by: [which], filter: \"which == 99\", as: getpriority_by_which}}]\nmetrics:\n  - {{name: switches_per_cpu_second, expr: cs / task-clock}}\n{topdown_metrics}cgroups:\n  - path: /\n  - path: {}\nhost:\n  groups:\n    energy: [power/energy-pkg/]\n    machine: [cs]\nprocesses:\n  - {{name: tests, pid: {}}}\n",
+        "interval: 500ms\ngroups:\n  sched: [task-clock, cs, cpu-migrations, faults]\n  ipc: [cpu-cycles, instructions]\n  cache: [cache-references, cache-misses]\n  branch: [branch-instructions, branch-misses]\n{topdown_group}tracepoints: [sched:sched_switch, syscalls:sys_enter_getppid, {{name: syscalls:sys_enter_getpriority, by: [which], filter: \"which == 99\", as: getpriority_by_which}}]\nmetrics:\n  - {{name: switches_per_cpu_second, expr: cs / task-clock}}\n{topdown_metrics}cgroups:\n  - path: /\n  - path: {}\nhost:\n  groups:\n    energy: [power/energy-pkg/]\n    machine: [cs]\n  metrics:\n    - {{name: host_switches_per_second, expr: cs / duration_time * 1e9}}\nprocesses:\n  - {{name: tests, pid: {}}}\n",
         cg.rel,
         std::process::id()
     );

@@ -27,10 +27,17 @@ fn alone() -> MutexGuard<'static, ()> {
 
 /// `n` `getpriority(7, 0)` calls in a child.
 fn markers(n: u64) {
+    getpriority_calls(&[(MARKER_WHICH, n)]);
+}
+
+/// `getpriority(which, 0)` calls in a child: `n` for each `(which, n)`.
+fn getpriority_calls(calls: &[(i32, u64)]) {
     in_child(None, || {
-        for _ in 0..n {
-            // SAFETY: a raw syscall without memory arguments.
-            unsafe { libc::syscall(libc::SYS_getpriority, MARKER_WHICH, 0) };
+        for &(which, n) in calls {
+            for _ in 0..n {
+                // SAFETY: a raw syscall without memory arguments.
+                unsafe { libc::syscall(libc::SYS_getpriority, which, 0) };
+            }
         }
     });
 }
@@ -194,6 +201,87 @@ fn the_host_counts_what_perf_stat_a_counts() {
     // host's families.
     common::prometheus::promtool_check(&after);
     for line in after.lines().filter(|l| l.starts_with("cgperf_host_")) {
+        assert!(!line.contains("cgroup="), "{line}");
+    }
+}
+
+/// Metrics of `host:`: a ratio of two markers (`which` 7 and 8), CPUs busy
+/// by system-wide cpu-clock, and a rate of an event only the metric asks
+/// for.
+const METRICS: &str = "interval: 1s
+host:
+  groups:
+    machine: [cpu-clock]
+  tracepoints:
+    - {name: syscalls:sys_enter_getpriority, filter: \"which == 7\", as: marker}
+    - {name: syscalls:sys_enter_getpriority, filter: \"which == 8\", as: other}
+  metrics:
+    - name: markers_per_other
+      expr: marker / other
+    - name: busy_cpus
+      expr: cpu-clock / duration_time * 1e9
+      description: CPUs busy
+    - name: switches_per_second
+      expr: context-switches / duration_time * 1e9
+";
+
+#[test]
+fn host_metrics_are_computed_per_interval_for_the_whole_machine() {
+    require_root("count system-wide");
+    let _turn = alone();
+    let exporter = Exporter::start(Some(METRICS));
+    let metric = |body: &str, name: &str| value(body, "cgperf_host_metric", &[("metric", name)]);
+    let collections = |body: &str| value(body, "cgperf_collections_total", &[]);
+    // 3,000 markers and 1,000 others, all within one interval (tried again
+    // when a collection fell among them): the metric is the ratio of that
+    // interval's counts, exactly.
+    let mut ratio = None;
+    for _ in 0..5 {
+        let before = exporter.wait_collections(1);
+        getpriority_calls(&[(MARKER_WHICH, 3_000), (8, 1_000)]);
+        let after = exporter.wait_collections(1);
+        let grew =
+            |event: &str| host(&after, "tracepoints", event) - host(&before, "tracepoints", event);
+        assert_eq!((grew("marker"), grew("other")), (3_000.0, 1_000.0));
+        if collections(&after) == collections(&before).map(|n| n + 1.0) {
+            ratio = Some(metric(&after, "markers_per_other"));
+            common::prometheus::promtool_check(&after);
+            break;
+        }
+    }
+    assert_eq!(ratio, Some(Some(3.0)), "no interval held all the calls");
+    // An interval without either marker divides by zero: no value, not 0
+    // or NaN.
+    let quiet = exporter.wait_collections(1);
+    assert_eq!(metric(&quiet, "markers_per_other"), None, "{quiet}");
+    // Clocks are in seconds and duration_time in nanoseconds, as for
+    // cgroups: system-wide cpu-clock keeps every CPU busy.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let busy = metric(&quiet, "busy_cpus").expect("busy_cpus has a value");
+    assert!(
+        (busy / cpus - 1.0).abs() < 0.05,
+        "{busy} CPUs busy of {cpus}"
+    );
+    // An event only the metric names is scheduled in a host group of its
+    // own, counted for the whole machine like the others.
+    host(&quiet, "metric:switches_per_second", "context-switches");
+    assert!(metric(&quiet, "switches_per_second").is_some_and(|r| r > 0.0));
+    // The definitions are described once each, with the cgroups' metrics.
+    let info = |name: &str| {
+        quiet
+            .lines()
+            .filter(|l| {
+                l.starts_with("cgperf_metric_definition_info{")
+                    && l.contains(&format!("metric=\"{name}\""))
+            })
+            .count()
+    };
+    assert_eq!(info("busy_cpus"), 1, "{quiet}");
+    assert!(quiet.contains("description=\"CPUs busy\""), "{quiet}");
+    for line in quiet
+        .lines()
+        .filter(|l| l.starts_with("cgperf_host_metric{"))
+    {
         assert!(!line.contains("cgroup="), "{line}");
     }
 }

@@ -2,6 +2,9 @@
 //! for the whole machine (system-wide, as `perf stat -a` counts), never per
 //! cgroup. That is the only way to count the PMUs outside the cores
 //! (uncore, `power/`, `cstate_*`), which the kernel counts system-wide only.
+//! Its `metrics:` are formulas over what it counts, written and scheduled
+//! as the top-level ones are (the same validation), computed for the whole
+//! machine.
 //!
 //! ```yaml
 //! host:
@@ -9,13 +12,16 @@
 //!     energy: [power/energy-pkg/]
 //!     machine: [cpu-clock, context-switches]
 //!   tracepoints: [irq:irq_handler_entry]
+//!   metrics:
+//!     - name: switches_per_cpu_second
+//!       expr: context-switches / cpu-clock
 //! ```
 
 use serde_saphyr::Spanned;
 
 use super::schema::RawHost;
 use super::validate::Validator;
-use super::{ConfigError, GroupDef, TracepointDef};
+use super::{ConfigError, GroupDef, MetricDef, TracepointDef};
 
 /// What `host:` counts for the whole machine.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -26,10 +32,13 @@ pub struct HostDef {
     pub groups: Vec<GroupDef>,
     /// Its tracepoints, counted (never `by:`), in the order written.
     pub tracepoints: Vec<TracepointDef>,
+    /// Its metrics, over what it counts: the groups and tracepoints their
+    /// events and tracepoints were scheduled in are among the two above.
+    pub metrics: Vec<MetricDef>,
 }
 
 impl HostDef {
-    /// Whether it counts nothing.
+    /// Whether it counts nothing (its metrics schedule what they need).
     pub fn is_empty(&self) -> bool {
         self.groups.is_empty() && self.tracepoints.is_empty()
     }
@@ -41,20 +50,25 @@ impl Validator<'_> {
     pub(super) fn host(&self, raw: Spanned<RawHost>, others: &[GroupDef]) -> HostDef {
         let raw = raw.value;
         let groups = raw.groups.map(|g| self.groups(g.value)).unwrap_or_default();
-        let groups = groups
+        let mut groups: Vec<GroupDef> = groups
             .into_iter()
             .filter(|g| self.keep(own_name(g, others)).is_some())
             .collect();
-        let tracepoints = raw
+        let mut tracepoints: Vec<TracepointDef> = raw
             .tracepoints
             .map(|list| self.tracepoints(list.value))
             .unwrap_or_default()
             .into_iter()
             .filter(|t| self.keep(counted(t)).is_some())
             .collect();
+        let written = raw.metrics.map(|list| list.value).unwrap_or_default();
+        let (metrics, scheduled) = self.metrics(written, (&groups, &tracepoints, &[]));
+        groups.extend(scheduled.groups);
+        tracepoints.extend(scheduled.tracepoints);
         HostDef {
             groups,
             tracepoints,
+            metrics,
         }
     }
 }
@@ -146,6 +160,48 @@ mod tests {
         assert_eq!(e.line, Some(3), "{e}");
         assert!(e.to_string().contains("`by:` is not supported"), "{e}");
         assert!(e.to_string().contains("remove `by:`"), "{e}");
+    }
+
+    #[test]
+    fn host_metrics_are_over_what_the_host_counts_and_schedule_the_rest_for_it() {
+        let config = ok("groups:\n  sw: [cs]\n\
+                         host:\n  groups:\n    machine: [cpu-clock]\n  \
+                         tracepoints: [{name: irq:irq_handler_entry, as: irqs}]\n  \
+                         metrics:\n    - {name: irqs_per_cpu_second, expr: irqs / cpu-clock}\n    \
+                         - {name: migrations, expr: cpu-migrations}\n");
+        let host = &config.host;
+        let names: Vec<&str> = host.metrics.iter().map(|m| &*m.name).collect();
+        assert_eq!(names, ["irqs_per_cpu_second", "migrations"]);
+        let inputs: Vec<(&str, &str)> = host.metrics[0]
+            .inputs
+            .iter()
+            .map(|i| (&*i.group, &*i.event))
+            .collect();
+        assert_eq!(inputs, [("tracepoints", "irqs"), ("machine", "cpu-clock")]);
+        // What the host does not count is scheduled for the host, in a
+        // group of the metric's own; the top level is left alone.
+        let scheduled: Vec<&str> = host.groups.iter().map(|g| &*g.name).collect();
+        assert_eq!(scheduled, ["machine", "metric:migrations"]);
+        let top: Vec<&str> = config.groups.iter().map(|g| &*g.name).collect();
+        assert_eq!(top, ["sw"]);
+        assert!(config.metrics.is_empty());
+    }
+
+    #[test]
+    fn a_host_metric_sees_only_what_the_host_counts() {
+        // `sw` is a top-level group, not an event: nothing the host can use.
+        let e = err("groups:\n  sw: [cs]\nhost:\n  metrics:\n    - {name: m, expr: sw / 2}\n");
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(e.to_string().contains("\"sw\""), "{e}");
+        let e = err(
+            "host:\n  groups:\n    machine: [cpu-clock]\n  metrics:\n    \
+                     - {name: m, expr: cpu-clokc / 2}\n",
+        );
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(e.to_string().contains("cpu-clock"), "did you mean: {e}");
+        // A host section of metrics alone counts what they need.
+        let alone = ok("host:\n  metrics:\n    - {name: m, expr: cs}\n");
+        assert_eq!(alone.host.groups.len(), 1);
     }
 
     #[test]

@@ -60,12 +60,13 @@ pub(crate) struct RawProcess {
 }
 
 /// The `host:` section: groups and tracepoints counted once for the whole
-/// machine.
+/// machine, and metrics over them.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawHost {
     pub groups: Option<Spanned<RawGroups>>,
     pub tracepoints: Option<Spanned<Vec<Spanned<RawTracepoint>>>>,
+    pub metrics: Option<Spanned<Vec<Spanned<RawMetricItem>>>>,
 }
 
 /// One `metrics:` entry: the name of a metric or metric group of the CPU's

@@ -62,6 +62,7 @@ pub(crate) fn validate(
                     .tracepoints
                     .as_ref()
                     .is_none_or(|t| t.value.is_empty())
+                && h.value.metrics.as_ref().is_none_or(|m| m.value.is_empty())
         });
     let interval = raw
         .interval

@@ -13,6 +13,7 @@ pub use hotplug::CpuTracker;
 use crate::backend::Backend;
 use crate::backend::choose::Opened;
 use crate::cgroups::Cgroups;
+use crate::config::MetricDef;
 use crate::cri::Names;
 use crate::discovery::Discovery;
 use crate::host::Host;
@@ -245,6 +246,16 @@ impl Engine {
         let mut snapshot = Snapshot::empty();
         snapshot.interval = self.plan.interval;
         snapshot.metric_defs = self.plan.metrics.clone();
+        // One `cgperf_metric_definition_info` series per (name,
+        // description, unit): the host may define a metric the cgroups do.
+        let said = |a: &MetricDef, b: &MetricDef| {
+            (&a.name, &a.description, &a.unit) == (&b.name, &b.description, &b.unit)
+        };
+        for def in &self.plan.host.metrics {
+            if !snapshot.metric_defs.iter().any(|d| said(d, def)) {
+                snapshot.metric_defs.push(def.clone());
+            }
+        }
         snapshot.support = self.plan.support.clone();
         snapshot.host_support = self.plan.host.support.clone();
         snapshot.errors = self.errors.clone();

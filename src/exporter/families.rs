@@ -450,6 +450,12 @@ const HOST_BYTES: Family = Family {
     unit: Unit::Bytes,
     kind: Kind::Counter,
 };
+const HOST_METRIC: Family = Family {
+    name: "cgperf_host_metric",
+    help: "The value of each metric of `host:` over the last interval's counts of the whole machine (each input summed over the CPUs, sockets and dies it counts on); none for an interval in which its formula divides by zero. cgperf_metric_definition_info gives each metric's description and unit.",
+    unit: Unit::Count("1"),
+    kind: Kind::Gauge,
+};
 const HOST_GROUP_SUPPORTED: Family = Family {
     name: "cgperf_host_group_supported",
     help: "1 when this machine can count the `host:` group system-wide, 0 when it cannot; `reason` says why, as for cgperf_group_supported.",
@@ -823,6 +829,14 @@ pub fn visit<V: Visitor>(
     v.family(&HOST_CLOCK, host(HostUnit::Seconds))?;
     v.family(&HOST_ENERGY, host(HostUnit::Joules))?;
     v.family(&HOST_BYTES, host(HostUnit::Bytes))?;
+    v.family(
+        &HOST_METRIC,
+        snap.host_metrics.iter().map(|m| Point {
+            labels: Labels::one("metric", &m.metric.name),
+            value: m.value,
+            start: None,
+        }),
+    )?;
     v.family(&HOST_GROUP_SUPPORTED, group_support(&snap.host_support))?;
     let processes = || snap.processes.iter();
     v.family(

@@ -15,12 +15,16 @@ mod scope;
 use scope::{CPU_ROOT, of_cpumask};
 
 use crate::backend::reading::Reader;
+use crate::config::{MetricDef, MetricInput};
 use crate::cpus::CpuChanges;
 use crate::events::ScaleUnit;
 use crate::ids::{CgroupSlot, EventId, GroupId};
+use crate::metrics::LastTotals;
 use crate::perf::{self, CounterGroup, OpenFailure};
 use crate::plan::{HostGroup, HostPlan, Plan};
-use crate::snapshot::{ErrorReason, Errors, HostSample, HostUnit, Operation, Scope, Snapshot};
+use crate::snapshot::{
+    ErrorReason, Errors, HostMetricSample, HostSample, HostUnit, Operation, Scope, Snapshot,
+};
 use crate::target::Target;
 use crate::totals::{GroupKey, GroupTotals, Totals, exported_total};
 use std::collections::BTreeMap;
@@ -40,6 +44,13 @@ const MIB: f64 = 1024.0 * 1024.0;
 pub struct Host {
     groups: Vec<Counted>,
     totals: Totals,
+    /// The metrics of `host:`.
+    metrics: Vec<Arc<MetricDef>>,
+    /// Their inputs' totals at the last snapshot.
+    last: LastTotals,
+    /// When counting began (the first plan applied), from which the
+    /// metrics' `duration_time` is measured.
+    began: Option<Instant>,
     /// Where every descriptor is counted (`cgperf_open_fds`).
     tally: Arc<AtomicU64>,
 }
@@ -62,6 +73,9 @@ impl Host {
         Self {
             groups: Vec::new(),
             totals: Totals::default(),
+            metrics: Vec::new(),
+            last: LastTotals::default(),
+            began: None,
             tally,
         }
     }
@@ -72,6 +86,8 @@ impl Host {
     /// and forgotten.
     fn apply_host(&mut self, plan: &HostPlan, online: &[u32], errors: &mut Errors) {
         self.read_all(errors);
+        self.began.get_or_insert_with(Instant::now);
+        self.metrics = plan.metrics.clone();
         let mut before = std::mem::take(&mut self.groups);
         for group in &plan.groups {
             let kept = before.iter().position(|c| c.group == *group);
@@ -196,6 +212,28 @@ impl Host {
     }
 }
 
+impl Host {
+    /// The value of each metric over the interval that ends `now`, from the
+    /// host's series `shown`: each input summed over every CPU, socket and
+    /// die it counts on, in the unit it is exported in.
+    fn metrics_over(&mut self, shown: &[HostSample], now: Instant) -> Vec<HostMetricSample> {
+        if self.metrics.is_empty() {
+            return Vec::new();
+        }
+        let since = self.began.unwrap_or(now);
+        let counting = now.saturating_duration_since(since).as_nanos() as f64;
+        let total = |input: &MetricInput| {
+            let series = shown.iter().map(|h| (&*h.group, &*h.event, h.value));
+            crate::metrics::input_total(input, counting, series)
+        };
+        self.last
+            .next(&self.metrics, total)
+            .into_iter()
+            .map(|(metric, value)| HostMetricSample { metric, value })
+            .collect()
+    }
+}
+
 impl Target for Host {
     fn apply(&mut self, plan: &Plan, online: &[u32], errors: &mut Errors) {
         self.apply_host(&plan.host, online, errors);
@@ -228,8 +266,9 @@ impl Target for Host {
     /// CPUs or config, not at every collection.
     fn follow(&mut self, _plan: &Plan, _online: &[u32], _errors: &mut Errors) {}
 
-    fn show(&mut self, plan: &Plan, _now: Instant, snapshot: &mut Snapshot) {
+    fn show(&mut self, plan: &Plan, now: Instant, snapshot: &mut Snapshot) {
         snapshot.host = self.samples(plan.per_cpu);
+        snapshot.host_metrics = self.metrics_over(&snapshot.host, now);
     }
 }
 

@@ -12,7 +12,7 @@ use super::{
     GroupSpec, Planned, PlannedEvent, Probe, Refusal, Trial, group_verdict, placed,
     plan_tracepoint, resolve_group, verdict,
 };
-use crate::config::{ConfigError, GroupDef, HostDef};
+use crate::config::{ConfigError, GroupDef, HostDef, MetricDef};
 use crate::events::{Event, ScaleUnit, cpumask, scale_unit};
 use crate::ids::GroupId;
 use crate::machine::Machine;
@@ -40,6 +40,8 @@ pub struct HostPlan {
     pub groups: Vec<Arc<HostGroup>>,
     /// The verdict on every group and tracepoint of `host:`.
     pub support: Vec<Support>,
+    /// Its metrics, computed for the whole machine.
+    pub metrics: Vec<Arc<MetricDef>>,
 }
 
 impl HostPlan {
@@ -51,7 +53,10 @@ impl HostPlan {
         machine: &Machine,
         probe: &dyn Probe,
     ) -> Result<Self, ConfigError> {
-        let mut plan = Self::default();
+        let mut plan = Self {
+            metrics: def.metrics.iter().cloned().map(Arc::new).collect(),
+            ..Self::default()
+        };
         for group in &def.groups {
             let id = GroupId::Named(group.name.as_str().into());
             let status = host_group(group, machine, probe);

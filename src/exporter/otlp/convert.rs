@@ -684,6 +684,13 @@ mod tests {
             ),
             host("cpu-clock", Scope::Machine, HostUnit::Seconds, 2.0),
         ];
+        let yaml = "host:\n  groups:\n    m: [cpu-clock]\n  metrics:\n    \
+                    - {name: busy, expr: cpu-clock / duration_time * 1e9}\n";
+        let config = crate::config::parse("host.yaml", yaml).expect("a host metric");
+        snap.host_metrics = vec![crate::snapshot::HostMetricSample {
+            metric: config.host.metrics[0].clone().into(),
+            value: 1.5,
+        }];
         let requests = batcher(MAX_REQUEST_BYTES).requests(&snap, None);
         let find = |name: &str| {
             requests
@@ -711,6 +718,14 @@ mod tests {
         );
         let clock = find("cgperf_host_clock_seconds_total");
         assert_eq!(clock.unit, "s");
+        // A host metric: a gauge of the machine, named by its metric alone.
+        let busy = find("cgperf_host_metric");
+        let Some(metric::Data::Gauge(gauge)) = &busy.data else {
+            panic!("a host metric is a gauge");
+        };
+        let point = &gauge.data_points[0];
+        assert_eq!(point.value, Some(number_data_point::Value::AsDouble(1.5)));
+        assert_eq!(attributes(point), [("cgperf.metric", text("busy"))]);
     }
 
     #[test]
