@@ -204,6 +204,17 @@ pub struct ProcessMetricSample {
     pub value: f64,
 }
 
+/// Matching processes a scan did not count, by reason
+/// (`cgperf_processes_skipped{reason}`); each is counted once there is
+/// room.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcessesSkipped {
+    /// More match than `max_processes` allows.
+    pub max_processes: u64,
+    /// Their perf descriptors would exceed the open-files limit.
+    pub fd_budget: u64,
+}
+
 /// How many processes an entry of `processes:` counts now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessCount {
@@ -574,8 +585,8 @@ pub struct Snapshot {
     pub process_counts: Vec<ProcessCount>,
     /// The metrics of the series of `processes:` over the last interval.
     pub process_metrics: Vec<ProcessMetricSample>,
-    /// Matching processes not counted, past `max_processes`.
-    pub processes_skipped: u64,
+    /// Matching processes not counted at the last scan, by reason.
+    pub processes_skipped: ProcessesSkipped,
     /// Read and open errors so far.
     pub errors: Errors,
     /// cgroups selected but not counted now, by reason.
@@ -637,7 +648,7 @@ impl Snapshot {
             processes: Vec::new(),
             process_counts: Vec::new(),
             process_metrics: Vec::new(),
-            processes_skipped: 0,
+            processes_skipped: ProcessesSkipped::default(),
             errors: Errors::default(),
             skipped: BTreeMap::new(),
             open_fds: 0,

@@ -62,7 +62,7 @@ fn bpf_engine_on(yaml: &str, capacity: usize, machine: &Machine) -> (Engine, Lat
     let engine = Engine::with_backend(
         plan,
         discovery(),
-        backend,
+        (backend, budget),
         CpuTracker::new(tally),
         latest.clone(),
     );

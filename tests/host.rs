@@ -456,3 +456,43 @@ fn check_lists_the_host_and_where_each_group_counts() {
     assert_eq!(code, 3, "{out}{err}");
     assert!(out.contains("nothing can be counted"), "{out}");
 }
+
+#[test]
+fn a_host_group_that_would_not_fit_the_open_files_limit_is_not_opened_anywhere() {
+    require_root("count system-wide");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    // Beside the CPU canaries (one per CPU), room for `big` (8 per CPU) on
+    // all CPUs but one, and for `small`: 256 descriptors are kept in
+    // reserve.
+    let limit = 256 + cpus + 8 * cpus - 1;
+    let yaml = "interval: 200ms
+host:
+  groups:
+    big: [cpu-clock, cs, faults, cpu-migrations, minor-faults, major-faults, alignment-faults, emulation-faults]
+    small: [cs]
+";
+    let file = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(file.path(), with_test_backend(yaml)).expect("config");
+    let exporter = spawn_with_nofile(file.path(), limit, &[]);
+    let body = exporter.wait_collections(2);
+    // Not on some CPUs and not others: a sum over some would pass for the
+    // whole machine's.
+    assert!(
+        !body.contains("cgperf_host_events_total{group=\"big\""),
+        "{body}"
+    );
+    host(&body, "small", "context-switches");
+    let refused = value(
+        &body,
+        "cgperf_open_errors_total",
+        &[("reason", "too_many_open_files")],
+    );
+    assert!(refused.is_some_and(|n| n >= 1.0), "{body}");
+    assert!(
+        exporter
+            .log()
+            .contains("host group `big` is not opened on CPUs"),
+        "{}",
+        exporter.log()
+    );
+}

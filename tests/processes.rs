@@ -1,7 +1,8 @@
 //! `processes:` on the real kernel: processes matched by name, executable,
 //! command line and pid, counted with their children and threads, exactly;
 //! one that matches only after `exec`; processes that exit; a churn of
-//! short-lived children; the `max_processes` cap; reloads.
+//! short-lived children; the `max_processes` cap and the descriptor
+//! budget; reloads.
 //!
 //! The workers are forked children driven through pipes: each command is
 //! a byte (and a count), answered with a byte once done, so that every
@@ -528,4 +529,65 @@ fn a_reload_that_changes_an_entry_keeps_what_it_counted() {
     worker.run(b'p', 5);
     let body = exporter.wait_collections(2);
     assert_eq!(calls(&body, "s"), 5.0, "{body}");
+}
+
+#[test]
+fn a_process_whose_descriptors_would_not_fit_is_skipped_and_the_rest_counted() {
+    require_root("count other processes");
+    // 24 threads: 96 descriptors for 4 events each, where cgperf, limited
+    // to 300 open files, keeps 44 for perf (256 in reserve).
+    let script = "import threading, time\n\
+                  for _ in range(23): threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n\
+                  time.sleep(600)\n";
+    let mut threads = Command::new("python3")
+        .args(["-c", script, "cgpt-many-threads"])
+        .spawn()
+        .expect("python3 runs");
+    // All its threads before cgperf looks: one found with fewer would fit.
+    let task = format!("/proc/{}/task", threads.id());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_dir(&task).map_or(0, Iterator::count) < 24 {
+        assert!(
+            Instant::now() < deadline,
+            "python3 did not start 24 threads"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let worker = Worker::start("cgpt-budget");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("cgperf.yaml");
+    let entry = format!("groups: [sw], tracepoints: [{GETPPID}]");
+    let yaml = format!(
+        "interval: 200ms\ngroups:\n  sw: [cs, faults, cpu-migrations]\ntracepoints: [{GETPPID}]\n\
+         processes:\n  - {{name: threads, cmdline: \"*cgpt-many-threads*\", {entry}}}\n  \
+         - {{name: worker, comm: cgpt-budget, {entry}}}\n"
+    );
+    std::fs::write(&path, with_test_backend(&yaml)).expect("config");
+    let exporter = spawn_with_nofile(&path, 300, &[]);
+    let counted = |b: &str, p: &str| value(b, "cgperf_processes_counted", &[("process", p)]);
+    let skipped = |b: &str| value(b, "cgperf_processes_skipped", &[("reason", "fd_budget")]);
+    let body = exporter.wait_for("the worker counted, the threads skipped", |b| {
+        counted(b, "worker") == Some(1.0) && skipped(b) == Some(1.0)
+    });
+    assert_eq!(counted(&body, "threads"), Some(0.0), "{body}");
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_processes_skipped",
+            &[("reason", "max_processes")]
+        ),
+        Some(0.0)
+    );
+    let fds = value(&body, "cgperf_open_fds", &[]).expect("open fds");
+    assert!(fds <= 44.0, "{fds} perf descriptors, past the budget");
+    // What fits counts exactly, and cgperf serves on.
+    worker.run(b'p', 1_000);
+    let body = exporter.wait_collections(2);
+    assert_eq!(calls(&body, "worker"), 1_000.0, "{body}");
+    assert!(exporter.log().contains("would exceed the open-files limit"));
+    // Room again once the threads are gone: nothing is skipped.
+    let _ = threads.kill();
+    let _ = threads.wait();
+    let body = exporter.wait_for("nothing skipped", |b| skipped(b) == Some(0.0));
+    assert_eq!(counted(&body, "worker"), Some(1.0), "{body}");
 }

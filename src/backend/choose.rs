@@ -39,6 +39,9 @@ pub struct Opened {
     pub backend: Box<dyn Backend + Send>,
     /// Every perf descriptor of the process, the backend's included.
     pub tally: Arc<AtomicU64>,
+    /// How many of them cgperf may hold: the backend's budget, which the
+    /// other targets keep to as well.
+    pub budget: FdBudget,
     /// What it is, for `cgperf_backend_info`.
     pub info: BackendInfo,
 }
@@ -154,6 +157,7 @@ impl Chosen {
         Ok(Opened {
             backend,
             tally,
+            budget,
             info,
         })
     }

@@ -71,11 +71,12 @@ fn targets<B: Backend + Send + 'static>(
     discovery: Discovery,
     names: Option<Names>,
     cpus: &CpuTracker,
+    budget: FdBudget,
 ) -> Vec<Box<dyn Target>> {
     vec![
         Box::new(Cgroups::new(backend, discovery, names)),
-        Box::new(Host::new(cpus.tally())),
-        Box::new(Processes::new(cpus.tally())),
+        Box::new(Host::new(cpus.tally(), budget)),
+        Box::new(Processes::new(cpus.tally(), budget)),
     ]
 }
 
@@ -90,22 +91,22 @@ impl Engine {
         names: Option<Names>,
     ) -> Self {
         let cpus = CpuTracker::new(opened.tally);
-        let targets = targets(opened.backend, discovery, names, &cpus);
+        let targets = targets(opened.backend, discovery, names, &cpus, opened.budget);
         let mut engine = Self::of(plan, targets, cpus, latest);
         engine.backend = opened.info;
         engine
     }
 
     /// An engine counting cgroups with `backend`, following CPUs with
-    /// `cpus`.
+    /// `cpus`; every target keeps within `budget` perf descriptors.
     pub fn with_backend<B: Backend + Send + 'static>(
         plan: Plan,
         discovery: Discovery,
-        backend: B,
+        (backend, budget): (B, FdBudget),
         cpus: CpuTracker,
         latest: Latest,
     ) -> Self {
-        let targets = targets(backend, discovery, None, &cpus);
+        let targets = targets(backend, discovery, None, &cpus, budget);
         Self::of(plan, targets, cpus, latest)
     }
 

@@ -22,7 +22,7 @@ struct Recording {
     name: &'static str,
     drains: bool,
     calls: Calls,
-    /// Added to `processes_skipped` by each `show`, so that the snapshot
+    /// Added to `samples_undecodable` by each `show`, so that the snapshot
     /// tells which targets showed.
     shows: u64,
 }
@@ -56,7 +56,7 @@ impl Target for Recording {
 
     fn show(&mut self, _plan: &Plan, _now: Instant, snapshot: &mut Snapshot) {
         self.log("show");
-        snapshot.processes_skipped += self.shows;
+        snapshot.samples_undecodable += self.shows;
     }
 
     fn drains(&self) -> bool {
@@ -129,7 +129,7 @@ fn every_target_is_read_first_then_given_the_cpus_then_the_plan_then_shown() {
     );
     let first = latest.get();
     assert_eq!(first.collections, 1);
-    assert_eq!(first.processes_skipped, 11, "both targets showed");
+    assert_eq!(first.samples_undecodable, 11, "both targets showed");
     engine.collect();
     // Later ones follow what they count instead; the CPUs did not change.
     assert_eq!(

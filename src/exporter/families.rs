@@ -494,7 +494,7 @@ const PROCESSES_COUNTED: Family = Family {
 };
 const PROCESSES_SKIPPED: Family = Family {
     name: "cgperf_processes_skipped",
-    help: "Processes an entry of `processes:` matched at the last scan but cgperf does not count: more than max_processes.",
+    help: "Processes an entry of `processes:` matched at the last scan but cgperf does not count, by reason: more than max_processes (max_processes), or their perf descriptors would exceed the open-files limit (fd_budget).",
     unit: Unit::Count("{process}"),
     kind: Kind::Gauge,
 };
@@ -868,12 +868,15 @@ pub fn visit<V: Visitor>(
             .iter()
             .map(|c| Point::fixed(Labels::one("process", &c.process), c.counted as f64)),
     )?;
+    let skipped = &snap.processes_skipped;
     v.family(
         &PROCESSES_SKIPPED,
-        std::iter::once(Point::fixed(
-            Labels::one("reason", "max_processes"),
-            snap.processes_skipped as f64,
-        )),
+        [
+            ("max_processes", skipped.max_processes),
+            ("fd_budget", skipped.fd_budget),
+        ]
+        .into_iter()
+        .map(|(reason, n)| Point::fixed(Labels::one("reason", reason), n as f64)),
     )?;
     v.family(&HOST_EVENT_SUPPORTED, event_support(&snap.host_support))?;
     for (family, op) in [

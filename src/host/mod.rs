@@ -14,6 +14,7 @@ mod scope;
 
 use scope::{CPU_ROOT, of_cpumask};
 
+use crate::backend::budget::FdBudget;
 use crate::backend::reading::Reader;
 use crate::config::{MetricDef, MetricInput};
 use crate::cpus::CpuChanges;
@@ -30,7 +31,7 @@ use crate::totals::{GroupKey, GroupTotals, Totals, exported_total};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime};
 
 /// The key of the host's totals: the host is the only target they hold.
@@ -53,6 +54,8 @@ pub struct Host {
     began: Option<Instant>,
     /// Where every descriptor is counted (`cgperf_open_fds`).
     tally: Arc<AtomicU64>,
+    /// How many perf descriptors cgperf may hold, with everything else's.
+    budget: FdBudget,
 }
 
 /// One group of `host:` and what counts it.
@@ -68,8 +71,9 @@ struct Counted {
 }
 
 impl Host {
-    /// Counts nothing yet; descriptors are counted in `tally`.
-    pub fn new(tally: Arc<AtomicU64>) -> Self {
+    /// Counts nothing yet; descriptors are counted in `tally`, and a group
+    /// that would take more than `budget` leaves is not opened.
+    pub fn new(tally: Arc<AtomicU64>, budget: FdBudget) -> Self {
         Self {
             groups: Vec::new(),
             totals: Totals::default(),
@@ -77,6 +81,7 @@ impl Host {
             last: LastTotals::default(),
             began: None,
             tally,
+            budget,
         }
     }
 
@@ -142,10 +147,27 @@ impl Host {
                     .filter(|&cpu| spec.counts_on(cpu))
                     .collect(),
             };
-            for cpu in cpus {
-                if counted.open.contains_key(&cpu) {
-                    continue;
-                }
+            let missing: Vec<u32> = cpus
+                .into_iter()
+                .filter(|cpu| !counted.open.contains_key(cpu))
+                .collect();
+            // All of its CPUs or none: a sum over some would pass for the
+            // whole machine's.
+            let cost = (spec.events.len() * missing.len()) as u64;
+            if !self.budget.fits(self.tally.load(Ordering::Relaxed), cost) {
+                errors.count(
+                    Operation::Open,
+                    ErrorReason::Kernel(OpenFailure::TooManyOpenFiles),
+                );
+                tracing::warn!(
+                    "host group `{}` is not opened on CPUs {missing:?}: its perf descriptors \
+                     would exceed the open-files limit (raise LimitNOFILE / ulimit -n); the \
+                     next change of CPUs or config tries again",
+                    spec.name
+                );
+                continue;
+            }
+            for cpu in missing {
                 let Some(attrs) = spec.attrs_on(cpu) else {
                     continue;
                 };

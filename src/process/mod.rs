@@ -21,6 +21,7 @@ pub use scan::{PROC_ROOT, Seen, all_processes, parse_stat};
 
 use series::{Series, SeriesId};
 
+use crate::backend::budget::FdBudget;
 use crate::backend::reading::Reader;
 use crate::config::MetricDef;
 use crate::config::{ProcessLabel, ProcessMatch, ProcessSelector};
@@ -28,13 +29,13 @@ use crate::cpus::CpuChanges;
 use crate::ids::{CgroupSlot, EventId, GroupId};
 use crate::perf::{self, CounterGroup, OpenError, OpenFailure};
 use crate::plan::{GroupSpec, Plan};
-use crate::snapshot::{ErrorReason, Errors, Operation, Snapshot};
+use crate::snapshot::{ErrorReason, Errors, Operation, ProcessesSkipped, Snapshot};
 use crate::target::Target;
 use crate::totals::{GroupKey, Totals};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// How far up its ancestry a process is looked at for a counted ancestor:
@@ -61,8 +62,12 @@ pub struct Processes {
     root: PathBuf,
     /// At most this many processes are counted at once.
     max: usize,
-    /// Matching processes left uncounted by the last scan, past `max`.
-    skipped: u64,
+    /// Matching processes left uncounted by the last scan, and why.
+    skipped: ProcessesSkipped,
+    /// How many perf descriptors cgperf may hold, with everything else's.
+    budget: FdBudget,
+    /// Whether the last scan said that processes did not fit the budget.
+    over_budget_said: bool,
     /// Whether an executable could not be read for want of privileges
     /// (said once).
     exe_denied: std::cell::Cell<bool>,
@@ -99,8 +104,10 @@ struct Counted {
 }
 
 impl Processes {
-    /// Counts nothing yet; descriptors are counted in `tally`.
-    pub fn new(tally: Arc<AtomicU64>) -> Self {
+    /// Counts nothing yet; descriptors are counted in `tally`, and a
+    /// process whose groups would take more than `budget` leaves is not
+    /// counted.
+    pub fn new(tally: Arc<AtomicU64>, budget: FdBudget) -> Self {
         Self {
             selected: Vec::new(),
             counted: BTreeMap::new(),
@@ -112,7 +119,9 @@ impl Processes {
             tally,
             root: PathBuf::from(PROC_ROOT),
             max: crate::config::DEFAULT_MAX_PROCESSES,
-            skipped: 0,
+            skipped: ProcessesSkipped::default(),
+            budget,
+            over_budget_said: false,
             exe_denied: std::cell::Cell::new(false),
             refused: HashSet::new(),
         }
@@ -208,6 +217,10 @@ impl Processes {
     /// old ones are read a last time and the new ones start at once, so
     /// that only what happens between that read and those starts (a
     /// syscall per group, not the opens) is not seen, and nothing twice.
+    /// Where both would not fit the budget at once, the old ones are read
+    /// and closed first (what happens during the opens is then not seen);
+    /// where the new ones alone do not fit, the process is no longer
+    /// counted, and the next scans count it once there is room.
     fn reopen(&mut self, key: &Key, errors: &mut Errors) {
         let Some(at) = self.selected.iter().position(|s| s.name == key.0) else {
             return;
@@ -220,7 +233,17 @@ impl Processes {
         else {
             return;
         };
-        let (mut readers, _) = self.open_groups(at, key.1, slot, Start::Paused, errors);
+        let threads = scan::threads(&self.root, key.1);
+        let cost = self.cost(at, threads.len());
+        let beside = self.fits(cost);
+        if !beside && let Some(counted) = self.counted.get_mut(key) {
+            read_all(&mut self.totals, &mut counted.readers, errors);
+            counted.readers.clear();
+        }
+        let (mut readers, _) = match self.fits(cost) {
+            true => self.open_groups(at, &threads, slot, Start::Paused, errors),
+            false => (Vec::new(), None),
+        };
         let Some(counted) = self.counted.get_mut(key) else {
             return;
         };
@@ -236,17 +259,18 @@ impl Processes {
         // The old groups close here, after their last read.
         counted.readers = readers;
         if counted.readers.is_empty() {
-            // Gone meanwhile: the next scan finds it again if it is not.
+            // Gone meanwhile, or out of room: the next scan finds it again
+            // if it is not gone.
             self.counted.remove(key);
         }
     }
 
-    /// Opens the groups of entry `at` on every thread of process `pid`,
-    /// adding to the totals of `slot`; with the first refusal, if any.
+    /// Opens the groups of entry `at` on `threads` (of one process), adding
+    /// to the totals of `slot`; with the first refusal, if any.
     fn open_groups(
         &mut self,
         at: usize,
-        pid: u32,
+        threads: &[u32],
         slot: CgroupSlot,
         start: Start,
         errors: &mut Errors,
@@ -256,7 +280,7 @@ impl Processes {
         let Some(selected) = self.selected.get(at) else {
             return (readers, refused);
         };
-        for tid in scan::threads(&self.root, pid) {
+        for &tid in threads {
             for spec in &selected.groups {
                 let attrs: Vec<_> = spec.events.iter().map(|e| e.attr).collect();
                 let open = match start {
@@ -329,7 +353,7 @@ impl Processes {
         self.forget_exited(&alive, errors);
         self.refused
             .retain(|(_, pid, start)| alive.get(pid).is_some_and(|s| s.start == *start));
-        let mut skipped = 0;
+        let mut skipped = ProcessesSkipped::default();
         for s in seen.iter().filter(|s| !s.dead) {
             for at in 0..self.selected.len() {
                 let selected = &self.selected[at];
@@ -341,13 +365,44 @@ impl Processes {
                     continue;
                 }
                 if self.counted.len() >= self.max {
-                    skipped += 1;
+                    skipped.max_processes += 1;
                     continue;
                 }
-                self.admit(at, s, errors);
+                if !self.admit(at, s, errors) {
+                    skipped.fd_budget += 1;
+                }
             }
         }
+        match (skipped.fd_budget > 0, self.over_budget_said) {
+            (true, false) => tracing::warn!(
+                "{} matching processes are not counted: their perf descriptors (one per event \
+                 of their entry's groups per thread) would exceed the open-files limit; raise \
+                 LimitNOFILE / ulimit -n, or count fewer events or processes; they are counted \
+                 once there is room",
+                skipped.fd_budget
+            ),
+            (false, true) => {
+                tracing::info!("every matching process fits the open-files limit again")
+            }
+            _ => {}
+        }
+        self.over_budget_said = skipped.fd_budget > 0;
         self.skipped = skipped;
+    }
+
+    /// The descriptors the groups of entry `at` take on `threads` threads.
+    fn cost(&self, at: usize, threads: usize) -> u64 {
+        let per_thread: usize = self.selected[at]
+            .groups
+            .iter()
+            .map(|g| g.events.len())
+            .sum();
+        (per_thread as u64).saturating_mul(threads as u64)
+    }
+
+    /// Whether `more` descriptors fit beside every one cgperf holds now.
+    fn fits(&self, more: u64) -> bool {
+        self.budget.fits(self.tally.load(Ordering::Relaxed), more)
     }
 
     /// Reads and closes what counted processes that are gone (or dead),
@@ -420,8 +475,13 @@ impl Processes {
         false
     }
 
-    /// Opens the groups of entry `at` on every thread of `s`.
-    fn admit(&mut self, at: usize, s: &Seen, errors: &mut Errors) {
+    /// Opens the groups of entry `at` on every thread of `s`; false when
+    /// their descriptors would not fit the budget (nothing is opened).
+    fn admit(&mut self, at: usize, s: &Seen, errors: &mut Errors) -> bool {
+        let threads = scan::threads(&self.root, s.pid);
+        if !self.fits(self.cost(at, threads.len())) {
+            return false;
+        }
         let selected = &self.selected[at];
         let labels = &selected.selector.labels;
         let id = SeriesId {
@@ -432,7 +492,7 @@ impl Processes {
             pid: labels.contains(&ProcessLabel::Pid).then_some(s.pid),
         };
         let slot = self.series_slot(id.clone());
-        let (readers, refused) = self.open_groups(at, s.pid, slot, Start::Now, errors);
+        let (readers, refused) = self.open_groups(at, &threads, slot, Start::Now, errors);
         let selected = &self.selected[at];
         let key = (selected.name.clone(), s.pid, s.start);
         if let Some((tid, group, e)) = refused
@@ -454,7 +514,7 @@ impl Processes {
         }
         if readers.is_empty() {
             // Gone before it could be opened, or refused everywhere.
-            return;
+            return true;
         }
         let counted = Counted {
             admitted: self.generation,
@@ -462,6 +522,7 @@ impl Processes {
             readers,
         };
         self.counted.insert(key, counted);
+        true
     }
 }
 
