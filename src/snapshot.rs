@@ -4,6 +4,7 @@
 use crate::config::MetricDef;
 use crate::ids::GroupId;
 use crate::perf::OpenFailure;
+use crate::totals::GroupTimes;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime};
@@ -134,6 +135,37 @@ pub enum HostUnit {
     /// Bytes (events whose `.unit` is `MiB`, such as memory controller
     /// reads and writes).
     Bytes,
+}
+
+/// The group times of one group of `host:`, for what one of its series
+/// covers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostGroupTime {
+    /// The group's name, or `tracepoints`.
+    pub group: Arc<str>,
+    /// What it covers.
+    pub scope: Scope,
+    /// Its times, summed over the CPUs of the scope.
+    pub times: GroupTimes,
+    /// When the group began counting.
+    pub start_time: SystemTime,
+}
+
+/// The group times of one group of a series of `processes:`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessGroupTime {
+    /// The entry's name.
+    pub process: Arc<str>,
+    /// The comm, where the entry asks for it.
+    pub comm: Option<Arc<str>>,
+    /// The pid, where the entry asks for it.
+    pub pid: Option<u32>,
+    /// The group's name.
+    pub group: Arc<str>,
+    /// Its times, summed over the threads counted.
+    pub times: GroupTimes,
+    /// When the series began.
+    pub start_time: SystemTime,
 }
 
 /// The value of one metric of `host:` over the last interval, for the
@@ -577,12 +609,16 @@ pub struct Snapshot {
     pub host: Vec<HostSample>,
     /// The verdict on every group and tracepoint of `host:`.
     pub host_support: Vec<Support>,
+    /// The group times of `host:`.
+    pub host_group_times: Vec<HostGroupTime>,
     /// The metrics of `host:` over the last interval.
     pub host_metrics: Vec<HostMetricSample>,
     /// The series of `processes:`.
     pub processes: Vec<ProcessSample>,
     /// Processes counted per entry of `processes:`.
     pub process_counts: Vec<ProcessCount>,
+    /// The group times of the series of `processes:`.
+    pub process_group_times: Vec<ProcessGroupTime>,
     /// The metrics of the series of `processes:` over the last interval.
     pub process_metrics: Vec<ProcessMetricSample>,
     /// Matching processes not counted at the last scan, by reason.
@@ -644,9 +680,11 @@ impl Snapshot {
             support: Vec::new(),
             host: Vec::new(),
             host_support: Vec::new(),
+            host_group_times: Vec::new(),
             host_metrics: Vec::new(),
             processes: Vec::new(),
             process_counts: Vec::new(),
+            process_group_times: Vec::new(),
             process_metrics: Vec::new(),
             processes_skipped: ProcessesSkipped::default(),
             errors: Errors::default(),

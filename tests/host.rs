@@ -190,6 +190,25 @@ fn the_host_counts_what_perf_stat_a_counts() {
         delta("machine", "context-switches"),
         perf_figure(&perf_out, "context-switches"),
     );
+    // The group's times: enabled on every CPU all along, always on its
+    // counters (software events), per group without an event label.
+    let time = |body: &str, family: &str| {
+        value(body, family, &[("group", "machine")])
+            .unwrap_or_else(|| panic!("no {family} of machine:\n{body}"))
+    };
+    let enabled = |b: &str| time(b, "cgperf_host_group_enabled_seconds_total");
+    let running = |b: &str| time(b, "cgperf_host_group_running_seconds_total");
+    let enabled_per_second = (enabled(&after) - enabled(&before)) / wall;
+    assert!(
+        (enabled_per_second / cpus - 1.0).abs() < 0.05,
+        "enabled {enabled_per_second} CPU seconds a second, of {cpus}"
+    );
+    assert_eq!(running(&after), enabled(&after));
+    assert_eq!(
+        time(&after, "cgperf_host_group_never_ran_intervals_total"),
+        0.0
+    );
+
     // The ping-pong switched at least twice a round trip, in both.
     assert!(delta("machine", "context-switches") >= 4_000.0, "{after}");
     assert!(

@@ -591,3 +591,49 @@ fn a_process_whose_descriptors_would_not_fit_is_skipped_and_the_rest_counted() {
     let body = exporter.wait_for("nothing skipped", |b| skipped(b) == Some(0.0));
     assert_eq!(counted(&body, "worker"), Some(1.0), "{body}");
 }
+
+#[test]
+fn a_process_series_shows_how_long_its_groups_were_enabled_and_ran() {
+    require_root("count other processes");
+    let worker = Worker::start("cgpt-times");
+    let exporter = Exporter::start(Some(
+        "interval: 200ms\ngroups:\n  clock: [task-clock, cs]\n\
+         processes:\n  - {name: timed, comm: cgpt-times, groups: [clock]}\n",
+    ));
+    exporter.wait_for("the worker counted", |b| {
+        value(b, "cgperf_processes_counted", &[("process", "timed")]) == Some(1.0)
+    });
+    worker.run(b'p', 2_000_000);
+    let body = exporter.wait_collections(2);
+    let of = [("process", "timed"), ("group", "clock")];
+    let time =
+        |family: &str| value(&body, family, &of).unwrap_or_else(|| panic!("no {family}:\n{body}"));
+    let task_clock = value(
+        &body,
+        "cgperf_process_clock_seconds_total",
+        &[("process", "timed"), ("event", "task-clock")],
+    )
+    .expect("task-clock");
+    let enabled = time("cgperf_process_group_enabled_seconds_total");
+    let running = time("cgperf_process_group_running_seconds_total");
+    eprintln!("task-clock {task_clock:.6} s, group enabled {enabled:.6} s, running {running:.6} s");
+    // A thread's group is enabled while the thread runs: its task-clock.
+    assert!(task_clock > 0.01, "{body}");
+    assert!(
+        (enabled - task_clock).abs() <= 0.002 + 0.02 * task_clock,
+        "enabled {enabled} s against task-clock {task_clock} s"
+    );
+    // Software events never wait for a counter.
+    assert_eq!(running, enabled);
+    assert_eq!(time("cgperf_process_group_never_ran_intervals_total"), 0.0);
+    for line in body
+        .lines()
+        .filter(|l| l.starts_with("cgperf_process_group_"))
+    {
+        assert!(
+            !line.contains("event="),
+            "a group's time has no event: {line}"
+        );
+    }
+    common::prometheus::promtool_check(&body);
+}

@@ -7,7 +7,7 @@ use crate::events::{SYSCALL_LABEL, syscall_name};
 use crate::ids::GroupId;
 use crate::plan::{GroupSpec, SampledSpec};
 use crate::snapshot::{CounterSample, GroupTimeSample, MetricSample, Parts, SeriesKey};
-use crate::totals::{Counts, GroupTotals, SampledKey, Totals, exported_total};
+use crate::totals::{Counts, GroupTimes, GroupTotals, SampledKey, Totals, exported_total};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -165,14 +165,15 @@ impl Making {
             .events
             .first()
             .map_or_else(|| spec.id().shared_label(), |k| k.group.clone());
+        let times = GroupTimes::of(parts.iter().copied());
         self.group_times.push(GroupTimeSample {
             cgroup: entry.path.clone(),
             labels: entry.labels().clone(),
             group,
             cpu: names.cpu,
-            enabled_seconds: saturating_sum(parts.iter().map(|t| t.enabled_ns)) as f64 / 1e9,
-            running_seconds: saturating_sum(parts.iter().map(|t| t.running_ns)) as f64 / 1e9,
-            never_ran_intervals: saturating_sum(parts.iter().map(|t| t.never_ran_intervals)),
+            enabled_seconds: times.enabled_seconds,
+            running_seconds: times.running_seconds,
+            never_ran_intervals: times.never_ran_intervals,
             start_time: entry.created,
         });
     }
@@ -212,10 +213,4 @@ impl Making {
         self.events_lost
             .extend(CounterSample::of(&lost, 0, counts.lost() as f64));
     }
-}
-
-/// The sum of `values`, at most `u64::MAX`: each CPU's total saturates
-/// (a counter the kernel reset cannot make it wrap), and so does their sum.
-fn saturating_sum(values: impl Iterator<Item = u64>) -> u64 {
-    values.fold(0, u64::saturating_add)
 }

@@ -10,8 +10,8 @@
 //! so the catalogue imports no exporter.
 
 use crate::snapshot::{
-    CounterSample, GroupTimeSample, HostSample, HostUnit, Operation, ProcessSample, Scope,
-    Snapshot, Support,
+    CounterSample, GroupTimeSample, HostGroupTime, HostSample, HostUnit, Operation,
+    ProcessGroupTime, ProcessSample, Scope, Snapshot, Support,
 };
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -149,19 +149,20 @@ pub enum Labels<'a> {
     Host {
         /// Group name.
         group: &'a str,
-        /// Event.
-        event: &'a str,
+        /// Event, for counters (not group times).
+        event: Option<&'a str>,
         /// What it covers.
         scope: Scope,
     },
-    /// A series of `processes:`: its processes' labels, `group`, `event`.
+    /// A series of `processes:`: its processes' labels, `group`, `event`
+    /// (counters only).
     Process {
         /// Whose.
         of: ProcessLabels<'a>,
         /// Group name.
         group: &'a str,
-        /// Event.
-        event: &'a str,
+        /// Event, for counters (not group times).
+        event: Option<&'a str>,
     },
     /// A metric of a series of `processes:`: its processes' labels,
     /// `metric`.
@@ -262,7 +263,9 @@ impl<'a> Labels<'a> {
                 scope,
             } => {
                 f("group", Value::Str(group))?;
-                f("event", Value::Str(event))?;
+                if let Some(event) = event {
+                    f("event", Value::Str(event))?;
+                }
                 match scope {
                     Scope::Machine => {}
                     Scope::Cpu(cpu) => f("cpu", Value::Number(cpu))?,
@@ -276,7 +279,9 @@ impl<'a> Labels<'a> {
             Self::Process { of, group, event } => {
                 of.for_each(&mut f)?;
                 f("group", Value::Str(group))?;
-                f("event", Value::Str(event))?;
+                if let Some(event) = event {
+                    f("event", Value::Str(event))?;
+                }
             }
             Self::ProcessMetric { of, metric } => {
                 of.for_each(&mut f)?;
@@ -450,6 +455,24 @@ const HOST_BYTES: Family = Family {
     unit: Unit::Bytes,
     kind: Kind::Counter,
 };
+const HOST_GROUP_ENABLED: Family = Family {
+    name: "cgperf_host_group_enabled",
+    help: "Time each `host:` group was enabled, summed over the CPUs it counts on (per socket or die where the PMU counts so).",
+    unit: Unit::Seconds,
+    kind: Kind::Counter,
+};
+const HOST_GROUP_RUNNING: Family = Family {
+    name: "cgperf_host_group_running",
+    help: "Time each `host:` group was counting on the PMU; running/enabled is its multiplexing ratio.",
+    unit: Unit::Seconds,
+    kind: Kind::Counter,
+};
+const HOST_GROUP_NEVER_RAN: Family = Family {
+    name: "cgperf_host_group_never_ran_intervals",
+    help: "Intervals in which a `host:` group was enabled but never got a counter (summed over its CPUs); they add nothing to its counts.",
+    unit: Unit::Count("{interval}"),
+    kind: Kind::Counter,
+};
 const HOST_METRIC: Family = Family {
     name: "cgperf_host_metric",
     help: "The value of each metric of `host:` over the last interval's counts of the whole machine (each input summed over the CPUs, sockets and dies it counts on); none for an interval in which its formula divides by zero. cgperf_metric_definition_info gives each metric's description and unit.",
@@ -478,6 +501,24 @@ const PROCESS_CLOCK: Family = Family {
     name: "cgperf_process_clock",
     help: "CPU time counted by the task-clock and cpu-clock events of the processes of each entry of `processes:`.",
     unit: Unit::Seconds,
+    kind: Kind::Counter,
+};
+const PROCESS_GROUP_ENABLED: Family = Family {
+    name: "cgperf_process_group_enabled",
+    help: "Time each group of a `processes:` entry was enabled, summed over its processes' threads (the time they ran).",
+    unit: Unit::Seconds,
+    kind: Kind::Counter,
+};
+const PROCESS_GROUP_RUNNING: Family = Family {
+    name: "cgperf_process_group_running",
+    help: "Time each group of a `processes:` entry was counting on the PMU; running/enabled is its multiplexing ratio.",
+    unit: Unit::Seconds,
+    kind: Kind::Counter,
+};
+const PROCESS_GROUP_NEVER_RAN: Family = Family {
+    name: "cgperf_process_group_never_ran_intervals",
+    help: "Intervals in which a group of a `processes:` entry was enabled on a thread but never got a counter (summed over threads); they add nothing to its counts.",
+    unit: Unit::Count("{interval}"),
     kind: Kind::Counter,
 };
 const PROCESS_METRIC: Family = Family {
@@ -721,10 +762,27 @@ fn process_point(p: &ProcessSample) -> Point<'_> {
                 pid: p.pid,
             },
             group: &p.group,
-            event: &p.event,
+            event: Some(&p.event),
         },
         value: p.value,
         start: Some(p.start_time),
+    }
+}
+
+/// A point of one of a process series' group times.
+fn process_time_point(t: &ProcessGroupTime, value: f64) -> Point<'_> {
+    Point {
+        labels: Labels::Process {
+            of: ProcessLabels {
+                process: &t.process,
+                comm: t.comm.as_deref(),
+                pid: t.pid,
+            },
+            group: &t.group,
+            event: None,
+        },
+        value,
+        start: Some(t.start_time),
     }
 }
 
@@ -732,11 +790,24 @@ fn host_point(h: &HostSample) -> Point<'_> {
     Point {
         labels: Labels::Host {
             group: &h.group,
-            event: &h.event,
+            event: Some(&h.event),
             scope: h.scope,
         },
         value: h.value,
         start: Some(h.start_time),
+    }
+}
+
+/// A point of one of the host's group times.
+fn host_time_point(t: &HostGroupTime, value: f64) -> Point<'_> {
+    Point {
+        labels: Labels::Host {
+            group: &t.group,
+            event: None,
+            scope: t.scope,
+        },
+        value,
+        start: Some(t.start_time),
     }
 }
 
@@ -829,6 +900,19 @@ pub fn visit<V: Visitor>(
     v.family(&HOST_CLOCK, host(HostUnit::Seconds))?;
     v.family(&HOST_ENERGY, host(HostUnit::Joules))?;
     v.family(&HOST_BYTES, host(HostUnit::Bytes))?;
+    let host_times = || snap.host_group_times.iter();
+    v.family(
+        &HOST_GROUP_ENABLED,
+        host_times().map(|t| host_time_point(t, t.times.enabled_seconds)),
+    )?;
+    v.family(
+        &HOST_GROUP_RUNNING,
+        host_times().map(|t| host_time_point(t, t.times.running_seconds)),
+    )?;
+    v.family(
+        &HOST_GROUP_NEVER_RAN,
+        host_times().map(|t| host_time_point(t, t.times.never_ran_intervals as f64)),
+    )?;
     v.family(
         &HOST_METRIC,
         snap.host_metrics.iter().map(|m| Point {
@@ -846,6 +930,19 @@ pub fn visit<V: Visitor>(
     v.family(
         &PROCESS_CLOCK,
         processes().filter(|p| p.clock).map(process_point),
+    )?;
+    let process_times = || snap.process_group_times.iter();
+    v.family(
+        &PROCESS_GROUP_ENABLED,
+        process_times().map(|t| process_time_point(t, t.times.enabled_seconds)),
+    )?;
+    v.family(
+        &PROCESS_GROUP_RUNNING,
+        process_times().map(|t| process_time_point(t, t.times.running_seconds)),
+    )?;
+    v.family(
+        &PROCESS_GROUP_NEVER_RAN,
+        process_times().map(|t| process_time_point(t, t.times.never_ran_intervals as f64)),
     )?;
     v.family(
         &PROCESS_METRIC,

@@ -24,10 +24,11 @@ use crate::metrics::LastTotals;
 use crate::perf::{self, CounterGroup, OpenFailure};
 use crate::plan::{HostGroup, HostPlan, Plan};
 use crate::snapshot::{
-    ErrorReason, Errors, HostMetricSample, HostSample, HostUnit, Operation, Scope, Snapshot,
+    ErrorReason, Errors, HostGroupTime, HostMetricSample, HostSample, HostUnit, Operation, Scope,
+    Snapshot,
 };
 use crate::target::Target;
-use crate::totals::{GroupKey, GroupTotals, Totals, exported_total};
+use crate::totals::{GroupKey, GroupTimes, GroupTotals, Totals, exported_total};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -200,37 +201,50 @@ impl Host {
         }
     }
 
-    /// The host's series now: per socket or die for a PMU that counts so,
-    /// else summed over CPUs (per CPU when `per_cpu`).
-    fn samples(&self, per_cpu: bool) -> Vec<HostSample> {
+    /// The host's series now, and its groups' times: per socket or die for
+    /// a PMU that counts so, else summed over CPUs (per CPU when
+    /// `per_cpu`).
+    fn samples(&self, per_cpu: bool) -> (Vec<HostSample>, Vec<HostGroupTime>) {
         let mut out = Vec::new();
+        let mut times = Vec::new();
         for counted in &self.groups {
             let spec = &counted.group.spec;
             let group: Arc<str> = spec.name.label().into();
+            let mut parts: BTreeMap<Scope, Vec<&GroupTotals>> = BTreeMap::new();
+            for (cpu, totals) in self.totals.per_cpu(HOST, &spec.name) {
+                let scope = match counted.scopes.get(&cpu) {
+                    Some(scope) => *scope,
+                    None if counted.group.cpumask.is_some() => Scope::Cpu(cpu),
+                    None if per_cpu => Scope::Cpu(cpu),
+                    None => Scope::Machine,
+                };
+                parts.entry(scope).or_default().push(totals);
+            }
             for (position, event) in spec.events.iter().enumerate() {
-                let mut parts: BTreeMap<Scope, Vec<&GroupTotals>> = BTreeMap::new();
-                for (cpu, totals) in self.totals.per_cpu(HOST, &spec.name) {
-                    let scope = match counted.scopes.get(&cpu) {
-                        Some(scope) => *scope,
-                        None if counted.group.cpumask.is_some() => Scope::Cpu(cpu),
-                        None if per_cpu => Scope::Cpu(cpu),
-                        None => Scope::Machine,
-                    };
-                    parts.entry(scope).or_default().push(totals);
-                }
                 let scale = counted.group.units.get(position).and_then(Option::as_ref);
                 let (unit, factor) = unit_of(scale, event.clock);
-                out.extend(parts.into_iter().map(|(scope, parts)| HostSample {
+                out.extend(parts.iter().map(|(scope, parts)| HostSample {
                     group: group.clone(),
                     event: event.label.clone(),
-                    scope,
+                    scope: *scope,
                     unit,
-                    value: exported_total(parts, position, &event.label, event.clock) * factor,
+                    value: exported_total(
+                        parts.iter().copied(),
+                        position,
+                        &event.label,
+                        event.clock,
+                    ) * factor,
                     start_time: counted.start_time,
                 }));
             }
+            times.extend(parts.iter().map(|(scope, parts)| HostGroupTime {
+                group: group.clone(),
+                scope: *scope,
+                times: GroupTimes::of(parts.iter().copied()),
+                start_time: counted.start_time,
+            }));
         }
-        out
+        (out, times)
     }
 }
 
@@ -289,7 +303,7 @@ impl Target for Host {
     fn follow(&mut self, _plan: &Plan, _online: &[u32], _errors: &mut Errors) {}
 
     fn show(&mut self, plan: &Plan, now: Instant, snapshot: &mut Snapshot) {
-        snapshot.host = self.samples(plan.per_cpu);
+        (snapshot.host, snapshot.host_group_times) = self.samples(plan.per_cpu);
         snapshot.host_metrics = self.metrics_over(&snapshot.host, now);
     }
 }

@@ -545,6 +545,7 @@ impl Target for Processes {
     fn show(&mut self, _plan: &Plan, now: Instant, snapshot: &mut Snapshot) {
         let shown = self.samples(now);
         snapshot.processes = shown.counters;
+        snapshot.process_group_times = shown.group_times;
         snapshot.process_counts = shown.counts;
         snapshot.process_metrics = shown.metrics;
         snapshot.processes_skipped = self.skipped;

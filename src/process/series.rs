@@ -6,8 +6,8 @@ use super::Processes;
 use crate::config::MetricInput;
 use crate::ids::CgroupSlot;
 use crate::metrics::LastTotals;
-use crate::snapshot::{ProcessCount, ProcessMetricSample, ProcessSample};
-use crate::totals::exported_total;
+use crate::snapshot::{ProcessCount, ProcessGroupTime, ProcessMetricSample, ProcessSample};
+use crate::totals::{GroupTimes, exported_total};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -37,6 +37,8 @@ pub(super) struct Series {
 pub(super) struct Shown {
     /// Every series.
     pub(super) counters: Vec<ProcessSample>,
+    /// Each series' group times.
+    pub(super) group_times: Vec<ProcessGroupTime>,
     /// Processes counted per entry.
     pub(super) counts: Vec<ProcessCount>,
     /// The value of each metric of each series over the interval.
@@ -86,6 +88,15 @@ impl Processes {
                         start_time: series.start_time,
                     });
                 }
+                let parts = self.totals.per_cpu(series.slot, &spec.name).map(|(_, t)| t);
+                shown.group_times.push(ProcessGroupTime {
+                    process: id.process.clone(),
+                    comm: id.comm.clone(),
+                    pid: id.pid,
+                    group,
+                    times: GroupTimes::of(parts),
+                    start_time: series.start_time,
+                });
             }
             if selected.metrics.is_empty() {
                 continue;

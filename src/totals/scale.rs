@@ -298,6 +298,37 @@ pub fn exported_total<'a>(
     if clock { value / 1e9 } else { value }
 }
 
+/// How long a group was enabled and on the PMU, and in how many intervals
+/// it never ran, over some of its totals (one CPU's, every CPU's, every
+/// thread's): what its series of group times show.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct GroupTimes {
+    /// Seconds enabled.
+    pub enabled_seconds: f64,
+    /// Seconds on the PMU.
+    pub running_seconds: f64,
+    /// Intervals enabled but never on the PMU.
+    pub never_ran_intervals: u64,
+}
+
+impl GroupTimes {
+    /// Summed over `parts`; each sum saturates (a counter the kernel reset
+    /// cannot make it wrap).
+    pub fn of<'a>(parts: impl IntoIterator<Item = &'a GroupTotals>) -> Self {
+        let (mut enabled, mut running, mut never_ran) = (0u64, 0u64, 0u64);
+        for t in parts {
+            enabled = enabled.saturating_add(t.enabled_ns);
+            running = running.saturating_add(t.running_ns);
+            never_ran = never_ran.saturating_add(t.never_ran_intervals);
+        }
+        Self {
+            enabled_seconds: enabled as f64 / 1e9,
+            running_seconds: running as f64 / 1e9,
+            never_ran_intervals: never_ran,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
