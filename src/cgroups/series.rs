@@ -2,7 +2,6 @@
 
 use super::counting::Entry;
 use super::keys::{CgroupNames, GroupKeys, Shown};
-use crate::config::MetricInput;
 use crate::events::{SYSCALL_LABEL, syscall_name};
 use crate::ids::GroupId;
 use crate::plan::{GroupSpec, SampledSpec};
@@ -74,12 +73,11 @@ impl AllSeries {
         if entry.metrics.is_empty() {
             return;
         }
-        let counting = now.saturating_duration_since(entry.began).as_nanos() as f64;
-        let total = |input: &MetricInput| {
-            let series = counted.iter().map(|c| (&*c.group, &*c.event, c.value));
-            crate::metrics::input_total(input, counting, series)
-        };
-        for (metric, value) in entry.last.next(&entry.metrics, total) {
+        let series = || counted.iter().map(|c| (&*c.group, &*c.event, c.value));
+        let values = entry
+            .last
+            .next_over(&entry.metrics, (entry.began, now), series);
+        for (metric, value) in values {
             self.metrics.push(MetricSample {
                 cgroup: entry.path.clone(),
                 labels: entry.labels().clone(),

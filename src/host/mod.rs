@@ -16,7 +16,7 @@ use scope::{CPU_ROOT, of_cpumask};
 
 use crate::backend::budget::FdBudget;
 use crate::backend::reading::Reader;
-use crate::config::{MetricDef, MetricInput};
+use crate::config::MetricDef;
 use crate::cpus::CpuChanges;
 use crate::events::ScaleUnit;
 use crate::ids::{CgroupSlot, EventId, GroupId};
@@ -256,14 +256,10 @@ impl Host {
         if self.metrics.is_empty() {
             return Vec::new();
         }
-        let since = self.began.unwrap_or(now);
-        let counting = now.saturating_duration_since(since).as_nanos() as f64;
-        let total = |input: &MetricInput| {
-            let series = shown.iter().map(|h| (&*h.group, &*h.event, h.value));
-            crate::metrics::input_total(input, counting, series)
-        };
+        let began = self.began.unwrap_or(now);
+        let series = || shown.iter().map(|h| (&*h.group, &*h.event, h.value));
         self.last
-            .next(&self.metrics, total)
+            .next_over(&self.metrics, (began, now), series)
             .into_iter()
             .map(|(metric, value)| HostMetricSample { metric, value })
             .collect()

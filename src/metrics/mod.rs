@@ -14,6 +14,7 @@ pub use expr::{EXPANDED, Expr, ExprError, MAX_DEPTH, MAX_NODES};
 pub use named::{Catalog, Literals, NamedError, NamedMetric};
 
 use std::sync::Arc;
+use std::time::Instant;
 
 /// A metric of the config's `metrics:`: a formula over what the config
 /// counts, computed per cgroup per interval from that interval's counts.
@@ -78,7 +79,7 @@ impl MetricInput {
 /// series): the nanoseconds it has been counted for a duration input
 /// (`duration_time`), else the sum of its series (group, event, value) of
 /// the input's group and event; `None` when it has none (not counted).
-pub fn input_total<'a>(
+fn input_total<'a>(
     input: &MetricInput,
     counting_ns: f64,
     counted: impl Iterator<Item = (&'a str, &'a str, f64)>,
@@ -105,6 +106,25 @@ pub struct LastTotals {
 }
 
 impl LastTotals {
+    /// The value of each of `metrics` over the interval from the last call
+    /// to `now`, for a target (a cgroup, a process series, the host) whose
+    /// series began at `began` and are `counted()`, (group, event, value)
+    /// as exported: an input's total is the sum of its series, and
+    /// `duration_time`'s the nanoseconds since `began`. What every target
+    /// computes its metrics with.
+    pub fn next_over<'a, I>(
+        &mut self,
+        metrics: &[Arc<MetricDef>],
+        (began, now): (Instant, Instant),
+        counted: impl Fn() -> I,
+    ) -> Vec<(Arc<MetricDef>, f64)>
+    where
+        I: Iterator<Item = (&'a str, &'a str, f64)>,
+    {
+        let counting = now.saturating_duration_since(began).as_nanos() as f64;
+        self.next(metrics, |input| input_total(input, counting, counted()))
+    }
+
     /// The value of each of `metrics` over the interval that ends now, when
     /// it has one, given each input's total now (`None`: not counted, e.g.
     /// its group is not supported here). Remembers the totals for the

@@ -3,7 +3,6 @@
 //! events' totals and its metrics over the interval.
 
 use super::Processes;
-use crate::config::MetricInput;
 use crate::ids::CgroupSlot;
 use crate::metrics::LastTotals;
 use crate::snapshot::{ProcessCount, ProcessGroupTime, ProcessMetricSample, ProcessSample};
@@ -102,12 +101,11 @@ impl Processes {
                 continue;
             }
             let counted = &shown.counters[first..];
-            let counting = now.saturating_duration_since(series.began).as_nanos() as f64;
-            let total = |input: &MetricInput| {
-                let values = counted.iter().map(|c| (&*c.group, &*c.event, c.value));
-                crate::metrics::input_total(input, counting, values)
-            };
-            for (metric, value) in series.last.next(&selected.metrics, total) {
+            let values = || counted.iter().map(|c| (&*c.group, &*c.event, c.value));
+            let metrics = series
+                .last
+                .next_over(&selected.metrics, (series.began, now), values);
+            for (metric, value) in metrics {
                 shown.metrics.push(ProcessMetricSample {
                     process: id.process.clone(),
                     comm: id.comm.clone(),
