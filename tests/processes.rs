@@ -637,3 +637,75 @@ fn a_process_series_shows_how_long_its_groups_were_enabled_and_ran() {
     }
     common::prometheus::promtool_check(&body);
 }
+
+#[test]
+fn a_reload_past_the_descriptor_budget_reopens_in_turn_or_lets_the_process_go() {
+    require_root("count other processes");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let worker = Worker::start("cgpt-tight");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("cgperf.yaml");
+    // The entry's groups on the worker's one thread: `sw` and the
+    // tracepoint. No cgroup is counted, and the cgroup backend holds
+    // nothing then (processes count alike whatever the backend): the
+    // budget holds the CPU canaries (one per CPU) and the worker's groups
+    // alone.
+    let write = |events: &str| {
+        let yaml = format!(
+            "interval: 200ms\nbackend: cgroup\ngroups:\n  sw: [{events}]\n\
+             tracepoints: [{GETPPID}]\ncgroups:\n  - path: /cgperf-no-such-cgroup\n\
+             processes:\n  - {{name: t, comm: cgpt-tight}}\n"
+        );
+        std::fs::write(&path, with_test_backend(&yaml)).expect("config");
+    };
+    let three = "cs, faults";
+    let five = "cs, faults, cpu-migrations, minor-faults";
+    let eight = "cs, faults, cpu-migrations, minor-faults, major-faults, alignment-faults, \
+                 emulation-faults";
+    write(three);
+    // Room for 5 beside the canaries: 3 then 5 cannot be open at once, 5
+    // alone can, 8 cannot.
+    let exporter = spawn_with_nofile(&path, 256 + cpus + 6, &[]);
+    let skipped = |b: &str| value(b, "cgperf_processes_skipped", &[("reason", "fd_budget")]);
+    exporter.wait_for("the worker counted", |b| {
+        value(b, "cgperf_processes_counted", &[("process", "t")]) == Some(1.0)
+    });
+    let reload = |events: &str| {
+        let loaded = reload_time(&exporter.scrape());
+        write(events);
+        // SAFETY: a signal to our own child.
+        assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
+        exporter.wait_for("the reload", |b| reload_time(b) > loaded)
+    };
+    worker.run(b'p', 1_000);
+    // The new groups do not fit beside the old: the old are read and
+    // closed first, then the new opened. Nothing the worker did is lost.
+    reload(five);
+    worker.run(b'p', 2_000);
+    let body = exporter.wait_collections(2);
+    assert_eq!(calls(&body, "t"), 3_000.0, "{body}");
+    assert_eq!(counted(&body, "t"), 1.0, "{body}");
+    assert_eq!(skipped(&body), Some(0.0), "{body}");
+    let fds = value(&body, "cgperf_open_fds", &[]).expect("open fds");
+    assert_eq!(fds, (cpus + 5) as f64, "{body}");
+    // Groups that do not fit even alone: the worker is let go, read first,
+    // its entry's series kept, and it shows as skipped.
+    let body = reload(eight);
+    assert_eq!(calls(&body, "t"), 3_000.0, "{body}");
+    let body = exporter.wait_for("the worker skipped", |b| skipped(b) == Some(1.0));
+    assert_eq!(counted(&body, "t"), 0.0, "{body}");
+    assert_eq!(
+        value(&body, "cgperf_open_fds", &[]),
+        Some(cpus as f64),
+        "{body}"
+    );
+    // Back within the budget: counted again.
+    reload(three);
+    exporter.wait_for("the worker counted again", |b| {
+        value(b, "cgperf_processes_counted", &[("process", "t")]) == Some(1.0)
+    });
+    worker.run(b'p', 500);
+    let body = exporter.wait_collections(2);
+    assert_eq!(calls(&body, "t"), 3_500.0, "{body}");
+    assert_eq!(skipped(&body), Some(0.0), "{body}");
+}
