@@ -129,8 +129,8 @@ impl Processes {
 
     /// Counts what `plan` asks: an entry that did not change keeps its
     /// processes and series. One whose groups changed reopens them on its
-    /// processes in place (each read a last time right before), keeping
-    /// the totals of the events it still counts; one that matches or
+    /// processes in place (see [`Processes::reopen`]), keeping the totals
+    /// of the events it still counts; one that matches or
     /// labels differently is read, closed, and finds its processes again
     /// at once, its series going with its labels; an entry gone takes its
     /// series with it.
