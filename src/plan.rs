@@ -216,6 +216,22 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Every metric the snapshot describes (`cgperf_metric_definition_info`):
+    /// the top level's, then the host's, one per (name, description, unit),
+    /// as the host may define a metric the cgroups do.
+    pub fn described_metrics(&self) -> Vec<Arc<MetricDef>> {
+        let mut defs = self.metrics.clone();
+        let same = |a: &MetricDef, b: &MetricDef| {
+            (&a.name, &a.description, &a.unit) == (&b.name, &b.description, &b.unit)
+        };
+        for def in &self.host.metrics {
+            if !defs.iter().any(|d| same(d, def)) {
+                defs.push(def.clone());
+            }
+        }
+        defs
+    }
+
     /// Resolves everything `config` asks for on `machine`, and asks `probe`
     /// (the counting backend's) whether the kernel counts it.
     ///

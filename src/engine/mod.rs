@@ -21,6 +21,7 @@ use crate::plan::Plan;
 use crate::process::Processes;
 use crate::snapshot::{BackendInfo, ErrorReason, Errors, Latest, Operation, Snapshot};
 use crate::target::Target;
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -45,6 +46,9 @@ const DRAIN_EVERY: Duration = Duration::from_millis(10);
 #[derive(Debug)]
 pub struct Engine {
     plan: Plan,
+    /// The plan's metrics as described in each snapshot, made once per
+    /// plan ([`Plan::described_metrics`]).
+    metric_defs: Vec<Arc<MetricDef>>,
     cpus: CpuTracker,
     /// What is counted for: see [`targets`].
     targets: Vec<Box<dyn Target>>,
@@ -113,6 +117,7 @@ impl Engine {
     fn of(plan: Plan, targets: Vec<Box<dyn Target>>, cpus: CpuTracker, latest: Latest) -> Self {
         log_support(&plan);
         Self {
+            metric_defs: plan.described_metrics(),
             plan,
             cpus,
             targets,
@@ -206,6 +211,7 @@ impl Engine {
     /// the totals of the events they still have, what is gone vanishes.
     pub fn reload(&mut self, plan: Plan) {
         self.plan = plan;
+        self.metric_defs = self.plan.described_metrics();
         log_support(&self.plan);
         let online = self.cpus.online();
         for target in &mut self.targets {
@@ -246,17 +252,7 @@ impl Engine {
         let collection_seconds = started.elapsed().as_secs_f64();
         let mut snapshot = Snapshot::empty();
         snapshot.interval = self.plan.interval;
-        snapshot.metric_defs = self.plan.metrics.clone();
-        // One `cgperf_metric_definition_info` series per (name,
-        // description, unit): the host may define a metric the cgroups do.
-        let said = |a: &MetricDef, b: &MetricDef| {
-            (&a.name, &a.description, &a.unit) == (&b.name, &b.description, &b.unit)
-        };
-        for def in &self.plan.host.metrics {
-            if !snapshot.metric_defs.iter().any(|d| said(d, def)) {
-                snapshot.metric_defs.push(def.clone());
-            }
-        }
+        snapshot.metric_defs = self.metric_defs.clone();
         snapshot.support = self.plan.support.clone();
         snapshot.host_support = self.plan.host.support.clone();
         snapshot.errors = self.errors.clone();

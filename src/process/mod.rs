@@ -66,8 +66,6 @@ pub struct Processes {
     skipped: ProcessesSkipped,
     /// How many perf descriptors cgperf may hold, with everything else's.
     budget: FdBudget,
-    /// Whether the last scan said that processes did not fit the budget.
-    over_budget_said: bool,
     /// Whether an executable could not be read for want of privileges
     /// (said once).
     exe_denied: std::cell::Cell<bool>,
@@ -121,7 +119,6 @@ impl Processes {
             max: crate::config::DEFAULT_MAX_PROCESSES,
             skipped: ProcessesSkipped::default(),
             budget,
-            over_budget_said: false,
             exe_denied: std::cell::Cell::new(false),
             refused: HashSet::new(),
         }
@@ -373,7 +370,8 @@ impl Processes {
                 }
             }
         }
-        match (skipped.fd_budget > 0, self.over_budget_said) {
+        // Said when it starts and when it ends, not at every scan.
+        match (skipped.fd_budget > 0, self.skipped.fd_budget > 0) {
             (true, false) => tracing::warn!(
                 "{} matching processes are not counted: their perf descriptors (one per event \
                  of their entry's groups per thread) would exceed the open-files limit; raise \
@@ -386,7 +384,6 @@ impl Processes {
             }
             _ => {}
         }
-        self.over_budget_said = skipped.fd_budget > 0;
         self.skipped = skipped;
     }
 
