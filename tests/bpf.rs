@@ -1259,3 +1259,150 @@ cgroups:
         assert_eq!(on("p_only", e_core), None, "{backend}: one core type only");
     }
 }
+
+/// `trips` round trips of a byte between a process in `a` and one in `b`,
+/// both pinned to `cpu`, over two pipes: each round trip switches out of
+/// each of them once. The one in `a` also touches `pages` fresh pages.
+fn pingpong(a: &std::path::Path, b: &std::path::Path, cpu: u32, trips: u64, pages: usize) {
+    let mut ab = [0; 2];
+    let mut ba = [0; 2];
+    // SAFETY: pipe writes two descriptors into each array.
+    unsafe {
+        assert_eq!(libc::pipe(ab.as_mut_ptr()), 0, "pipe");
+        assert_eq!(libc::pipe(ba.as_mut_ptr()), 0, "pipe");
+    }
+    // Each side reads what the other writes; a failed transfer exits 6,
+    // and a side whose other side failed is ended by SIGALRM.
+    let side = |cgroup: std::path::PathBuf, read: i32, write: i32, first: bool, pages: usize| {
+        std::thread::spawn(move || {
+            in_child(Some(&cgroup), || {
+                // SAFETY: a raw syscall.
+                unsafe { libc::alarm(120) };
+                pin_or_exit(cpu as usize);
+                if pages > 0 {
+                    touch_pages(pages);
+                }
+                let mut byte = 0u8;
+                let p = (&raw mut byte).cast::<libc::c_void>();
+                for _ in 0..trips {
+                    // SAFETY: one byte to and from a local, raw syscalls.
+                    unsafe {
+                        if first && libc::write(write, p, 1) != 1
+                            || libc::read(read, p, 1) != 1
+                            || !first && libc::write(write, p, 1) != 1
+                        {
+                            libc::_exit(6);
+                        }
+                    }
+                }
+            });
+        })
+    };
+    let one = side(a.to_path_buf(), ba[0], ab[1], true, pages);
+    let other = side(b.to_path_buf(), ab[0], ba[1], false, 0);
+    one.join().expect("the first side");
+    other.join().expect("the second side");
+    for fd in ab.into_iter().chain(ba) {
+        // SAFETY: closing the pipes made above, used by no one now.
+        unsafe { libc::close(fd) };
+    }
+}
+
+#[test]
+fn context_switches_and_clocks_the_program_counts_itself_match_the_kernels_counters() {
+    // The program counts `context-switches`, `task-clock` and `cpu-clock`
+    // of groups of software events itself, at the switches it runs at,
+    // rather than reading perf counters: against the cgroup backend's
+    // counters in the same run, alone in a group (no perf counter opened
+    // at all) and beside a perf counter that leads its group.
+    let parent = TestCgroup::create("cgperf-bpf-switches");
+    let a = TestCgroup::create_under(&parent.rel, "a");
+    let b = TestCgroup::create_under(&parent.rel, "b");
+    let yaml = |groups: &str| {
+        format!(
+            "backend: bpf\ninterval: 1s\ngroups:\n{groups}cgroups:\n  - path: {}\n  - path: {}\n",
+            a.rel, b.rel
+        )
+    };
+    let own = yaml("  own: [context-switches, task-clock, cpu-clock]\n");
+    let (mut bpf, by_bpf) = bpf_engine(&own, DEFAULT_CAPACITY);
+    let (mut cg, by_cgroup) = cgroup_engine(&own);
+    let mixed = yaml("  mixed: [page-faults, context-switches, task-clock]\n");
+    let (mut bpf_mixed, by_bpf_mixed) = bpf_engine(&mixed, DEFAULT_CAPACITY);
+    let (mut cg_mixed, by_cgroup_mixed) = cgroup_engine(&mixed);
+    let engines = [&mut bpf, &mut cg, &mut bpf_mixed, &mut cg_mixed];
+    for engine in engines {
+        engine.collect();
+    }
+    let cpus = cgperf::cpus::online().expect("online CPUs").len();
+    let fds = |latest: &Latest| latest.get().open_fds as i64;
+    assert_eq!(
+        fds(&by_bpf_mixed) - fds(&by_bpf),
+        cpus as i64,
+        "page-faults takes a counter per CPU; the others none"
+    );
+
+    let (trips, pages) = (20_000, 300);
+    let started = std::time::Instant::now();
+    pingpong(&a.dir, &b.dir, two_cpus().0, trips, pages);
+    let elapsed = started.elapsed().as_secs_f64();
+    for engine in [&mut bpf, &mut cg, &mut bpf_mixed, &mut cg_mixed] {
+        engine.collect();
+    }
+    for (bpf, cgroup, what) in [
+        (&by_bpf, &by_cgroup, "own"),
+        (&by_bpf_mixed, &by_cgroup_mixed, "mixed"),
+    ] {
+        let mut ran = 0.0;
+        for side in [&a, &b] {
+            let switches = |latest| count(latest, &side.rel, "context-switches");
+            let (by_program, by_kernel) = (switches(bpf), switches(cgroup));
+            let (by_program, by_kernel) = (
+                by_program.expect("a context-switches series"),
+                by_kernel.expect("a context-switches series"),
+            );
+            // A switch while its task moves itself in is the cgroup's it
+            // enters for the program, the one's it leaves for the kernel
+            // (until cgroup mode's own switch of the task): the only
+            // difference, a few switches under load.
+            assert!(
+                by_program >= by_kernel && by_program <= by_kernel + 10.0,
+                "{what}, {}: {by_program} switches out of its task, the kernel's {by_kernel}",
+                side.rel
+            );
+            assert!(
+                by_program >= trips as f64 && by_program < trips as f64 * 1.05,
+                "{what}, {}: one switch out per round trip: {by_program}",
+                side.rel
+            );
+            let clock = |latest| count(latest, &side.rel, "task-clock").expect("task-clock");
+            let (by_program, by_kernel) = (clock(bpf), clock(cgroup));
+            // The program's clock runs from the switch in to the switch
+            // out, the switches included, which the kernel's counters
+            // (stopped and started within the switch) leave to no one.
+            assert!(
+                by_program >= by_kernel && by_program <= 1.5 * by_kernel + 0.01,
+                "{what}, {}: task-clock {by_program} s, the kernel's {by_kernel} s",
+                side.rel
+            );
+            ran += by_program;
+        }
+        assert!(
+            ran <= elapsed,
+            "{what}: the two ran {ran} s on one CPU in {elapsed} s"
+        );
+    }
+    let cpu_clock = count(&by_bpf, &a.rel, "cpu-clock").expect("cpu-clock");
+    let task_clock = count(&by_bpf, &a.rel, "task-clock").expect("task-clock");
+    assert!(
+        (cpu_clock - task_clock).abs() <= 1e-6 * task_clock.max(1.0),
+        "both clocks are the time between the same two switches: {cpu_clock} and {task_clock}"
+    );
+    let faults = |latest| count(latest, &a.rel, "page-faults").expect("page-faults");
+    assert!(
+        faults(&by_bpf_mixed) >= pages as f64,
+        "the perf counter leading the group counts: {}",
+        faults(&by_bpf_mixed)
+    );
+    assert_eq!(faults(&by_bpf_mixed), faults(&by_cgroup_mixed));
+}

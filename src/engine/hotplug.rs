@@ -9,14 +9,11 @@
 
 use crate::backend::budget::Held;
 use crate::cpus::CpuChanges;
-use crate::events::{EventAttr, PERF_TYPE_SOFTWARE};
+use crate::events::{EventAttr, PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE};
 use crate::perf::{CounterGroup, Target};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-
-/// `PERF_COUNT_SW_CPU_CLOCK`.
-const CPU_CLOCK: u64 = 0;
 
 #[derive(Debug)]
 struct Canary {
@@ -78,7 +75,7 @@ impl CpuTracker {
     }
 
     fn open_canary(&mut self, cpu: u32) -> Canary {
-        let attr = EventAttr::new(PERF_TYPE_SOFTWARE, CPU_CLOCK);
+        let attr = EventAttr::new(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK);
         let group = CounterGroup::open(&[attr], Target::AllTasks, cpu)
             .map(|group| Held::new(group, &self.tally))
             .map_err(|e| {

@@ -23,6 +23,9 @@ use std::path::{Path, PathBuf};
 pub use cores::{CorePmu, CorePmus};
 pub use format::{DecodeError, Field, FieldKind, FormatError, MAX_VALUE_LEN, TracepointFormat};
 pub(crate) use hardware::known_names;
+pub(crate) use hardware::{
+    PERF_COUNT_SW_CONTEXT_SWITCHES, PERF_COUNT_SW_CPU_CLOCK, PERF_COUNT_SW_TASK_CLOCK,
+};
 pub use probe::{
     HeldBinary, ProbeError, ProbeKind, ProbeProblem, ProbeSpec, ProbeSyntaxError, ResolvedProbe,
 };

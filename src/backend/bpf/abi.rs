@@ -28,6 +28,39 @@ pub(super) struct Reading {
 // SAFETY: plain integers, no padding.
 unsafe impl Pod for Reading {}
 
+/// Chains cached per CPU (`CHAINS` in `count.bpf.c`).
+pub(super) const CHAINS: u32 = 64;
+
+/// `struct config` of `count.bpf.c`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Config {
+    pub capacity: u32,
+    pub cpus: u32,
+    /// Bumped after each change of `monitored`: the program's chains of
+    /// monitored ancestors are stale.
+    pub generation: u64,
+    /// The slots of `totals`' first chunk, as a shift.
+    pub chunk0: u32,
+    /// Counter positions in use are below it; it never goes down.
+    pub top: u32,
+}
+// SAFETY: plain integers, no padding.
+unsafe impl Pod for Config {}
+
+/// Where the program takes a counter's readings from (`FROM_*` in
+/// `count.bpf.c`, the `source` of its `last` entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u64)]
+pub(super) enum Source {
+    /// A perf counter cgperf opens on the CPU.
+    Counter = 0,
+    /// The context switches the program sees there.
+    Switches = 1,
+    /// The clock, in nanoseconds.
+    Clock = 2,
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
@@ -102,6 +135,47 @@ pub(super) mod tests {
         let c: Vec<_> = members("reading");
         let want = ["value", "enabled", "running"].map(|n| ("__u64".to_string(), n.to_string()));
         assert_eq!(c, want);
+    }
+
+    #[test]
+    fn the_config_is_laid_out_as_struct_config_of_count_bpf_c() {
+        assert_eq!(defined("CHAINS"), u64::from(CHAINS));
+        assert_eq!(size_of::<Config>(), 24);
+        assert_eq!(
+            [
+                offset_of!(Config, capacity),
+                offset_of!(Config, cpus),
+                offset_of!(Config, generation),
+                offset_of!(Config, chunk0),
+                offset_of!(Config, top),
+            ],
+            [0, 4, 8, 16, 20]
+        );
+        let c: Vec<_> = members("config")
+            .into_iter()
+            .map(|(t, n)| t + " " + &n)
+            .collect();
+        assert_eq!(
+            c,
+            [
+                "__u32 capacity",
+                "__u32 cpus",
+                "__u64 generation",
+                "__u32 chunk0",
+                "__u32 top"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_sources_are_those_of_count_bpf_c() {
+        for (source, name) in [
+            (Source::Counter, "FROM_COUNTER"),
+            (Source::Switches, "FROM_SWITCHES"),
+            (Source::Clock, "FROM_CLOCK"),
+        ] {
+            assert_eq!(source as u64, defined(name), "{name}");
+        }
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //
 // Each CPU records the cgroup of the task it switched to (`running`): at
 // the next switch, what the counters counted since is charged to that
-// cgroup, and the task switched in is recorded. A switch between two tasks
+// cgroup, and the task switched in is recorded. Context switches and the
+// clock are counted by the program itself, not read from perf counters
+// (see FROM_COUNTER). A switch between two tasks
 // of the same cgroup charges nothing yet (no counter is read): the counts
 // go on accruing for that cgroup. A task that moves itself into another
 // cgroup (`cgroup:cgroup_attach_task`, in the mover's context) has what it
@@ -108,6 +110,23 @@ struct reading {
 	__u64 running;
 };
 
+// Where a counter's readings come from (`source` of its `last` entry,
+// written by cgperf before the description that makes it live): a perf
+// counter in `counters`, or what the program sees itself. cgperf has the
+// program count context switches and the clock, exactly, rather than open
+// perf counters for them: the kernel's software counter of context
+// switches costs every switch, one this program does nothing at included
+// (about 5 % of a pipe ping-pong between two tasks of one cgroup), and a
+// counter costs a read at every switch between cgroups.
+#define FROM_COUNTER 0
+// The switches `charge` saw on this CPU (`context-switches`), each counted
+// before the reading at it: the switch out of a task is the task's
+// cgroup's, as the kernel's counter charges it in cgroup mode.
+#define FROM_SWITCHES 1
+// The clock, in nanoseconds (`task-clock`, `cpu-clock`): the time from
+// one reading to the next is the cgroup's that ran between them.
+#define FROM_CLOCK 2
+
 // A counter's description (written by cgperf alone, one word, through
 // mmap): the epoch of its CPU it is live from (its first reading there a
 // baseline; 0: never), the epoch it is no longer read in (FOREVER: none
@@ -124,10 +143,11 @@ static __always_inline int live_at(__u64 d, __u64 epoch)
 	return FROM(d) && FROM(d) <= epoch && epoch < UNTIL(d);
 }
 
-// A counter: its description, its last reading, and what it counted since
-// the one before (the program writes these two alone).
+// A counter: its description and source, its last reading, and what it
+// counted since the one before (the program writes these two alone).
 struct last {
 	__u64 desc;
+	__u64 source;
 	struct reading seen;
 	struct reading delta;
 };
@@ -153,9 +173,11 @@ struct chain {
 // if no run read the counters since it began: `at` is `runs` then.
 struct split {
 	// Runs of `charge` on this CPU that read the counters, and the epoch
-	// the last one did (both written by `charge` alone).
+	// the last one did, and the switches it saw (FROM_SWITCHES; the three
+	// written by `charge` alone).
 	__u64 runs;
 	__u64 done;
+	__u64 switches;
 	__u64 at;
 	// The task that moved (0: none).
 	__u64 task;
@@ -280,10 +302,27 @@ struct {
 	__array(values, struct chunk);
 } totals SEC(".maps");
 
-// Reads counter e of this CPU, the value alone unless `times`: false if
-// it cannot be read (none there, yet or any more).
-static __always_inline int read_counter(__u32 e, int times, struct reading *now)
+// What a run reads besides the perf counters: the switches seen on its
+// CPU and the clock, read once, so that every counter the program counts
+// itself is read at the same moment.
+struct seen {
+	__u64 switches;
+	__u64 clock;
+};
+
+// Reads counter e of this CPU from `source`, the value alone unless
+// `times`: false if it cannot be read (none there, yet or any more).
+static __always_inline int read_counter(__u32 e, __u64 source, int times, struct seen *seen,
+					struct reading *now)
 {
+	if (source == FROM_SWITCHES || source == FROM_CLOCK) {
+		now->value = source == FROM_SWITCHES ? seen->switches : seen->clock;
+		now->enabled = times ? seen->clock : 0;
+		now->running = now->enabled;
+		return 1;
+	}
+	if (source != FROM_COUNTER)
+		return 0;
 	void *array = bpf_map_lookup_elem(&counters, &e);
 	if (!array)
 		return 0;
@@ -342,6 +381,7 @@ struct counters_loop {
 	__u32 top;
 	__u64 done;
 	__u64 epoch;
+	struct seen seen;
 	struct split *split;
 };
 
@@ -358,7 +398,7 @@ static long read_one(__u32 e, struct counters_loop *c)
 	if (!was && !live_at(d, c->epoch))
 		return 0;
 	struct reading now = {};
-	if (read_counter(e, LEADS(d), &now))
+	if (read_counter(e, l->source, LEADS(d), &c->seen, &now))
 		advance(l, &now, !was);
 	return 0;
 }
@@ -366,10 +406,17 @@ static long read_one(__u32 e, struct counters_loop *c)
 // Reads the counters of `cpu` below `top` live in epoch `done` (the one
 // the last run did) or `epoch` (this run's) into their `last` entries:
 // the delta since the last reading for the first, a baseline for those
-// new in `epoch`, none for one that cannot be read.
-__noinline int read_all(__u32 cpu, __u32 top, __u64 done, __u64 epoch)
+// new in `epoch`, none for one that cannot be read. `switches`: the
+// switches seen there.
+__noinline int read_all(__u32 cpu, __u32 top, __u64 done, __u64 epoch, __u64 switches)
 {
-	struct counters_loop c = { .cpu = cpu, .top = top, .done = done, .epoch = epoch };
+	struct counters_loop c = {
+		.cpu = cpu,
+		.top = top,
+		.done = done,
+		.epoch = epoch,
+		.seen = { .switches = switches, .clock = bpf_ktime_get_ns() },
+	};
 	bpf_loop(MAX_EVENTS, read_one, &c, 0);
 	return 0;
 }
@@ -635,10 +682,10 @@ static __always_inline void become(struct chain *r, __u64 cgroup, __u64 id, __u3
 // Charges what this CPU counted since its last run to the cgroup of the
 // task running (`current`: `cgroup`, id `id`), then records the cgroup of
 // the task switched to (`next_cgroup`, `next_id`; 0: a flush, nothing
-// switched to). A switch between two tasks of the cgroup recorded reads
-// nothing.
+// switched to). A switch (`switching`; not a flush) is counted first. A
+// switch between two tasks of the cgroup recorded reads nothing.
 static __always_inline int run(__u64 current, __u64 cgroup, __u64 id, __u64 next_cgroup,
-			       __u64 next_id)
+			       __u64 next_id, int switching)
 {
 	__u32 zero = 0;
 	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
@@ -654,6 +701,8 @@ static __always_inline int run(__u64 current, __u64 cgroup, __u64 id, __u64 next
 	struct split *sp = bpf_map_lookup_elem(&splits, &cpu);
 	if (!st || !r || !sp)
 		return 0;
+	if (switching)
+		sp->switches++;
 	// The epoch first: cgperf raises `top` and describes the counters of
 	// an epoch before it moves to it.
 	__u64 epoch = *(volatile __u64 *)st;
@@ -674,7 +723,7 @@ static __always_inline int run(__u64 current, __u64 cgroup, __u64 id, __u64 next
 		if (r->id)
 			charge_chain(cpu, capacity, top);
 	}
-	read_all(cpu, top, done, epoch);
+	read_all(cpu, top, done, epoch, sp->switches);
 	// The task's own cgroup, which it may have entered since its switch
 	// in (a move `moved` could not record: charged all to the new one).
 	if (id)
@@ -697,7 +746,7 @@ int charge(__u64 *ctx)
 	__u64 id = 0, next_id = 0;
 	__u64 cgroup = cgroup_of_typed(prev, &id);
 	__u64 next_cgroup = cgroup_of_typed(next, &next_id);
-	return run((__u64)prev, cgroup, id, next_cgroup, next_id);
+	return run((__u64)prev, cgroup, id, next_cgroup, next_id, 1);
 }
 
 // The flush: test-run by cgperf on a CPU (a typed program cannot be), it
@@ -709,7 +758,7 @@ int flush(struct bpf_raw_tracepoint_args *ctx)
 	struct task_struct *current = (struct task_struct *)bpf_get_current_task();
 	__u64 id = 0;
 	__u64 cgroup = cgroup_of(current, &id);
-	return run((__u64)current, cgroup, id, 0, 0);
+	return run((__u64)current, cgroup, id, 0, 0, 0);
 }
 
 // Takes counter e's reading for `moved`, if it is live in epoch `done`.
@@ -723,7 +772,8 @@ static long take_one(__u32 e, struct counters_loop *c)
 		return 0;
 	__u64 d = *(volatile __u64 *)&l->desc;
 	struct split *sp = c->split;
-	if (live_at(d, c->done) && read_counter(e, LEADS(d), &sp->values[e]))
+	if (live_at(d, c->done) &&
+	    read_counter(e, l->source, LEADS(d), &c->seen, &sp->values[e]))
 		sp->ok[e / 64] |= 1ull << (e % 64);
 	return 0;
 }
@@ -754,10 +804,17 @@ int moved(struct bpf_raw_tracepoint_args *ctx)
 	__u64 at = *(volatile __u64 *)&sp->runs;
 	asm volatile("" ::: "memory");
 	__u64 done = *(volatile __u64 *)&sp->done;
+	__u64 switches = *(volatile __u64 *)&sp->switches;
 	__u32 top = *(volatile __u32 *)&cfg->top;
 	for (__u32 w = 0; w < MAX_EVENTS / 64; w++)
 		sp->ok[w] = 0;
-	struct counters_loop c = { .cpu = cpu, .top = top, .done = done, .split = sp };
+	struct counters_loop c = {
+		.cpu = cpu,
+		.top = top,
+		.done = done,
+		.seen = { .switches = switches, .clock = bpf_ktime_get_ns() },
+		.split = sp,
+	};
 	bpf_loop(MAX_EVENTS, take_one, &c, 0);
 	sp->task = (__u64)current;
 	asm volatile("" ::: "memory");

@@ -9,7 +9,7 @@
 //! `totals` chunks ([`Cells`]); cgperf reads them through read-only
 //! mappings (no syscall per cgroup) after flushing every CPU.
 
-use super::abi::{MAX_EVENTS, Reading};
+use super::abi::{CHAINS, Config, MAX_EVENTS, Reading};
 use super::chunks::{Cells, first_chunk};
 use super::epochs::{Epochs, LAST_BYTES};
 use super::ids::Ids;
@@ -22,7 +22,7 @@ use crate::perf::{CounterGroup, Errno, OpenError, Target};
 use crate::plan::GroupSpec;
 use aya::maps::{Array, Map, MapData};
 use aya::programs::{BtfTracePoint, RawTracePoint, RawTracePointRunOptions, TestRun};
-use aya::{Btf, Ebpf, EbpfLoader, Pod};
+use aya::{Btf, Ebpf, EbpfLoader};
 use memmap2::{MmapOptions, MmapRaw};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
@@ -46,26 +46,6 @@ const FLUSH: &str = "flush";
 const MOVED: &str = "moved";
 /// Where that one runs: after a move, in the mover's context.
 const ATTACH: &str = "cgroup_attach_task";
-
-/// Chains cached per CPU (`CHAINS` in `count.bpf.c`).
-const CHAINS: u32 = 64;
-
-/// `struct config` of `count.bpf.c`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-struct Config {
-    capacity: u32,
-    cpus: u32,
-    /// Bumped after each change of `monitored`: the program's chains of
-    /// monitored ancestors are stale.
-    generation: u64,
-    /// The slots of `totals`' first chunk, as a shift.
-    chunk0: u32,
-    /// Counter positions in use are below it; it never goes down.
-    top: u32,
-}
-// SAFETY: plain integers, no padding.
-unsafe impl Pod for Config {}
 
 /// A counter group that could not be opened on a CPU.
 #[derive(Debug)]
@@ -350,13 +330,24 @@ impl Kernel {
                 continue;
             }
             let spec = p.spec.clone();
-            let at = p.at.clone();
             // A group of another core type than this CPU's is not opened
             // here: its slots stay empty, and the program reads nothing.
             let Some(attrs) = spec.attrs_on(cpu) else {
                 continue;
             };
-            match CounterGroup::open_filtered(&attrs, &spec.filters(), Target::AllTasks, cpu) {
+            // Only the events read from perf counters are opened (the
+            // first of them leads the perf group).
+            let opened: Vec<usize> = (0..attrs.len()).filter(|&k| p.opened(k)).collect();
+            if opened.is_empty() {
+                self.placed[i].held.insert(cpu, None);
+                continue;
+            }
+            let at: Vec<usize> = opened.iter().map(|&k| p.at[k]).collect();
+            let attrs: Vec<_> = opened.iter().map(|&k| attrs[k]).collect();
+            let filters = spec.filters();
+            let filters: Vec<_> = opened.iter().map(|&k| filters[k]).collect();
+            let in_group = |index: usize| opened.get(index).copied().unwrap_or(index);
+            match CounterGroup::open_filtered(&attrs, &filters, Target::AllTasks, cpu) {
                 Ok(group) => {
                     let mut installed = true;
                     for (index, (fd, &e)) in group.fds().zip(&at).enumerate() {
@@ -365,12 +356,17 @@ impl Kernel {
                             failures.push(NotOpened {
                                 group: spec.id(),
                                 cpu,
-                                error: OpenError { index, errno },
+                                error: OpenError {
+                                    index: in_group(index),
+                                    errno,
+                                },
                             });
                         }
                     }
                     if installed {
-                        self.placed[i].held.insert(cpu, Held::new(group, tally));
+                        self.placed[i]
+                            .held
+                            .insert(cpu, Some(Held::new(group, tally)));
                     } else {
                         for &e in &at {
                             self.uninstall(cpu, e);
@@ -380,7 +376,10 @@ impl Kernel {
                 Err(error) => failures.push(NotOpened {
                     group: spec.id(),
                     cpu,
-                    error,
+                    error: OpenError {
+                        index: in_group(error.index),
+                        errno: error.errno,
+                    },
                 }),
             }
         }

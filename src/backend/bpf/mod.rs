@@ -1,7 +1,9 @@
 //! The BPF backend: one system-wide counter per (event, CPU), whatever the
 //! number of cgroups, and a BPF program at every context switch that
 //! charges what they counted to the cgroup switched out and to each of its
-//! monitored ancestors (see `count.bpf.c`). Descriptors and kernel memory
+//! monitored ancestors (see `count.bpf.c`). Context switches and the clocks
+//! of groups of software events the program counts itself, without a
+//! counter ([`placement::sources`]). Descriptors and kernel memory
 //! per cgroup: one hash entry and one slot of totals (a reading per counter
 //! and CPU), no perf event.
 //!

@@ -1,8 +1,13 @@
 //! Where each counted group's events sit among a CPU's counters: stable
 //! positions, so that a reload changes only the groups that change.
 
-use super::abi::{MAX_COUNTED, MAX_EVENTS};
+use super::abi::{MAX_COUNTED, MAX_EVENTS, Source};
+use super::epochs::Described;
 use crate::backend::budget::Held;
+use crate::events::{
+    PERF_COUNT_SW_CONTEXT_SWITCHES, PERF_COUNT_SW_CPU_CLOCK, PERF_COUNT_SW_TASK_CLOCK,
+    PERF_TYPE_SOFTWARE,
+};
 use crate::plan::GroupSpec;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -56,15 +61,61 @@ pub(super) struct Placed {
     pub spec: Arc<GroupSpec>,
     /// The indices of its events, leader first.
     pub at: Vec<usize>,
+    /// Where the program reads each event, in group order ([`sources`]).
+    pub sources: Vec<Source>,
     pub phase: Phase,
-    pub held: BTreeMap<u32, Held>,
+    /// The CPUs it counts on, with the perf counters opened there for
+    /// those of its events read from one (none if the program counts
+    /// them all itself).
+    pub held: BTreeMap<u32, Option<Held>>,
 }
 
 impl Placed {
-    /// Its indices, each with whether it leads the group.
-    pub fn described(&self) -> impl Iterator<Item = (usize, bool)> + '_ {
-        self.at.iter().enumerate().map(|(i, &e)| (e, i == 0))
+    /// Its counters as a change makes them live.
+    pub fn described(&self) -> impl Iterator<Item = Described> + '_ {
+        self.at
+            .iter()
+            .zip(&self.sources)
+            .enumerate()
+            .map(|(i, (&at, &source))| Described {
+                at,
+                leads: i == 0,
+                source,
+            })
     }
+
+    /// Whether its event `i` is read from a perf counter.
+    pub fn opened(&self, i: usize) -> bool {
+        self.sources.get(i) == Some(&Source::Counter)
+    }
+}
+
+/// Where the program reads each event of `spec`: context switches and the
+/// clocks (`task-clock`, `cpu-clock`) it counts itself, in a group of
+/// software events only, with no modifier; every other event from a perf
+/// counter. The kernel never multiplexes software events, so an event the
+/// program counts exactly beside the group's counters keeps the group's
+/// scaling (none); an event of a group with hardware events is scheduled
+/// with them, and must be counted as they are. A modifier (`:u`, `:k`)
+/// excludes what the kernel's counter would exclude, which the program
+/// cannot tell at a switch.
+pub(super) fn sources(spec: &GroupSpec) -> Vec<Source> {
+    let software = spec
+        .events
+        .iter()
+        .all(|e| e.attr.type_ == PERF_TYPE_SOFTWARE && e.attr.other_core.is_none());
+    spec.events
+        .iter()
+        .map(|e| {
+            let a = &e.attr;
+            let plain = software && !a.exclude_user && !a.exclude_kernel && e.filter.is_none();
+            match a.config {
+                PERF_COUNT_SW_CONTEXT_SWITCHES if plain => Source::Switches,
+                PERF_COUNT_SW_CPU_CLOCK | PERF_COUNT_SW_TASK_CLOCK if plain => Source::Clock,
+                _ => Source::Counter,
+            }
+        })
+        .collect()
 }
 
 /// Starts changing `placed` to `wanted`: groups identical stay
@@ -105,6 +156,7 @@ pub(super) fn place(placed: &mut Vec<Placed>, wanted: &Layout) -> bool {
             used[e] = true;
         }
         placed.push(Placed {
+            sources: sources(&spec),
             spec,
             at,
             phase: Phase::New,
@@ -185,6 +237,103 @@ mod tests {
         }
     }
 
+    /// A group `name` of these events.
+    fn group_of(name: &str, events: Vec<PlannedEvent>) -> GroupSpec {
+        GroupSpec {
+            name: GroupId::Named(name.into()),
+            events,
+            cores: Arc::default(),
+        }
+    }
+
+    fn event(type_: u32, config: u64) -> PlannedEvent {
+        PlannedEvent {
+            label: format!("{type_}:{config}").into(),
+            attr: EventAttr::new(type_, config),
+            clock: false,
+            filter: None,
+            binary: None,
+        }
+    }
+
+    #[test]
+    fn the_program_counts_switches_and_clocks_of_groups_of_software_events_itself() {
+        use Source::{Clock, Counter, Switches};
+        let sw = |config| event(PERF_TYPE_SOFTWARE, config);
+        let (cpu_clock, task_clock, faults, switches, migrations) = (0, 1, 2, 3, 4);
+        let spec = group_of(
+            "sw",
+            [task_clock, switches, migrations, cpu_clock, faults]
+                .map(sw)
+                .into(),
+        );
+        assert_eq!(
+            sources(&spec),
+            [Clock, Switches, Counter, Clock, Counter],
+            "the leader included"
+        );
+        // A hardware event in the group: all are scheduled together, so
+        // all are counted by the kernel.
+        let mixed = group_of("mixed", vec![event(0, 0), sw(switches), sw(task_clock)]);
+        assert_eq!(sources(&mixed), [Counter; 3]);
+        // A tracepoint is not a software event either.
+        let tp = group_of("tp", vec![sw(switches), event(2, 316)]);
+        assert_eq!(sources(&tp), [Counter; 2]);
+        // A modifier: what the kernel's counter excludes, the program
+        // cannot tell at a switch.
+        for user_only in [true, false] {
+            let mut only = sw(switches);
+            only.attr.exclude_kernel = user_only;
+            only.attr.exclude_user = !user_only;
+            let spec = group_of("modified", vec![only, sw(task_clock)]);
+            assert_eq!(sources(&spec), [Counter, Clock]);
+        }
+        // An event of the group of another core type's PMU: a hardware one.
+        let mut other = sw(task_clock);
+        other.attr.other_core = Some(crate::events::OtherCore {
+            type_: 8,
+            config: [0; 3],
+        });
+        assert_eq!(
+            sources(&group_of("other", vec![other, sw(switches)])),
+            [Counter; 2]
+        );
+    }
+
+    #[test]
+    fn a_placed_group_describes_each_event_with_its_source_and_opens_only_counters() {
+        let spec = Arc::new(group_of("sw", vec![event(1, 2), event(1, 3), event(1, 1)]));
+        let mut placed = Vec::new();
+        let (layout, _) = Layout::of(vec![spec.clone()]);
+        place(&mut placed, &layout);
+        let p = find(&placed, &spec);
+        let described: Vec<_> = p.described().collect();
+        assert_eq!(
+            described,
+            [
+                Described {
+                    at: 0,
+                    leads: true,
+                    source: Source::Counter
+                },
+                Described {
+                    at: 1,
+                    leads: false,
+                    source: Source::Switches
+                },
+                Described {
+                    at: 2,
+                    leads: false,
+                    source: Source::Clock
+                },
+            ]
+        );
+        assert_eq!(
+            (0..4).map(|i| p.opened(i)).collect::<Vec<_>>(),
+            [true, false, false, false]
+        );
+    }
+
     #[test]
     fn a_layout_takes_the_groups_in_plan_order_up_to_max_counted_events() {
         let (a, b, c) = (group("a", 100), group("b", 28), group("c", 1));
@@ -234,7 +383,10 @@ mod tests {
             placed.iter().all(|p| p.held.is_empty()),
             "opened per CPU later"
         );
-        let described: Vec<_> = find(&placed, &b).described().collect();
+        let described: Vec<_> = find(&placed, &b)
+            .described()
+            .map(|d| (d.at, d.leads))
+            .collect();
         assert_eq!(described, [(3, true), (4, false)]);
     }
 
@@ -344,7 +496,10 @@ mod tests {
         settle(&mut placed);
         assert!(place(&mut placed, &layout(&[&a, &c, &d])));
         assert_eq!(find(&placed, &d).at, [1, 3], "b's position, then past c");
-        let described: Vec<_> = find(&placed, &d).described().collect();
+        let described: Vec<_> = find(&placed, &d)
+            .described()
+            .map(|d| (d.at, d.leads))
+            .collect();
         assert_eq!(described, [(1, true), (3, false)]);
     }
 
