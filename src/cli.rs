@@ -99,6 +99,16 @@ pub struct Cli {
     #[arg(long = "cri.socket", value_name = "PATH")]
     cri_sockets: Vec<PathBuf>,
 
+    /// Keep the kernel's BPF run-time statistics on while cgperf runs
+    /// (bpf backend; needs CAP_SYS_ADMIN), so that
+    /// cgperf_bpf_program_run_seconds_total and cgperf_bpf_program_runs_total
+    /// count. Off by default: they are the whole kernel's, and every run of
+    /// every BPF program on the host then reads the clock twice (3 % of a
+    /// context-switch-bound workload on our VM). kernel.bpf_stats_enabled=1
+    /// turns them on as well.
+    #[arg(long = "bpf.run-statistics")]
+    bpf_run_statistics: bool,
+
     /// Log level: error, warn, info, debug or trace.
     #[arg(
         long = "log.level",
@@ -222,6 +232,7 @@ pub fn main() -> ExitCode {
             loaded,
             endpoint,
             cri_sockets,
+            bpf_run_statistics: cli.bpf_run_statistics,
         })
         .and_then(Daemon::run_until_signal)
     };

@@ -75,6 +75,8 @@ pub struct Options {
     /// The container runtime's CRI sockets, asked for pod and container
     /// names.
     pub cri_sockets: Vec<PathBuf>,
+    /// `--bpf.run-statistics`: keep the kernel's BPF run-time statistics on.
+    pub bpf_run_statistics: bool,
 }
 
 /// A running daemon: sampler, reload thread and OTLP push are running;
@@ -106,6 +108,8 @@ struct Running {
     runtime: tokio::runtime::Runtime,
     pusher: Option<otlp::Pusher>,
     sampler: SamplerThread,
+    /// Keeps the kernel's BPF run-time statistics on, if asked.
+    _bpf_statistics: Option<std::os::fd::OwnedFd>,
 }
 
 /// Has the allocator give large buffers back to the system when they are
@@ -144,6 +148,7 @@ impl Daemon {
             loaded,
             endpoint,
             cri_sockets,
+            bpf_run_statistics,
         } = options;
         let Endpoint {
             listen,
@@ -188,6 +193,18 @@ impl Daemon {
             .open(&config, &plan, FdBudget::from_limit(nofile))
             .context("starting the bpf backend")?;
         let bpf = chosen.kind == Kind::Bpf;
+        // Before the capability drop: turning them on needs CAP_SYS_ADMIN.
+        let bpf_statistics = match (bpf_run_statistics, bpf) {
+            (true, true) => crate::backend::bpf::run_statistics(),
+            (true, false) => {
+                tracing::warn!(
+                    "--bpf.run-statistics: no BPF program of cgperf's runs with the cgroup \
+                     backend; the statistics stay off"
+                );
+                None
+            }
+            (false, _) => None,
+        };
         let exe = config
             .processes
             .iter()
@@ -294,6 +311,7 @@ impl Daemon {
                 runtime,
                 pusher,
                 sampler,
+                _bpf_statistics: bpf_statistics,
             },
         })
     }

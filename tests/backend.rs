@@ -253,13 +253,15 @@ struct Nobody {
     config: tempfile::NamedTempFile,
 }
 
-fn as_nobody(backend: &str, caps: &[Capability]) -> Nobody {
+fn as_nobody(backend: &str, caps: &[Capability], args: &[&str]) -> Nobody {
     require_root("create cgroups and run cgperf as nobody with capabilities");
     // As root, make sure tracefs is mounted: nobody cannot mount it.
     cgperf::tracefs::Tracefs::locate().expect("tracefs mounted");
     let cg = TestCgroup::create(&format!("cgperf-nobody-{backend}"));
     let config = counting_config(backend, &cg.rel);
-    let exporter = Exporter::spawn(restricted(&nobody_with(caps), &[config_arg(&config)]));
+    let mut all = vec![config_arg(&config)];
+    all.extend(args.iter().map(|a| a.to_string()));
+    let exporter = Exporter::spawn(restricted(&nobody_with(caps), &all));
     let body = counts_exactly(&exporter, &cg);
     assert_eq!(
         backend_info(&body),
@@ -295,10 +297,10 @@ fn as_nobody(backend: &str, caps: &[Capability]) -> Nobody {
 #[test]
 fn the_bpf_backend_counts_as_nobody_with_exactly_cap_bpf_cap_perfmon_cap_dac_read_search() {
     let _serial = serial();
-    let Nobody { exporter, body, .. } = as_nobody("bpf", &BPF_AS_NOBODY);
-    // The kernel's BPF statistics need CAP_SYS_ADMIN to be turned on: the
-    // programs' cost stays 0, and the log says why at info level. They are
-    // the whole kernel's: no one else may have had them on meanwhile.
+    let Nobody { exporter, body, .. } = as_nobody("bpf", &BPF_AS_NOBODY, &["--bpf.run-statistics"]);
+    // The kernel's BPF statistics need CAP_SYS_ADMIN to be turned on: asked
+    // for without it, the programs' cost stays 0, and the log says why. They
+    // are the whole kernel's: no one else may have had them on meanwhile.
     let others = bpf_stats_holders();
     assert!(
         others.is_empty(),
@@ -319,7 +321,7 @@ fn the_bpf_backend_counts_as_nobody_with_exactly_cap_bpf_cap_perfmon_cap_dac_rea
     says(
         &exporter.log(),
         "BPF run-time statistics stay off",
-        &[" INFO ", "CAP_SYS_ADMIN"],
+        &[" WARN ", "--bpf.run-statistics", "CAP_SYS_ADMIN"],
     );
 }
 
@@ -341,7 +343,7 @@ fn the_bpf_backend_as_nobody_reloads_into_a_new_group_and_a_by_entry_with_what_i
         cgroup,
         config,
         ..
-    } = as_nobody("bpf", &BPF_AS_NOBODY);
+    } = as_nobody("bpf", &BPF_AS_NOBODY, &[]);
     let loaded = reload_time(&exporter.scrape());
     // One-page rings: a 100,000-hit burst is exact only in the kernel.
     let yaml = format!(
@@ -417,7 +419,53 @@ fn the_cgroup_backend_counts_as_nobody_with_exactly_cap_perfmon_cap_dac_read_sea
     as_nobody(
         "cgroup",
         &[Capability::CAP_PERFMON, Capability::CAP_DAC_READ_SEARCH],
+        &[],
     );
+}
+
+/// Whether process `pid` holds a `bpf-stats` descriptor.
+fn holds_bpf_stats(pid: i32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("the process's descriptors")
+        .flatten()
+        .any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == "anon_inode:bpf-stats")
+        })
+}
+
+#[test]
+fn the_kernels_bpf_statistics_are_on_only_with_bpf_run_statistics() {
+    let _serial = serial();
+    // They cost every BPF program on the host: cgperf turns them on only
+    // when asked, and then its programs' cost counts.
+    for asked in [false, true] {
+        require_root("turn the kernel's BPF statistics on (CAP_SYS_ADMIN)");
+        let cg = TestCgroup::create(&format!("cgperf-bpf-stats-{asked}"));
+        let config = counting_config("bpf", &cg.rel);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+        cmd.arg(config_arg(&config));
+        if asked {
+            cmd.arg("--bpf.run-statistics");
+        }
+        let exporter = Exporter::spawn(cmd);
+        let body = counts_exactly(&exporter, &cg);
+        assert_eq!(backend_info(&body), ("bpf".into(), String::new()), "{body}");
+        assert_eq!(holds_bpf_stats(exporter.pid()), asked, "asked: {asked}");
+        let runs = value(&body, "cgperf_bpf_program_runs_total", &[]).expect("the family");
+        let seconds =
+            value(&body, "cgperf_bpf_program_run_seconds_total", &[]).expect("the family");
+        if asked {
+            assert!(runs > 0.0 && seconds > 0.0, "{runs} runs, {seconds} s");
+        } else {
+            let others = bpf_stats_holders();
+            assert!(
+                others.is_empty(),
+                "the kernel kept BPF statistics while cgperf ran ({others:?}): \
+                 run this test while nothing else turns them on"
+            );
+            assert_eq!((runs, seconds), (0.0, 0.0), "not asked");
+        }
+    }
 }
 
 #[test]

@@ -29,12 +29,14 @@ mod kernel;
 mod placement;
 mod probe;
 mod sampled;
+mod statistics;
 mod sys;
 mod unavailable;
 
 pub use available::{available, unload};
 pub use probe::BpfProbe;
 pub use sampled::{ByInKernel, counted_in_kernel};
+pub use statistics::run_statistics;
 pub use unavailable::Unavailable;
 
 use super::budget::FdBudget;
@@ -51,7 +53,6 @@ use fed::Charged;
 use kernel::{Kernel, NotOpened};
 use placement::{Layout, Phase};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
@@ -104,8 +105,6 @@ pub struct BpfCounters {
     released: Vec<u32>,
     errors: Errors,
     logged: HashSet<(Arc<str>, OpenFailure)>,
-    /// Keeps the kernel's BPF statistics on while cgperf runs.
-    _stats: Option<OwnedFd>,
 }
 
 impl BpfBackend {
@@ -152,14 +151,6 @@ impl BpfCounters {
         // Whether the program loads here is `available`'s question, asked
         // once by whoever chose this backend (`backend::choose`), which
         // keeps what it loaded for this backend.
-        let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
-            .map_err(|e| {
-                tracing::info!(
-                    "BPF run-time statistics stay off unless kernel.bpf_stats_enabled=1 \
-                     (enabling them needs CAP_SYS_ADMIN): {e}"
-                );
-            })
-            .ok();
         Self {
             kernel: available::loaded(capacity, cpus),
             wanted: Layout::default(),
@@ -176,7 +167,6 @@ impl BpfCounters {
             released: Vec::new(),
             errors: Errors::default(),
             logged: HashSet::new(),
-            _stats: stats,
         }
     }
 
