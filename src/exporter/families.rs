@@ -13,6 +13,7 @@ use crate::snapshot::{
     CounterSample, GroupTimeSample, HostGroupTime, HostSample, HostUnit, Operation,
     ProcessGroupTime, ProcessSample, Scope, Snapshot, Support,
 };
+use crate::totals::GroupTimes;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -738,6 +739,27 @@ fn counter_point(c: &CounterSample) -> Point<'_> {
     }
 }
 
+/// The three families of group times of one kind of target, `[enabled,
+/// running, never ran]`: a point per item, made by `point` from
+/// the item and the value `times` gives it.
+fn group_times<'a, T: 'a, V: Visitor>(
+    v: &mut V,
+    families: [&Family; 3],
+    items: impl Iterator<Item = &'a T> + Clone,
+    times: impl Fn(&T) -> GroupTimes,
+    point: impl Fn(&'a T, f64) -> Point<'a>,
+) -> Result<(), V::Error> {
+    let values: [fn(GroupTimes) -> f64; 3] = [
+        |t| t.enabled_seconds,
+        |t| t.running_seconds,
+        |t| t.never_ran_intervals as f64,
+    ];
+    for (family, value) in families.into_iter().zip(values) {
+        v.family(family, items.clone().map(|t| point(t, value(times(t)))))?;
+    }
+    Ok(())
+}
+
 fn time_point(t: &GroupTimeSample, value: f64) -> Point<'_> {
     Point {
         labels: Labels::Series {
@@ -849,7 +871,6 @@ pub fn visit<V: Visitor>(
     v: &mut V,
 ) -> Result<(), V::Error> {
     let counters = || snap.counters.iter();
-    let times = || snap.group_times.iter();
     v.family(&EVENTS, counters().filter(|c| !c.clock).map(counter_point))?;
     v.family(&CLOCK, counters().filter(|c| c.clock).map(counter_point))?;
     v.family(&EVENTS_LOST, snap.events_lost.iter().map(counter_point))?;
@@ -876,17 +897,16 @@ pub fn visit<V: Visitor>(
             Point::fixed(labels, 1.0)
         }),
     )?;
-    v.family(
-        &GROUP_ENABLED,
-        times().map(|t| time_point(t, t.enabled_seconds)),
-    )?;
-    v.family(
-        &GROUP_RUNNING,
-        times().map(|t| time_point(t, t.running_seconds)),
-    )?;
-    v.family(
-        &GROUP_NEVER_RAN,
-        times().map(|t| time_point(t, t.never_ran_intervals as f64)),
+    group_times(
+        v,
+        [&GROUP_ENABLED, &GROUP_RUNNING, &GROUP_NEVER_RAN],
+        snap.group_times.iter(),
+        |t| GroupTimes {
+            enabled_seconds: t.enabled_seconds,
+            running_seconds: t.running_seconds,
+            never_ran_intervals: t.never_ran_intervals,
+        },
+        time_point,
     )?;
     v.family(&GROUP_SUPPORTED, group_support(&snap.support))?;
     v.family(&EVENT_SUPPORTED, event_support(&snap.support))?;
@@ -900,18 +920,16 @@ pub fn visit<V: Visitor>(
     v.family(&HOST_CLOCK, host(HostUnit::Seconds))?;
     v.family(&HOST_ENERGY, host(HostUnit::Joules))?;
     v.family(&HOST_BYTES, host(HostUnit::Bytes))?;
-    let host_times = || snap.host_group_times.iter();
-    v.family(
-        &HOST_GROUP_ENABLED,
-        host_times().map(|t| host_time_point(t, t.times.enabled_seconds)),
-    )?;
-    v.family(
-        &HOST_GROUP_RUNNING,
-        host_times().map(|t| host_time_point(t, t.times.running_seconds)),
-    )?;
-    v.family(
-        &HOST_GROUP_NEVER_RAN,
-        host_times().map(|t| host_time_point(t, t.times.never_ran_intervals as f64)),
+    group_times(
+        v,
+        [
+            &HOST_GROUP_ENABLED,
+            &HOST_GROUP_RUNNING,
+            &HOST_GROUP_NEVER_RAN,
+        ],
+        snap.host_group_times.iter(),
+        |t| t.times,
+        host_time_point,
     )?;
     v.family(
         &HOST_METRIC,
@@ -931,18 +949,16 @@ pub fn visit<V: Visitor>(
         &PROCESS_CLOCK,
         processes().filter(|p| p.clock).map(process_point),
     )?;
-    let process_times = || snap.process_group_times.iter();
-    v.family(
-        &PROCESS_GROUP_ENABLED,
-        process_times().map(|t| process_time_point(t, t.times.enabled_seconds)),
-    )?;
-    v.family(
-        &PROCESS_GROUP_RUNNING,
-        process_times().map(|t| process_time_point(t, t.times.running_seconds)),
-    )?;
-    v.family(
-        &PROCESS_GROUP_NEVER_RAN,
-        process_times().map(|t| process_time_point(t, t.times.never_ran_intervals as f64)),
+    group_times(
+        v,
+        [
+            &PROCESS_GROUP_ENABLED,
+            &PROCESS_GROUP_RUNNING,
+            &PROCESS_GROUP_NEVER_RAN,
+        ],
+        snap.process_group_times.iter(),
+        |t| t.times,
+        process_time_point,
     )?;
     v.family(
         &PROCESS_METRIC,
