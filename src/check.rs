@@ -1,6 +1,7 @@
 //! `cgperf check`: what this machine can count of a (valid) config, event by
 //! event, and why not.
 
+use crate::backend::bpf::{self, CountedBy};
 use crate::backend::choose::{Kind, choose};
 use crate::config::{CgroupPattern, Config, MetricDef, ProcessMatch};
 use crate::ids::GroupId;
@@ -20,6 +21,9 @@ struct Row {
     /// Said after the status: where a host group counts.
     note: String,
 }
+
+/// The row of a group as a whole.
+const WHOLE_GROUP: &str = "(whole group)";
 
 /// Probes every group, event and tracepoint of `config` and writes the table.
 /// `tables` are the CPU's, read at start.
@@ -57,7 +61,10 @@ pub fn run(config: &Config, tables: CpuTables, out: &mut dyn Write) -> anyhow::R
     writeln!(out, "backend:     {}", chosen.describe())?;
     writeln!(out)?;
 
-    let rows = rows(config, &machine, &*probe, &plan);
+    let mut rows = rows(config, &machine, &*probe, &plan);
+    if chosen.kind == Kind::Bpf {
+        program_notes(&plan, &mut rows);
+    }
     let host = host_rows(config, &plan);
     let every = || rows.iter().chain(&host);
     let width = |f: fn(&Row) -> usize| column_width(every().map(f), 5, NAME_MAX);
@@ -275,7 +282,7 @@ fn rows(config: &Config, machine: &Machine, probe: &dyn Probe, plan: &Plan) -> V
         }
         rows.push(Row {
             group: def.name.clone(),
-            event: "(whole group)".into(),
+            event: WHOLE_GROUP.into(),
             status: verdict(&plan.support, &id, None),
             note: String::new(),
         });
@@ -294,6 +301,40 @@ fn rows(config: &Config, machine: &Machine, probe: &dyn Probe, plan: &Plan) -> V
         });
     }
     rows
+}
+
+/// Under the bpf backend, notes of each event the program counts itself
+/// that it takes no perf counter, and of each one a hardware event beside
+/// it keeps on a perf counter that a group of its own would not
+/// (`docs/configuration.md` says why to prefer that).
+fn program_notes(plan: &Plan, rows: &mut [Row]) {
+    let every: Vec<usize> = (0..plan.selectors.len()).collect();
+    for spec in plan.groups_for(&every) {
+        let counted = bpf::counted_by(&spec);
+        let group = spec.name.label();
+        let named = matches!(spec.name, GroupId::Named(_));
+        let events = rows
+            .iter_mut()
+            .filter(|r| r.group == group && r.event != WHOLE_GROUP);
+        for (n, row) in events.enumerate() {
+            // A named group's rows are its events as written, in order;
+            // those of the tracepoints and probes are their labels (one
+            // not counted is not in the group).
+            let i = match named {
+                true => Some(n),
+                false => spec.events.iter().position(|e| *e.label == *row.event),
+            };
+            row.note = match i.and_then(|i| counted.get(i)) {
+                Some(CountedBy::Program) => " (counted by the BPF program: no perf counter)",
+                Some(CountedBy::CounterInThisGroup) => {
+                    " (a perf counter, scheduled with the group's hardware events; in a group \
+                     of software events only, the BPF program counts it, at less cost)"
+                }
+                _ => continue,
+            }
+            .to_owned();
+        }
+    }
 }
 
 /// The groups of `host:`, as a whole, with where each counts, then each of

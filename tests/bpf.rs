@@ -1406,3 +1406,52 @@ fn context_switches_and_clocks_the_program_counts_itself_match_the_kernels_count
     );
     assert_eq!(faults(&by_bpf_mixed), faults(&by_cgroup_mixed));
 }
+
+#[test]
+fn cgperf_check_says_which_events_the_program_counts_and_which_their_group_keeps_on_a_counter() {
+    require_root("cgperf check probes events as the daemon opens them");
+    // `msr/tsc/` is an event of a PMU of the CPU that even a machine
+    // without a hardware PMU has: a group with it is scheduled as a group
+    // of hardware events is.
+    let yaml = |backend: &str| {
+        format!(
+            "backend: {backend}\ngroups:\n  sw: [cs, page-faults]\n  mixed: [\"msr/tsc/\", cs]\n\
+             tracepoints:\n  - sched:sched_switch\n  - name: sched:sched_wakeup\n    \
+             filter: \"prio < 1000\"\ncgroups:\n  - path: /\n"
+        )
+    };
+    let file = config_file(&yaml("bpf"));
+    let path = file.path().display().to_string();
+    let (code, out, err) = run_cgperf(&["check", "--config.file", &path]);
+    assert_eq!(code, 0, "{out}{err}");
+    let row = |group: &str, event: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().take(2).eq([group, event]))
+            .unwrap_or_else(|| panic!("a row of {group} {event}:\n{out}"))
+    };
+    let program = "(counted by the BPF program: no perf counter)";
+    let grouped = "(a perf counter, scheduled with the group's hardware events; in a group of \
+                   software events only, the BPF program counts it, at less cost)";
+    for (group, event, note) in [
+        ("sw", "cs", Some(program)),
+        ("sw", "page-faults", None),
+        ("mixed", "msr/tsc/", None),
+        ("mixed", "cs", Some(grouped)),
+        // Tracepoints are perf counters.
+        ("tracepoints", "sched:sched_switch", None),
+        ("tracepoints", "sched:sched_wakeup", None),
+    ] {
+        let row = row(group, event);
+        assert!(row.contains(" ok"), "{row}\n{out}");
+        match note {
+            Some(note) => assert!(row.ends_with(note), "{row}"),
+            None => assert!(row.ends_with(" ok"), "{row}"),
+        }
+    }
+    // The cgroup backend opens a counter for every event: no such notes.
+    let file = config_file(&yaml("cgroup"));
+    let path = file.path().display().to_string();
+    let (code, out, err) = run_cgperf(&["check", "--config.file", &path]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("BPF program"), "{out}");
+}

@@ -34,6 +34,7 @@ mod sys;
 mod unavailable;
 
 pub use available::{available, unload};
+pub use placement::{CountedBy, counted_by};
 pub use probe::BpfProbe;
 pub use sampled::{ByInKernel, counted_in_kernel};
 pub use statistics::run_statistics;

@@ -118,6 +118,38 @@ pub(super) fn sources(spec: &GroupSpec) -> Vec<Source> {
         .collect()
 }
 
+/// How the bpf backend counts an event of a group (`cgperf check` says).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CountedBy {
+    /// The program itself ([`sources`]): no perf counter.
+    Program,
+    /// A perf counter.
+    Counter,
+    /// A perf counter because of the group it is in (a hardware event
+    /// beside it): in a group of its own, the program would count it.
+    CounterInThisGroup,
+}
+
+/// How each event of `spec` is counted.
+pub fn counted_by(spec: &GroupSpec) -> Vec<CountedBy> {
+    let alone = |i: usize| GroupSpec {
+        name: spec.name.clone(),
+        events: vec![spec.events[i].clone()],
+        cores: spec.cores.clone(),
+    };
+    sources(spec)
+        .into_iter()
+        .enumerate()
+        .map(|(i, source)| match source {
+            Source::Counter if sources(&alone(i)) != [Source::Counter] => {
+                CountedBy::CounterInThisGroup
+            }
+            Source::Counter => CountedBy::Counter,
+            _ => CountedBy::Program,
+        })
+        .collect()
+}
+
 /// Starts changing `placed` to `wanted`: groups identical stay
 /// where they are, the others become [`Phase::Retiring`], and each new
 /// one (or changed one) is placed at free indices ([`Phase::New`]), as
@@ -297,6 +329,34 @@ mod tests {
         assert_eq!(
             sources(&group_of("other", vec![other, sw(switches)])),
             [Counter; 2]
+        );
+    }
+
+    #[test]
+    fn an_event_is_said_to_be_counted_by_a_perf_counter_because_of_its_group_only_if_it_is() {
+        use CountedBy::{Counter, CounterInThisGroup, Program};
+        let (switches, faults, task_clock) = (3, 2, 1);
+        let software = group_of("sw", vec![event(1, switches), event(1, faults)]);
+        assert_eq!(counted_by(&software), [Program, Counter]);
+        let mixed = group_of(
+            "hw",
+            vec![
+                event(0, 0),
+                event(1, switches),
+                event(1, faults),
+                event(1, task_clock),
+            ],
+        );
+        assert_eq!(
+            counted_by(&mixed),
+            [Counter, CounterInThisGroup, Counter, CounterInThisGroup]
+        );
+        let mut user = event(1, switches);
+        user.attr.exclude_kernel = true;
+        assert_eq!(
+            counted_by(&group_of("hw", vec![event(0, 0), user])),
+            [Counter, Counter],
+            "alone, `:u` is a counter too"
         );
     }
 
