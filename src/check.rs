@@ -309,28 +309,25 @@ fn rows(config: &Config, machine: &Machine, probe: &dyn Probe, plan: &Plan) -> V
 /// (`docs/configuration.md` says why to prefer that).
 fn program_notes(plan: &Plan, rows: &mut [Row]) {
     let every: Vec<usize> = (0..plan.selectors.len()).collect();
-    for spec in plan.groups_for(&every) {
-        let counted = bpf::counted_by(&spec);
+    // Tracepoints and probes are always perf counters: only named groups
+    // get notes. Their rows are their events as written, in order.
+    let named = plan
+        .groups_for(&every)
+        .into_iter()
+        .filter(|spec| matches!(spec.name, GroupId::Named(_)));
+    for spec in named {
         let group = spec.name.label();
-        let named = matches!(spec.name, GroupId::Named(_));
         let events = rows
             .iter_mut()
             .filter(|r| r.group == group && r.event != WHOLE_GROUP);
-        for (n, row) in events.enumerate() {
-            // A named group's rows are its events as written, in order;
-            // those of the tracepoints and probes are their labels (one
-            // not counted is not in the group).
-            let i = match named {
-                true => Some(n),
-                false => spec.events.iter().position(|e| *e.label == *row.event),
-            };
-            row.note = match i.and_then(|i| counted.get(i)) {
-                Some(CountedBy::Program) => " (counted by the BPF program: no perf counter)",
-                Some(CountedBy::CounterInThisGroup) => {
+        for (row, counted) in events.zip(bpf::counted_by(&spec)) {
+            row.note = match counted {
+                CountedBy::Program => " (counted by the BPF program: no perf counter)",
+                CountedBy::CounterInThisGroup => {
                     " (a perf counter, scheduled with the group's hardware events; in a group \
                      of software events only, the BPF program counts it, at less cost)"
                 }
-                _ => continue,
+                CountedBy::Counter => continue,
             }
             .to_owned();
         }
