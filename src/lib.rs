@@ -22,6 +22,7 @@ pub mod events;
 pub mod exporter;
 pub mod host;
 pub mod ids;
+pub mod kallsyms;
 pub mod labels;
 pub mod list;
 pub mod machine;

@@ -789,6 +789,122 @@ fn what_a_task_counted_before_moving_itself_stays_with_the_cgroup_it_left() {
     );
 }
 
+/// A word in memory a forked child shares with the test.
+struct Shared(*mut std::sync::atomic::AtomicU32);
+
+impl Shared {
+    fn new() -> Self {
+        // SAFETY: a fresh anonymous shared mapping of one page; checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED, "mmap");
+        Self(p.cast())
+    }
+
+    fn get(&self) -> &std::sync::atomic::AtomicU32 {
+        // SAFETY: the page stays mapped until drop, zeroed by the kernel.
+        unsafe { &*self.0 }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the page mapped in `new`.
+        unsafe { libc::munmap(self.0.cast(), 4096) };
+    }
+}
+
+#[test]
+fn a_task_moved_by_another_while_it_runs_leaves_what_its_cgroup_counted_before() {
+    use std::sync::atomic::Ordering::SeqCst;
+    // A spinner of `from` shares a CPU with a caller of `from`, which makes
+    // `before` calls and exits: switches within one cgroup read nothing, so
+    // the calls wait, uncharged, for the next switch out of `from`. Another
+    // process, on another CPU, moves the spinner into `to` while it runs;
+    // it then makes `after` calls there. cgroup mode switches the
+    // spinner's counters at the move: `from` gets `before`, `to` `after`.
+    let (parent, [from, to]) = family("cgperf-bpf-moved", ["from", "to"]);
+    let (mut engine, latest) = getppid_in_family(&parent, DEFAULT_CAPACITY, "", "");
+    let (cpu, other) = two_cpus();
+    let (before, after, rounds) = (54_321u64, 4_321u64, 4u64);
+    let procs = |cg: &TestCgroup| {
+        std::ffi::CString::new(
+            cg.dir
+                .join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .expect("path")
+    };
+    let (into_from, into_to) = (procs(&from), procs(&to));
+    for _ in 0..rounds {
+        // 1: in `from`, spinning; 2: moved, to call.
+        let state = Shared::new();
+        let word = state.get();
+        // SAFETY: the child makes raw syscalls and atomic loads only.
+        let spinner = unsafe { libc::fork() };
+        assert!(spinner >= 0, "fork");
+        if spinner == 0 {
+            unsafe {
+                pin_or_exit(cpu as usize);
+                let fd = libc::open(into_from.as_ptr(), libc::O_WRONLY);
+                if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    libc::_exit(3);
+                }
+                libc::close(fd);
+                word.store(1, SeqCst);
+                while word.load(SeqCst) != 2 {
+                    std::hint::spin_loop();
+                }
+                for _ in 0..after {
+                    libc::syscall(libc::SYS_getppid);
+                }
+                libc::_exit(0);
+            }
+        }
+        while word.load(SeqCst) != 1 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        getppid_on(&from.dir, cpu, before);
+        let pid = spinner.to_string();
+        in_child(None, || {
+            pin_or_exit(other as usize);
+            // SAFETY: raw syscalls on our own buffers.
+            unsafe {
+                let fd = libc::open(into_to.as_ptr(), libc::O_WRONLY);
+                if fd < 0 || libc::write(fd, pid.as_ptr().cast(), pid.len()) != pid.len() as isize {
+                    libc::_exit(3);
+                }
+            }
+        });
+        word.store(2, SeqCst);
+        let mut status = 0;
+        // SAFETY: reaping our own child.
+        assert_eq!(unsafe { libc::waitpid(spinner, &mut status, 0) }, spinner);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "spinner: {status}"
+        );
+    }
+    engine.collect();
+    assert_eq!(
+        getppid_counts(&latest, [&from, &to]),
+        [
+            Some((rounds * before) as f64),
+            Some((rounds * after) as f64)
+        ],
+        "(the cgroup left, the cgroup entered)"
+    );
+}
+
 #[test]
 fn counts_stay_exact_while_the_totals_grow_with_cgroups_and_counters() {
     // Two cgroups call getppid on both CPUs while 3,500 more cgroups

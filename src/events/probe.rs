@@ -16,8 +16,7 @@
 use std::collections::BTreeSet;
 use std::ffi::{CStr, CString, OsStr};
 use std::fmt;
-use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::ops::ControlFlow;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -27,13 +26,11 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolFlags, SymbolKind};
 
 use crate::events::{EventAttr, EventTables, Modifiers, PmuSpec, ResolveError, parse_number, pmu};
+use crate::kallsyms::{self, KALLSYMS};
 use crate::suggest::edit_distance;
 
 /// perf's suffix for a probe on the function's return instead of its entry.
 const RETURN_SUFFIX: &str = "%return";
-
-/// Where the kernel lists its symbols, to check a kprobe's function.
-const KALLSYMS: &str = "/proc/kallsyms";
 
 /// The example every uprobe syntax error shows.
 const UPROBE_EXAMPLE: &str = "/usr/lib/x86_64-linux-gnu/libc.so.6:malloc";
@@ -624,26 +621,18 @@ impl ProbeSpec {
     /// hides the file (or a read that fails midway) is not an error: the
     /// kernel itself rejects an unknown function when the event is opened.
     fn check_kernel_function(&self, function: &str) -> Result<(), ProbeError> {
-        let Ok(file) = File::open(KALLSYMS) else {
-            return Ok(());
-        };
         let mut near = Suggestions::new(function);
-        for line in BufReader::new(file).lines() {
-            let Ok(line) = line else {
-                return Ok(());
-            };
-            // `ADDRESS TYPE NAME [MODULE]`; t and T are code, w and W weak code.
-            let mut fields = line.split_ascii_whitespace().skip(1);
-            let (Some(kind), Some(name)) = (fields.next(), fields.next()) else {
-                continue;
-            };
-            if !matches!(kind, "t" | "T" | "w" | "W") {
-                continue;
-            }
+        let mut found = false;
+        let read = kallsyms::each_code_symbol(|_, name| {
             if name == function {
-                return Ok(());
+                found = true;
+                return ControlFlow::Break(());
             }
             near.offer(name);
+            ControlFlow::Continue(())
+        });
+        if found || read.is_err() {
+            return Ok(());
         }
         Err(ProbeError::NoSuchKernelFunction {
             text: self.text.clone(),

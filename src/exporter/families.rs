@@ -626,7 +626,7 @@ const BACKEND: Family = Family {
 };
 const BPF_RUN_TIME: Family = Family {
     name: "cgperf_bpf_program_run",
-    help: "Time cgperf's BPF programs ran in the kernel (at context switches and the flush before each read), while the kernel keeps BPF statistics (cgperf turns them on when it has CAP_SYS_ADMIN); 0 with the cgroup backend.",
+    help: "Time cgperf's BPF programs ran in the kernel (at context switches, at moves between cgroups and the flush before each read), while the kernel keeps BPF statistics (cgperf turns them on when it has CAP_SYS_ADMIN); 0 with the cgroup backend.",
     unit: Unit::Seconds,
     kind: Kind::Counter,
 };

@@ -11,9 +11,12 @@
 // clock are counted by the program itself, not read from perf counters
 // (see FROM_COUNTER). A switch between two tasks
 // of the same cgroup charges nothing yet (no counter is read): the counts
-// go on accruing for that cgroup. A task that moves itself into another
-// cgroup (`cgroup:cgroup_attach_task`, in the mover's context) has what it
-// counted so far charged to the cgroup it leaves. To flush the interval in
+// go on accruing for that cgroup. A task that moves into another cgroup
+// while it runs has what was counted so far charged to the cgroup it
+// leaves: a reading is taken at the move, in the task's context, by
+// `moved` if it moves itself (`cgroup:cgroup_attach_task`) and by
+// `moved_away` if a task on another CPU moves it (at perf's own call
+// there, which switches cgroup-mode events at that moment). To flush the interval in
 // progress, cgperf test-runs `flush`, the same run switching to no task,
 // on a CPU (BPF_PROG_TEST_RUN with BPF_F_TEST_RUN_ON_CPU): it charges the
 // recorded cgroup.
@@ -92,6 +95,19 @@ struct task_struct {
 	struct css_set *cgroups;
 } __attribute__((preserve_access_index));
 
+// A function another CPU asked this one to run, and its argument.
+struct __call_single_data {
+	void *func;
+	void *info;
+} __attribute__((preserve_access_index));
+
+// perf's call of `func(info)` on the CPU a task runs on, if it runs there.
+struct remote_function_call {
+	struct task_struct *p;
+	void *func;
+	void *info;
+} __attribute__((preserve_access_index));
+
 struct config {
 	__u32 capacity;
 	__u32 cpus;
@@ -102,6 +118,11 @@ struct config {
 	__u32 chunk0;
 	// Counter indices in use are below it (it never goes down).
 	__u32 top;
+	// The kernel's addresses of `remote_function` and
+	// `__perf_cgroup_move`, by which `moved_away` knows perf's call at a
+	// move (0: unknown, no reading taken there).
+	__u64 remote_function;
+	__u64 cgroup_move;
 };
 
 struct reading {
@@ -761,7 +782,7 @@ int flush(struct bpf_raw_tracepoint_args *ctx)
 	return run((__u64)current, cgroup, id, 0, 0, 0);
 }
 
-// Takes counter e's reading for `moved`, if it is live in epoch `done`.
+// Takes counter e's reading for `take`, if it is live in epoch `done`.
 static long take_one(__u32 e, struct counters_loop *c)
 {
 	if (e >= c->top || e >= MAX_EVENTS)
@@ -778,23 +799,11 @@ static long take_one(__u32 e, struct counters_loop *c)
 	return 0;
 }
 
-// cgroup_attach_task(dst_cgrp, path, task, threadgroup), after the move:
-// if the task running here moved itself, takes a reading of this CPU's
-// counters, so that the next run of `charge` here gives what was counted
-// before it to the cgroup left. (A task moved by another while it runs on
-// another CPU has what it counted since its last switch charged to its
-// new cgroup, as is one whose reading a run here overtook.)
-SEC("raw_tracepoint/cgroup_attach_task")
-int moved(struct bpf_raw_tracepoint_args *ctx)
+// Takes a reading of this CPU's counters for `current`, which runs here
+// and has just moved to another cgroup: the next run of `charge` here
+// gives what was counted before it to the cgroup left.
+static __always_inline int take(struct task_struct *current)
 {
-	struct task_struct *task = (struct task_struct *)ctx->args[2];
-	struct task_struct *current = (struct task_struct *)bpf_get_current_task();
-	if (!task)
-		return 0;
-	int tgid = BPF_CORE_READ(task, tgid);
-	__u64 me = bpf_get_current_pid_tgid();
-	if (task != current && !(ctx->args[3] && (__u32)(me >> 32) == (__u32)tgid))
-		return 0;
 	__u32 cpu = bpf_get_smp_processor_id();
 	__u32 zero = 0;
 	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
@@ -820,6 +829,53 @@ int moved(struct bpf_raw_tracepoint_args *ctx)
 	asm volatile("" ::: "memory");
 	*(volatile __u64 *)&sp->at = at;
 	return 0;
+}
+
+// cgroup_attach_task(dst_cgrp, path, task, threadgroup), after the move:
+// takes a reading if the task running here moved itself (or its thread
+// group). A task moved by another while it runs on another CPU is
+// `moved_away`'s; where that one cannot run, such a task has what was
+// counted on its CPU since the last reading there charged to its new
+// cgroup, as has one whose reading here a run overtook.
+SEC("raw_tracepoint/cgroup_attach_task")
+int moved(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx->args[2];
+	struct task_struct *current = (struct task_struct *)bpf_get_current_task();
+	if (!task)
+		return 0;
+	int tgid = BPF_CORE_READ(task, tgid);
+	__u64 me = bpf_get_current_pid_tgid();
+	if (task != current && !(ctx->args[3] && (__u32)(me >> 32) == (__u32)tgid))
+		return 0;
+	return take(current);
+}
+
+// csd_function_entry(func, csd): this CPU is about to run `func` for
+// another CPU. perf moves the cgroup-mode events of a task that a task on
+// another CPU moved this way, if it runs (task_function_call(task,
+// __perf_cgroup_move, task), through remote_function): the reading is
+// taken then, in the moved task's context, after the move. A task moving
+// itself has the same call made on its own CPU, with no csd to tell which
+// (`moved` takes that one). Untyped: the verifier refuses a typed load of
+// a function pointer.
+SEC("raw_tracepoint/csd_function_entry")
+int moved_away(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u32 zero = 0;
+	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
+	// Read out of the relocated reads below, which would take the
+	// index into `args` for a field's.
+	struct __call_single_data *csd = (struct __call_single_data *)ctx->args[1];
+	if (!cfg || !cfg->remote_function || ctx->args[0] != cfg->remote_function || !csd)
+		return 0;
+	struct remote_function_call *call = BPF_CORE_READ(csd, info);
+	if (!call || (__u64)BPF_CORE_READ(call, func) != cfg->cgroup_move)
+		return 0;
+	struct task_struct *task = BPF_CORE_READ(call, p);
+	if (!task || task != (struct task_struct *)bpf_get_current_task())
+		return 0;
+	return take(task);
 }
 
 char LICENSE[] SEC("license") = "GPL";

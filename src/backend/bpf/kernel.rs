@@ -14,14 +14,14 @@ use super::chunks::{Cells, first_chunk};
 use super::epochs::{Epochs, LAST_BYTES};
 use super::ids::Ids;
 use super::placement::{self, Layout, Phase, Placed};
-use super::sys::{failed, failed_errno, map_delete, map_update, perf_event_array};
+use super::programs;
+use super::sys::{failed, map_delete, map_update, perf_event_array};
 use super::unavailable::Unavailable;
 use crate::backend::budget::Held;
 use crate::ids::GroupId;
 use crate::perf::{CounterGroup, Errno, OpenError, Target};
 use crate::plan::GroupSpec;
 use aya::maps::{Array, Map, MapData};
-use aya::programs::{BtfTracePoint, RawTracePoint, RawTracePointRunOptions, TestRun};
 use aya::{Btf, Ebpf, EbpfLoader};
 use memmap2::{MmapOptions, MmapRaw};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -32,20 +32,6 @@ use std::sync::atomic::AtomicU64;
 #[repr(C, align(8))]
 struct Aligned<T: ?Sized>(T);
 static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!("count.bpf.o"));
-
-/// The program that charges at context switches, as named in
-/// `count.bpf.c`.
-const PROGRAM: &str = "charge";
-/// Where it runs, with typed arguments: the task switched out is still
-/// `current` there.
-const TRACEPOINT: &str = "sched_switch";
-/// The same charge with no task switched to, test-run to flush a CPU (a
-/// typed program cannot be test-run on a CPU); never attached.
-const FLUSH: &str = "flush";
-/// The program that charges a task moving itself to the cgroup it leaves.
-const MOVED: &str = "moved";
-/// Where that one runs: after a move, in the mover's context.
-const ATTACH: &str = "cgroup_attach_task";
 
 /// A counter group that could not be opened on a CPU.
 #[derive(Debug)]
@@ -79,6 +65,8 @@ pub(super) struct Kernel {
     epochs: Epochs,
     /// What the program's config holds.
     config: Config,
+    /// Whether `moved_away` is attached.
+    moves_away: bool,
 }
 
 /// Maps a `BPF_F_MMAPABLE` array of the object read-write, `len` bytes.
@@ -93,50 +81,6 @@ fn map_array(ebpf: &Ebpf, name: &str, len: usize) -> Result<MmapRaw, Unavailable
         .len(len)
         .map_raw(fd)
         .map_err(|e| Unavailable::from_kernel(failed(&format!("mapping {name}"), &e)))
-}
-
-/// The program `name` of `ebpf`, of the type `P` it has in `count.bpf.c`.
-fn program<'a, P>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut P, Unavailable>
-where
-    &'a mut P: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
-{
-    ebpf.program_mut(name)
-        .ok_or_else(|| Unavailable::broken(&format!("the object lacks the program {name}")))?
-        .try_into()
-        .map_err(|e| Unavailable::from_kernel(failed("the BPF program", &e)))
-}
-
-/// Why a program could not be attached to `tracepoint`.
-fn not_attached(tracepoint: &str, e: &aya::programs::ProgramError) -> Unavailable {
-    Unavailable::from_kernel(failed(&format!("attaching to {tracepoint}"), e))
-}
-
-/// Runs `ebpf`'s flush on `cpu` ([`Kernel::flush_one`]).
-fn flush_one(ebpf: &Ebpf, cpu: u32) -> Result<(), Errno> {
-    let Some(program) = ebpf.program(FLUSH) else {
-        return Err(Errno(libc::ENOENT));
-    };
-    let Ok(program) = <&RawTracePoint>::try_from(program) else {
-        return Err(Errno(libc::EINVAL));
-    };
-    let opts = RawTracePointRunOptions {
-        cpu: Some(cpu),
-        ..RawTracePointRunOptions::new()
-    };
-    match program.test_run(opts) {
-        Ok(_) => Ok(()),
-        Err(e) => match failed_errno(&e).1 {
-            Some(libc::ENXIO) => Ok(()),
-            errno => Err(Errno(errno.unwrap_or(libc::EIO))),
-        },
-    }
-}
-
-/// Runs `ebpf`'s counting program on each of the `cpus` possible CPUs:
-/// no run that began before is still in progress then. Says whether every
-/// CPU could be run on (or was offline).
-fn wait_all(ebpf: &Ebpf, cpus: u32) -> bool {
-    (0..cpus).all(|cpu| flush_one(ebpf, cpu).is_ok())
 }
 
 impl Kernel {
@@ -157,22 +101,18 @@ impl Kernel {
         // one is gone, so that the two never take memory together.
         let btf = Btf::from_sys_fs()
             .map_err(|e| Unavailable::from_kernel(failed("reading the kernel's BTF", &e)))?;
-        let charge: &mut BtfTracePoint = program(&mut ebpf, PROGRAM)?;
-        charge
-            .load(TRACEPOINT, &btf)
-            .map_err(|e| Unavailable::from_kernel(failed("loading the BPF program", &e)))?;
-        charge.attach().map_err(|e| not_attached(TRACEPOINT, &e))?;
-        for (name, tracepoint) in [(FLUSH, None), (MOVED, Some(ATTACH))] {
-            let program: &mut RawTracePoint = program(&mut ebpf, name)?;
-            program
-                .load()
-                .map_err(|e| Unavailable::from_kernel(failed("loading the BPF program", &e)))?;
-            if let Some(tracepoint) = tracepoint {
-                program
-                    .attach(tracepoint)
-                    .map_err(|e| not_attached(tracepoint, &e))?;
-            }
-        }
+        programs::attach(&mut ebpf, &btf)?;
+        let moves_away = programs::watch_moves_away(&mut ebpf).map_err(|why| {
+            // A verifier's refusal comes with its whole log: that is for
+            // debugging.
+            tracing::warn!(
+                "a task moved to another cgroup by a process on another CPU while it runs \
+                 is charged what its CPU counted since the last reading there: {}",
+                why.lines().next().unwrap_or_default()
+            );
+            tracing::debug!("{why}");
+        });
+        let [remote_function, cgroup_move] = moves_away.unwrap_or_default();
         let Some(Map::ArrayOfMaps(counters)) = ebpf.take_map("counters") else {
             return Err(Unavailable::broken("the object lacks its counters"));
         };
@@ -210,7 +150,10 @@ impl Kernel {
                 generation: 1,
                 chunk0: first_chunk(cpus),
                 top: 0,
+                remote_function,
+                cgroup_move,
             },
+            moves_away: moves_away.is_ok(),
         };
         kernel
             .configure()
@@ -304,9 +247,9 @@ impl Kernel {
     /// The descriptors the programs hold besides the perf events: their
     /// maps (nine, the hash of monitored cgroups in use and a perf event
     /// array per counter position placed so far), the three programs and
-    /// the two attachments.
+    /// the two attachments, and `moved_away` and its attachment.
     pub fn own_fds(&self) -> u64 {
-        15 + self.arrays.len() as u64
+        15 + 2 * u64::from(self.moves_away) + self.arrays.len() as u64
     }
 
     /// Opens the new groups on `cpu` and hands their counters to the
@@ -512,7 +455,7 @@ impl Kernel {
     /// gone offline is not a failure: what it counted was charged at its
     /// last switch.
     fn flush_one(&self, cpu: u32) -> Result<(), Errno> {
-        flush_one(&self.ebpf, cpu)
+        programs::flush_one(&self.ebpf, cpu)
     }
 
     /// Charges the interval in progress on each of `cpus` to what runs
@@ -531,7 +474,7 @@ impl Kernel {
         let positions = self.positions();
         self.cells.room(last, &positions)?;
         let (ebpf, cpus) = (&self.ebpf, self.cpus);
-        self.ids.reserve(more, || wait_all(ebpf, cpus))
+        self.ids.reserve(more, || programs::wait_all(ebpf, cpus))
     }
 
     /// The counter positions placed (no two groups share one).
@@ -551,7 +494,8 @@ impl Kernel {
         self.cells.room(slot, &positions)?;
         self.cells.clear(slot);
         let (ebpf, cpus) = (&self.ebpf, self.cpus);
-        self.ids.insert(id, slot, || wait_all(ebpf, cpus))?;
+        self.ids
+            .insert(id, slot, || programs::wait_all(ebpf, cpus))?;
         self.invalidate_chains().inspect_err(|_| {
             // Not charged at all rather than charged to only some of the
             // cgroups that run beneath it.
@@ -577,7 +521,7 @@ impl Kernel {
     /// The programs' run time and run count so far (while statistics are
     /// enabled).
     pub fn runs(&self) -> (u64, u64) {
-        [PROGRAM, FLUSH, MOVED]
+        programs::NAMES
             .iter()
             .filter_map(|name| self.ebpf.program(name)?.info().ok())
             .fold((0, 0), |(ns, n), info| {

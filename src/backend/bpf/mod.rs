@@ -28,6 +28,7 @@ mod ids;
 mod kernel;
 mod placement;
 mod probe;
+mod programs;
 mod sampled;
 mod statistics;
 mod sys;

@@ -1,0 +1,128 @@
+//! The programs of `count.bpf.c`: where each is attached, and the flush
+//! that cgperf test-runs on a CPU.
+
+use super::sys::{failed, failed_errno};
+use super::unavailable::Unavailable;
+use crate::kallsyms;
+use crate::perf::Errno;
+use aya::programs::{BtfTracePoint, RawTracePoint, RawTracePointRunOptions, TestRun};
+use aya::{Btf, Ebpf};
+
+/// The program that charges at context switches, as named in
+/// `count.bpf.c`.
+const PROGRAM: &str = "charge";
+/// Where it runs, with typed arguments: the task switched out is still
+/// `current` there.
+const TRACEPOINT: &str = "sched_switch";
+/// The same charge with no task switched to, test-run to flush a CPU (a
+/// typed program cannot be test-run on a CPU); never attached.
+const FLUSH: &str = "flush";
+/// The program that takes the reading at a move a task makes itself.
+const MOVED: &str = "moved";
+/// Where that one runs: after a move, in the mover's context.
+const ATTACH: &str = "cgroup_attach_task";
+/// The program that takes the reading at a move made from another CPU.
+const MOVED_AWAY: &str = "moved_away";
+/// Where that one runs: on the moved task's CPU, before each function
+/// another CPU asks it to run.
+const CALLED: &str = "csd_function_entry";
+/// The functions by which it knows perf's call at a move, in the order of
+/// its config's fields.
+const MOVE_CALL: [&str; 2] = ["remote_function", "__perf_cgroup_move"];
+
+/// Every program, for their statistics.
+pub(super) const NAMES: [&str; 4] = [PROGRAM, FLUSH, MOVED, MOVED_AWAY];
+
+/// The program `name` of `ebpf`, of the type `P` it has in `count.bpf.c`.
+fn program<'a, P>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut P, Unavailable>
+where
+    &'a mut P: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    ebpf.program_mut(name)
+        .ok_or_else(|| Unavailable::broken(&format!("the object lacks the program {name}")))?
+        .try_into()
+        .map_err(|e| Unavailable::from_kernel(failed("the BPF program", &e)))
+}
+
+/// Why a program could not be attached to `tracepoint`.
+fn not_attached(tracepoint: &str, e: &aya::programs::ProgramError) -> Unavailable {
+    Unavailable::from_kernel(failed(&format!("attaching to {tracepoint}"), e))
+}
+
+/// Attaches `moved_away`, where the kernel has its tracepoint (Linux 6.3)
+/// and shows the addresses of the functions of perf's call: returns them
+/// for the program's config, or says why not (then a task moved by another
+/// while it runs has what its CPU counted since its last reading there
+/// charged to the cgroup it enters).
+pub(super) fn watch_moves_away(ebpf: &mut Ebpf) -> Result<[u64; 2], String> {
+    let addresses = kallsyms::addresses(MOVE_CALL)
+        .filter(|found| found.iter().all(|&a| a != 0))
+        .ok_or_else(|| {
+            format!(
+                "{} does not show the addresses of {} (hidden by kernel.kptr_restrict, or not \
+                 in this kernel)",
+                kallsyms::KALLSYMS,
+                MOVE_CALL.join(" and ")
+            )
+        })?;
+    let moved_away: &mut RawTracePoint = program(ebpf, MOVED_AWAY).map_err(|e| e.to_string())?;
+    moved_away
+        .load()
+        .map_err(|e| failed(&format!("loading the program for {CALLED}"), &e).0)?;
+    if let Err(e) = moved_away.attach(CALLED) {
+        let _ = moved_away.unload();
+        return Err(not_attached(CALLED, &e).to_string());
+    }
+    Ok(addresses)
+}
+
+/// Runs `ebpf`'s flush on `cpu` ([`Kernel::flush_one`]).
+pub(super) fn flush_one(ebpf: &Ebpf, cpu: u32) -> Result<(), Errno> {
+    let Some(program) = ebpf.program(FLUSH) else {
+        return Err(Errno(libc::ENOENT));
+    };
+    let Ok(program) = <&RawTracePoint>::try_from(program) else {
+        return Err(Errno(libc::EINVAL));
+    };
+    let opts = RawTracePointRunOptions {
+        cpu: Some(cpu),
+        ..RawTracePointRunOptions::new()
+    };
+    match program.test_run(opts) {
+        Ok(_) => Ok(()),
+        Err(e) => match failed_errno(&e).1 {
+            Some(libc::ENXIO) => Ok(()),
+            errno => Err(Errno(errno.unwrap_or(libc::EIO))),
+        },
+    }
+}
+
+/// Runs `ebpf`'s counting program on each of the `cpus` possible CPUs:
+/// no run that began before is still in progress then. Says whether every
+/// CPU could be run on (or was offline).
+pub(super) fn wait_all(ebpf: &Ebpf, cpus: u32) -> bool {
+    (0..cpus).all(|cpu| flush_one(ebpf, cpu).is_ok())
+}
+
+/// Loads the programs cgperf cannot count without and attaches those that
+/// run at the kernel's tracepoints: the charge at each context switch and
+/// the reading of a task that moves itself; the flush is only loaded.
+pub(super) fn attach(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), Unavailable> {
+    let charge: &mut BtfTracePoint = program(ebpf, PROGRAM)?;
+    charge
+        .load(TRACEPOINT, btf)
+        .map_err(|e| Unavailable::from_kernel(failed("loading the BPF program", &e)))?;
+    charge.attach().map_err(|e| not_attached(TRACEPOINT, &e))?;
+    for (name, tracepoint) in [(FLUSH, None), (MOVED, Some(ATTACH))] {
+        let program: &mut RawTracePoint = program(ebpf, name)?;
+        program
+            .load()
+            .map_err(|e| Unavailable::from_kernel(failed("loading the BPF program", &e)))?;
+        if let Some(tracepoint) = tracepoint {
+            program
+                .attach(tracepoint)
+                .map_err(|e| not_attached(tracepoint, &e))?;
+        }
+    }
+    Ok(())
+}
