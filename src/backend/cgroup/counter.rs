@@ -95,6 +95,13 @@ impl CpuCounter {
         self.open = None;
     }
 
+    /// Closes the group without reading it again: read at a hand-over
+    /// after the group replacing it had started, it counted nothing since
+    /// that the new one did not.
+    pub fn close_read(&mut self) {
+        self.open = None;
+    }
+
     /// New descriptors (counting from zero) replace the old ones, which
     /// must have been read last already; the totals carry on.
     pub fn opened(&mut self, held: Option<Held>) {

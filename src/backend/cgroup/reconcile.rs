@@ -90,6 +90,9 @@ pub(super) fn reconcile(
     evicted
 }
 
+/// Times a hand-over on a CPU is tried before it is taken as it is.
+const HAND_OVER_TRIES: u32 = 8;
+
 /// Opens each new group on every online CPU, and reads the group it
 /// replaces there one last time, so that what it counted since the last
 /// collection is not lost.
@@ -102,11 +105,14 @@ pub(super) fn reconcile(
 /// on that CPU: while this thread runs there, no other task does. The new
 /// group starts counting from zero when it is enabled, before the old one's
 /// final read; both add to the same totals (the series of the events they
-/// share), each occurrence in exactly one of them. What remains is this
-/// thread being preempted between the two calls (a few microseconds), and
-/// cgperf's own events if it runs inside a cgroup it counts. A CPU the
-/// thread may not move to (a cpuset) gets the same order without that
-/// guarantee.
+/// share), each occurrence in exactly one of them; the old one is closed
+/// without another read. If this thread was switched out in between (its
+/// context switches say so; preempted by a busy task of the CPU, for a few
+/// milliseconds), the new group goes without a read, uncounted, and the
+/// hand-over is tried again, up to [`HAND_OVER_TRIES`] times. What
+/// remains is cgperf's own events if it runs inside a cgroup it counts. A
+/// CPU the thread may not move to (a cpuset) gets the same order without
+/// that guarantee.
 ///
 /// The loop runs CPU by CPU over every cgroup of a reload, so the thread
 /// moves once per CPU (a move costs some 100 µs), not once per cgroup.
@@ -130,9 +136,7 @@ fn hand_over(
         .any(|p| p.previous.is_some())
         .then(crate::cpus::Pin::new);
     for &cpu in online {
-        if let Some(pin) = pin.as_mut() {
-            pin.to(cpu);
-        }
+        let pinned = pin.as_mut().is_some_and(|pin| pin.to(cpu));
         for ((c, plan), evicted) in cgroups.iter().zip(&mut *plans).zip(&mut *evicted) {
             if *evicted || plan.iter().all(|p| p.kept) {
                 continue;
@@ -141,18 +145,7 @@ fn hand_over(
             // are not read: the next scan drops it with its series.
             let done = c.in_dir(|dir| {
                 for p in plan.iter_mut().filter(|p| !p.kept) {
-                    let opened = opener.open(&p.group.spec, &c.state.path, dir, cpu);
-                    // Another core type's CPU: no counter, no series there.
-                    if matches!(opened, Err(NotOpened::NotHere)) {
-                        continue;
-                    }
-                    let opened = or_give_up(opened, &mut p.group.unopened, cpu)?;
-                    p.group.counter(c.slot, cpu, totals).opened(opened);
-                    if let Some(previous) = p.previous.as_mut() {
-                        for old in previous.cpus.iter_mut().filter(|c| c.cpu == cpu) {
-                            old.close(&mut opener.failures.errors, totals);
-                        }
-                    }
+                    hand_over_group(p, c, dir, cpu, pinned, opener, totals)?;
                 }
                 Ok(())
             });
@@ -162,4 +155,53 @@ fn hand_over(
             }
         }
     }
+}
+
+/// Opens `p`'s new group on `cpu` and hands its old one there over to it,
+/// as [`hand_over`] says: tried again while this thread, `pinned` there,
+/// was switched out in between.
+fn hand_over_group(
+    p: &mut Planned,
+    c: &Reconciling<'_>,
+    dir: &std::fs::File,
+    cpu: u32,
+    pinned: bool,
+    opener: &mut Opener,
+    totals: &mut Totals,
+) -> Result<(), OutOfFds> {
+    for tries in 1.. {
+        let before = crate::cpus::switches_of_this_thread();
+        let opened = opener.open(&p.group.spec, &c.state.path, dir, cpu);
+        // Another core type's CPU: no counter, no series there.
+        if matches!(opened, Err(NotOpened::NotHere)) {
+            break;
+        }
+        let opened = or_give_up(opened, &mut p.group.unopened, cpu)?;
+        let errors = &mut opener.failures.errors;
+        let old = p.previous.iter_mut().flat_map(|g| &mut g.cpus);
+        let mut old: Vec<_> = old.filter(|c| c.cpu == cpu).collect();
+        if opened.is_none() {
+            // Not opened here this time: the old group's counts stay, and
+            // the new one is tried again at the next collection.
+            old.into_iter().for_each(|o| o.close(errors, totals));
+            p.group.counter(c.slot, cpu, totals).opened(None);
+            break;
+        }
+        for o in &mut old {
+            o.read(errors, totals);
+        }
+        let alone = before.is_some() && crate::cpus::switches_of_this_thread() == before;
+        if alone || !pinned || old.is_empty() || tries == HAND_OVER_TRIES {
+            old.into_iter().for_each(|o| o.close_read());
+            p.group.counter(c.slot, cpu, totals).opened(opened);
+            break;
+        }
+        tracing::debug!(
+            cpu,
+            tries,
+            "hand-over tried again: switched out between the new group's start and the old \
+             one's read"
+        );
+    }
+    Ok(())
 }
