@@ -808,23 +808,10 @@ fn monotonic_secs() -> i64 {
 /// once for each value (a barrier in shared memory before each): every new
 /// value is first hit on every CPU at the same moment.
 fn in_lockstep(cgroup: &Path, cpus: &[usize], values: std::ops::Range<i32>) {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    // SAFETY: an anonymous shared mapping of one page, unmapped below;
-    // the children inherit it.
-    let page = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(page, libc::MAP_FAILED);
-    // SAFETY: page-aligned, zeroed, shared memory that outlives the
-    // children (waited for in the scope).
-    let arrived = unsafe { &*page.cast::<AtomicU64>() };
+    use std::sync::atomic::Ordering;
+    // The children inherit it.
+    let shared = SharedWord::new();
+    let arrived = shared.get();
     let n = cpus.len() as u64;
     std::thread::scope(|s| {
         for &cpu in cpus {
@@ -851,8 +838,6 @@ fn in_lockstep(cgroup: &Path, cpus: &[usize], values: std::ops::Range<i32>) {
             });
         }
     });
-    // SAFETY: the mapping made above, no longer used.
-    unsafe { libc::munmap(page, 4096) };
 }
 
 #[test]

@@ -83,6 +83,42 @@ pub fn pin_or_exit(cpu: usize) {
     }
 }
 
+/// A zeroed word of memory the test shares with the processes it forks (a
+/// page mapped `MAP_SHARED`), unmapped when dropped: flags and barriers
+/// that children can use with plain atomics, no syscall.
+pub struct SharedWord(*mut std::sync::atomic::AtomicU64);
+
+impl SharedWord {
+    pub fn new() -> Self {
+        // SAFETY: a fresh anonymous shared mapping of one page; checked.
+        let page = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(page, libc::MAP_FAILED, "mmap a shared page");
+        Self(page.cast())
+    }
+
+    pub fn get(&self) -> &std::sync::atomic::AtomicU64 {
+        // SAFETY: page-aligned memory, zeroed by the kernel, mapped until
+        // drop.
+        unsafe { &*self.0 }
+    }
+}
+
+impl Drop for SharedWord {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the page mapped in `new`, no longer borrowed.
+        unsafe { libc::munmap(self.0.cast(), 4096) };
+    }
+}
+
 /// Runs `work` in a child process that first moves itself into `cgroup`
 /// (stays where it is if `None`), and waits for it.
 ///

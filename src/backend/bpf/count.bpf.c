@@ -186,12 +186,13 @@ struct chain {
 	__u32 unused;
 };
 
-// What the counters of a CPU read when a task there moved itself to
-// another cgroup, taken by `moved` and used by the next run of `charge`
-// there: what was counted before goes to the cgroup left, what after to
-// the one entered. `moved` may be preempted (tracepoints run preemptible
-// on some kernels), so it writes nothing else, and its reading counts only
-// if no run read the counters since it began: `at` is `runs` then.
+// What the counters of a CPU read when the task running there moved to
+// another cgroup, taken by `moved` or `moved_away` (`take`) and used by
+// the next run of `charge` there: what was counted before goes to the
+// cgroup left, what after to the one entered. `moved` may be preempted
+// (tracepoints run preemptible on some kernels), so `take` writes nothing
+// else, and its reading counts only if no run read the counters since it
+// began: `at` is `runs` then.
 struct split {
 	// Runs of `charge` on this CPU that read the counters, and the epoch
 	// the last one did, and the switches it saw (FROM_SWITCHES; the three
@@ -746,7 +747,7 @@ static __always_inline int run(__u64 current, __u64 cgroup, __u64 id, __u64 next
 	}
 	read_all(cpu, top, done, epoch, sp->switches);
 	// The task's own cgroup, which it may have entered since its switch
-	// in (a move `moved` could not record: charged all to the new one).
+	// in (a move no reading was taken at: charged all to the new one).
 	if (id)
 		become(r, cgroup, id, cpu, capacity, generation);
 	if (r->id)
