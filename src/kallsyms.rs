@@ -10,11 +10,11 @@ use std::ops::ControlFlow;
 pub const KALLSYMS: &str = "/proc/kallsyms";
 
 /// Calls `f(address, name)` for each code symbol of the kernel (kinds `t`,
-/// `T`, `w` and `W`: code and weak code), until it breaks. The address is
-/// 0 where the kernel hides addresses from this process
-/// (`kernel.kptr_restrict`). An error if the list cannot be read, whole or
-/// midway.
-pub fn each_code_symbol(mut f: impl FnMut(u64, &str) -> ControlFlow<()>) -> std::io::Result<()> {
+/// `T`, `w` and `W`: code and weak code), until it breaks; the address is
+/// as written (hexadecimal, all zeros where the kernel hides addresses
+/// from this process: `kernel.kptr_restrict`), parsed only by a caller
+/// that needs it. An error if the list cannot be read, whole or midway.
+pub fn each_code_symbol(mut f: impl FnMut(&str, &str) -> ControlFlow<()>) -> std::io::Result<()> {
     for line in BufReader::new(File::open(KALLSYMS)?).lines() {
         let line = line?;
         // `ADDRESS TYPE NAME [MODULE]`.
@@ -26,7 +26,6 @@ pub fn each_code_symbol(mut f: impl FnMut(u64, &str) -> ControlFlow<()>) -> std:
         if !matches!(kind, "t" | "T" | "w" | "W") {
             continue;
         }
-        let address = u64::from_str_radix(address, 16).unwrap_or(0);
         if f(address, name).is_break() {
             break;
         }
@@ -42,7 +41,7 @@ pub fn addresses<const N: usize>(names: [&str; N]) -> Option<[u64; N]> {
     each_code_symbol(|address, name| {
         if let Some(i) = names.iter().position(|&n| n == name)
             && found[i] == 0
-            && address != 0
+            && let Ok(address @ 1..) = u64::from_str_radix(address, 16)
         {
             found[i] = address;
             left -= 1;
@@ -63,8 +62,12 @@ mod tests {
 
     #[test]
     fn the_kernel_lists_its_scheduler_and_an_unknown_name_is_zero() {
-        // Readable by any user; the addresses are root's unless
-        // kptr_restrict is 2 (and others' where it is 0 and perf is open).
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(
+            unsafe { libc::geteuid() },
+            0,
+            "this test needs root: only root reads the kernel's addresses"
+        );
         let [schedule, none] =
             addresses(["schedule", "cgperf_no_such_function"]).expect("/proc/kallsyms");
         assert_eq!(none, 0);
@@ -72,10 +75,8 @@ mod tests {
             .expect("kptr_restrict")
             .trim()
             .to_string();
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 && restrict != "2" {
-            assert_ne!(schedule, 0, "root reads the scheduler's address");
-        }
+        // kptr_restrict=2 hides them from root too.
+        assert_eq!(schedule != 0, restrict != "2", "kptr_restrict={restrict}");
         let mut names = 0;
         each_code_symbol(|_, name| {
             names += 1;

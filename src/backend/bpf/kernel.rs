@@ -65,8 +65,6 @@ pub(super) struct Kernel {
     epochs: Epochs,
     /// What the program's config holds.
     config: Config,
-    /// Whether `moved_away` is attached.
-    moves_away: bool,
 }
 
 /// Maps a `BPF_F_MMAPABLE` array of the object read-write, `len` bytes.
@@ -153,7 +151,6 @@ impl Kernel {
                 remote_function,
                 cgroup_move,
             },
-            moves_away: moves_away.is_ok(),
         };
         kernel
             .configure()
@@ -249,7 +246,9 @@ impl Kernel {
     /// array per counter position placed so far), the three programs and
     /// the two attachments, and `moved_away` and its attachment.
     pub fn own_fds(&self) -> u64 {
-        15 + 2 * u64::from(self.moves_away) + self.arrays.len() as u64
+        // `moved_away` is attached where it was given its addresses.
+        let moves_away = u64::from(self.config.remote_function != 0);
+        15 + 2 * moves_away + self.arrays.len() as u64
     }
 
     /// Opens the new groups on `cpu` and hands their counters to the
