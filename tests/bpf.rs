@@ -801,16 +801,10 @@ fn apart() -> std::sync::MutexGuard<'static, ()> {
     TURN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-#[test]
-fn a_task_moved_by_another_while_it_runs_leaves_what_its_cgroup_counted_before() {
-    use std::sync::atomic::Ordering::SeqCst;
-    let _turn = apart();
-    // A spinner of `from` shares a CPU with a caller of `from`, which makes
-    // `before` calls and exits: switches within one cgroup read nothing, so
-    // the calls wait, uncharged, for the next switch out of `from`. Another
-    // process, on another CPU, moves the spinner into `to` while it runs;
-    // it then makes `after` calls there. cgroup mode switches the
-    // spinner's counters at the move: `from` gets `before`, `to` `after`.
+/// Fails, saying why, on a kernel without `csd:csd_function_entry` (before
+/// Linux 6.3), where the bpf backend takes no reading at a move made from
+/// another CPU.
+fn require_csd_tracepoint() {
     let tracefs = cgperf::tracefs::Tracefs::locate().expect("tracefs mounted");
     if !tracefs
         .root()
@@ -822,6 +816,19 @@ fn a_task_moved_by_another_while_it_runs_leaves_what_its_cgroup_counted_before()
              backend takes its reading at a move made from another CPU"
         );
     }
+}
+
+#[test]
+fn a_task_moved_by_another_while_it_runs_leaves_what_its_cgroup_counted_before() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let _turn = apart();
+    // A spinner of `from` shares a CPU with a caller of `from`, which makes
+    // `before` calls and exits: switches within one cgroup read nothing, so
+    // the calls wait, uncharged, for the next switch out of `from`. Another
+    // process, on another CPU, moves the spinner into `to` while it runs;
+    // it then makes `after` calls there. cgroup mode switches the
+    // spinner's counters at the move: `from` gets `before`, `to` `after`.
+    require_csd_tracepoint();
     let (parent, [from, to]) = family("cgperf-bpf-moved", ["from", "to"]);
     let (mut engine, latest) = getppid_in_family(&parent, DEFAULT_CAPACITY, "", "");
     let (cpu, other) = two_cpus();
@@ -891,6 +898,189 @@ fn a_task_moved_by_another_while_it_runs_leaves_what_its_cgroup_counted_before()
         [
             Some((rounds * before) as f64),
             Some((rounds * after) as f64)
+        ],
+        "(the cgroup left, the cgroup entered)"
+    );
+}
+
+/// A C program (compiled into `dir`) with a thread pinned to each CPU its
+/// arguments after the first name: once every thread spins, it writes a
+/// byte to stdout; once it reads a byte on stdin, each thread makes as many
+/// `getppid` calls as its first argument says, and the program ends.
+fn threaded_spinner(dir: &std::path::Path) -> std::path::PathBuf {
+    const SOURCE: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static atomic_int ready, go;
+static long calls;
+
+static void *spin(void *cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET((long)cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set)) exit(4);
+    atomic_fetch_add(&ready, 1);
+    while (!atomic_load(&go)) ;
+    for (long i = 0; i < calls; i++) syscall(SYS_getppid);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3 || argc > 66) return 2;
+    calls = atol(argv[1]);
+    int n = argc - 2;
+    pthread_t t[64];
+    for (int i = 0; i < n; i++)
+        if (pthread_create(&t[i], 0, spin, (void *)atol(argv[2 + i]))) return 3;
+    while (atomic_load(&ready) != n) ;
+    char byte;
+    if (write(1, "r", 1) != 1 || read(0, &byte, 1) != 1) return 5;
+    atomic_store(&go, 1);
+    for (int i = 0; i < n; i++) pthread_join(t[i], 0);
+    return 0;
+}
+"#;
+    let source = dir.join("spinner.c");
+    std::fs::write(&source, SOURCE).expect("write the C source");
+    let binary = dir.join("spinner");
+    let status = std::process::Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .status()
+        .expect("cc (which links Rust binaries) runs");
+    assert!(status.success(), "cc failed on {}", source.display());
+    binary
+}
+
+/// Pins the calling thread to `cpu` until dropped, when it may run on
+/// every CPU it could before.
+struct PinnedThread(libc::cpu_set_t);
+
+impl PinnedThread {
+    fn to(cpu: u32) -> Self {
+        // SAFETY: zeroed cpu_set_t values are valid; the calls write only
+        // into them.
+        unsafe {
+            let mut was: libc::cpu_set_t = std::mem::zeroed();
+            let size = std::mem::size_of_val(&was);
+            assert_eq!(libc::sched_getaffinity(0, size, &mut was), 0, "getaffinity");
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu as usize, &mut set);
+            assert_eq!(libc::sched_setaffinity(0, size, &set), 0, "pin to {cpu}");
+            Self(was)
+        }
+    }
+}
+
+impl Drop for PinnedThread {
+    fn drop(&mut self) {
+        // SAFETY: the set read in `to`.
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&self.0), &self.0) };
+    }
+}
+
+#[test]
+fn a_process_moved_by_another_while_its_threads_run_leaves_what_its_cgroup_counted_before() {
+    use std::io::{Read, Write};
+    use std::os::unix::process::CommandExt;
+    let _turn = apart();
+    // A process of `from` whose threads spin, each on a CPU of its own
+    // that it shares with a caller of `from`, which makes `before` calls
+    // and exits (uncharged until the next switch out of `from`); its main
+    // thread waits, off-CPU. Another process, on a CPU none of them uses,
+    // moves the whole process into `to`, then the threads make `after`
+    // calls each. perf moves each thread's cgroup-mode events on the
+    // thread's own CPU: the reading is taken there, thread by thread. The
+    // test's thread keeps to the mover's CPU, so that nothing switches out
+    // of `from` on the others before the move. Two threads where the
+    // machine has three CPUs; one, never its process's leader, on two.
+    require_csd_tracepoint();
+    let cpus = cgperf::cpus::online().expect("online CPUs");
+    assert!(cpus.len() >= 2, "this test needs two online CPUs: {cpus:?}");
+    let (spinning, mover) = match cpus.len() {
+        2 => (&cpus[..1], cpus[1]),
+        _ => (&cpus[..2], cpus[2]),
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spinner = threaded_spinner(dir.path());
+    let (parent, [from, to]) = family("cgperf-bpf-moved-threads", ["from", "to"]);
+    let (mut engine, latest) = getppid_in_family(&parent, DEFAULT_CAPACITY, "", "");
+    let (before, after, rounds) = (43_210u64, 3_210u64, 5u64);
+    let procs = |cg: &TestCgroup| {
+        std::ffi::CString::new(
+            cg.dir
+                .join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .expect("path")
+    };
+    let (into_from, into_to) = (procs(&from), procs(&to));
+    let pinned = PinnedThread::to(mover);
+    for _ in 0..rounds {
+        let mut cmd = std::process::Command::new(&spinner);
+        cmd.arg(after.to_string())
+            .args(spinning.iter().map(u32::to_string))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        let into_from = into_from.clone();
+        // SAFETY: open, write and close, raw syscalls, between fork and
+        // exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let fd = libc::open(into_from.as_ptr(), libc::O_WRONLY);
+                if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::close(fd);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().expect("the threaded spinner starts in `from`");
+        let mut byte = [0u8];
+        child
+            .stdout
+            .take()
+            .expect("its stdout")
+            .read_exact(&mut byte)
+            .expect("its threads spin");
+        for &cpu in spinning {
+            getppid_on(&from.dir, cpu, before);
+        }
+        let pid = child.id().to_string();
+        in_child(None, || {
+            // SAFETY: raw syscalls on our own buffers.
+            unsafe {
+                let fd = libc::open(into_to.as_ptr(), libc::O_WRONLY);
+                if fd < 0 || libc::write(fd, pid.as_ptr().cast(), pid.len()) != pid.len() as isize {
+                    libc::_exit(3);
+                }
+            }
+        });
+        child
+            .stdin
+            .take()
+            .expect("its stdin")
+            .write_all(b"g")
+            .expect("the threads go on");
+        let status = child.wait().expect("the spinner ends");
+        assert!(status.success(), "spinner: {status}");
+    }
+    drop(pinned);
+    engine.collect();
+    let threads = spinning.len() as u64;
+    assert_eq!(
+        getppid_counts(&latest, [&from, &to]),
+        [
+            Some((threads * rounds * before) as f64),
+            Some((threads * rounds * after) as f64)
         ],
         "(the cgroup left, the cgroup entered)"
     );

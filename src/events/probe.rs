@@ -623,7 +623,7 @@ impl ProbeSpec {
     fn check_kernel_function(&self, function: &str) -> Result<(), ProbeError> {
         let mut near = Suggestions::new(function);
         let mut found = false;
-        let read = kallsyms::each_code_symbol(|_, name| {
+        let read = kallsyms::each_code_symbol(|name| {
             if name == function {
                 found = true;
                 return ControlFlow::Break(());

@@ -44,10 +44,6 @@ pub(super) struct Config {
     pub chunk0: u32,
     /// Counter positions in use are below it; it never goes down.
     pub top: u32,
-    /// The kernel's addresses of the two functions of perf's call at a
-    /// move made from another CPU (0: unknown).
-    pub remote_function: u64,
-    pub cgroup_move: u64,
 }
 // SAFETY: plain integers, no padding.
 unsafe impl Pod for Config {}
@@ -144,7 +140,7 @@ pub(super) mod tests {
     #[test]
     fn the_config_is_laid_out_as_struct_config_of_count_bpf_c() {
         assert_eq!(defined("CHAINS"), u64::from(CHAINS));
-        assert_eq!(size_of::<Config>(), 40);
+        assert_eq!(size_of::<Config>(), 24);
         assert_eq!(
             [
                 offset_of!(Config, capacity),
@@ -152,10 +148,8 @@ pub(super) mod tests {
                 offset_of!(Config, generation),
                 offset_of!(Config, chunk0),
                 offset_of!(Config, top),
-                offset_of!(Config, remote_function),
-                offset_of!(Config, cgroup_move),
             ],
-            [0, 4, 8, 16, 20, 24, 32]
+            [0, 4, 8, 16, 20]
         );
         let c: Vec<_> = members("config")
             .into_iter()
@@ -168,9 +162,7 @@ pub(super) mod tests {
                 "__u32 cpus",
                 "__u64 generation",
                 "__u32 chunk0",
-                "__u32 top",
-                "__u64 remote_function",
-                "__u64 cgroup_move"
+                "__u32 top"
             ]
         );
     }

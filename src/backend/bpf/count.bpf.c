@@ -16,10 +16,10 @@
 // leaves: a reading is taken at the move, in the task's context, by
 // `moved` if it moves itself (`cgroup:cgroup_attach_task`) and by
 // `moved_away` if a task on another CPU moves it (at perf's own call
-// there, which switches cgroup-mode events at that moment). To flush the interval in
-// progress, cgperf test-runs `flush`, the same run switching to no task,
-// on a CPU (BPF_PROG_TEST_RUN with BPF_F_TEST_RUN_ON_CPU): it charges the
-// recorded cgroup.
+// there, which switches cgroup-mode events at that moment). To flush the
+// interval in progress, cgperf test-runs `flush`, the same run switching
+// to no task, on a CPU (BPF_PROG_TEST_RUN with BPF_F_TEST_RUN_ON_CPU): it
+// charges the recorded cgroup.
 // Every run has interrupts or preemption off, so on one CPU no two runs
 // overlap: each CPU owns its entries of `last`, `running`, `chains` and
 // `totals`, and plain additions suffice.
@@ -97,14 +97,13 @@ struct task_struct {
 
 // A function another CPU asked this one to run, and its argument.
 struct __call_single_data {
-	void *func;
 	void *info;
 } __attribute__((preserve_access_index));
 
-// perf's call of `func(info)` on the CPU a task runs on, if it runs there.
+// perf's call of `func(info)` on the CPU task `p` runs on, if it runs
+// there.
 struct remote_function_call {
 	struct task_struct *p;
-	void *func;
 	void *info;
 } __attribute__((preserve_access_index));
 
@@ -118,11 +117,6 @@ struct config {
 	__u32 chunk0;
 	// Counter indices in use are below it (it never goes down).
 	__u32 top;
-	// The kernel's addresses of `remote_function` and
-	// `__perf_cgroup_move`, by which `moved_away` knows perf's call at a
-	// move (0: unknown, no reading taken there).
-	__u64 remote_function;
-	__u64 cgroup_move;
 };
 
 struct reading {
@@ -854,29 +848,35 @@ int moved(struct bpf_raw_tracepoint_args *ctx)
 
 // csd_function_entry(func, csd): this CPU is about to run `func` for
 // another CPU. perf moves the cgroup-mode events of a task that a task on
-// another CPU moved this way, if it runs (task_function_call(task,
-// __perf_cgroup_move, task), through remote_function): the reading is
-// taken then, in the moved task's context, after the move. A task moving
-// itself has the same call made on its own CPU, with no csd to tell which
-// (`moved` takes that one). Untyped: the verifier refuses a typed load of
-// a function pointer.
-SEC("raw_tracepoint/csd_function_entry")
-int moved_away(struct bpf_raw_tracepoint_args *ctx)
+// another CPU moved this way, if it runs: task_function_call(task,
+// __perf_cgroup_move, task) asks the task's CPU to run remote_function
+// with a `struct remote_function_call` of the task, which runs
+// __perf_cgroup_move(task) if the task is still the one running there.
+// The reading is taken then, in the moved task's context, after the move.
+// The call is known by its argument alone: the task running here, named
+// as both the task and the function's argument, which no other call perf
+// makes through remote_function does (the others pass an event or a
+// request about one). Knowing it by the functions' addresses would need
+// /proc/kallsyms to show them, which it does not to a cgperf without
+// CAP_SYSLOG (as the shipped unit and DaemonSet run it). Another
+// function's argument that looked the same by chance would take a reading
+// with no move, which charges nothing differently: what was counted
+// before and after it goes to the same cgroup. A task moving itself has
+// the same call made on its own CPU, with no csd (`moved` takes that
+// one).
+SEC("tp_btf/csd_function_entry")
+int moved_away(__u64 *ctx)
 {
-	__u32 zero = 0;
-	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
-	// Read out of the relocated reads below, which would take the
-	// index into `args` for a field's.
-	struct __call_single_data *csd = (struct __call_single_data *)ctx->args[1];
-	if (!cfg || !cfg->remote_function || ctx->args[0] != cfg->remote_function || !csd)
+	// Typed: a plain load of the csd's argument (the call's own fields,
+	// behind an untyped pointer, take a probe read each).
+	struct __call_single_data *csd = (struct __call_single_data *)ctx[1];
+	if (!csd)
 		return 0;
-	struct remote_function_call *call = BPF_CORE_READ(csd, info);
-	if (!call || (__u64)BPF_CORE_READ(call, func) != cfg->cgroup_move)
+	struct remote_function_call *call = csd->info;
+	struct task_struct *current = (struct task_struct *)bpf_get_current_task();
+	if (!call || BPF_CORE_READ(call, p) != current || BPF_CORE_READ(call, info) != current)
 		return 0;
-	struct task_struct *task = BPF_CORE_READ(call, p);
-	if (!task || task != (struct task_struct *)bpf_get_current_task())
-		return 0;
-	return take(task);
+	return take(current);
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -65,6 +65,8 @@ pub(super) struct Kernel {
     epochs: Epochs,
     /// What the program's config holds.
     config: Config,
+    /// Whether `moved_away` is attached.
+    moves_away: bool,
 }
 
 /// Maps a `BPF_F_MMAPABLE` array of the object read-write, `len` bytes.
@@ -100,17 +102,18 @@ impl Kernel {
         let btf = Btf::from_sys_fs()
             .map_err(|e| Unavailable::from_kernel(failed("reading the kernel's BTF", &e)))?;
         programs::attach(&mut ebpf, &btf)?;
-        let moves_away = programs::watch_moves_away(&mut ebpf).map_err(|why| {
-            // A verifier's refusal comes with its whole log: that is for
-            // debugging.
-            tracing::warn!(
-                "a task moved to another cgroup by a process on another CPU while it runs \
-                 is charged what its CPU counted since the last reading there: {}",
-                why.lines().next().unwrap_or_default()
-            );
-            tracing::debug!("{why}");
-        });
-        let [remote_function, cgroup_move] = moves_away.unwrap_or_default();
+        let moves_away = programs::watch_moves_away(&mut ebpf, &btf)
+            .map_err(|why| {
+                // A verifier's refusal comes with its whole log: that is
+                // for debugging.
+                tracing::warn!(
+                    "a task moved to another cgroup by a process on another CPU while it runs \
+                     is charged what its CPU counted since the last reading there: {}",
+                    why.lines().next().unwrap_or_default()
+                );
+                tracing::debug!("{why}");
+            })
+            .is_ok();
         let Some(Map::ArrayOfMaps(counters)) = ebpf.take_map("counters") else {
             return Err(Unavailable::broken("the object lacks its counters"));
         };
@@ -148,9 +151,8 @@ impl Kernel {
                 generation: 1,
                 chunk0: first_chunk(cpus),
                 top: 0,
-                remote_function,
-                cgroup_move,
             },
+            moves_away,
         };
         kernel
             .configure()
@@ -246,9 +248,7 @@ impl Kernel {
     /// array per counter position placed so far), the three programs and
     /// the two attachments, and `moved_away` and its attachment.
     pub fn own_fds(&self) -> u64 {
-        // `moved_away` is attached where it was given its addresses.
-        let moves_away = u64::from(self.config.remote_function != 0);
-        15 + 2 * moves_away + self.arrays.len() as u64
+        15 + 2 * u64::from(self.moves_away) + self.arrays.len() as u64
     }
 
     /// Opens the new groups on `cpu` and hands their counters to the

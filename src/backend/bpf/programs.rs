@@ -3,7 +3,6 @@
 
 use super::sys::{failed, failed_errno};
 use super::unavailable::Unavailable;
-use crate::kallsyms;
 use crate::perf::Errno;
 use aya::programs::{BtfTracePoint, RawTracePoint, RawTracePointRunOptions, TestRun};
 use aya::{Btf, Ebpf};
@@ -26,10 +25,6 @@ const MOVED_AWAY: &str = "moved_away";
 /// Where that one runs: on the moved task's CPU, before each function
 /// another CPU asks it to run.
 const CALLED: &str = "csd_function_entry";
-/// The functions by which it knows perf's call at a move, in the order of
-/// its config's fields.
-const MOVE_CALL: [&str; 2] = ["remote_function", "__perf_cgroup_move"];
-
 /// Every program, for their statistics.
 pub(super) const NAMES: [&str; 4] = [PROGRAM, FLUSH, MOVED, MOVED_AWAY];
 
@@ -49,31 +44,20 @@ fn not_attached(tracepoint: &str, e: &aya::programs::ProgramError) -> Unavailabl
     Unavailable::from_kernel(failed(&format!("attaching to {tracepoint}"), e))
 }
 
-/// Attaches `moved_away`, where the kernel has its tracepoint (Linux 6.3)
-/// and shows the addresses of the functions of perf's call: returns them
-/// for the program's config, or says why not (then a task moved by another
-/// while it runs has what its CPU counted since its last reading there
-/// charged to the cgroup it enters).
-pub(super) fn watch_moves_away(ebpf: &mut Ebpf) -> Result<[u64; 2], String> {
-    let addresses = kallsyms::addresses(MOVE_CALL)
-        .filter(|found| found.iter().all(|&a| a != 0))
-        .ok_or_else(|| {
-            format!(
-                "{} does not show the addresses of {} (hidden by kernel.kptr_restrict, or not \
-                 in this kernel)",
-                kallsyms::KALLSYMS,
-                MOVE_CALL.join(" and ")
-            )
-        })?;
-    let moved_away: &mut RawTracePoint = program(ebpf, MOVED_AWAY).map_err(|e| e.to_string())?;
+/// Attaches `moved_away`, where the kernel has its tracepoint (Linux 6.3),
+/// or says why not (then a task moved by another while it runs has what
+/// its CPU counted since its last reading there charged to the cgroup it
+/// enters).
+pub(super) fn watch_moves_away(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), String> {
+    let moved_away: &mut BtfTracePoint = program(ebpf, MOVED_AWAY).map_err(|e| e.to_string())?;
     moved_away
-        .load()
+        .load(CALLED, btf)
         .map_err(|e| failed(&format!("loading the program for {CALLED}"), &e).0)?;
-    if let Err(e) = moved_away.attach(CALLED) {
+    if let Err(e) = moved_away.attach() {
         let _ = moved_away.unload();
         return Err(not_attached(CALLED, &e).to_string());
     }
-    Ok(addresses)
+    Ok(())
 }
 
 /// Runs `ebpf`'s flush on `cpu` ([`Kernel::flush_one`]).
