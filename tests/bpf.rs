@@ -801,6 +801,17 @@ fn apart() -> std::sync::MutexGuard<'static, ()> {
     TURN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `cg`'s `cgroup.procs`, for a forked child to write to.
+fn procs(cg: &TestCgroup) -> std::ffi::CString {
+    std::ffi::CString::new(
+        cg.dir
+            .join("cgroup.procs")
+            .into_os_string()
+            .into_encoded_bytes(),
+    )
+    .expect("path")
+}
+
 /// Fails, saying why, on a kernel without `csd:csd_function_entry` (before
 /// Linux 6.3), where the bpf backend takes no reading at a move made from
 /// another CPU.
@@ -833,15 +844,6 @@ fn a_task_moved_by_another_while_it_runs_leaves_what_its_cgroup_counted_before()
     let (mut engine, latest) = getppid_in_family(&parent, DEFAULT_CAPACITY, "", "");
     let (cpu, other) = two_cpus();
     let (before, after, rounds) = (54_321u64, 4_321u64, 4u64);
-    let procs = |cg: &TestCgroup| {
-        std::ffi::CString::new(
-            cg.dir
-                .join("cgroup.procs")
-                .into_os_string()
-                .into_encoded_bytes(),
-        )
-        .expect("path")
-    };
     let (into_from, into_to) = (procs(&from), procs(&to));
     for _ in 0..rounds {
         // 1: in `from`, spinning; 2: moved, to call.
@@ -1013,15 +1015,6 @@ fn a_process_moved_by_another_while_its_threads_run_leaves_what_its_cgroup_count
     let (parent, [from, to]) = family("cgperf-bpf-moved-threads", ["from", "to"]);
     let (mut engine, latest) = getppid_in_family(&parent, DEFAULT_CAPACITY, "", "");
     let (before, after, rounds) = (43_210u64, 3_210u64, 5u64);
-    let procs = |cg: &TestCgroup| {
-        std::ffi::CString::new(
-            cg.dir
-                .join("cgroup.procs")
-                .into_os_string()
-                .into_encoded_bytes(),
-        )
-        .expect("path")
-    };
     let (into_from, into_to) = (procs(&from), procs(&to));
     let pinned = PinnedThread::to(mover);
     for _ in 0..rounds {
