@@ -4,8 +4,8 @@
 use super::sys::{failed, failed_errno};
 use super::unavailable::Unavailable;
 use crate::perf::Errno;
-use aya::programs::{BtfTracePoint, RawTracePoint, RawTracePointRunOptions, TestRun};
-use aya::{Btf, Ebpf};
+use aya::programs::{BtfTracePoint, ProgramError, RawTracePoint, RawTracePointRunOptions, TestRun};
+use aya::{Btf, BtfError, Ebpf};
 
 /// The program that charges at context switches, as named in
 /// `count.bpf.c`.
@@ -31,7 +31,7 @@ pub(super) const NAMES: [&str; 4] = [PROGRAM, FLUSH, MOVED, MOVED_AWAY];
 /// The program `name` of `ebpf`, of the type `P` it has in `count.bpf.c`.
 fn program<'a, P>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut P, Unavailable>
 where
-    &'a mut P: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+    &'a mut P: TryFrom<&'a mut aya::programs::Program, Error = ProgramError>,
 {
     ebpf.program_mut(name)
         .ok_or_else(|| Unavailable::broken(&format!("the object lacks the program {name}")))?
@@ -40,8 +40,21 @@ where
 }
 
 /// Why a program could not be attached to `tracepoint`.
-fn not_attached(tracepoint: &str, e: &aya::programs::ProgramError) -> Unavailable {
+fn not_attached(tracepoint: &str, e: &ProgramError) -> Unavailable {
     Unavailable::from_kernel(failed(&format!("attaching to {tracepoint}"), e))
+}
+
+/// Why a typed program for `tracepoint` could not be loaded: first of all
+/// that the kernel lacks the tracepoint.
+fn not_loaded(tracepoint: &str, e: &ProgramError) -> String {
+    match e {
+        ProgramError::Btf(BtfError::UnknownBtfTypeName { .. }) => {
+            format!(
+                "this kernel has no tracepoint {tracepoint} (csd:{tracepoint} came with Linux 6.3)"
+            )
+        }
+        e => failed(&format!("loading the program for {tracepoint}"), e).0,
+    }
 }
 
 /// Attaches `moved_away`, where the kernel has its tracepoint (Linux 6.3),
@@ -52,7 +65,7 @@ pub(super) fn watch_moves_away(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), String>
     let moved_away: &mut BtfTracePoint = program(ebpf, MOVED_AWAY).map_err(|e| e.to_string())?;
     moved_away
         .load(CALLED, btf)
-        .map_err(|e| failed(&format!("loading the program for {CALLED}"), &e).0)?;
+        .map_err(|e| not_loaded(CALLED, &e))?;
     if let Err(e) = moved_away.attach() {
         let _ = moved_away.unload();
         return Err(not_attached(CALLED, &e).to_string());
@@ -109,4 +122,27 @@ pub(super) fn attach(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), Unavailable> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_without_the_tracepoint_is_told_apart_from_a_refused_program() {
+        let missing = ProgramError::Btf(BtfError::UnknownBtfTypeName {
+            type_name: format!("btf_trace_{CALLED}"),
+        });
+        assert_eq!(
+            not_loaded(CALLED, &missing),
+            "this kernel has no tracepoint csd_function_entry (csd:csd_function_entry came \
+             with Linux 6.3)"
+        );
+        let refused = ProgramError::IOError(std::io::Error::from_raw_os_error(libc::EACCES));
+        let said = not_loaded(CALLED, &refused);
+        assert!(
+            said.starts_with("loading the program for csd_function_entry"),
+            "{said}"
+        );
+    }
 }
