@@ -16,8 +16,7 @@ pub fn each_code_symbol(mut f: impl FnMut(&str) -> ControlFlow<()>) -> std::io::
         let line = line?;
         // `ADDRESS TYPE NAME [MODULE]`.
         let mut fields = line.split_ascii_whitespace();
-        let (Some(_address), Some(kind), Some(name)) =
-            (fields.next(), fields.next(), fields.next())
+        let (Some(_), Some(kind), Some(name)) = (fields.next(), fields.next(), fields.next())
         else {
             continue;
         };

@@ -948,17 +948,7 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#;
-    let source = dir.join("spinner.c");
-    std::fs::write(&source, SOURCE).expect("write the C source");
-    let binary = dir.join("spinner");
-    let status = std::process::Command::new("cc")
-        .args(["-O1", "-pthread", "-o"])
-        .arg(&binary)
-        .arg(&source)
-        .status()
-        .expect("cc (which links Rust binaries) runs");
-    assert!(status.success(), "cc failed on {}", source.display());
-    binary
+    compile_c(dir, "spinner", SOURCE, &["-pthread"])
 }
 
 /// Pins the calling thread to `cpu` until dropped, when it may run on

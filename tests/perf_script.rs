@@ -144,24 +144,7 @@ fn hex(text: &str) -> u64 {
 }
 
 fn build_workload(dir: &Path) -> std::path::PathBuf {
-    let source = dir.join("getpriority.c");
-    let binary = dir.join("getpriority");
-    std::fs::write(&source, workload_source()).unwrap();
-    let out = Command::new("cc")
-        .arg("-O1")
-        .arg("-o")
-        .arg(&binary)
-        .arg(&source)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("this test builds its workload with `cc` (apt-get install gcc): {e}")
-        });
-    assert!(
-        out.status.success(),
-        "cc failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    binary
+    common::compile_c(dir, "getpriority", &workload_source(), &[])
 }
 
 #[test]

@@ -261,21 +261,7 @@ int main(int argc, char **argv) {
 fn a_process_found_by_exe_cmdline_comm_or_pid_counts_from_the_scan_that_finds_it() {
     require_root("count other processes");
     let dir = tempfile::tempdir().expect("temp dir");
-    let src = dir.path().join("cgpt-exec.c");
-    std::fs::write(&src, EXEC_PROGRAM).expect("write the program");
-    let program = dir.path().join("cgpt-exec");
-    let cc = Command::new("cc")
-        .arg("-O1")
-        .arg("-o")
-        .arg(&program)
-        .arg(&src)
-        .output()
-        .expect("cc runs");
-    assert!(
-        cc.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
+    let program = compile_c(dir.path(), "cgpt-exec", EXEC_PROGRAM, &[]);
     // A process that is already running, by pid.
     let worker = Worker::start("cgpt-bypid");
     let exporter = Exporter::start(Some(&config(&format!(

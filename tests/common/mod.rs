@@ -728,27 +728,44 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// Compiles a program into `dir/name` (with `cc`, which links Rust
-/// binaries) that calls its function `cgperf_work` as many times as its
-/// first argument says and exits 0; given a second argument, it first
-/// writes a byte to stdout (it runs) and waits for a byte on stdin. With `decoy`, it is another build of the program:
-/// a function `cgperf_decoy`, called twice as often, sits where `cgperf_work` is
-/// in the build without, which moves further on (an upgraded binary whose
-/// offsets changed).
-pub fn probe_program(dir: &Path, name: &str, decoy: bool) -> PathBuf {
-    let source = dir.join(format!("{name}.c"));
-    std::fs::write(&source, PROBE_PROGRAM).expect("write the C source");
+/// Compiles the C `source` into `dir/name` with `cc` (which links Rust
+/// binaries; the test script installs it) at `-O1` and with `flags`, and
+/// returns the binary's path. Fails with the compiler's errors.
+pub fn compile_c(dir: &Path, name: &str, source: &str, flags: &[&str]) -> PathBuf {
+    let file = dir.join(format!("{name}.c"));
+    std::fs::write(&file, source).expect("write the C source");
     let binary = dir.join(name);
-    let mut cc = Command::new("cc");
-    cc.args(["-O1", "-fno-inline", "-o"])
+    let out = Command::new("cc")
+        .arg("-O1")
+        .args(flags)
+        .arg("-o")
         .arg(&binary)
-        .arg(&source);
-    if decoy {
-        cc.arg("-DDECOY");
-    }
-    let status = cc.status().expect("cc (which links Rust binaries) runs");
-    assert!(status.success(), "cc failed on {}", source.display());
+        .arg(&file)
+        .output()
+        .unwrap_or_else(|e| panic!("cc runs (apt-get install gcc): {e}"));
+    assert!(
+        out.status.success(),
+        "cc failed on {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     binary
+}
+
+/// Compiles a program into `dir/name` ([`compile_c`]) that calls its
+/// function `cgperf_work` as many times as its first argument says and
+/// exits 0; given a second argument, it first writes a byte to stdout (it
+/// runs) and waits for a byte on stdin. With `decoy`, it is another build
+/// of the program: a function `cgperf_decoy`, called twice as often, sits
+/// where `cgperf_work` is in the build without, which moves further on (an
+/// upgraded binary whose offsets changed).
+pub fn probe_program(dir: &Path, name: &str, decoy: bool) -> PathBuf {
+    let flags: &[&str] = if decoy {
+        &["-fno-inline", "-DDECOY"]
+    } else {
+        &["-fno-inline"]
+    };
+    compile_c(dir, name, PROBE_PROGRAM, flags)
 }
 
 /// `n` syscall tracepoints, `syscalls:sys_enter_getppid` last (the

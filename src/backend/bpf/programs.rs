@@ -44,16 +44,14 @@ fn not_attached(tracepoint: &str, e: &ProgramError) -> Unavailable {
     Unavailable::from_kernel(failed(&format!("attaching to {tracepoint}"), e))
 }
 
-/// Why a typed program for `tracepoint` could not be loaded: first of all
-/// that the kernel lacks the tracepoint.
-fn not_loaded(tracepoint: &str, e: &ProgramError) -> String {
+/// Why `moved_away` could not be loaded: first of all that the kernel
+/// lacks its tracepoint.
+fn not_loaded(e: &ProgramError) -> String {
     match e {
         ProgramError::Btf(BtfError::UnknownBtfTypeName { .. }) => {
-            format!(
-                "this kernel has no tracepoint {tracepoint} (csd:{tracepoint} came with Linux 6.3)"
-            )
+            format!("this kernel has no tracepoint csd:{CALLED} (it came with Linux 6.3)")
         }
-        e => failed(&format!("loading the program for {tracepoint}"), e).0,
+        e => failed(&format!("loading the program for {CALLED}"), e).0,
     }
 }
 
@@ -63,9 +61,7 @@ fn not_loaded(tracepoint: &str, e: &ProgramError) -> String {
 /// enters).
 pub(super) fn watch_moves_away(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), String> {
     let moved_away: &mut BtfTracePoint = program(ebpf, MOVED_AWAY).map_err(|e| e.to_string())?;
-    moved_away
-        .load(CALLED, btf)
-        .map_err(|e| not_loaded(CALLED, &e))?;
+    moved_away.load(CALLED, btf).map_err(|e| not_loaded(&e))?;
     if let Err(e) = moved_away.attach() {
         let _ = moved_away.unload();
         return Err(not_attached(CALLED, &e).to_string());
@@ -134,12 +130,11 @@ mod tests {
             type_name: format!("btf_trace_{CALLED}"),
         });
         assert_eq!(
-            not_loaded(CALLED, &missing),
-            "this kernel has no tracepoint csd_function_entry (csd:csd_function_entry came \
-             with Linux 6.3)"
+            not_loaded(&missing),
+            "this kernel has no tracepoint csd:csd_function_entry (it came with Linux 6.3)"
         );
         let refused = ProgramError::IOError(std::io::Error::from_raw_os_error(libc::EACCES));
-        let said = not_loaded(CALLED, &refused);
+        let said = not_loaded(&refused);
         assert!(
             said.starts_with("loading the program for csd_function_entry"),
             "{said}"
