@@ -789,6 +789,144 @@ fn what_a_task_counted_before_moving_itself_stays_with_the_cgroup_it_left() {
     );
 }
 
+/// Runs `work` in a thread while `engine` collects every few milliseconds
+/// (each collection flushes every CPU, interrupting whatever runs there),
+/// until `work` ends; then collects once more.
+fn collecting_during(engine: &mut Engine, work: impl FnOnce() + Send + 'static) {
+    let worker = std::thread::spawn(work);
+    while !worker.is_finished() {
+        engine.collect();
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    worker.join().expect("the workload's thread");
+    engine.collect();
+}
+
+#[test]
+fn a_task_that_moves_itself_many_times_between_two_switches_has_each_stay_counted_where_it_was() {
+    // One process moves itself between `a` and `b` 200 times, 500 calls a
+    // stay, while cgperf collects: moves follow each other faster than the
+    // task is switched out, and flushes come in the middle of them. Each
+    // stay is its cgroup's, and the parent has them all.
+    let _turn = apart();
+    let (parent, [a, b]) = family("cgperf-bpf-self-mover", ["a", "b"]);
+    let (mut engine, latest) = getppid_in_family(&parent, DEFAULT_CAPACITY, "", "");
+    let (moves, calls) = (200u64, 500u64);
+    let (into_a, into_b) = (procs(&a), procs(&b));
+    collecting_during(&mut engine, move || {
+        in_child(None, || {
+            for i in 0..moves {
+                let into = if i % 2 == 0 { &into_a } else { &into_b };
+                // SAFETY: raw syscalls on our own buffers.
+                unsafe {
+                    let fd = libc::open(into.as_ptr(), libc::O_WRONLY);
+                    if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                        libc::_exit(3);
+                    }
+                    libc::close(fd);
+                    for _ in 0..calls {
+                        libc::syscall(libc::SYS_getppid);
+                    }
+                }
+            }
+        })
+    });
+    let each = (moves / 2 * calls) as f64;
+    assert_eq!(
+        getppid_counts(&latest, [&a, &b, &parent]),
+        [Some(each), Some(each), Some(2.0 * each)],
+        "(a, b, their parent)"
+    );
+}
+
+#[test]
+fn a_task_moved_many_times_by_another_while_it_runs_has_each_stay_counted_where_it_was() {
+    use std::sync::atomic::Ordering::SeqCst;
+    // A task pinned to one CPU calls getppid in stays of 500 calls; another
+    // process, pinned to the other CPU, moves it between `a` and `b` after
+    // each stay, 100 times, while cgperf collects. The task spins while
+    // each move is made, so the move's reading is taken on its CPU with
+    // no switch between the stays: each stay is the cgroup's it was made
+    // in, and the parent has them all.
+    require_csd_tracepoint();
+    let _turn = apart();
+    let (parent, [a, b]) = family("cgperf-bpf-moved-often", ["a", "b"]);
+    let (mut engine, latest) = getppid_in_family(&parent, DEFAULT_CAPACITY, "", "");
+    let (cpu, other) = two_cpus();
+    let (moves, calls) = (100u64, 500u64);
+    let (into_a, into_b) = (procs(&a), procs(&b));
+    let state = SharedWord::new();
+    let word = state.get();
+    // SAFETY: the child makes raw syscalls and atomic operations only.
+    let caller = unsafe { libc::fork() };
+    assert!(caller >= 0, "fork");
+    if caller == 0 {
+        unsafe {
+            pin_or_exit(cpu as usize);
+            let fd = libc::open(into_a.as_ptr(), libc::O_WRONLY);
+            if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                libc::_exit(3);
+            }
+            libc::close(fd);
+            // Stay i is made while the word is 2 * i + 1; the mover makes
+            // it 2 * i + 2 once it has moved the task, and the task goes
+            // on with the next stay.
+            for i in 0..moves {
+                while word.load(SeqCst) != 2 * i + 1 {
+                    std::hint::spin_loop();
+                }
+                for _ in 0..calls {
+                    libc::syscall(libc::SYS_getppid);
+                }
+                word.store(2 * i + 2, SeqCst);
+            }
+            libc::_exit(0);
+        }
+    }
+    let pid = caller.to_string();
+    // The shared page outlives the thread (`state` is dropped after it
+    // is joined).
+    let at = std::ptr::from_ref(state.get()) as usize;
+    collecting_during(&mut engine, move || {
+        // SAFETY: see above.
+        let word = unsafe { &*(at as *const std::sync::atomic::AtomicU64) };
+        in_child(None, || {
+            pin_or_exit(other as usize);
+            for i in 0..moves {
+                word.store(2 * i + 1, SeqCst);
+                while word.load(SeqCst) != 2 * i + 2 {
+                    std::hint::spin_loop();
+                }
+                let into = if i % 2 == 0 { &into_b } else { &into_a };
+                // SAFETY: raw syscalls on our own buffers.
+                unsafe {
+                    let fd = libc::open(into.as_ptr(), libc::O_WRONLY);
+                    if fd < 0
+                        || libc::write(fd, pid.as_ptr().cast(), pid.len()) != pid.len() as isize
+                    {
+                        libc::_exit(3);
+                    }
+                    libc::close(fd);
+                }
+            }
+        })
+    });
+    let mut status = 0;
+    // SAFETY: reaping our own child.
+    assert_eq!(unsafe { libc::waitpid(caller, &mut status, 0) }, caller);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "caller: {status}"
+    );
+    // Stays 0, 2, 4, ... are made in `a`, 1, 3, ... in `b`.
+    let each = (moves / 2 * calls) as f64;
+    assert_eq!(
+        getppid_counts(&latest, [&a, &b, &parent]),
+        [Some(each), Some(each), Some(2.0 * each)],
+        "(a, b, their parent)"
+    );
+}
+
 /// The move of a running spinner keeps a CPU busy with it and a caller;
 /// the comparison of page faults across backends runs apart from it.
 /// Beside it, a forked child that moves itself into its cgroup is more

@@ -75,11 +75,38 @@ pub fn choose(choice: BackendChoice, max_cgroups: Option<usize>) -> Result<Chose
     let capacity = max_cgroups.unwrap_or(bpf::DEFAULT_CAPACITY);
     match choice {
         BackendChoice::Cgroup => Ok(chosen(Kind::Cgroup, None)),
-        BackendChoice::Bpf => bpf::available(capacity).map(|()| chosen(Kind::Bpf, None)),
-        BackendChoice::Auto => Ok(match bpf::available(capacity) {
-            Ok(()) => chosen(Kind::Bpf, None),
-            Err(why) => chosen(Kind::Cgroup, Some(why)),
+        BackendChoice::Bpf => bpf::available(capacity).map(|inexact| {
+            if let Some(how) = inexact {
+                tracing::warn!(
+                    "backend: bpf counts differently from the cgroup backend on this kernel: {how}"
+                );
+            }
+            chosen(Kind::Bpf, None)
         }),
+        BackendChoice::Auto => {
+            let (kind, fallback) = auto_choice(bpf::available(capacity));
+            if kind == Kind::Cgroup {
+                bpf::unload();
+            }
+            Ok(chosen(kind, fallback))
+        }
+    }
+}
+
+/// What `auto` makes of whether cgperf can count through BPF here
+/// ([`bpf::available`]): BPF only where it counts what the cgroup backend
+/// counts, else the cgroup backend and why not BPF.
+fn auto_choice(available: Result<Option<String>, Unavailable>) -> (Kind, Option<Unavailable>) {
+    match available {
+        Ok(None) => (Kind::Bpf, None),
+        Ok(Some(how)) => (
+            Kind::Cgroup,
+            Some(Unavailable {
+                missing: format!("counts equal to the cgroup backend's: {how}"),
+                fix: "set `backend: bpf` to count through BPF all the same".into(),
+            }),
+        ),
+        Err(why) => (Kind::Cgroup, Some(why)),
     }
 }
 
@@ -171,5 +198,31 @@ impl Chosen {
             (None, Kind::Cgroup) => "cgroup (one perf event per cgroup, event and CPU)".into(),
             (Some(why), kind) => format!("{} (`auto`: {why})", kind.name()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_counts_through_bpf_only_where_it_counts_what_the_cgroup_backend_counts() {
+        assert_eq!(auto_choice(Ok(None)), (Kind::Bpf, None));
+        let (kind, why) = auto_choice(Ok(Some("a task moved by another …".into())));
+        assert_eq!(kind, Kind::Cgroup);
+        let why = why.expect("a reason").to_string();
+        assert_eq!(
+            why,
+            "cannot count through BPF: counts equal to the cgroup backend's: a task moved by \
+             another …; set `backend: bpf` to count through BPF all the same"
+        );
+        let refused = Unavailable {
+            missing: "permission (loading)".into(),
+            fix: "grant it".into(),
+        };
+        assert_eq!(
+            auto_choice(Err(refused.clone())),
+            (Kind::Cgroup, Some(refused))
+        );
     }
 }

@@ -34,10 +34,13 @@ pub(super) fn loaded(capacity: usize, cpus: u32) -> Option<Kernel> {
 /// Whether cgperf can count through BPF here, counting at most `capacity`
 /// cgroups: it loads and attaches its program (privileges, kernel version
 /// and features; kept for the backend, see [`loaded`]) and opens one
-/// system-wide counter (CAP_PERFMON or `perf_event_paranoid`).
-pub fn available(capacity: usize) -> Result<(), Unavailable> {
+/// system-wide counter (CAP_PERFMON or `perf_event_paranoid`). `Ok` holds
+/// where its counts at a move would differ from cgroup mode's on this
+/// kernel, and how ([`Kernel::inexact`]).
+pub fn available(capacity: usize) -> Result<Option<String>, Unavailable> {
     let cpus = possible_cpus()?;
     let kernel = Kernel::load(capacity_u32(capacity), cpus)?;
+    let inexact = kernel.inexact().map(str::to_string);
     let cpu = crate::cpus::online()
         .ok()
         .and_then(|online| online.first().copied())
@@ -54,7 +57,7 @@ pub fn available(capacity: usize) -> Result<(), Unavailable> {
     if let Ok(mut slot) = LOADED.lock() {
         *slot = Some((capacity, kernel));
     }
-    Ok(())
+    Ok(inexact)
 }
 
 /// `capacity` as the program's maps take it: at least one.

@@ -6,23 +6,31 @@
 // descendants as in cgroup mode.
 //
 // Each CPU records the cgroup of the task it switched to (`running`): at
-// the next switch, what the counters counted since is charged to that
-// cgroup, and the task switched in is recorded. Context switches and the
-// clock are counted by the program itself, not read from perf counters
-// (see FROM_COUNTER). A switch between two tasks
-// of the same cgroup charges nothing yet (no counter is read): the counts
-// go on accruing for that cgroup. A task that moves into another cgroup
-// while it runs has what was counted so far charged to the cgroup it
-// leaves: a reading is taken at the move, in the task's context, by
-// `moved` if it moves itself (`cgroup:cgroup_attach_task`) and by
-// `moved_away` if a task on another CPU moves it (at perf's own call
-// there, which switches cgroup-mode events at that moment). To flush the
-// interval in progress, cgperf test-runs `flush`, the same run switching
-// to no task, on a CPU (BPF_PROG_TEST_RUN with BPF_F_TEST_RUN_ON_CPU): it
-// charges the recorded cgroup.
-// Every run has interrupts or preemption off, so on one CPU no two runs
-// overlap: each CPU owns its entries of `last`, `running`, `chains` and
-// `totals`, and plain additions suffice.
+// the next reading there, what the counters counted since is charged to
+// that cgroup, and the cgroup running from then on is recorded. Context
+// switches and the clock are counted by the program itself, not read from
+// perf counters (see FROM_COUNTER). A switch between two tasks of the
+// same cgroup charges nothing yet (no counter is read): the counts go on
+// accruing for that cgroup. A task that moves into another cgroup while it
+// runs is read at the move, on its CPU, where cgroup mode switches its
+// events too: by `moved` if it moves itself (`cgroup:cgroup_attach_task`,
+// in its context) and by `moved_away` if a task on another CPU moves it
+// (at perf's own call there). That reading charges the cgroup recorded
+// (the one left) and records the one entered, as a switch does, so a task
+// that moves many times between two switches has each stay charged to its
+// cgroup. A reading that comes late (the mover preempted between the move
+// and its reading) charges the time in between to the cgroup left, never
+// the time before to the cgroup entered. To flush the interval in
+// progress, cgperf test-runs `flush` on a CPU (BPF_PROG_TEST_RUN with
+// BPF_F_TEST_RUN_ON_CPU): the same reading, with no switch.
+// Every run has interrupts or preemption off, so on one CPU two runs
+// overlap only when one comes from an interrupt (a flush asked from
+// another CPU, perf's call at a move) while `moved` or a flush run from
+// cgperf's own thread is in progress: that one does nothing and says so
+// (`busy`), and cgperf runs its flush again. So each CPU owns its entries
+// of `last`, `running`, `chains` and `totals`, and plain additions
+// suffice. (A kernel whose tracepoints run preemptible, PREEMPT_RT, does
+// not get `moved`: cgperf does not attach it there.)
 //
 // What each monitored cgroup was charged lives in `totals`, in memory
 // cgperf adds as it is needed (see there), never moved: a cgroup counted
@@ -52,10 +60,9 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 
-// Counters per CPU at most: the positions of `counters`, the stride of
-// `last` and the readings taken at a move. Each live one is read at every switch
-// between cgroups, which bounds how many are worth counting this way long
-// before memory does.
+// Counters per CPU at most: the positions of `counters` and the stride of
+// `last`. Each live one is read at every switch between cgroups, which
+// bounds how many are worth counting this way long before memory does.
 #define MAX_EVENTS 256
 // Chunks per counter at most: enough for 2^32 slots.
 #define CHUNKS 32
@@ -180,26 +187,19 @@ struct chain {
 	__u32 unused;
 };
 
-// What the counters of a CPU read when the task running there moved to
-// another cgroup, taken by `moved` or `moved_away` (`take`) and used by
-// the next run of `charge` there: what was counted before goes to the
-// cgroup left, what after to the one entered. `moved` may be preempted
-// (tracepoints run preemptible on some kernels), so `take` writes nothing
-// else, and its reading counts only if no run read the counters since it
-// began: `at` is `runs` then.
-struct split {
-	// Runs of `charge` on this CPU that read the counters, and the epoch
-	// the last one did, and the switches it saw (FROM_SWITCHES; the three
-	// written by `charge` alone).
-	__u64 runs;
+// What the runs on a CPU share besides its counters and chains.
+struct progress {
+	// The epoch the last run there did, and the switches seen there
+	// (FROM_SWITCHES).
 	__u64 done;
 	__u64 switches;
-	__u64 at;
-	// The task that moved (0: none).
+	// A run is in progress there: set by a run at its start, cleared at
+	// its end. A run from an interrupt that finds it set does nothing
+	// and returns 1 (a flush: cgperf runs it again).
+	__u64 busy;
+	// The task recorded as running there since the last reading, whose
+	// cgroup `running` holds.
 	__u64 task;
-	// Bit e % 64 of word e / 64 set: counter e was read.
-	__u64 ok[MAX_EVENTS / 64];
-	struct reading values[MAX_EVENTS];
 };
 
 // Sized by cgperf at load time (the max_entries here are placeholders).
@@ -275,13 +275,13 @@ struct {
 	__type(value, struct chain);
 } running SEC(".maps");
 
-// The reading of CPU c taken at a move, at c.
+// The progress of CPU c's runs, at c.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct split);
-} splits SEC(".maps");
+	__type(value, struct progress);
+} progress SEC(".maps");
 
 // Chains cached by CPU c for cgroup id i at c * CHAINS + i % CHAINS: a
 // switch into a cgroup seen lately costs no walk (a read and a hash
@@ -398,7 +398,6 @@ struct counters_loop {
 	__u64 done;
 	__u64 epoch;
 	struct seen seen;
-	struct split *split;
 };
 
 // Reads counter e as `read_all` says.
@@ -434,35 +433,6 @@ __noinline int read_all(__u32 cpu, __u32 top, __u64 done, __u64 epoch, __u64 swi
 		.seen = { .switches = switches, .clock = bpf_ktime_get_ns() },
 	};
 	bpf_loop(MAX_EVENTS, read_one, &c, 0);
-	return 0;
-}
-
-// Takes counter e's reading at the move as `read_split` says.
-static long split_one(__u32 e, struct counters_loop *c)
-{
-	if (e >= c->top || e >= MAX_EVENTS)
-		return 1;
-	struct split *sp = c->split;
-	struct last *l = cleared(c->cpu, e);
-	if (!l || !(sp->ok[e / 64] & (1ull << (e % 64))))
-		return 0;
-	if (!live_at(*(volatile __u64 *)&l->desc, c->done))
-		return 0;
-	struct reading now = sp->values[e];
-	advance(l, &now, 0);
-	return 0;
-}
-
-// Makes the reading taken at a move the last reading of this CPU's
-// counters below `top` live in epoch `done` (the one the last run did),
-// with the deltas up to it.
-__noinline int read_split(__u32 cpu, __u32 top, __u64 done)
-{
-	struct split *sp = bpf_map_lookup_elem(&splits, &cpu);
-	if (!sp)
-		return 0;
-	struct counters_loop c = { .cpu = cpu, .top = top, .done = done, .split = sp };
-	bpf_loop(MAX_EVENTS, split_one, &c, 0);
 	return 0;
 }
 
@@ -695,13 +665,26 @@ static __always_inline void become(struct chain *r, __u64 cgroup, __u64 id, __u3
 	record(cpu, capacity, generation);
 }
 
-// Charges what this CPU counted since its last run to the cgroup of the
-// task running (`current`: `cgroup`, id `id`), then records the cgroup of
-// the task switched to (`next_cgroup`, `next_id`; 0: a flush, nothing
-// switched to). A switch (`switching`; not a flush) is counted first. A
-// switch between two tasks of the cgroup recorded reads nothing.
-static __always_inline int run(__u64 current, __u64 cgroup, __u64 id, __u64 next_cgroup,
-			       __u64 next_id, int switching)
+// What started a run.
+#define SWITCH 0
+// cgperf's flush: always reads (the interval in progress is charged).
+#define FLUSH 1
+// A move of the task running here.
+#define MOVE 2
+
+// Charges what this CPU counted since its last reading to the cgroup
+// recorded as running there, then records the task running from now on
+// and its cgroup (`next`, `next_cgroup`, `next_id`: at a switch, the task
+// switched to; at a flush or a move, the running task). `task`, `cgroup`,
+// `id`: the task that ran until now (at a switch, the one switched out)
+// and its cgroup, which lets a switch between two tasks of the cgroup
+// recorded read nothing. If that task is not the one recorded, a switch
+// to it went unseen (some kernels switch to some tasks without the
+// tracepoint): what was counted since is charged to its cgroup, the one
+// known to have run last. A switch is counted first. Returns 1 if a run
+// was in progress here (this one interrupts it): then it did nothing.
+static __always_inline int run(__u64 task, __u64 cgroup, __u64 id, __u64 next,
+			       __u64 next_cgroup, __u64 next_id, int why)
 {
 	__u32 zero = 0;
 	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
@@ -714,41 +697,46 @@ static __always_inline int run(__u64 current, __u64 cgroup, __u64 id, __u64 next
 		return 0;
 	__u64 *st = bpf_map_lookup_elem(&state, &cpu);
 	struct chain *r = bpf_map_lookup_elem(&running, &cpu);
-	struct split *sp = bpf_map_lookup_elem(&splits, &cpu);
-	if (!st || !r || !sp)
+	struct progress *pr = bpf_map_lookup_elem(&progress, &cpu);
+	if (!st || !r || !pr)
 		return 0;
-	if (switching)
-		sp->switches++;
+	// A switch never interrupts a run (both have preemption off, and a
+	// switch interrupts off): only a flush or a move from an interrupt
+	// can find one in progress.
+	if (why != SWITCH && pr->busy)
+		return 1;
+	pr->busy = 1;
+	if (why == SWITCH)
+		pr->switches++;
 	// The epoch first: cgperf raises `top` and describes the counters of
 	// an epoch before it moves to it.
 	__u64 epoch = *(volatile __u64 *)st;
 	asm volatile("" ::: "memory");
 	__u32 top = *(volatile __u32 *)&cfg->top;
-	__u64 done = sp->done;
-	int split = sp->task == current && sp->at == sp->runs;
-	if (next_id && !split && epoch == done && r->generation == generation &&
-	    r->id == id && r->cgroup == cgroup && next_id == id && next_cgroup == cgroup)
+	__u64 done = pr->done;
+	if (why != FLUSH && epoch == done && r->generation == generation && r->id == id &&
+	    r->cgroup == cgroup && next_id == id && next_cgroup == cgroup) {
+		pr->task = next;
+		pr->busy = 0;
 		return 0;
-	sp->runs++;
-	sp->task = 0;
-	if (split) {
-		// Up to the move, for the cgroup recorded as running then.
-		read_split(cpu, top, done);
-		if (r->generation != generation)
-			record(cpu, capacity, generation);
-		if (r->id)
-			charge_chain(cpu, capacity, top);
 	}
-	read_all(cpu, top, done, epoch, sp->switches);
-	// The task's own cgroup, which it may have entered since its switch
-	// in (a move no reading was taken at: charged all to the new one).
-	if (id)
+	read_all(cpu, top, done, epoch, pr->switches);
+	// Up to now, for the cgroup recorded as running since the last
+	// reading (a task that moved since without a reading taken at its
+	// move has it charged to the cgroup it left), unless another task
+	// than the one recorded ran until now.
+	if (pr->task != task && id)
 		become(r, cgroup, id, cpu, capacity, generation);
+	else if (r->id && r->generation != generation)
+		record(cpu, capacity, generation);
 	if (r->id)
 		charge_chain(cpu, capacity, top);
-	sp->done = epoch;
+	pr->done = epoch;
 	if (next_id)
 		become(r, next_cgroup, next_id, cpu, capacity, generation);
+	pr->task = next;
+	asm volatile("" ::: "memory");
+	pr->busy = 0;
 	return 0;
 }
 
@@ -762,76 +750,33 @@ int charge(__u64 *ctx)
 	__u64 id = 0, next_id = 0;
 	__u64 cgroup = cgroup_of_typed(prev, &id);
 	__u64 next_cgroup = cgroup_of_typed(next, &next_id);
-	return run((__u64)prev, cgroup, id, next_cgroup, next_id, 1);
+	return run((__u64)prev, cgroup, id, (__u64)next, next_cgroup, next_id, SWITCH);
+}
+
+// A reading for the task running here, `current`, which goes on running
+// in its cgroup (`why`: a flush or a move).
+static __always_inline int read_for(struct task_struct *current, int why)
+{
+	__u64 id = 0;
+	__u64 cgroup = cgroup_of(current, &id);
+	return run((__u64)current, cgroup, id, (__u64)current, cgroup, id, why);
 }
 
 // The flush: test-run by cgperf on a CPU (a typed program cannot be), it
 // charges the cgroup recorded as running there what its counters counted
-// since the last run, and switches to nothing.
+// since the last reading. Returns 1 if it interrupted a run there and did
+// nothing (cgperf runs it again).
 SEC("raw_tracepoint/sched_switch")
 int flush(struct bpf_raw_tracepoint_args *ctx)
 {
-	struct task_struct *current = (struct task_struct *)bpf_get_current_task();
-	__u64 id = 0;
-	__u64 cgroup = cgroup_of(current, &id);
-	return run((__u64)current, cgroup, id, 0, 0, 0);
-}
-
-// Takes counter e's reading for `take`, if it is live in epoch `done`.
-static long take_one(__u32 e, struct counters_loop *c)
-{
-	if (e >= c->top || e >= MAX_EVENTS)
-		return 1;
-	__u32 i = c->cpu * MAX_EVENTS + e;
-	struct last *l = bpf_map_lookup_elem(&last, &i);
-	if (!l)
-		return 0;
-	__u64 d = *(volatile __u64 *)&l->desc;
-	struct split *sp = c->split;
-	if (live_at(d, c->done) &&
-	    read_counter(e, l->source, LEADS(d), &c->seen, &sp->values[e]))
-		sp->ok[e / 64] |= 1ull << (e % 64);
-	return 0;
-}
-
-// Takes a reading of this CPU's counters for `current`, which runs here
-// and has just moved to another cgroup: the next run of `charge` here
-// gives what was counted before it to the cgroup left.
-static __always_inline int take(struct task_struct *current)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
-	__u32 zero = 0;
-	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
-	struct split *sp = bpf_map_lookup_elem(&splits, &cpu);
-	if (!cfg || !sp || cpu >= cfg->cpus)
-		return 0;
-	__u64 at = *(volatile __u64 *)&sp->runs;
-	asm volatile("" ::: "memory");
-	__u64 done = *(volatile __u64 *)&sp->done;
-	__u64 switches = *(volatile __u64 *)&sp->switches;
-	__u32 top = *(volatile __u32 *)&cfg->top;
-	for (__u32 w = 0; w < MAX_EVENTS / 64; w++)
-		sp->ok[w] = 0;
-	struct counters_loop c = {
-		.cpu = cpu,
-		.top = top,
-		.done = done,
-		.seen = { .switches = switches, .clock = bpf_ktime_get_ns() },
-		.split = sp,
-	};
-	bpf_loop(MAX_EVENTS, take_one, &c, 0);
-	sp->task = (__u64)current;
-	asm volatile("" ::: "memory");
-	*(volatile __u64 *)&sp->at = at;
-	return 0;
+	return read_for((struct task_struct *)bpf_get_current_task(), FLUSH);
 }
 
 // cgroup_attach_task(dst_cgrp, path, task, threadgroup), after the move:
-// takes a reading if the task running here moved itself (or its thread
-// group). A task moved by another while it runs on another CPU is
-// `moved_away`'s; where that one cannot run, such a task has what was
-// counted on its CPU since the last reading there charged to its new
-// cgroup, as has one whose reading here a run overtook.
+// a reading if the task running here moved itself (or its thread group),
+// just after cgroup mode switched its events (perf's call on this CPU,
+// made without a csd: `moved_away` does not see it). A task moved by
+// another while it runs on another CPU is `moved_away`'s.
 SEC("raw_tracepoint/cgroup_attach_task")
 int moved(struct bpf_raw_tracepoint_args *ctx)
 {
@@ -843,7 +788,7 @@ int moved(struct bpf_raw_tracepoint_args *ctx)
 	__u64 me = bpf_get_current_pid_tgid();
 	if (task != current && !(ctx->args[3] && (__u32)(me >> 32) == (__u32)tgid))
 		return 0;
-	return take(current);
+	return read_for(current, MOVE);
 }
 
 // csd_function_entry(func, csd): this CPU is about to run `func` for
@@ -852,7 +797,8 @@ int moved(struct bpf_raw_tracepoint_args *ctx)
 // __perf_cgroup_move, task) asks the task's CPU to run remote_function
 // with a `struct remote_function_call` of the task, which runs
 // __perf_cgroup_move(task) if the task is still the one running there.
-// The reading is taken then, in the moved task's context, after the move.
+// The reading is taken then, in the moved task's context, after the move,
+// the moment cgroup mode switches too.
 // The call is known by its argument alone: the task running here, named
 // as both the task and the function's argument, which no other call perf
 // makes through remote_function does (the others pass an event or a
@@ -860,10 +806,7 @@ int moved(struct bpf_raw_tracepoint_args *ctx)
 // /proc/kallsyms to show them, which it does not to a cgperf without
 // CAP_SYSLOG (as the shipped unit and DaemonSet run it). Another
 // function's argument that looked the same by chance would take a reading
-// with no move, which charges nothing differently: what was counted
-// before and after it goes to the same cgroup. A task moving itself has
-// the same call made on its own CPU, with no csd (`moved` takes that
-// one).
+// with no move, which charges nothing differently.
 SEC("tp_btf/csd_function_entry")
 int moved_away(__u64 *ctx)
 {
@@ -876,7 +819,7 @@ int moved_away(__u64 *ctx)
 	struct task_struct *current = (struct task_struct *)bpf_get_current_task();
 	if (!call || BPF_CORE_READ(call, p) != current || BPF_CORE_READ(call, info) != current)
 		return 0;
-	return take(current);
+	return read_for(current, MOVE);
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -67,6 +67,9 @@ pub(super) struct Kernel {
     config: Config,
     /// Whether `moved_away` is attached.
     moves_away: bool,
+    /// Where counts at a move differ from cgroup mode's on this kernel
+    /// (`moved` or `moved_away` not attached), and how.
+    inexact: Option<String>,
 }
 
 /// Maps a `BPF_F_MMAPABLE` array of the object read-write, `len` bytes.
@@ -92,7 +95,7 @@ impl Kernel {
             .map_max_entries("last", per_cpu)
             .map_max_entries("state", cpus.max(1))
             .map_max_entries("running", cpus.max(1))
-            .map_max_entries("splits", cpus.max(1))
+            .map_max_entries("progress", cpus.max(1))
             .map_max_entries("chains", cpus.saturating_mul(CHAINS))
             .load(&OBJECT.0)
             .map_err(|e| Unavailable::from_kernel(failed("loading the BPF maps", &e)))?;
@@ -101,17 +104,25 @@ impl Kernel {
         // one is gone, so that the two never take memory together.
         let btf = Btf::from_sys_fs()
             .map_err(|e| Unavailable::from_kernel(failed("reading the kernel's BTF", &e)))?;
-        programs::attach(&mut ebpf, &btf)?;
+        let realtime = programs::realtime();
+        programs::attach(&mut ebpf, &btf, !realtime)?;
+        let mut inexact = realtime.then(|| {
+            "a task that moves itself to another cgroup while it runs has what its CPU counted \
+             from its last reading to its next charged to the cgroup it left (this kernel is \
+             PREEMPT_RT, whose tracepoints may be preempted in the middle of that reading)"
+                .to_string()
+        });
         let moves_away = programs::watch_moves_away(&mut ebpf, &btf)
             .map_err(|why| {
                 // A verifier's refusal comes with its whole log: that is
                 // for debugging.
-                tracing::warn!(
-                    "a task moved to another cgroup by a process on another CPU while it runs \
-                     is charged what its CPU counted since the last reading there: {}",
-                    why.lines().next().unwrap_or_default()
-                );
                 tracing::debug!("{why}");
+                inexact.get_or_insert(format!(
+                    "a task moved to another cgroup by a process on another CPU while it runs \
+                     has what its CPU counted from its last reading to its next charged to the \
+                     cgroup it left: {}",
+                    why.lines().next().unwrap_or_default()
+                ));
             })
             .is_ok();
         let Some(Map::ArrayOfMaps(counters)) = ebpf.take_map("counters") else {
@@ -153,6 +164,7 @@ impl Kernel {
                 top: 0,
             },
             moves_away,
+            inexact,
         };
         kernel
             .configure()
@@ -420,6 +432,12 @@ impl Kernel {
             self.uninstall(cpu, e);
         }
         self.online.remove(&cpu);
+    }
+
+    /// Where counts at a move differ from cgroup mode's on this kernel,
+    /// and how (`None`: nowhere).
+    pub fn inexact(&self) -> Option<&str> {
+        self.inexact.as_deref()
     }
 
     /// The possible CPUs its maps are laid out for.

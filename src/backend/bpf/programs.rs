@@ -69,7 +69,15 @@ pub(super) fn watch_moves_away(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), String>
     Ok(())
 }
 
-/// Runs `ebpf`'s flush on `cpu` ([`Kernel::flush_one`]).
+/// Times a flush that found a run in progress on its CPU is tried again.
+/// The run it interrupted (a move's reading, in the mover's context) ends
+/// within microseconds once the interrupt returns; a CPU still busy after
+/// this many tries is reported as `EBUSY`, and its interval in progress is
+/// charged at its next run instead.
+const FLUSH_TRIES: u32 = 1000;
+
+/// Runs `ebpf`'s flush on `cpu` ([`Kernel::flush_one`]), again while it
+/// finds that it interrupted a run there (it then did nothing).
 pub(super) fn flush_one(ebpf: &Ebpf, cpu: u32) -> Result<(), Errno> {
     let Some(program) = ebpf.program(FLUSH) else {
         return Err(Errno(libc::ENOENT));
@@ -77,17 +85,23 @@ pub(super) fn flush_one(ebpf: &Ebpf, cpu: u32) -> Result<(), Errno> {
     let Ok(program) = <&RawTracePoint>::try_from(program) else {
         return Err(Errno(libc::EINVAL));
     };
-    let opts = RawTracePointRunOptions {
-        cpu: Some(cpu),
-        ..RawTracePointRunOptions::new()
-    };
-    match program.test_run(opts) {
-        Ok(_) => Ok(()),
-        Err(e) => match failed_errno(&e).1 {
-            Some(libc::ENXIO) => Ok(()),
-            errno => Err(Errno(errno.unwrap_or(libc::EIO))),
-        },
+    for _ in 0..FLUSH_TRIES {
+        let opts = RawTracePointRunOptions {
+            cpu: Some(cpu),
+            ..RawTracePointRunOptions::new()
+        };
+        match program.test_run(opts) {
+            Ok(run) if run.return_value == 0 => return Ok(()),
+            Ok(_) => std::thread::yield_now(),
+            Err(e) => {
+                return match failed_errno(&e).1 {
+                    Some(libc::ENXIO) => Ok(()),
+                    errno => Err(Errno(errno.unwrap_or(libc::EIO))),
+                };
+            }
+        }
     }
+    Err(Errno(libc::EBUSY))
 }
 
 /// Runs `ebpf`'s counting program on each of the `cpus` possible CPUs:
@@ -97,16 +111,25 @@ pub(super) fn wait_all(ebpf: &Ebpf, cpus: u32) -> bool {
     (0..cpus).all(|cpu| flush_one(ebpf, cpu).is_ok())
 }
 
+/// Whether the running kernel is built with `PREEMPT_RT`, whose
+/// tracepoints run BPF programs preemptible: a switch could then come in
+/// the middle of `moved`'s reading.
+pub(super) fn realtime() -> bool {
+    std::fs::read_to_string("/sys/kernel/realtime").is_ok_and(|s| s.trim() == "1")
+}
+
 /// Loads the programs cgperf cannot count without and attaches those that
 /// run at the kernel's tracepoints: the charge at each context switch and
-/// the reading of a task that moves itself; the flush is only loaded.
-pub(super) fn attach(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), Unavailable> {
+/// the reading of a task that moves itself (`moves`: not on a `PREEMPT_RT`
+/// kernel, [`realtime`]); the flush is only loaded.
+pub(super) fn attach(ebpf: &mut Ebpf, btf: &Btf, moves: bool) -> Result<(), Unavailable> {
     let charge: &mut BtfTracePoint = program(ebpf, PROGRAM)?;
     charge
         .load(TRACEPOINT, btf)
         .map_err(|e| Unavailable::from_kernel(failed("loading the BPF program", &e)))?;
     charge.attach().map_err(|e| not_attached(TRACEPOINT, &e))?;
-    for (name, tracepoint) in [(FLUSH, None), (MOVED, Some(ATTACH))] {
+    let moved = if moves { Some(ATTACH) } else { None };
+    for (name, tracepoint) in [(FLUSH, None), (MOVED, moved)] {
         let program: &mut RawTracePoint = program(ebpf, name)?;
         program
             .load()
