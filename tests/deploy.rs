@@ -964,8 +964,10 @@ fn exec_workload(cgroup: &Path, n: u32) {
 /// anything else on the machine), with `config_dir` mounted at `mount_at`
 /// (the ConfigMap volume; `/etc/cgperf` of the unit's install steps), the
 /// `read_only` paths made read-only (each a mount point, or bound onto
-/// itself first), `lo` up, then `launch` (limits, user, capabilities) and
-/// `argv`.
+/// itself first, with the mounts below it: a plain bind would hide them,
+/// and their own remount would then fail, as `/proc/sys/fs/binfmt_misc`
+/// once something mounts it), `lo` up, then `launch` (limits, user,
+/// capabilities) and `argv`.
 fn deployed(
     config_dir: &Path,
     mount_at: &str,
@@ -994,7 +996,7 @@ mount --bind "$1" "$2"
 IFS='
 '
 for m in $3; do
-    mountpoint -q "$m" || mount --bind "$m" "$m"
+    mountpoint -q "$m" || mount --rbind "$m" "$m"
     mount -o remount,bind,ro "$m"
 done
 shift 3
