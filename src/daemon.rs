@@ -216,20 +216,27 @@ impl Daemon {
             exe,
             paranoid,
         };
-        let dropped = match crate::privileges::drop_unneeded(needs) {
+        let dropped = crate::privileges::drop_unneeded(needs);
+        // Said whether or not anything else was dropped: the shipped unit
+        // grants exactly what the bpf backend keeps.
+        if let Ok(crate::privileges::Dropped {
+            sys_admin_for_paranoid: Some(level),
+            ..
+        }) = &dropped
+        {
+            tracing::info!(
+                "{}, so cgperf keeps CAP_SYS_ADMIN to open events after start-up (reloads, \
+                 new cgroups, CPUs coming online); with kernel.perf_event_paranoid=2 it would \
+                 drop it",
+                crate::perf::sys_admin_only_why(*level)
+            );
+        }
+        let dropped = match dropped {
             Ok(d) if d.dropped.is_empty() => {
                 tracing::debug!(kept = ?d.kept, "no capabilities to drop");
                 false
             }
             Ok(d) => {
-                if let Some(level) = d.sys_admin_for_paranoid {
-                    tracing::info!(
-                        "{}, so cgperf keeps CAP_SYS_ADMIN to open events after start-up \
-                         (reloads, new cgroups, CPUs coming online); with \
-                         kernel.perf_event_paranoid=2 it would drop it",
-                        crate::perf::sys_admin_only_why(level)
-                    );
-                }
                 tracing::info!(
                     "keeps {} and drops {} capabilities only start-up needed{}",
                     d.kept.join(", "),
@@ -248,7 +255,8 @@ impl Daemon {
                 false
             }
         };
-        if let Some(level) = paranoid.filter(|&l| crate::perf::sys_admin_only(Some(l)))
+        if let Some(level) = paranoid
+            && crate::perf::sys_admin_only(paranoid)
             && !crate::perf::Held::now().sys_admin
         {
             tracing::warn!(

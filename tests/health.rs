@@ -327,6 +327,35 @@ fn at_paranoid_3_cgperf_keeps_cap_sys_admin_and_says_why() {
     );
     drop(exporter);
 
+    // With the shipped unit's capabilities, of which the bpf backend keeps
+    // every one: nothing else is dropped, and the reason is said all the
+    // same.
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/systemd/cgperf.service"
+    ))
+    .expect("the systemd unit");
+    let caps: Vec<String> = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("AmbientCapabilities="))
+        .expect("AmbientCapabilities=")
+        .split_whitespace()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_ascii_lowercase()))
+        .collect();
+    let exporter = Exporter::spawn(as_nobody_with(&caps.join(","), std::slice::from_ref(&file)));
+    let log = exporter.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains(" INFO ") && l.contains(why) && l.contains("keeps CAP_SYS_ADMIN")),
+        "{log}"
+    );
+    assert_ne!(
+        status_caps(exporter.pid(), "CapEff:") & CAP_SYS_ADMIN,
+        0,
+        "CAP_SYS_ADMIN kept under the unit's capabilities"
+    );
+    drop(exporter);
+
     // Given CAP_PERFMON but not CAP_SYS_ADMIN: a warning at start.
     let exporter = Exporter::spawn(as_nobody_with(
         "+perfmon,+dac_read_search",
