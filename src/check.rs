@@ -53,8 +53,9 @@ pub fn run(config: &Config, tables: CpuTables, out: &mut dyn Write) -> anyhow::R
     }
     writeln!(
         out,
-        "kernel.perf_event_paranoid: {}",
-        crate::perf::paranoid_level()
+        "kernel.perf_event_paranoid: {}{}",
+        crate::perf::paranoid_level(),
+        paranoid_note(crate::perf::paranoid(), &crate::perf::Held::now())
     )?;
     let mut chosen = choose(config.backend, config.max_cgroups).context("backend: bpf")?;
     let (plan, probe) = chosen.plan(config, &machine)?;
@@ -142,6 +143,26 @@ pub fn run(config: &Config, tables: CpuTables, out: &mut dyn Write) -> anyhow::R
     } else {
         Verdict::Countable
     })
+}
+
+/// What the paranoid `level` means for the daemon, where it asks for
+/// `CAP_SYS_ADMIN`: this check may run with privileges the daemon lacks
+/// (root in a shell, beside a unit that does not grant it), so its verdicts
+/// hold for the daemon only if the daemon has `CAP_SYS_ADMIN` too.
+fn paranoid_note(level: Option<i32>, held: &crate::perf::Held) -> String {
+    if !crate::perf::sys_admin_only(level) {
+        return String::new();
+    }
+    if held.sys_admin {
+        " (Debian's and Ubuntu's kernels then refuse perf_event_open without CAP_SYS_ADMIN: \
+         this check has it; the daemon counts what it says only if given CAP_SYS_ADMIN too, \
+         which it then keeps)"
+            .to_owned()
+    } else {
+        " (Debian's and Ubuntu's kernels then refuse perf_event_open without CAP_SYS_ADMIN, \
+         which this check does not have)"
+            .to_owned()
+    }
 }
 
 /// Each entry of `processes:`, what it matches on, and how many processes

@@ -209,9 +209,32 @@ impl Daemon {
             .processes
             .iter()
             .any(|p| matches!(p.matches, crate::config::ProcessMatch::Exe(_)));
-        match crate::privileges::drop_unneeded(!config.probes.is_empty(), bpf, exe) {
+        let paranoid = crate::perf::paranoid();
+        let needs = crate::privileges::Needs {
+            probes: !config.probes.is_empty(),
+            bpf,
+            exe,
+            paranoid,
+        };
+        let dropped = crate::privileges::drop_unneeded(needs);
+        // Said whether or not anything else was dropped: the shipped unit
+        // grants exactly what the bpf backend keeps.
+        if let Ok(crate::privileges::Dropped {
+            sys_admin_for_paranoid: Some(level),
+            ..
+        }) = &dropped
+        {
+            tracing::info!(
+                "{}, so cgperf keeps CAP_SYS_ADMIN to open events after start-up (reloads, \
+                 new cgroups, CPUs coming online); with kernel.perf_event_paranoid=2 it would \
+                 drop it",
+                crate::perf::sys_admin_only_why(*level)
+            );
+        }
+        let dropped = match dropped {
             Ok(d) if d.dropped.is_empty() => {
                 tracing::debug!(kept = ?d.kept, "no capabilities to drop");
+                false
             }
             Ok(d) => {
                 tracing::info!(
@@ -225,9 +248,33 @@ impl Daemon {
                     }
                 );
                 tracing::debug!(dropped = ?d.dropped, "capabilities dropped");
+                true
             }
-            Err(e) => tracing::warn!("capabilities not dropped: {e}"),
+            Err(e) => {
+                tracing::warn!("capabilities not dropped: {e}");
+                false
+            }
+        };
+        if let Some(level) = paranoid
+            && crate::perf::sys_admin_only(paranoid)
+            && !crate::perf::Held::now().sys_admin
+        {
+            tracing::warn!(
+                "{}, and cgperf was not given CAP_SYS_ADMIN: on those kernels it counts \
+                 nothing (each group says so); give it CAP_SYS_ADMIN or set \
+                 kernel.perf_event_paranoid=2",
+                crate::perf::sys_admin_only_why(level)
+            );
         }
+        // The plan's verdicts were probed with every capability of start-up:
+        // asked again with those the daemon keeps, a group it can no longer
+        // open (no CAP_SYS_ADMIN where the paranoid level wants it) is said
+        // to be refused, instead of counting zero as if supported.
+        let plan = if dropped {
+            chosen.plan(&config, &machine)?.0
+        } else {
+            plan
+        };
         let names = if config
             .labels
             .iter()

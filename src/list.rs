@@ -169,7 +169,8 @@ pub fn run(args: &ListArgs, event_tables: Option<&Path>, out: &mut dyn Write) ->
     {
         eprintln!(
             "cgperf list: the kernel did not say whether some events can be counted here (they \
-             are listed); run as root (or with CAP_PERFMON) to leave out what cannot"
+             are listed); {} to leave out what cannot",
+            what_grants(crate::perf::paranoid(), &crate::perf::Held::now())
         );
     }
     if !args.all {
@@ -653,9 +654,62 @@ fn json_string(text: &str) -> String {
     s
 }
 
+/// What lets the kernel answer for every event, for the process as it is:
+/// the capability the paranoid `level` asks for (`CAP_SYS_ADMIN` from 3 on,
+/// on Debian's and Ubuntu's kernels; else `CAP_PERFMON`); root is told
+/// that capability, never to run as root; a process that holds it is told
+/// that something else refuses.
+fn what_grants(level: Option<i32>, held: &crate::perf::Held) -> String {
+    let (cap, has) = match level {
+        Some(l) if crate::perf::sys_admin_only(Some(l)) => (
+            format!("CAP_SYS_ADMIN (kernel.perf_event_paranoid is {l})"),
+            held.sys_admin,
+        ),
+        _ => ("CAP_PERFMON".to_owned(), held.perfmon || held.sys_admin),
+    };
+    if has {
+        "allow perf_event_open to cgperf (it has the capabilities: a seccomp profile or a \
+         security module refuses)"
+            .to_owned()
+    } else if held.uid == 0 {
+        format!("give cgperf {cap}")
+    } else {
+        format!("run cgperf as root or with {cap}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::perf::Held;
+
+    #[test]
+    fn the_fix_for_unanswered_events_fits_who_asks() {
+        let none = Held {
+            uid: 0,
+            perfmon: false,
+            sys_admin: false,
+        };
+        assert_eq!(what_grants(Some(2), &none), "give cgperf CAP_PERFMON");
+        assert_eq!(
+            what_grants(Some(3), &none),
+            "give cgperf CAP_SYS_ADMIN (kernel.perf_event_paranoid is 3)"
+        );
+        let user = Held { uid: 1000, ..none };
+        assert_eq!(
+            what_grants(Some(2), &user),
+            "run cgperf as root or with CAP_PERFMON"
+        );
+        let perfmon = Held {
+            perfmon: true,
+            ..none
+        };
+        assert!(what_grants(Some(2), &perfmon).contains("seccomp"));
+        assert_eq!(
+            what_grants(Some(4), &perfmon),
+            "give cgperf CAP_SYS_ADMIN (kernel.perf_event_paranoid is 4)"
+        );
+    }
 
     #[test]
     fn json_strings_are_escaped() {

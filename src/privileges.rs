@@ -11,6 +11,12 @@
 //! `perf_event_mlock_kb` (`CAP_IPC_LOCK`). A capability the process does
 //! not have is not gained.
 //!
+//! One more stays where the kernel asks for it: `CAP_SYS_ADMIN` when
+//! `kernel.perf_event_paranoid` is 3 or more, the level at which Debian's
+//! and Ubuntu's kernels refuse `perf_event_open` to any process without it
+//! (their default levels are 3 and 4). Dropping it there would leave a
+//! daemon that opens nothing after start-up.
+//!
 //! Capabilities are per thread: this runs before cgperf starts any thread,
 //! so every thread inherits the reduced sets.
 
@@ -23,6 +29,28 @@ pub const KEPT: [Capability; 3] = [
     Capability::CAP_IPC_LOCK,
 ];
 
+/// What the running daemon will need beyond [`KEPT`], as the config and
+/// the kernel say at start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// The config has `probes:`: the kernel's uprobe and kprobe PMUs refuse
+    /// `CAP_PERFMON` alone (EACCES, measured on Linux 6.18), and a CPU
+    /// coming back online reopens them.
+    pub probes: bool,
+    /// The bpf backend counts: it loads its program again when a reload
+    /// changes the groups.
+    pub bpf: bool,
+    /// A `processes:` entry matches on the executable: `/proc/PID/exe` of a
+    /// process holding capabilities cgperf gave up is readable only with
+    /// `CAP_SYS_PTRACE`.
+    pub exe: bool,
+    /// `kernel.perf_event_paranoid` at start (see
+    /// [`crate::perf::sys_admin_only`]): from 3 on, every later
+    /// `perf_event_open` (reloads, new cgroups, CPUs coming online) needs
+    /// `CAP_SYS_ADMIN` on Debian's and Ubuntu's kernels.
+    pub paranoid: Option<i32>,
+}
+
 /// The outcome of [`drop_unneeded`], for the start-up log.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Dropped {
@@ -33,17 +61,16 @@ pub struct Dropped {
     /// Whether the bounding set was reduced too (needs `CAP_SETPCAP`), so
     /// that nothing cgperf might execute could regain them.
     pub bounding: bool,
+    /// The level of `kernel.perf_event_paranoid` for which `CAP_SYS_ADMIN`
+    /// was kept (`Some` only where it was permitted: the log says why).
+    pub sys_admin_for_paranoid: Option<i32>,
 }
 
 /// Reduces the calling thread's permitted, effective and inheritable sets
-/// (and, when allowed, the bounding set) to [`KEPT`], plus `CAP_SYS_ADMIN`
-/// when `probes` is set: the kernel's uprobe and kprobe PMUs refuse
-/// `CAP_PERFMON` alone (EACCES, measured on Linux 6.18), and a CPU coming
-/// back online reopens them; plus `CAP_BPF` when `bpf` is set: the BPF
-/// backend loads its program again when a reload changes the groups; plus
-/// `CAP_SYS_PTRACE` when `exe` is set (a `processes:` entry matches on
-/// the executable): `/proc/PID/exe` of a process holding capabilities
-/// cgperf gave up is readable only with it.
+/// (and, when allowed, the bounding set) to [`KEPT`], plus what `needs`
+/// asks for: `CAP_SYS_ADMIN` for probes or a paranoid level of 3 or more,
+/// `CAP_BPF` for the bpf backend, `CAP_SYS_PTRACE` to match processes by
+/// executable (see [`Needs`]).
 ///
 /// The kernel lets `CAP_SYS_ADMIN` stand in for `CAP_PERFMON` and `CAP_BPF`
 /// (container runtimes that predate them grant only it): where one of those
@@ -52,7 +79,7 @@ pub struct Dropped {
 ///
 /// On a kernel older than `CAP_PERFMON` (5.8) perf needs `CAP_SYS_ADMIN`,
 /// so nothing is dropped there.
-pub fn drop_unneeded(probes: bool, bpf: bool, exe: bool) -> Result<Dropped, String> {
+pub fn drop_unneeded(needs: Needs) -> Result<Dropped, String> {
     if !perfmon_known() {
         return Err(
             "this kernel predates CAP_PERFMON (Linux 5.8), so perf still needs \
@@ -62,13 +89,14 @@ pub fn drop_unneeded(probes: bool, bpf: bool, exe: bool) -> Result<Dropped, Stri
     }
     let fail = |what: &str, e: caps::errors::CapsError| format!("{what}: {e}");
     let mut kept: CapsHashSet = KEPT.into_iter().collect();
-    if probes {
+    let paranoid = crate::perf::sys_admin_only(needs.paranoid);
+    if needs.probes || paranoid {
         kept.insert(Capability::CAP_SYS_ADMIN);
     }
-    if bpf {
+    if needs.bpf {
         kept.insert(Capability::CAP_BPF);
     }
-    if exe {
+    if needs.exe {
         kept.insert(Capability::CAP_SYS_PTRACE);
     }
     let permitted = caps::read(None, CapSet::Permitted).map_err(|e| fail("reading", e))?;
@@ -102,6 +130,9 @@ pub fn drop_unneeded(probes: bool, bpf: bool, exe: bool) -> Result<Dropped, Stri
         dropped: names(permitted.difference(&kept).copied().collect()),
         kept: names(keep(&permitted)),
         bounding,
+        sys_admin_for_paranoid: needs
+            .paranoid
+            .filter(|_| paranoid && permitted.contains(&Capability::CAP_SYS_ADMIN)),
     })
 }
 
@@ -133,7 +164,7 @@ mod tests {
                 had.contains(&Capability::CAP_SYS_ADMIN),
                 "this test must run as root (it checks that CAP_SYS_ADMIN is dropped)"
             );
-            let dropped = drop_unneeded(false, false, false).expect("drop");
+            let dropped = drop_unneeded(Needs::default()).expect("drop");
             let now = caps::read(None, CapSet::Permitted).expect("read");
             let effective = caps::read(None, CapSet::Effective).expect("read");
             (dropped, now, effective)
@@ -158,7 +189,11 @@ mod tests {
     #[test]
     fn probes_keep_cap_sys_admin() {
         let (dropped, now) = std::thread::spawn(|| {
-            let dropped = drop_unneeded(true, false, false).expect("drop");
+            let dropped = drop_unneeded(Needs {
+                probes: true,
+                ..Needs::default()
+            })
+            .expect("drop");
             (dropped, caps::read(None, CapSet::Permitted).expect("read"))
         })
         .join()
@@ -171,7 +206,11 @@ mod tests {
     #[test]
     fn the_bpf_backend_keeps_cap_bpf_and_nothing_else_more() {
         let (dropped, now) = std::thread::spawn(|| {
-            let dropped = drop_unneeded(false, true, false).expect("drop");
+            let dropped = drop_unneeded(Needs {
+                bpf: true,
+                ..Needs::default()
+            })
+            .expect("drop");
             (dropped, caps::read(None, CapSet::Permitted).expect("read"))
         })
         .join()
@@ -184,7 +223,11 @@ mod tests {
     #[test]
     fn matching_processes_by_executable_keeps_cap_sys_ptrace_and_nothing_else_more() {
         let (dropped, now) = std::thread::spawn(|| {
-            let dropped = drop_unneeded(false, false, true).expect("drop");
+            let dropped = drop_unneeded(Needs {
+                exe: true,
+                ..Needs::default()
+            })
+            .expect("drop");
             (dropped, caps::read(None, CapSet::Permitted).expect("read"))
         })
         .join()
@@ -199,7 +242,11 @@ mod tests {
         std::thread::spawn(move || {
             caps::drop(None, CapSet::Effective, missing).expect("drop from effective");
             caps::drop(None, CapSet::Permitted, missing).expect("drop from permitted");
-            let dropped = drop_unneeded(false, bpf, false).expect("drop");
+            let dropped = drop_unneeded(Needs {
+                bpf,
+                ..Needs::default()
+            })
+            .expect("drop");
             (dropped, caps::read(None, CapSet::Permitted).expect("read"))
         })
         .join()
@@ -222,5 +269,54 @@ mod tests {
         assert!(now.contains(&Capability::CAP_SYS_ADMIN), "{dropped:?}");
         assert!(!now.contains(&Capability::CAP_PERFMON), "{dropped:?}");
         assert_eq!(now.len(), KEPT.len(), "{dropped:?}");
+    }
+
+    #[test]
+    fn a_paranoid_level_of_3_or_more_keeps_cap_sys_admin_and_says_so() {
+        for (level, keeps) in [
+            (Some(2), false),
+            (None, false),
+            (Some(3), true),
+            (Some(4), true),
+        ] {
+            let (dropped, now) = std::thread::spawn(move || {
+                let dropped = drop_unneeded(Needs {
+                    paranoid: level,
+                    ..Needs::default()
+                })
+                .expect("drop");
+                (dropped, caps::read(None, CapSet::Permitted).expect("read"))
+            })
+            .join()
+            .expect("thread");
+            assert_eq!(
+                now.contains(&Capability::CAP_SYS_ADMIN),
+                keeps,
+                "{level:?}: {dropped:?}"
+            );
+            assert_eq!(
+                dropped.sys_admin_for_paranoid,
+                level.filter(|_| keeps),
+                "{dropped:?}"
+            );
+            assert_eq!(now.len(), KEPT.len() + usize::from(keeps), "{dropped:?}");
+        }
+    }
+
+    #[test]
+    fn a_paranoid_level_keeps_no_cap_sys_admin_that_was_not_permitted() {
+        let dropped = std::thread::spawn(|| {
+            caps::drop(None, CapSet::Effective, Capability::CAP_SYS_ADMIN).expect("drop");
+            caps::drop(None, CapSet::Permitted, Capability::CAP_SYS_ADMIN).expect("drop");
+            drop_unneeded(Needs {
+                paranoid: Some(3),
+                ..Needs::default()
+            })
+            .expect("drop")
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(dropped.sys_admin_for_paranoid, None, "{dropped:?}");
+        assert!(!dropped.kept.contains(&"CAP_SYS_ADMIN".to_owned()));
     }
 }

@@ -184,13 +184,15 @@ fn systemd_unit_verifies_cleanly() {
         said.trim().is_empty(),
         "systemd-analyze has warnings:\n{said}"
     );
+    // CAP_SYS_ADMIN for Debian's and Ubuntu's kernels at their default
+    // kernel.perf_event_paranoid: cgperf drops it at start elsewhere.
     assert_eq!(
         unit_values(&unit, "AmbientCapabilities"),
-        ["CAP_BPF CAP_PERFMON CAP_DAC_READ_SEARCH"]
+        ["CAP_BPF CAP_PERFMON CAP_DAC_READ_SEARCH CAP_SYS_ADMIN"]
     );
     assert_eq!(
         unit_values(&unit, "CapabilityBoundingSet"),
-        ["CAP_BPF CAP_PERFMON CAP_DAC_READ_SEARCH"]
+        ["CAP_BPF CAP_PERFMON CAP_DAC_READ_SEARCH CAP_SYS_ADMIN"]
     );
     for hardening in [
         "NoNewPrivileges=yes",
@@ -383,7 +385,10 @@ fn kubernetes_daemonset_uses_capabilities_and_read_only_host_mounts() {
     let sc = &c.security_context;
     assert!(!sc.privileged && !sc.allow_privilege_escalation && sc.read_only_root_filesystem);
     assert_eq!(sc.capabilities.drop, ["ALL"]);
-    assert_eq!(sc.capabilities.add, ["BPF", "PERFMON", "DAC_READ_SEARCH"]);
+    assert_eq!(
+        sc.capabilities.add,
+        ["BPF", "PERFMON", "DAC_READ_SEARCH", "SYS_ADMIN"]
+    );
     assert!(c.resources.requests.contains_key("cpu") && c.resources.limits.contains_key("memory"));
     for (host, mount) in [
         ("/sys/fs/cgroup", "/sys/fs/cgroup"),
@@ -847,6 +852,14 @@ cgroups:
 "
     );
     let config = config_file(&first);
+    // At a paranoid level of 3 or more cgperf keeps CAP_SYS_ADMIN
+    // (tests/health.rs): this test is for the levels below.
+    let _unchanged = sysctl::unchanged();
+    let level = sysctl::paranoid();
+    assert!(
+        level <= 2,
+        "this test needs kernel.perf_event_paranoid <= 2 (it is {level})"
+    );
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
     cmd.arg(format!("--config.file={}", config.path().display()));
     let exporter = Exporter::spawn(cmd);
@@ -964,8 +977,10 @@ fn exec_workload(cgroup: &Path, n: u32) {
 /// anything else on the machine), with `config_dir` mounted at `mount_at`
 /// (the ConfigMap volume; `/etc/cgperf` of the unit's install steps), the
 /// `read_only` paths made read-only (each a mount point, or bound onto
-/// itself first), `lo` up, then `launch` (limits, user, capabilities) and
-/// `argv`.
+/// itself first, with the mounts below it: a plain bind would hide them,
+/// and their own remount would then fail, as `/proc/sys/fs/binfmt_misc`
+/// once something mounts it), `lo` up, then `launch` (limits, user,
+/// capabilities) and `argv`.
 fn deployed(
     config_dir: &Path,
     mount_at: &str,
@@ -994,7 +1009,7 @@ mount --bind "$1" "$2"
 IFS='
 '
 for m in $3; do
-    mountpoint -q "$m" || mount --bind "$m" "$m"
+    mountpoint -q "$m" || mount --rbind "$m" "$m"
     mount -o remount,bind,ro "$m"
 done
 shift 3
@@ -1324,11 +1339,21 @@ fn the_systemd_unit_runs_as_written_and_counts_exactly() {
     let mut read_only = mounts_under(&read_only_roots, &["/dev", "/proc"]);
     read_only.extend(mounts_under(&["/proc/sys"], &[]));
     read_only.push(mount_at.clone());
+    // What cgperf keeps depends on the paranoid level: held as it is.
+    let _unchanged = sysctl::unchanged();
+    let paranoid = sysctl::paranoid();
     let exporter = Exporter::spawn_as_given(
         deployed(dir.path(), &mount_at, &read_only, &launch, &argv),
         true,
     );
     assert_read_only(exporter.pid(), &read_only);
+    // The unit grants CAP_SYS_ADMIN for kernels whose paranoid level asks
+    // for it; below 3, cgperf has dropped it after start-up.
+    assert_eq!(
+        status_caps(exporter.pid(), "CapEff:") & 1 << 21 != 0,
+        paranoid >= 3,
+        "CAP_SYS_ADMIN kept at kernel.perf_event_paranoid {paranoid}: only from 3 on"
+    );
     assert!(
         exporter.addr.starts_with("[::]:"),
         "{}: `:PORT` is every address, IPv4 and IPv6",
@@ -1710,6 +1735,9 @@ fn the_daemonset_runs_as_written_with_the_pods_capabilities_and_counts_exactly()
     );
     let mut read_only = mounts_under(&read_only, &["/dev", "/proc"]);
     read_only.push(mount.mount_path.clone());
+    // What cgperf keeps depends on the paranoid level: held as it is.
+    let _unchanged = sysctl::unchanged();
+    let paranoid = sysctl::paranoid();
     let exporter = Exporter::spawn_as_given(
         deployed(dir.path(), &mount.mount_path, &read_only, &launch, &argv),
         true,
@@ -1730,11 +1758,16 @@ fn the_daemonset_runs_as_written_with_the_pods_capabilities_and_counts_exactly()
             "{key} beyond the pod's capabilities"
         );
     }
-    // The cgroup backend loads no BPF program: cgperf drops CAP_BPF.
+    // The cgroup backend loads no BPF program: cgperf drops CAP_BPF. Below
+    // a paranoid level of 3, no event needs CAP_SYS_ADMIN: cgperf drops it.
     let unused = if backend == "bpf" {
         0
     } else {
         capability_bit("BPF")
+    } | if paranoid <= 2 {
+        capability_bit("SYS_ADMIN")
+    } else {
+        0
     };
     assert_eq!(
         status_caps(pid, "CapEff:"),

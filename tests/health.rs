@@ -5,13 +5,21 @@
 //! and the daemon logs one error line. Where something can be counted
 //! (software events on a machine without a PMU), it is healthy.
 //!
+//! A refusal for want of privilege names the rule that applies
+//! (`kernel.perf_event_paranoid` and the capability missing) and never
+//! tells a process that is root to run as root; where the level is 3 or
+//! more (Debian's and Ubuntu's kernels then want `CAP_SYS_ADMIN`), cgperf
+//! keeps `CAP_SYS_ADMIN` after start-up and says why.
+//!
 //! Also: a listen address already taken fails the start at once, with one
 //! message, before the BPF program is loaded.
 //!
-//! Needs root (to drop to `nobody` with `setpriv`, and to count at all).
+//! Needs root (to drop to `nobody` with `setpriv`, to count at all, and to
+//! set `kernel.perf_event_paranoid`).
 mod common;
 
-use common::{Exporter, has_hardware_pmu, require_root, run_cgperf, value};
+use common::sysctl::{self, Paranoid};
+use common::{Exporter, has_hardware_pmu, require_root, run_cgperf, status_caps, value};
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -56,6 +64,35 @@ fn as_nobody(args: &[String]) -> Command {
         env!("CARGO_BIN_EXE_cgperf"),
     ])
     .args(args);
+    cmd
+}
+
+/// cgperf as root without `CAP_PERFMON`, `CAP_SYS_ADMIN` and `CAP_BPF`
+/// (taken from the bounding set, so that exec does not give them back).
+fn as_root_without_perf_capabilities(args: &[String]) -> Command {
+    let mut cmd = Command::new("setpriv");
+    cmd.args([
+        "--inh-caps=-all",
+        "--bounding-set=-perfmon,-sys_admin,-bpf",
+        "--",
+        env!("CARGO_BIN_EXE_cgperf"),
+    ])
+    .args(args);
+    cmd
+}
+
+/// cgperf as `nobody` with exactly `caps` (setpriv's spelling, e.g.
+/// `+perfmon,+dac_read_search`), as a systemd unit's ambient capabilities
+/// give them.
+fn as_nobody_with(caps: &str, args: &[String]) -> Command {
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(format!("--inh-caps=-all,{caps}"))
+        .arg(format!("--ambient-caps=-all,{caps}"))
+        .arg(format!("--bounding-set=-all,{caps}"))
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_cgperf"))
+        .args(args);
     cmd
 }
 
@@ -108,8 +145,8 @@ fn output(mut cmd: Command) -> (i32, String, String) {
 }
 
 /// `cgperf check` on a config of which nothing can be counted: exit 3, and
-/// the last line says why, with the fix.
-fn assert_check_counts_nothing(cmd: Command, token: &str, fix: &str) {
+/// the last line says why, with the fix. Returns what it printed.
+fn assert_check_counts_nothing(cmd: Command, token: &str, fix: &str) -> String {
     let (code, out, err) = output(cmd);
     assert_eq!(
         code, 3,
@@ -123,12 +160,13 @@ fn assert_check_counts_nothing(cmd: Command, token: &str, fix: &str) {
         )) && last.contains(fix),
         "last line: {last}\n{out}"
     );
+    out
 }
 
 /// The daemon on a config of which nothing can be counted: it serves, but
 /// is not ready, says why in `/-/ready` and in one error line, and labels
-/// each group's reason.
-fn assert_daemon_counts_nothing(cmd: Command, token: &str) {
+/// each group's reason, which says `said`. Returns its log.
+fn assert_daemon_counts_nothing(cmd: Command, token: &str, said: &str) -> String {
     let exporter = Exporter::spawn(cmd);
     let body = exporter.wait_collections(2);
     assert_eq!(
@@ -145,7 +183,7 @@ fn assert_daemon_counts_nothing(cmd: Command, token: &str) {
     assert!(
         ready.contains(&format!(
             "nothing can be counted: every group is refused ({token})"
-        )),
+        )) && ready.contains(said),
         "{ready}"
     );
     let (head, _) = exporter.get("/-/healthy", None);
@@ -156,12 +194,32 @@ fn assert_daemon_counts_nothing(cmd: Command, token: &str) {
     let log = exporter.log();
     let errors: Vec<&str> = log.lines().filter(|l| l.contains("ERROR")).collect();
     assert_eq!(errors.len(), 1, "one error line, not {errors:?}:\n{log}");
-    assert!(errors[0].contains("nothing can be counted") && errors[0].contains("fix: "));
+    assert!(
+        errors[0].contains("nothing can be counted")
+            && errors[0].contains("fix: ")
+            && errors[0].contains(said),
+        "{}",
+        errors[0]
+    );
     assert!(
         !log.lines()
             .any(|l| l.contains("WARN") && l.contains("disabled")),
         "no wall of per-group warnings besides the error line:\n{log}"
     );
+    log
+}
+
+/// The level of `kernel.perf_event_paranoid` the tests without privileges
+/// were written for: 1 or 2 refuse CPU-wide counting to a process without
+/// `CAP_PERFMON` (at 3 and more the message blames the missing
+/// `CAP_SYS_ADMIN`, which the test of that level checks).
+fn paranoid_below_3() -> i32 {
+    let level = sysctl::paranoid();
+    assert!(
+        (1..=2).contains(&level),
+        "this test needs kernel.perf_event_paranoid 1 or 2 (it is {level})"
+    );
+    level
 }
 
 #[test]
@@ -169,12 +227,167 @@ fn without_privileges_nothing_counts_and_check_ready_and_the_log_say_so() {
     require_root(WHY);
     let config = readable_config(SOFTWARE);
     let file = format!("--config.file={}", config.path().display());
+    let _unchanged = sysctl::unchanged();
+    let level = paranoid_below_3();
+    // The kernel's rule at this level, and what cgperf lacks of it.
+    let said = format!(
+        "permission denied: counting per cgroup (CPU-wide) needs CAP_PERFMON or CAP_SYS_ADMIN \
+         at kernel.perf_event_paranoid {level}, and cgperf runs as uid 65534 with neither in \
+         effect; fix: give cgperf CAP_PERFMON"
+    );
     assert_check_counts_nothing(
         as_nobody(&["check".into(), file.clone()]),
         "permission",
-        "CAP_PERFMON",
+        &said,
     );
-    assert_daemon_counts_nothing(as_nobody(&[file]), "permission");
+    assert_daemon_counts_nothing(as_nobody(&[file]), "permission", &said);
+}
+
+/// Root without the capabilities perf asks for (a container runtime's
+/// bounding set, a unit's `CapabilityBoundingSet=`): told which are
+/// missing, never to run as root.
+#[test]
+fn root_without_the_capabilities_is_told_which_are_missing_not_to_run_as_root() {
+    require_root(WHY);
+    let config = readable_config(SOFTWARE);
+    let file = format!("--config.file={}", config.path().display());
+    let _unchanged = sysctl::unchanged();
+    let level = paranoid_below_3();
+    let said = format!(
+        "needs CAP_PERFMON or CAP_SYS_ADMIN at kernel.perf_event_paranoid {level}, and cgperf \
+         runs as root with neither in effect"
+    );
+    let out = assert_check_counts_nothing(
+        as_root_without_perf_capabilities(&["check".into(), file.clone()]),
+        "permission",
+        &said,
+    );
+    let log = assert_daemon_counts_nothing(
+        as_root_without_perf_capabilities(&[file]),
+        "permission",
+        &said,
+    );
+    for text in [&out, &log] {
+        assert!(
+            !text.contains("run it as root") && !text.contains("as root or"),
+            "told root to run as root:\n{text}"
+        );
+    }
+    // `auto` fell back to the cgroup backend for want of CAP_BPF: said so,
+    // to root as to root.
+    assert!(out.contains("give cgperf CAP_BPF and CAP_PERFMON"), "{out}");
+}
+
+/// At `kernel.perf_event_paranoid` 3 (Debian's default; Ubuntu's 4 follows
+/// the same rule), Debian's and Ubuntu's kernels refuse `perf_event_open`
+/// to any process without `CAP_SYS_ADMIN`: cgperf keeps it after start-up
+/// and says why; given only `CAP_PERFMON` it warns at start; and a refusal
+/// names the level and `CAP_SYS_ADMIN`. (This kernel treats 3 as 2, so
+/// counts go on here: the refusal itself is only seen on those kernels.)
+#[test]
+fn at_paranoid_3_cgperf_keeps_cap_sys_admin_and_says_why() {
+    require_root(WHY);
+    let config = readable_config(SOFTWARE);
+    let file = format!("--config.file={}", config.path().display());
+    let why = "kernel.perf_event_paranoid is 3: at 3 and above, the kernels of Debian and Ubuntu \
+               refuse perf_event_open to any process without CAP_SYS_ADMIN (CAP_PERFMON is not \
+               enough)";
+    // Put back when this ends, failed or not.
+    let _level = Paranoid::set(3);
+
+    let mut root = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    root.arg(&file);
+    let exporter = Exporter::spawn(root);
+    let log = exporter.log();
+    let line = |about: &str| {
+        log.lines()
+            .find(|l| l.contains(about))
+            .unwrap_or_else(|| panic!("nothing says {about:?}:\n{log}"))
+            .to_owned()
+    };
+    let kept = line("so cgperf keeps CAP_SYS_ADMIN");
+    assert!(
+        kept.contains(" INFO ") && kept.contains(why) && kept.contains("reloads, new cgroups"),
+        "{kept}"
+    );
+    assert!(line("keeps CAP_").contains("CAP_SYS_ADMIN"), "{log}");
+    const CAP_SYS_ADMIN: u64 = 1 << 21;
+    for key in ["CapPrm:", "CapEff:"] {
+        assert_ne!(
+            status_caps(exporter.pid(), key) & CAP_SYS_ADMIN,
+            0,
+            "{key}: CAP_SYS_ADMIN kept"
+        );
+    }
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        value(&body, "cgperf_group_supported", &[("group", "sw")]),
+        Some(1.0),
+        "{body}"
+    );
+    drop(exporter);
+
+    // With the shipped unit's capabilities, of which the bpf backend keeps
+    // every one: nothing else is dropped, and the reason is said all the
+    // same.
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/systemd/cgperf.service"
+    ))
+    .expect("the systemd unit");
+    let caps: Vec<String> = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("AmbientCapabilities="))
+        .expect("AmbientCapabilities=")
+        .split_whitespace()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_ascii_lowercase()))
+        .collect();
+    let exporter = Exporter::spawn(as_nobody_with(&caps.join(","), std::slice::from_ref(&file)));
+    let log = exporter.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains(" INFO ") && l.contains(why) && l.contains("keeps CAP_SYS_ADMIN")),
+        "{log}"
+    );
+    assert_ne!(
+        status_caps(exporter.pid(), "CapEff:") & CAP_SYS_ADMIN,
+        0,
+        "CAP_SYS_ADMIN kept under the unit's capabilities"
+    );
+    drop(exporter);
+
+    // Given CAP_PERFMON but not CAP_SYS_ADMIN: a warning at start.
+    let exporter = Exporter::spawn(as_nobody_with(
+        "+perfmon,+dac_read_search",
+        std::slice::from_ref(&file),
+    ));
+    let log = exporter.log();
+    let warned = log
+        .lines()
+        .find(|l| l.contains("was not given CAP_SYS_ADMIN"))
+        .unwrap_or_else(|| panic!("no warning of the missing CAP_SYS_ADMIN:\n{log}"));
+    assert!(
+        warned.contains(" WARN ")
+            && warned.contains(why)
+            && warned.contains("kernel.perf_event_paranoid=2"),
+        "{warned}"
+    );
+    drop(exporter);
+
+    // A refusal at this level blames the missing CAP_SYS_ADMIN.
+    let out = assert_check_counts_nothing(
+        as_nobody(&["check".into(), file.clone()]),
+        "permission",
+        "cgperf runs as uid 65534 without CAP_SYS_ADMIN in effect",
+    );
+    assert!(out.contains(why), "{out}");
+    assert!(
+        out.contains(
+            "kernel.perf_event_paranoid: 3 (Debian's and Ubuntu's kernels then refuse \
+             perf_event_open without CAP_SYS_ADMIN, which this check does not have)"
+        ),
+        "{out}"
+    );
 }
 
 #[test]
@@ -187,7 +400,12 @@ fn a_seccomp_profile_blocking_perf_event_open_and_bpf_is_named_as_the_fix() {
         "permission",
         "seccomp profile blocks perf_event_open or bpf",
     );
-    assert_daemon_counts_nothing(under_seccomp(&[file]), "permission");
+    assert_daemon_counts_nothing(
+        under_seccomp(&[file]),
+        "permission",
+        // (CAP_SYS_ADMIN too before the start-up drop, and in `check`.)
+        "permission denied, though cgperf runs as root with CAP_PERFMON",
+    );
 }
 
 /// The embedded default config always has software events to count: on a

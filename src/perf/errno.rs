@@ -133,12 +133,7 @@ pub fn open_failure_reason(errno: Errno) -> String {
              cgroup mode)"
                 .to_string()
         }
-        OpenFailure::Permission => format!(
-            "permission denied: counting per cgroup needs root or CAP_PERFMON (plus \
-             CAP_DAC_READ_SEARCH for cgroupfs); kernel.perf_event_paranoid is {}; fix: run as \
-             root, grant the capabilities, or lower the sysctl",
-            paranoid_level()
-        ),
+        OpenFailure::Permission => permission_denied(paranoid(), &Held::now()),
         OpenFailure::Invalid => {
             "the PMU rejected the event's attributes (wrong config bits or modifiers for this \
              PMU)"
@@ -162,9 +157,126 @@ pub fn open_failure_reason(errno: Errno) -> String {
 
 /// The value of `kernel.perf_event_paranoid`, or `unknown`.
 pub fn paranoid_level() -> String {
+    paranoid().map_or_else(|| "unknown".to_string(), |level| level.to_string())
+}
+
+/// The value of `kernel.perf_event_paranoid` now, if it can be read.
+/// Read at each use, not once: an administrator may change it while cgperf
+/// runs, and a message must name the level the kernel applied.
+pub fn paranoid() -> Option<i32> {
     std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".to_string())
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+}
+
+/// The level of `kernel.perf_event_paranoid` from which the kernels of
+/// Debian and Ubuntu (whose defaults are 3 and 4) refuse `perf_event_open`
+/// to every process without `CAP_SYS_ADMIN`: their patch predates
+/// `CAP_PERFMON` and was never taught it. Upstream kernels treat any value
+/// above 2 as 2; cgperf cannot tell the two apart, so it takes the level at
+/// its word.
+pub const PARANOID_SYS_ADMIN_ONLY: i32 = 3;
+
+/// Whether `level` of `kernel.perf_event_paranoid` is one at which the
+/// kernel may refuse `perf_event_open` without `CAP_SYS_ADMIN`.
+pub fn sys_admin_only(level: Option<i32>) -> bool {
+    level.is_some_and(|l| l >= PARANOID_SYS_ADMIN_ONLY)
+}
+
+/// The sentence saying why `level` asks for `CAP_SYS_ADMIN`: the same
+/// words in the start-up log, `cgperf check` and refusals.
+pub fn sys_admin_only_why(level: i32) -> String {
+    format!(
+        "kernel.perf_event_paranoid is {level}: at {PARANOID_SYS_ADMIN_ONLY} and above, the \
+         kernels of Debian and Ubuntu refuse perf_event_open to any process without \
+         CAP_SYS_ADMIN (CAP_PERFMON is not enough)"
+    )
+}
+
+/// What the calling thread holds that `perf_event_open` asks for, read
+/// when a refusal is explained, so that the explanation fits the process
+/// as it is (root or not, before or after its capability drop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    /// The effective user id.
+    pub uid: u32,
+    /// `CAP_PERFMON` in the effective set.
+    pub perfmon: bool,
+    /// `CAP_SYS_ADMIN` in the effective set.
+    pub sys_admin: bool,
+}
+
+impl Held {
+    /// The calling thread's (a set that cannot be read counts as empty:
+    /// then the message names the capabilities as missing, the safe side).
+    pub fn now() -> Self {
+        use caps::{CapSet, Capability};
+        let effective = caps::read(None, CapSet::Effective).unwrap_or_default();
+        Self {
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            uid: unsafe { libc::geteuid() },
+            perfmon: effective.contains(&Capability::CAP_PERFMON),
+            sys_admin: effective.contains(&Capability::CAP_SYS_ADMIN),
+        }
+    }
+
+    /// Who cgperf runs as, for messages: never advice to "run as root"
+    /// given to a process that is root.
+    fn who(&self) -> String {
+        if self.uid == 0 {
+            "cgperf runs as root".to_owned()
+        } else {
+            format!("cgperf runs as uid {}", self.uid)
+        }
+    }
+}
+
+/// Why `perf_event_open` refused for want of privilege (EACCES, EPERM), at
+/// `level` of `kernel.perf_event_paranoid`, to a process holding `held`:
+/// the rule of the kernel that applies, what cgperf lacks of it, and the
+/// fix. Each case names the level and the capability missing, since
+/// "permission denied" alone sends people to run as root a process that
+/// already is root.
+pub fn permission_denied(level: Option<i32>, held: &Held) -> String {
+    let shown = level.map_or_else(|| "unknown".to_owned(), |l| l.to_string());
+    let who = held.who();
+    match level {
+        Some(level) if sys_admin_only(Some(level)) && !held.sys_admin => format!(
+            "permission denied: {}; {who} without CAP_SYS_ADMIN in effect{}; fix: give cgperf \
+             CAP_SYS_ADMIN (the shipped systemd unit and DaemonSet do; cgperf keeps it after \
+             start-up only where the level asks for it) and restart it, or set \
+             kernel.perf_event_paranoid=2 (a file in /etc/sysctl.d)",
+            sys_admin_only_why(level),
+            if held.perfmon {
+                " (it has CAP_PERFMON, which this level ignores)"
+            } else {
+                ""
+            }
+        ),
+        _ if !held.perfmon && !held.sys_admin => format!(
+            "permission denied: counting per cgroup (CPU-wide) needs CAP_PERFMON or \
+             CAP_SYS_ADMIN at kernel.perf_event_paranoid {shown}, and {who} with neither in \
+             effect; fix: give cgperf CAP_PERFMON (plus CAP_DAC_READ_SEARCH for tracefs and \
+             cgroupfs), as the shipped systemd unit and DaemonSet do{}",
+            if held.uid == 0 {
+                ""
+            } else {
+                ", or run it as root"
+            }
+        ),
+        _ => format!(
+            "permission denied, though {who} with {} in effect (kernel.perf_event_paranoid is \
+             {shown}): something else refuses perf_event_open, such as a seccomp profile, a \
+             security module (SELinux, AppArmor) or a user namespace other than the host's \
+             (capabilities held there do not count for perf); fix: allow perf_event_open to \
+             cgperf",
+            match (held.perfmon, held.sys_admin) {
+                (true, true) => "CAP_PERFMON and CAP_SYS_ADMIN",
+                (true, false) => "CAP_PERFMON",
+                _ => "CAP_SYS_ADMIN",
+            }
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -176,7 +288,7 @@ mod tests {
         assert!(open_failure_reason(Errno(libc::ENOENT)).contains("no counter"));
         assert!(open_failure_reason(Errno(libc::ENOENT)).ends_with("(ENOENT)"));
         let perm = open_failure_reason(Errno(libc::EACCES));
-        assert!(perm.contains("CAP_PERFMON") && perm.contains("perf_event_paranoid"));
+        assert!(perm.contains("perf_event_paranoid") && perm.ends_with("(EACCES)"));
         assert!(open_failure_reason(Errno(libc::EOPNOTSUPP)).contains("cgroup mode"));
         assert!(open_failure_reason(Errno(libc::EMFILE)).contains("ulimit"));
         assert_eq!(Errno(12345).to_string(), "errno 12345");
@@ -196,5 +308,66 @@ mod tests {
         ];
         let labels: std::collections::HashSet<_> = all.iter().map(|f| f.label()).collect();
         assert_eq!(labels.len(), all.len());
+    }
+
+    const ROOT_DROPPED: Held = Held {
+        uid: 0,
+        perfmon: true,
+        sys_admin: false,
+    };
+
+    #[test]
+    fn a_sys_admin_only_level_is_named_with_what_is_missing() {
+        for level in [3, 4] {
+            let said = permission_denied(Some(level), &ROOT_DROPPED);
+            assert!(
+                said.contains(&format!("kernel.perf_event_paranoid is {level}"))
+                    && said.contains("without CAP_SYS_ADMIN")
+                    && said.contains("CAP_PERFMON is not enough")
+                    && said.contains("cgperf runs as root")
+                    && said.contains("kernel.perf_event_paranoid=2"),
+                "{said}"
+            );
+            assert!(!said.contains("run it as root"), "{said}");
+        }
+        // With CAP_SYS_ADMIN, the level is not what refused.
+        let admin = Held {
+            sys_admin: true,
+            ..ROOT_DROPPED
+        };
+        let said = permission_denied(Some(3), &admin);
+        assert!(said.contains("seccomp"), "{said}");
+    }
+
+    #[test]
+    fn root_without_capabilities_is_not_told_to_run_as_root() {
+        let bare_root = Held {
+            uid: 0,
+            perfmon: false,
+            sys_admin: false,
+        };
+        let said = permission_denied(Some(2), &bare_root);
+        assert!(
+            said.contains("cgperf runs as root with neither in effect")
+                && said.contains("perf_event_paranoid 2")
+                && said.contains("CAP_PERFMON"),
+            "{said}"
+        );
+        assert!(!said.contains("run it as root"), "{said}");
+        let nobody = Held {
+            uid: 65534,
+            ..bare_root
+        };
+        let said = permission_denied(Some(2), &nobody);
+        assert!(
+            said.contains("cgperf runs as uid 65534") && said.contains("or run it as root"),
+            "{said}"
+        );
+        // At level 2 with CAP_PERFMON, something other than the level refused.
+        let said = permission_denied(Some(2), &ROOT_DROPPED);
+        assert!(
+            said.contains("seccomp") && said.contains("CAP_PERFMON"),
+            "{said}"
+        );
     }
 }

@@ -14,7 +14,10 @@ mod record;
 mod ring;
 mod sampling;
 
-pub use errno::{Errno, OpenFailure, open_failure_reason, paranoid_level};
+pub use errno::{
+    Errno, Held, OpenFailure, PARANOID_SYS_ADMIN_ONLY, open_failure_reason, paranoid,
+    paranoid_level, permission_denied, sys_admin_only, sys_admin_only_why,
+};
 pub use group::{CounterGroup, OpenError, ReadError, Target, open_attach_point};
 pub use group_read::{GroupRead, GroupReadError, read_buffer_words};
 pub use record::{

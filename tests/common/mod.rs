@@ -9,6 +9,7 @@ pub mod manifest;
 pub mod perf_data;
 pub mod prometheus;
 pub mod release;
+pub mod sysctl;
 
 use std::ffi::CString;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -13,15 +13,34 @@ pub struct Unavailable {
 }
 
 /// What grants the privileges, said wherever they are missing.
-const GRANT: &str = "run cgperf as root or with CAP_BPF and CAP_PERFMON (systemd: \
-                     AmbientCapabilities=CAP_BPF CAP_PERFMON; Kubernetes: \
-                     securityContext.capabilities.add [BPF, PERFMON])";
+const GRANT: &str = "CAP_BPF and CAP_PERFMON (systemd: AmbientCapabilities=CAP_BPF \
+                     CAP_PERFMON; Kubernetes: securityContext.capabilities.add [BPF, PERFMON])";
+
+/// The fix for a refusal for want of privilege, fitting the process as it
+/// is: root is not told to run as root, and where the paranoid level asks
+/// for `CAP_SYS_ADMIN` (Debian's and Ubuntu's kernels), that is said.
+fn grant() -> String {
+    let held = crate::perf::Held::now();
+    let level = crate::perf::paranoid();
+    let base = if held.uid == 0 {
+        format!("give cgperf {GRANT}")
+    } else {
+        format!("run cgperf as root or with {GRANT}")
+    };
+    match level {
+        Some(level) if crate::perf::sys_admin_only(Some(level)) && !held.sys_admin => format!(
+            "{base}; and {}: give it CAP_SYS_ADMIN too, or set kernel.perf_event_paranoid=2",
+            crate::perf::sys_admin_only_why(level)
+        ),
+        _ => base,
+    }
+}
 
 impl Unavailable {
     /// Sorts a failed step by the errno the kernel gave.
     pub(super) fn from_kernel((what, errno): (String, Option<i32>)) -> Self {
         let (missing, fix) = match errno {
-            Some(libc::EPERM | libc::EACCES) => (format!("permission ({what})"), GRANT.into()),
+            Some(libc::EPERM | libc::EACCES) => (format!("permission ({what})"), grant()),
             Some(libc::ENOSYS) => (
                 format!("the bpf() system call ({what})"),
                 "use a kernel built with CONFIG_BPF_SYSCALL (or the cgroup backend)".into(),
