@@ -1,5 +1,8 @@
 //! Which CPUs are online, from the kernel's CPU list format (`0-3,5,7-8`),
-//! and keeping the calling thread on one of them.
+//! being told when that changes, and keeping the calling thread on one of
+//! them.
+
+use std::os::fd::AsRawFd;
 
 /// Path of the online CPU list.
 pub const ONLINE: &str = "/sys/devices/system/cpu/online";
@@ -33,6 +36,108 @@ pub fn parse_list(text: &str) -> Result<Vec<u32>, String> {
 pub fn online() -> Result<Vec<u32>, String> {
     let text = std::fs::read_to_string(ONLINE).map_err(|e| format!("reading {ONLINE}: {e}"))?;
     parse_list(&text).map_err(|e| format!("{ONLINE}: {e}"))
+}
+
+/// Calls `changed` from a thread of its own whenever the kernel says a CPU
+/// went offline or came online (its uevents, which it sends as the change
+/// is made), until `changed` returns false. A CPU's counters must be
+/// opened again when it comes back, and what runs there before they are
+/// is not counted: waiting for the next collection to notice lost up to a
+/// whole interval of it. `Err` when the kernel's uevents cannot be
+/// listened to (then collections notice, as before).
+///
+/// The uevent socket is written by hand over `libc`: the crates that read
+/// uevents come with a whole device manager's model (or libudev), for a
+/// socket, a bind and a loop here.
+pub fn watch(changed: impl Fn() -> bool + Send + 'static) -> Result<(), String> {
+    let socket = uevent_socket()?;
+    std::thread::Builder::new()
+        .name("cgperf-cpus".into())
+        .spawn(move || {
+            let mut buffer = vec![0u8; 16 * 1024];
+            loop {
+                // SAFETY: receiving into our own buffer, of its length.
+                let n = unsafe {
+                    libc::recv(
+                        socket.as_raw_fd(),
+                        buffer.as_mut_ptr().cast(),
+                        buffer.len(),
+                        0,
+                    )
+                };
+                let notify = match usize::try_from(n) {
+                    Ok(n) => is_cpu_change(&buffer[..n.min(buffer.len())]),
+                    // ENOBUFS: uevents were dropped, a CPU's among them
+                    // maybe; EINTR: nothing lost.
+                    Err(_) => std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOBUFS),
+                };
+                if notify && !changed() {
+                    return;
+                }
+            }
+        })
+        .map(drop)
+        .map_err(|e| format!("starting the thread that follows CPUs: {e}"))
+}
+
+/// A netlink socket bound to the kernel's uevents.
+fn uevent_socket() -> Result<std::os::fd::OwnedFd, String> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a plain socket call; the descriptor is owned below.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            libc::NETLINK_KOBJECT_UEVENT,
+        )
+    };
+    if fd < 0 {
+        return Err(format!(
+            "opening a uevent socket: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: a fresh descriptor, owned by nothing else.
+    let socket = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    // SAFETY: a zeroed sockaddr_nl is valid; its family and groups are set.
+    let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    addr.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+    // Group 1: the kernel's own uevents (udev's are group 2).
+    addr.nl_groups = 1;
+    // SAFETY: binding our socket to an address of the size given.
+    let bound = unsafe {
+        libc::bind(
+            socket.as_raw_fd(),
+            std::ptr::from_ref(&addr).cast(),
+            std::mem::size_of_val(&addr) as libc::socklen_t,
+        )
+    };
+    if bound != 0 {
+        return Err(format!(
+            "listening to the kernel's uevents: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(socket)
+}
+
+/// Whether a kernel uevent (`ACTION@DEVPATH` then `KEY=value` fields, each
+/// ended by a NUL) says a CPU went offline or came online, or was added or
+/// removed.
+fn is_cpu_change(message: &[u8]) -> bool {
+    let mut fields = message.split(|&b| b == 0);
+    fields.next();
+    let (mut cpu, mut action) = (false, false);
+    for field in fields {
+        match field {
+            b"SUBSYSTEM=cpu" => cpu = true,
+            b"ACTION=online" | b"ACTION=offline" | b"ACTION=add" | b"ACTION=remove" => {
+                action = true
+            }
+            _ => {}
+        }
+    }
+    cpu && action
 }
 
 /// Keeps the calling thread on one CPU at a time while it lives, and puts
@@ -117,6 +222,24 @@ impl Drop for Pin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cpu_going_offline_or_online_is_told_from_other_uevents() {
+        let online = b"online@/devices/system/cpu/cpu1\0ACTION=online\0\
+                       DEVPATH=/devices/system/cpu/cpu1\0SUBSYSTEM=cpu\0SEQNUM=4012\0";
+        assert!(is_cpu_change(online));
+        let offline = b"offline@/devices/system/cpu/cpu1\0ACTION=offline\0\
+                        DEVPATH=/devices/system/cpu/cpu1\0SUBSYSTEM=cpu\0SEQNUM=4011\0";
+        assert!(is_cpu_change(offline));
+        let disk = b"change@/devices/virtual/block/loop0\0ACTION=change\0\
+                     DEVPATH=/devices/virtual/block/loop0\0SUBSYSTEM=block\0";
+        assert!(!is_cpu_change(disk));
+        let memory = b"online@/devices/system/memory/memory8\0ACTION=online\0\
+                       SUBSYSTEM=memory\0";
+        assert!(!is_cpu_change(memory));
+        assert!(!is_cpu_change(b""));
+        assert!(!is_cpu_change(b"SUBSYSTEM=cpu"), "a header alone");
+    }
 
     #[test]
     fn parses_ranges_and_singles() {

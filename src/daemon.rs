@@ -465,6 +465,12 @@ impl SamplerThread {
             inputs.names,
         );
         let (control, control_rx) = std::sync::mpsc::channel();
+        let cpus = control.clone();
+        if let Err(why) = crate::cpus::watch(move || cpus.send(Control::Cpus).is_ok()) {
+            tracing::warn!(
+                "a CPU coming back online is counted from the next collection only: {why}"
+            );
+        }
         let thread = std::thread::Builder::new()
             .name("cgperf-sampler".into())
             .spawn(move || engine.run(control_rx))

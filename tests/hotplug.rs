@@ -295,3 +295,44 @@ fn the_host_keeps_what_a_cpu_counted_before_going_offline() {
     let body = exporter.wait_collections(2);
     assert_eq!(marker(&body), 1057.0, "{body}");
 }
+
+#[test]
+fn a_cpu_back_online_counts_from_when_it_is_back_not_from_the_next_collection() {
+    // cpu1 is offline for a whole collection, then comes back, and a
+    // workload pinned to it starts at once, well before the next
+    // collection (the interval is 5 s): cgperf opens cpu1's counters when
+    // the kernel says it is back, so the cgroup and the host lose at most
+    // what ran before that (the issue's bound: 2 %).
+    let _turn = cpu1_turn(true);
+    let cg = TestCgroup::create("cgperf-hotplug-back");
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 5s\ntracepoints:\n  - syscalls:sys_enter_getppid\n\
+         cgroups:\n  - path: {}\nhost:\n  tracepoints:\n    - syscalls:sys_enter_getppid\n",
+        cg.rel
+    )));
+    exporter.wait_collections(1);
+    set_cpu1(false);
+    exporter.wait_collections(1);
+    set_cpu1(true);
+    let calls = 6_000_000u64;
+    getppid_on(&cg.dir, 1, calls);
+    let body = exporter.wait_collections(1);
+    let cgroup = value(
+        &body,
+        "cgperf_events_total",
+        &[("cgroup", &cg.rel), ("event", "syscalls:sys_enter_getppid")],
+    )
+    .unwrap_or_else(|| panic!("no series for the cgroup:\n{body}"));
+    let host = value(
+        &body,
+        "cgperf_host_events_total",
+        &[("event", "syscalls:sys_enter_getppid")],
+    )
+    .unwrap_or_else(|| panic!("no host series:\n{body}"));
+    let floor = calls as f64 * 0.98;
+    assert!(
+        cgroup >= floor && cgroup <= calls as f64,
+        "the cgroup counted {cgroup} of {calls}"
+    );
+    assert!(host >= floor, "the host counted {host} of at least {calls}");
+}

@@ -31,6 +31,10 @@ pub enum Control {
     /// Apply a new plan, or record that loading a config failed (the
     /// running one stays).
     Reload(Result<Box<Plan>, String>),
+    /// A CPU went offline or came online ([`crate::cpus::watch`]): follow
+    /// it now, not at the next collection, so that what a CPU back online
+    /// counts is counted from then on.
+    Cpus,
     /// Stop after the current interval.
     Stop,
 }
@@ -192,6 +196,7 @@ impl Engine {
                     }
                     Err(RecvTimeoutError::Timeout) => break,
                     Ok(Control::Reload(Ok(plan))) => self.reload(*plan),
+                    Ok(Control::Cpus) => self.follow_cpus(),
                     Ok(Control::Reload(Err(reason))) => {
                         self.reload_ok = false;
                         tracing::error!(
