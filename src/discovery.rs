@@ -219,9 +219,9 @@ impl std::fmt::Display for Unlisted {
 /// Keeps the first directory that could not be listed for want of a
 /// resource that comes back (descriptors, memory). Any other failure is the
 /// directory's own and lasting, and it is skipped as before: one that
-/// vanished (`ENOENT`), a path longer than `PATH_MAX` that anyone allowed to
-/// make cgroups can build. Were those incomplete scans, one such directory
-/// would stop discovery for good.
+/// vanished (`ENOENT`), say. Were those incomplete scans, one such
+/// directory would stop discovery for good. (A path longer than `PATH_MAX`
+/// is never listed: the walk reports it, see [`Found::too_long`].)
 fn note_unlisted(unlisted: &mut Option<Unlisted>, dir: &Path, error: std::io::Error) {
     if error
         .raw_os_error()
