@@ -2,15 +2,88 @@
 //! expanding exact paths and globs against it.
 //!
 //! Discovery only finds; the sampler decides what to open for what it finds.
+//!
+//! cgroup names are whatever bytes their creator chose. cgperf names a
+//! cgroup by its path as text (the `cgroup` label, config paths, logs), so
+//! a path that is not UTF-8 is written escaped ([`escape`]) and read back
+//! ([`CgroupFs::dir`]) wherever the directory itself is needed: a cgroup
+//! must not hide its work from per-cgroup views by its name alone.
 
 use crate::config::{CgroupPattern, CgroupSelector};
 use crate::mountinfo;
+use std::ffi::OsStr;
+use std::fmt::Write as _;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirEntryExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// How deep a `**` glob may descend; cgroup trees are far shallower.
-const MAX_DEPTH: usize = 64;
+/// The text of a cgroup path given as bytes, the same for the same bytes
+/// and telling any two paths apart: UTF-8 stays as it is, and each byte
+/// that is not part of UTF-8 is written `\xHH` (upper-case hex; such a
+/// byte is always 0x80 or above). A backslash is doubled only where what
+/// follows would otherwise read as an escape (another backslash, an
+/// escaped byte, or a literal `xHH` of that form), so that a valid name
+/// changes only in that case, which no runtime makes: systemd's `\x2d`
+/// and lower-case `\xc3` escapes in unit names stay as they are.
+pub fn escape(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        let valid = chunk.valid();
+        for (i, c) in valid.char_indices() {
+            if c == '\\' {
+                let rest = &valid[i + 1..];
+                let reads_as_escape = match rest.is_empty() {
+                    true => !chunk.invalid().is_empty(),
+                    false => rest.starts_with('\\') || escaped_byte(rest).is_some(),
+                };
+                if reads_as_escape {
+                    out.push('\\');
+                }
+            }
+            out.push(c);
+        }
+        for byte in chunk.invalid() {
+            // Writing to a String cannot fail.
+            let _ = write!(out, "\\x{byte:02X}");
+        }
+    }
+    out
+}
+
+/// The bytes of a path [`escape`] wrote; any other text reads as itself,
+/// save for the escapes.
+fn unescape(text: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('\\') {
+        out.extend_from_slice(&rest.as_bytes()[..at]);
+        let after = &rest[at + 1..];
+        if let Some(unescaped) = after.strip_prefix('\\') {
+            out.push(b'\\');
+            rest = unescaped;
+        } else if let Some(byte) = escaped_byte(after) {
+            out.push(byte);
+            rest = &after[3..];
+        } else {
+            out.push(b'\\');
+            rest = after;
+        }
+    }
+    out.extend_from_slice(rest.as_bytes());
+    out
+}
+
+/// The byte that `text`, following a backslash, stands for, if it starts
+/// with an escape [`escape`] writes: `x` and two upper-case hex digits of
+/// a byte that cannot be UTF-8 on its own.
+fn escaped_byte(text: &str) -> Option<u8> {
+    let hex = text.strip_prefix('x')?.get(..2)?;
+    if !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'A'..=b'F')) {
+        return None;
+    }
+    u8::from_str_radix(hex, 16).ok().filter(|b| *b >= 0x80)
+}
 
 /// The cgroup2 hierarchy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +101,10 @@ pub struct Found {
     pub ino: u64,
     /// Indices into the config's selectors, ascending.
     pub selectors: Vec<usize>,
+    /// Its directory's path is longer than the kernel takes (`PATH_MAX`):
+    /// it cannot be opened to be counted, nor listed for what is below it,
+    /// so it is reported as skipped rather than left out unsaid.
+    pub too_long: bool,
 }
 
 impl CgroupFs {
@@ -54,9 +131,11 @@ impl CgroupFs {
         &self.root
     }
 
-    /// The directory of the cgroup at relative `path`.
+    /// The directory of the cgroup at relative `path`, as [`escape`] writes
+    /// it.
     pub fn dir(&self, path: &str) -> PathBuf {
-        self.root.join(path.trim_start_matches('/'))
+        let bytes = unescape(path.trim_start_matches('/'));
+        self.root.join(OsStr::from_bytes(&bytes))
     }
 
     /// Every existing cgroup chosen by `selectors`, sorted by path, as far
@@ -82,25 +161,36 @@ impl CgroupFs {
         let mut dirs = Vec::new();
         let mut unlisted = None;
         match std::fs::metadata(&self.root) {
-            Ok(meta) => dirs.push(("/".to_string(), meta.ino())),
+            Ok(meta) => dirs.push(Dir {
+                path: "/".to_string(),
+                ino: meta.ino(),
+                too_long: false,
+            }),
             Err(e) => note_unlisted(&mut unlisted, &self.root, e),
         }
-        walk(&self.root, "", depth, &mut dirs, visit, &mut unlisted);
+        walk(&self.root, depth, &mut dirs, visit, &mut unlisted);
         let mut found: Vec<Found> = dirs
             .into_iter()
-            .filter_map(|(path, ino)| {
-                let chosen: Vec<usize> = selectors
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, s)| s.pattern.matches(&path))
-                    .map(|(i, _)| i)
-                    .collect();
-                (!chosen.is_empty()).then_some(Found {
-                    path,
-                    ino,
-                    selectors: chosen,
-                })
-            })
+            .filter_map(
+                |Dir {
+                     path,
+                     ino,
+                     too_long,
+                 }| {
+                    let chosen: Vec<usize> = selectors
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, s)| s.pattern.matches(&path))
+                        .map(|(i, _)| i)
+                        .collect();
+                    (!chosen.is_empty()).then_some(Found {
+                        path,
+                        ino,
+                        selectors: chosen,
+                        too_long,
+                    })
+                },
+            )
             .collect();
         found.sort_by(|a, b| a.path.cmp(&b.path));
         (found, unlisted)
@@ -129,9 +219,9 @@ impl std::fmt::Display for Unlisted {
 /// Keeps the first directory that could not be listed for want of a
 /// resource that comes back (descriptors, memory). Any other failure is the
 /// directory's own and lasting, and it is skipped as before: one that
-/// vanished (`ENOENT`), a path longer than `PATH_MAX` that anyone allowed to
-/// make cgroups can build. Were those incomplete scans, one such directory
-/// would stop discovery for good.
+/// vanished (`ENOENT`), say. Were those incomplete scans, one such
+/// directory would stop discovery for good. (A path longer than `PATH_MAX`
+/// is never listed: the walk reports it, see [`Found::too_long`].)
 fn note_unlisted(unlisted: &mut Option<Unlisted>, dir: &Path, error: std::io::Error) {
     if error
         .raw_os_error()
@@ -274,53 +364,134 @@ impl Discovery {
     }
 }
 
-/// How many levels below the root a selector can match.
+/// How many levels below the root a selector can match: a `**` glob,
+/// any number, as nesting cgroups deeper must not hide them from it.
 fn depth(pattern: &CgroupPattern) -> usize {
     let text = pattern.as_str();
     if matches!(pattern, CgroupPattern::Match { .. }) && text.contains("**") {
-        MAX_DEPTH
+        usize::MAX
     } else {
         text.split('/').filter(|c| !c.is_empty()).count()
     }
 }
 
-/// Collects the sub-directories of `dir` down to `depth` levels, visiting
+/// A directory of the hierarchy the walk found.
+struct Dir {
+    /// Its path relative to the root, escaped.
+    path: String,
+    ino: u64,
+    /// See [`Found::too_long`].
+    too_long: bool,
+}
+
+/// Collects the sub-directories of `root` down to `depth` levels, visiting
 /// each directory before listing it. A directory that vanishes during the
 /// walk is simply not found; one that cannot be listed for a moment is noted
-/// in `unlisted` (see [`note_unlisted`]).
+/// in `unlisted` (see [`note_unlisted`]). Iterative, so that however deep
+/// a hierarchy is nested, the walk does not run out of stack.
 fn walk(
-    dir: &Path,
-    rel: &str,
+    root: &Path,
     depth: usize,
-    out: &mut Vec<(String, u64)>,
+    out: &mut Vec<Dir>,
     visit: &mut dyn FnMut(&Path),
     unlisted: &mut Option<Unlisted>,
 ) {
-    if depth == 0 {
-        return;
-    }
-    visit(dir);
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) => return note_unlisted(unlisted, dir, e),
-    };
-    for entry in entries {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(e) => return note_unlisted(unlisted, dir, e),
-        };
-        match entry.file_type() {
-            Ok(t) if t.is_dir() => {}
-            Ok(_) => continue,
+    // The longest path the kernel takes, its terminating NUL included.
+    let path_max = libc::PATH_MAX as usize;
+    let mut pending = vec![(root.to_path_buf(), String::new(), depth)];
+    while let Some((dir, rel, depth)) = pending.pop() {
+        if depth == 0 {
+            continue;
+        }
+        visit(&dir);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
             Err(e) => {
-                note_unlisted(unlisted, &entry.path(), e);
+                note_unlisted(unlisted, &dir, e);
                 continue;
             }
+        };
+        for entry in entries {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => {
+                    note_unlisted(unlisted, &dir, e);
+                    break;
+                }
+            };
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => {}
+                Ok(_) => continue,
+                Err(e) => {
+                    note_unlisted(unlisted, &entry.path(), e);
+                    continue;
+                }
+            }
+            let path = format!("{rel}/{}", escape(entry.file_name().as_bytes()));
+            let full = entry.path();
+            let too_long = full.as_os_str().len() >= path_max;
+            out.push(Dir {
+                path: path.clone(),
+                ino: entry.ino(),
+                too_long,
+            });
+            if !too_long {
+                pending.push((full, path, depth - 1));
+            }
         }
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let path = format!("{rel}/{name}");
-        out.push((path.clone(), entry.ino()));
-        walk(&entry.path(), &path, depth - 1, out, visit, unlisted);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn valid_names_keep_their_paths_and_invalid_bytes_are_escaped() {
+        let table: [(&[u8], &str); 8] = [
+            (b"/system.slice/a.service", "/system.slice/a.service"),
+            (
+                b"/system-getty.slice/x\\x2dy",
+                "/system-getty.slice/x\\x2dy",
+            ),
+            (b"/caf\\xc3\\xa9.service", "/caf\\xc3\\xa9.service"),
+            ("/café".as_bytes(), "/café"),
+            (b"/w\\", "/w\\"),
+            (b"/caf\xe9", "/caf\\xE9"),
+            (b"/a\\\xff", "/a\\\\\\xFF"),
+            (b"/lit\\xFF", "/lit\\\\xFF"),
+        ];
+        for (bytes, text) in table {
+            assert_eq!(escape(bytes), text, "{bytes:?}");
+            assert_eq!(unescape(text), bytes, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_directory_of_an_escaped_path_is_the_named_one() {
+        let fs = CgroupFs::at("/cg");
+        assert_eq!(
+            fs.dir("/caf\\xE9/x").as_os_str().as_bytes(),
+            b"/cg/caf\xe9/x"
+        );
+        assert_eq!(fs.dir("/a\\x2d").as_os_str().as_bytes(), b"/cg/a\\x2d");
+    }
+
+    proptest! {
+        /// Unambiguous: the bytes come back, so no two paths share a text.
+        #[test]
+        fn escaping_is_undone(bytes in proptest::collection::vec(
+            prop_oneof![Just(b'\\'), Just(b'x'), Just(b'F'), Just(b'8'), Just(0xffu8),
+                        Just(0xc3u8), Just(0xa9u8), any::<u8>()],
+            0..24,
+        )) {
+            prop_assert_eq!(unescape(&escape(&bytes)), bytes);
+        }
+
+        #[test]
+        fn utf8_without_backslashes_is_unchanged(text in "[^\\\\]{0,24}") {
+            prop_assert_eq!(escape(text.as_bytes()), text);
+        }
     }
 }

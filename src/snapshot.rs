@@ -476,17 +476,20 @@ pub enum SkipReason {
     MaxCgroups,
     /// Its descriptors would not fit in the open-files limit.
     FdBudget,
+    /// Its directory's path is longer than the kernel takes (`PATH_MAX`).
+    PathTooLong,
 }
 
 impl SkipReason {
     /// Every reason, so that each is shown at 0 before the first skip.
-    pub const ALL: [Self; 2] = [Self::MaxCgroups, Self::FdBudget];
+    pub const ALL: [Self; 3] = [Self::MaxCgroups, Self::FdBudget, Self::PathTooLong];
 
     /// The `reason` label of `cgperf_cgroups_skipped`.
     pub fn label(self) -> &'static str {
         match self {
             Self::MaxCgroups => "max_cgroups",
             Self::FdBudget => "fd_budget",
+            Self::PathTooLong => "path_too_long",
         }
     }
 
@@ -497,6 +500,11 @@ impl SkipReason {
             Self::FdBudget => {
                 "their perf descriptors would exceed the open-files limit (raise LimitNOFILE / \
                  ulimit -n)"
+            }
+            Self::PathTooLong => {
+                "their directory's path is longer than PATH_MAX (4096 bytes), so it cannot be \
+                 opened, nor what is below it listed; their work is counted in their counted \
+                 ancestors"
             }
         }
     }

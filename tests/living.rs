@@ -487,9 +487,10 @@ fn a_mount_whose_name_is_not_utf8_does_not_stop_cgperf() {
     );
 }
 
-/// A chain of cgroups under `parent`, each named `name`, whose full path is
-/// longer than PATH_MAX: made and removed relative to each level's
-/// descriptor, as no single path reaches the deepest. Removed when dropped.
+/// A chain of `levels` cgroups under `parent`, each named `name`: made and
+/// removed relative to each level's descriptor, as no single path reaches
+/// the deepest when the chain is longer than PATH_MAX. Removed when
+/// dropped.
 struct DeepChain {
     /// Descriptors of the parent and of every level but the deepest.
     dirs: Vec<std::os::fd::OwnedFd>,
@@ -497,9 +498,9 @@ struct DeepChain {
 }
 
 impl DeepChain {
-    fn new(parent: &Path, levels: usize) -> Self {
+    fn new(parent: &Path, levels: usize, name: &str) -> Self {
         use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-        let name = std::ffi::CString::new("d".repeat(250)).expect("no NUL");
+        let name = std::ffi::CString::new(name).expect("no NUL");
         let open = |at: i32, path: &std::ffi::CStr| {
             // SAFETY: a valid directory descriptor and NUL-terminated name.
             let fd =
@@ -542,15 +543,125 @@ impl Drop for DeepChain {
 fn a_cgroup_path_longer_than_path_max_does_not_stop_discovery() {
     require_root("creates cgroups");
     let parent = TestCgroup::create("cgperf-deep");
-    // 18 levels of 251 bytes: past PATH_MAX (4096) from the ninth level on.
-    let _chain = DeepChain::new(&parent.dir, 18);
+    // 18 levels of 251 bytes: past PATH_MAX (4096, its NUL included)
+    // from the sixteenth or seventeenth level on, as the mount point is
+    // long.
+    let _chain = DeepChain::new(&parent.dir, 18, &"d".repeat(250));
+    let fit = (1..=18)
+        .filter(|level| parent.dir.as_os_str().len() + 251 * level < 4096)
+        .count();
     let exporter = Exporter::start(Some(&format!(
         "interval: 200ms\ntracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - match: {}/**\n",
         parent.rel
     )));
-    exporter.wait_collections(2);
+    let body = exporter.wait_collections(2);
+    // The levels that fit are counted; the next is found but cannot be
+    // opened, and is said to be skipped, in the metric and in the log.
+    assert_eq!(
+        value(&body, "cgperf_monitored_cgroups", &[]),
+        Some(fit as f64)
+    );
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_cgroups_skipped",
+            &[("reason", "path_too_long")]
+        ),
+        Some(1.0),
+        "{body}"
+    );
+    let log = exporter.log();
+    assert!(
+        log.contains("path_too_long") && log.contains("PATH_MAX"),
+        "{log}"
+    );
     let late = TestCgroup::create_under(&parent.rel, "late");
     exporter.wait_for("a cgroup made after cgperf met the deep one", |b| {
         getppid_of(b, &late.rel).is_some()
     });
+}
+
+/// A directory made by a test under the cgroup2 root by its raw name, and
+/// removed when dropped (drop those below it first).
+struct RawCgroup(std::path::PathBuf);
+
+impl RawCgroup {
+    fn create(parent: &Path, name: &[u8]) -> Self {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = parent.join(std::ffi::OsStr::from_bytes(name));
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {dir:?}: {e}"));
+        Self(dir)
+    }
+}
+
+impl Drop for RawCgroup {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.0).is_ok() || !self.0.exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+/// A cgroup whose name is not UTF-8 is counted under its escaped path
+/// (`\xHH` for each invalid byte; `\` doubled in the exposition), and so
+/// is everything below it; a valid name with a backslash (systemd's
+/// `\x2d`) keeps its path as it is.
+#[test]
+fn a_cgroup_whose_name_is_not_utf8_is_counted_under_an_escaped_path() {
+    require_root("creates cgroups");
+    let parent = TestCgroup::create("cgperf-bytes");
+    let odd = RawCgroup::create(&parent.dir, b"caf\xe9");
+    let below = RawCgroup::create(&odd.0, b"job");
+    let systemd = RawCgroup::create(&parent.dir, b"run-u1\\x2d2.scope");
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms\ntracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - match: {}/**\n",
+        parent.rel
+    )));
+    // As the exposition writes them: a backslash is `\\` there.
+    let odd_rel = format!("{}/caf\\\\xE9", parent.rel);
+    let below_rel = format!("{odd_rel}/job");
+    let systemd_rel = format!("{}/run-u1\\\\x2d2.scope", parent.rel);
+    exporter.wait_for("the cgroups' series", |b| {
+        getppid_of(b, &below_rel).is_some() && getppid_of(b, &systemd_rel).is_some()
+    });
+    getppid_workload(Some(&odd.0), 3000);
+    getppid_workload(Some(&below.0), 2000);
+    getppid_workload(Some(&systemd.0), 700);
+    let body = exporter.wait_collections(2);
+    assert_eq!(getppid_of(&body, &odd_rel), Some(5000.0), "{body}");
+    assert_eq!(getppid_of(&body, &below_rel), Some(2000.0), "{body}");
+    assert_eq!(getppid_of(&body, &systemd_rel), Some(700.0), "{body}");
+    assert_eq!(value(&body, "cgperf_monitored_cgroups", &[]), Some(3.0));
+    assert_eq!(total(&body, "cgperf_cgroups_skipped"), 0.0, "{body}");
+}
+
+/// `**` has no depth limit: a chain of 130 nested cgroups is counted at
+/// every level, the deepest work in each.
+#[test]
+fn a_chain_of_130_nested_cgroups_is_counted_at_every_level() {
+    require_root("creates cgroups");
+    const LEVELS: usize = 130;
+    let parent = TestCgroup::create("cgperf-nested");
+    let _chain = DeepChain::new(&parent.dir, LEVELS, "n");
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms\ntracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - match: {}/**\n",
+        parent.rel
+    )));
+    let deepest = format!("{}{}", parent.rel, "/n".repeat(LEVELS));
+    exporter.wait_for("the deepest cgroup's series", |b| {
+        getppid_of(b, &deepest).is_some()
+    });
+    getppid_workload(Some(&cgroup2_root().join(&deepest[1..])), 4000);
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        value(&body, "cgperf_monitored_cgroups", &[]),
+        Some(LEVELS as f64)
+    );
+    for level in [1, 64, 65, LEVELS] {
+        let path = format!("{}{}", parent.rel, "/n".repeat(level));
+        assert_eq!(getppid_of(&body, &path), Some(4000.0), "level {level}");
+    }
 }

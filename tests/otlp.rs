@@ -500,6 +500,39 @@ fn grpc_push_carries_the_exact_count_that_metrics_serves() {
     assert_eq!(resource["service.instance.id"], resource["host.name"]);
 }
 
+/// A cgroup whose name is not UTF-8 arrives under the escaped path that
+/// `/metrics` shows, with its exact count.
+#[test]
+fn a_cgroup_whose_name_is_not_utf8_arrives_under_its_escaped_path() {
+    use std::os::unix::ffi::OsStrExt;
+    const N: u64 = 1234;
+    let parent = TestCgroup::create("cgperf-otlp-bytes");
+    let odd = TestCgroup {
+        rel: format!("{}/caf\\xE9", parent.rel),
+        dir: parent.dir.join(std::ffi::OsStr::from_bytes(b"caf\xe9")),
+    };
+    std::fs::create_dir(&odd.dir).expect("mkdir a cgroup named with invalid UTF-8");
+    let receiver = grpc_receiver(TcpListener::bind("127.0.0.1:0").expect("bind"));
+    let otlp = format!(
+        "otlp:\n  endpoint: http://{}\n  interval: 200ms\n",
+        receiver.addr
+    );
+    let cgroups = format!("  - match: {}/*\n", parent.rel);
+    let exporter = Exporter::start_with_env(&tracepoint_config(&cgroups, &otlp), &[]);
+    // The exposition doubles the backslash.
+    let exposed = format!("{}/caf\\\\xE9", parent.rel);
+    exporter.wait_for("the cgroup's series", |b| getppid_of(b, &exposed).is_some());
+    getppid_workload(Some(&odd.dir), N);
+    exporter.wait_for("the workload on /metrics", |b| {
+        getppid_of(b, &exposed) == Some(N as f64)
+    });
+    let want = [("cgroup.path", odd.rel.as_str()), ("cgperf.event", GETPPID)];
+    wait("the workload at the receiver", 20, || {
+        latest(&receiver.log.accepted(), "cgperf_events_total", &want)
+            .filter(|p| p.value == N as f64)
+    });
+}
+
 /// A container's points arrive in a resource of their own that names it
 /// (`container.id`, `container.runtime.name`, with cgperf's own
 /// attributes), as kubeletstats sends them and as the collector's

@@ -180,6 +180,38 @@ fn counts_given_cgroups_while_a_command_runs() {
     );
 }
 
+/// A `-G` cgroup whose name is not UTF-8, given raw, is counted and shown
+/// under its escaped path.
+#[test]
+fn counts_a_given_cgroup_whose_name_is_not_utf8() {
+    use std::os::unix::ffi::OsStrExt;
+    let parent = TestCgroup::create("cgperf-stat-bytes");
+    let odd = TestCgroup {
+        rel: format!("{}/caf\\xE9", parent.rel),
+        dir: parent.dir.join(std::ffi::OsStr::from_bytes(b"caf\xe9")),
+    };
+    std::fs::create_dir(&odd.dir).expect("mkdir a cgroup named with invalid UTF-8");
+    let given = std::path::Path::new(&parent.rel).join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+    let script = format!(
+        "echo $$ > \"$1\"/cgroup.procs && exec perl -e 'syscall({}) for 1..555'",
+        libc::SYS_getppid
+    );
+    let out = cgperf()
+        .args(["-e", "syscalls:sys_enter_getppid", "-G"])
+        .arg(&given)
+        .args(["--", "sh", "-c", &script, "sh"])
+        .arg(&odd.dir)
+        .output()
+        .expect("run cgperf stat");
+    let text = stdout(&out);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        summary_line(&text, "syscalls:sys_enter_getppid", &odd.rel)[0],
+        "555",
+        "{text}"
+    );
+}
+
 #[test]
 fn interval_mode_prints_timestamped_deltas() {
     let out = stat(&[

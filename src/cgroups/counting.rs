@@ -138,7 +138,7 @@ impl<B: Backend> Counting<B> {
     /// then by name.
     pub fn sync(
         &mut self,
-        mut found: Vec<Found>,
+        found: Vec<Found>,
         plan: &Plan,
         fs: &CgroupFs,
         online: &[u32],
@@ -154,11 +154,17 @@ impl<B: Backend> Counting<B> {
         for path in gone {
             self.remove(&path);
         }
+        let mut skipped: BTreeMap<SkipReason, Vec<String>> = BTreeMap::new();
+        let (too_long, mut found): (Vec<Found>, Vec<Found>) =
+            found.into_iter().partition(|f| f.too_long);
+        skipped.insert(
+            SkipReason::PathTooLong,
+            too_long.into_iter().map(|f| f.path).collect(),
+        );
         found.sort_by(|a, b| {
             let key = |f: &Found| (f.selectors.first().copied(), f.path.matches('/').count());
             key(a).cmp(&key(b)).then_with(|| a.path.cmp(&b.path))
         });
-        let mut skipped: BTreeMap<SkipReason, Vec<String>> = BTreeMap::new();
         // Cgroups already counted keep their place: those whose plan or
         // selectors changed are reconciled first, all together (the
         // backend then moves between CPUs once, not once per cgroup).

@@ -246,6 +246,7 @@ fn found(config: &Config, paths: &[(&str, u64)]) -> Vec<Found> {
                 path: path.into(),
                 ino,
                 selectors,
+                too_long: false,
             })
         })
         .collect()
@@ -390,6 +391,7 @@ fn admission_follows_selector_order_then_depth_then_name_within_max_cgroups() {
                 .filter(|(_, s)| s.pattern.matches(path))
                 .map(|(i, _)| i)
                 .collect(),
+            too_long: false,
         })
         .collect();
     counting.sync(found, &plan, &CgroupFs::at("/x"), &[0], None);

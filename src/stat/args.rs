@@ -4,6 +4,7 @@
 use crate::config::GroupDef;
 use crate::events::{EventSyntaxError, TracepointName, parse_event, parse_tracepoint};
 use crate::tracefs::Tracefs;
+use clap::builder::TypedValueParser as _;
 use std::ffi::OsString;
 
 /// Events counted when no `-e` is given, as `perf stat` does: one group of
@@ -59,7 +60,15 @@ pub struct StatArgs {
 
     /// cgroup to count, relative to the cgroup2 root (e.g. /system.slice or
     /// system.slice); repeatable.
-    #[arg(short = 'G', long = "cgroup", value_name = "CGROUP")]
+    // Taken as bytes and escaped as discovery names cgroups, so that one
+    // whose name is not UTF-8 can be given raw (or as its escaped path).
+    #[arg(
+        short = 'G',
+        long = "cgroup",
+        value_name = "CGROUP",
+        value_parser = clap::builder::OsStringValueParser::new()
+            .map(|given| crate::discovery::escape(given.as_encoded_bytes()))
+    )]
     pub cgroups: Vec<String>,
 
     /// Also print the counts of every interval of MS milliseconds (10 or more).
