@@ -3,10 +3,13 @@
 # package manager), the CA certificates for OTLP over TLS, and the licences of
 # the event tables the binary embeds.
 #
-# scripts/release builds it, as ghcr.io/cgperf/cgperf:VERSION, from a
-# context directory holding the stripped binary (`cgperf`), the CA bundle
-# (`ca-certificates.crt`) and `LICENSE.event-tables`; the binary's debug info is a release artifact of
-# its own (dist/cgperf-VERSION.linux-amd64.debug).
+# scripts/release builds it, as ghcr.io/cgperf/cgperf:VERSION, once per
+# architecture (linux/amd64, linux/arm64: an image index of both), from a
+# context directory holding that architecture's stripped binary (`cgperf`),
+# the CA bundle (`ca-certificates.crt`) and `LICENSE.event-tables`; the
+# binary's debug info is a release artifact of its own
+# (dist/cgperf-VERSION.linux-ARCH.debug). No step runs a program, so
+# building the arm64 image on an x86 machine needs no emulation: keep it so.
 FROM scratch
 COPY cgperf /usr/bin/cgperf
 COPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt

@@ -9,6 +9,11 @@
 //! Needs root, network access to deb.debian.org (debootstrap), buildah,
 //! dpkg-deb and binutils; scripts/test and scripts/release install them.
 //! The Debian root is made once and kept in the tests' scratch directory.
+//!
+//! These are the amd64 files, which `scripts/release` makes by default.
+//! The arm64 ones (`scripts/release --arch amd64,arm64`) need a cross
+//! toolchain and an arm64 machine to run on: `scripts/pmu-guest
+//! release-check` checks them in an emulated one (docs/verifying.md).
 mod common;
 
 use common::release::{self, VERSION};
@@ -371,7 +376,8 @@ fn the_download_and_run_lines_serve_metrics() {
 }
 
 /// The forge's release workflow runs the script these tests run, with the
-/// flags it has.
+/// flags it has, for both architectures, and checks the arm64 files with
+/// the script that can run them.
 #[test]
 fn the_release_workflow_runs_scripts_release() {
     let text = std::fs::read_to_string(repo(".github/workflows/release.yml")).expect("workflow");
@@ -380,8 +386,18 @@ fn the_release_workflow_runs_scripts_release() {
         .as_array()
         .expect("steps");
     let runs: Vec<&str> = steps.iter().filter_map(|s| s["run"].as_str()).collect();
-    assert!(runs.contains(&"scripts/release --out dist"), "{runs:?}");
+    assert!(
+        runs.contains(&"scripts/release --out dist --arch amd64,arm64"),
+        "{runs:?}"
+    );
+    assert!(
+        runs.contains(&"scripts/pmu-guest release-check dist"),
+        "{runs:?}"
+    );
     assert_eq!(workflow["on"]["push"]["tags"][0], "v*");
     let help = run(Command::new(repo("scripts/release")).arg("--help"));
     assert!(help.contains("--out"), "{help}");
+    assert!(help.contains("--arch"), "{help}");
+    let check = run(Command::new(repo("scripts/pmu-guest")).arg("--help"));
+    assert!(check.contains("release-check"), "{check}");
 }
