@@ -67,9 +67,20 @@ pub fn watch(changed: impl Fn() -> bool + Send + 'static) -> Result<(), String> 
                 };
                 let notify = match usize::try_from(n) {
                     Ok(n) => is_cpu_change(&buffer[..n.min(buffer.len())]),
-                    // ENOBUFS: uevents were dropped, a CPU's among them
-                    // maybe; EINTR: nothing lost.
-                    Err(_) => std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOBUFS),
+                    Err(_) => match std::io::Error::last_os_error() {
+                        // Uevents were dropped, a CPU's among them maybe.
+                        e if e.raw_os_error() == Some(libc::ENOBUFS) => true,
+                        e if e.kind() == std::io::ErrorKind::Interrupted => false,
+                        // Anything else would come back at once, forever:
+                        // collections notice CPUs from here on.
+                        e => {
+                            tracing::warn!(
+                                "no longer following the kernel's CPU uevents ({e}): a CPU \
+                                 coming back online is counted from the next collection"
+                            );
+                            return;
+                        }
+                    },
                 };
                 if notify && !changed() {
                     return;
