@@ -119,9 +119,33 @@ impl GroupSpec {
     }
 
     /// Asks `probe` whether the kernel counts the whole group.
+    ///
+    /// A PMU that cannot schedule the events together (more than its
+    /// counters: Arm's driver and x86's check that at open) refuses the
+    /// first member that does not fit, with an errno that reads as if that
+    /// event were wrong. When that member opens alone, the reason says
+    /// what is really the matter.
     fn probe(&self, probe: &dyn Probe) -> Result<(), Refusal> {
         let trials: Vec<Trial<'_>> = self.events.iter().map(PlannedEvent::trial).collect();
-        probe.try_group(&trials)
+        probe
+            .try_group(&trials)
+            .map_err(|refusal| match refusal.refused {
+                Some((i, errno)) if i > 0 && !refusal.permission => match trials.get(i) {
+                    Some(member) if probe.try_group(&[*member]).is_ok() => Refusal {
+                        reason: format!(
+                            "event `{}`: the PMU cannot count the group's {} events together: it \
+                         took the first {i} and refused this one, which it counts alone ({errno}); \
+                         more events than the PMU has counters, or a combination it cannot \
+                         schedule at once: split the group",
+                            member.label,
+                            trials.len()
+                        ),
+                        ..refusal
+                    },
+                    _ => refusal,
+                },
+                _ => refusal,
+            })
     }
 }
 

@@ -613,3 +613,30 @@ cgroups:
     assert!(refused.contains("event `instructions`"), "{refused}");
     assert_eq!(verdict(&plan, &named("metric:ipc:2"), None), Ok(()));
 }
+
+#[test]
+fn a_group_the_pmu_cannot_hold_together_says_so_not_that_an_event_is_wrong() {
+    let (_dir, machine) = machine();
+    let yaml = "groups:\n  mine: [branches, page-faults]\n";
+    // Each event opens alone, the two together do not (a PMU of one
+    // counter refuses the second member with EINVAL, as Arm's does).
+    let plan = Plan::build(&config(yaml), &machine, &OneCounter { broken: false }).unwrap();
+    let refused = verdict(&plan, &named("mine"), None).expect_err("refused");
+    assert!(
+        refused.starts_with("event `page-faults`: the PMU cannot count the group's 2 events together: it took the first 1")
+            && refused.contains("split the group"),
+        "{refused}"
+    );
+    assert_eq!(token(&plan, &named("mine"), None), "invalid");
+    // A member refused alone too is wrong in itself: the kernel's reason.
+    let probe = FakeProbe::refusing(&[("page-faults", false, libc::EINVAL)]);
+    let plan = Plan::build(&config(yaml), &machine, &probe).unwrap();
+    let refused = verdict(&plan, &named("mine"), None).expect_err("refused");
+    assert_eq!(
+        refused,
+        format!(
+            "event `page-faults`: {}",
+            open_failure_reason(Errno(libc::EINVAL))
+        )
+    );
+}
