@@ -40,7 +40,7 @@ fn cadvisors_perf_families_count_exactly_and_answer_its_users_queries() {
     const N: u64 = 4321;
     let cg = TestCgroup::create("cgperf-cadvisor");
     let config = config_file(&format!(
-        "interval: 200ms\ngroups:\n  sched: [task-clock, context-switches]\n  ipc: [cycles, instructions]\n\
+        "interval: 200ms\ngroups:\n  sched: [task-clock, cs]\n  ipc: [cycles, instructions]\n\
          tracepoints: [{TP}]\ncgroups:\n  - path: /\n  - path: {}\n",
         cg.rel
     ));
@@ -83,7 +83,7 @@ fn cadvisors_perf_families_count_exactly_and_answer_its_users_queries() {
             .lines()
             .filter(|l| l.starts_with(&format!("{family}{{")))
             .collect();
-        // task-clock, context-switches and the tracepoint in both cgroups;
+        // task-clock, cs and the tracepoint in both cgroups;
         // cycles and instructions where the machine has a PMU.
         let events = if has_hardware_pmu() { 5 } else { 3 };
         assert_eq!(lines.len(), 2 * events, "{body}");
@@ -91,6 +91,20 @@ fn cadvisors_perf_families_count_exactly_and_answer_its_users_queries() {
             assert_eq!(label_names(line), LABELS, "{line}");
         }
     }
+    // `cs` as the config wrote it, as cAdvisor labels its perf config's
+    // events; cgperf's own families say perf's main name.
+    let written = [("id", cg.rel.as_str()), ("event", "cs")];
+    assert!(
+        value(&body, "container_perf_events_total", &written).is_some(),
+        "{body}"
+    );
+    assert!(!body.contains("event=\"context-switches\",id="), "{body}");
+    let main = [("cgroup", cg.rel.as_str()), ("event", "context-switches")];
+    assert!(
+        value(&body, "cgperf_events_total", &main).is_some(),
+        "{body}"
+    );
+    assert!(!body.contains("event=\"cs\"}"), "{body}");
     let ratio = [("id", cg.rel.as_str()), ("event", "task-clock")];
     assert_eq!(
         value(&body, "container_perf_events_scaling_ratio", &ratio),
