@@ -439,8 +439,8 @@ impl ErrorReason {
 }
 
 /// Open and read failures so far. Starts with every reason an open or a
-/// read of counts can have at 0: Prometheus' `rate()` and `increase()` only
-/// see the first error of a series that existed before it.
+/// read can have at 0: Prometheus' `rate()` and `increase()` only see the
+/// first error of a series that existed before it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Errors(BTreeMap<(Operation, ErrorReason), u64>);
 
@@ -449,7 +449,13 @@ impl Default for Errors {
         let kernel = OpenFailure::ALL.map(ErrorReason::Kernel);
         let opens = kernel.map(|r| (Operation::Open, r));
         let reads = kernel.map(|r| (Operation::Read, r));
-        let more = [ErrorReason::Format, ErrorReason::CpuList].map(|r| (Operation::Read, r));
+        let more = [
+            ErrorReason::Format,
+            ErrorReason::CpuList,
+            ErrorReason::CgroupList,
+            ErrorReason::ProcessList,
+        ]
+        .map(|r| (Operation::Read, r));
         Self(
             opens
                 .into_iter()

@@ -548,6 +548,172 @@ fn every_served_family_is_in_the_metrics_reference_with_its_type_and_labels_and_
     }
 }
 
+/// The `reason`s docs/metrics.md lists for an error counter `family`: the
+/// backquoted words of its row's meaning, those of another error counter
+/// it refers to included.
+fn documented_reasons(family: &str) -> BTreeSet<String> {
+    let page = read("docs/metrics.md");
+    let row = prose(&page)
+        .into_iter()
+        .find(|l| l.starts_with(&format!("| `{family}` |")))
+        .unwrap_or_else(|| panic!("docs/metrics.md has no row {family}"))
+        .to_owned();
+    let meaning = row.split('|').nth(4).expect("a meaning");
+    let mut out = BTreeSet::new();
+    for word in quoted(meaning) {
+        if word.ends_with("_errors_total") {
+            out.extend(documented_reasons(&word));
+        } else if !word.is_empty()
+            && !word.starts_with("cgperf_")
+            && word.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+        {
+            out.insert(word);
+        }
+    }
+    out
+}
+
+/// The `reason`s of `family` in a scrape.
+fn served_reasons(body: &str, family: &str) -> BTreeSet<String> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix(&format!("{family}{{reason=\"")))
+        .filter_map(|rest| rest.split('"').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The first scrape of a daemon, before any error: every reason
+/// docs/metrics.md lists for the error counters is there at 0, and no
+/// other; and every flag a HELP text names is one of cgperf's, described
+/// as `--help` describes it (a statistic off by default says so).
+#[test]
+fn a_first_scrape_has_the_documented_error_reasons_and_help_texts_name_the_flags_as_they_are() {
+    require_root("count the root cgroup");
+    let exporter = Exporter::start(Some(
+        "interval: 1h\ngroups:\n  sched: [task-clock]\ncgroups:\n  - path: /\n",
+    ));
+    let body = exporter.scrape();
+    for family in ["cgperf_read_errors_total", "cgperf_open_errors_total"] {
+        let documented = documented_reasons(family);
+        let served = served_reasons(&body, family);
+        assert!(served.len() >= 8, "{family}: {served:?}");
+        assert_eq!(
+            documented, served,
+            "{family}: docs/metrics.md against the scrape"
+        );
+        for reason in &served {
+            assert_eq!(value(&body, family, &[("reason", reason)]), Some(0.0));
+        }
+    }
+    let (code, help, _) = run_cgperf(&["--help"]);
+    assert_eq!(code, 0, "{help}");
+    // `--help`'s paragraph of each flag, joined.
+    let paragraph = |flag: &str| -> String {
+        let mut lines = help
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with(flag));
+        let first = lines
+            .next()
+            .unwrap_or_else(|| panic!("`cgperf --help` has no {flag}"));
+        std::iter::once(first)
+            .chain(lines.take_while(|l| !l.trim_start().starts_with("--")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut named = 0;
+    for line in body.lines().filter(|l| l.starts_with("# HELP ")) {
+        for flag in line.split_whitespace().filter_map(|w| {
+            let w = w.trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '.');
+            w.starts_with("--")
+                .then(|| w.trim_end_matches('.').to_owned())
+        }) {
+            named += 1;
+            let said = paragraph(&flag);
+            if said.contains("Off by default") {
+                assert!(
+                    line.contains(&format!("off unless cgperf runs with {flag}"))
+                        || line.contains(&format!("off unless {flag}")),
+                    "{line}\nsays otherwise than `cgperf --help`: {said}"
+                );
+            }
+        }
+    }
+    assert!(named >= 2, "no HELP text names a flag:\n{body}");
+}
+
+/// The series docs/troubleshooting.md shows for a tracepoint this kernel
+/// does not have, as a daemon serves them: with that tracepoint alone
+/// (the group takes its reason), and beside one that counts (the group
+/// counts, the tracepoint's own series says 0).
+#[test]
+fn the_troubleshooting_pages_unknown_tracepoint_series_are_served() {
+    require_root("read tracefs");
+    let page = read("docs/troubleshooting.md");
+    let mut shown = Vec::new();
+    for line in prose(&page) {
+        for word in line.split('`').skip(1).step_by(2) {
+            let Some((series, value)) = word.rsplit_once("} ") else {
+                continue;
+            };
+            let Some((name, labels)) = series.split_once('{') else {
+                continue;
+            };
+            if name.ends_with("_supported") {
+                let labels: Vec<(String, String)> = labels
+                    .split(',')
+                    .filter_map(|kv| kv.split_once('='))
+                    .map(|(k, v)| (k.to_owned(), v.trim_matches('"').to_owned()))
+                    .collect();
+                shown.push((
+                    name.to_owned(),
+                    labels,
+                    value.parse::<f64>().expect("a value"),
+                ));
+            }
+        }
+    }
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    let unknown = shown
+        .iter()
+        .flat_map(|(_, labels, _)| labels)
+        .find(|(k, _)| k == "event")
+        .map(|(_, v)| v.clone())
+        .expect("the unknown tracepoint");
+    let scrape = |tracepoints: &str| {
+        let exporter = Exporter::start(Some(&format!(
+            "interval: 200ms\ntracepoints: [{tracepoints}]\ncgroups:\n  - path: /\n"
+        )));
+        exporter.wait_collections(1)
+    };
+    let alone = scrape(&unknown);
+    for (name, labels, want) in &shown {
+        let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (&**k, &**v)).collect();
+        assert_eq!(
+            value(&alone, name, &labels),
+            Some(*want),
+            "{name}{labels:?}:\n{alone}"
+        );
+    }
+    let beside = scrape(&format!("sched:sched_switch, {unknown}"));
+    let (name, labels, want) = &shown[0];
+    assert_eq!(name, "cgperf_event_supported");
+    let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (&**k, &**v)).collect();
+    assert_eq!(value(&beside, name, &labels), Some(*want), "{beside}");
+    assert_eq!(
+        value(
+            &beside,
+            "cgperf_group_supported",
+            &[("group", "tracepoints")]
+        ),
+        Some(1.0),
+        "{beside}"
+    );
+    assert!(
+        !beside.contains("reason=\"unknown_tracepoint\""),
+        "{beside}"
+    );
+}
+
 // ---------------------------------------------------------------------
 // Commands
 
