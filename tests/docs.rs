@@ -119,6 +119,8 @@ const RUN_ELSEWHERE: [(&str, &str, &str); 15] = [
 fn runs_here(command: &str) -> Option<&'static str> {
     if RUN_ELSEWHERE.iter().any(|(c, _, _)| *c == command) {
         None
+    } else if command.starts_with("cgperf --web.listen-address=") {
+        Some("the_listen_address_lines_serve_there_only_and_the_default_everywhere")
     } else if command.starts_with("cgperf ") {
         Some("cgperf_commands_run_as_written_in_a_sandbox")
     } else if command == "scripts/run" || command == "scripts/build" || command.starts_with("curl ")
@@ -1013,6 +1015,88 @@ fn cgperf_commands_run_as_written_in_a_sandbox() {
             );
         }
     }
+}
+
+/// The security page's listen-address line, as written, in a network
+/// namespace whose loopback has a second, node-like address: it serves on
+/// the address it names and the other address refuses the connection;
+/// `cgperf` without the flag serves on both, as the security page, the
+/// getting-started page and the unit's comment (which give the same flag)
+/// say.
+#[test]
+fn the_listen_address_lines_serve_there_only_and_the_default_everywhere() {
+    require_root("make network namespaces");
+    let lines: Vec<Shown> = commands()
+        .into_iter()
+        .filter(|s| {
+            runs_here(&s.command)
+                == Some("the_listen_address_lines_serve_there_only_and_the_default_everywhere")
+        })
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let shown = &lines[0];
+    let flag = shown.command.split_whitespace().nth(1).expect("the flag");
+    let (host, port) = flag
+        .trim_start_matches("--web.listen-address=")
+        .rsplit_once(':')
+        .expect("HOST:PORT");
+    assert!(
+        read("docs/getting-started.md").contains(&format!("`{flag}`")),
+        "docs/getting-started.md gives another flag than {}",
+        shown.page
+    );
+    assert!(
+        read("deploy/systemd/cgperf.service").contains(&format!("# write {flag} ")),
+        "the unit's comment gives another flag than {}",
+        shown.page
+    );
+    let node = "10.98.76.5";
+    // `command` as written, cgperf on the PATH, in a network namespace of
+    // its own (every `sh` execs the next, so the exporter is the process).
+    let sandbox = Sandbox::new();
+    let serve = |command: &str| {
+        let mut cmd = Command::new("unshare");
+        cmd.args([
+            "--net",
+            "sh",
+            "-ec",
+            &format!("ip link set lo up\nip addr add {node}/32 dev lo\nexec sh -c \"exec $0\""),
+            command,
+        ])
+        .env("PATH", &sandbox.path)
+        .current_dir(sandbox.dir.path());
+        Exporter::spawn_as_given(cmd, true)
+    };
+    // The HTTP status of GET /metrics on `host`, from the exporter's
+    // network namespace; curl's exit code when none.
+    let status = |exporter: &Exporter, host: &str| {
+        let out = Command::new("nsenter")
+            .arg(format!("--net=/proc/{}/ns/net", exporter.pid()))
+            .args(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}"])
+            .args(["--max-time", "10"])
+            .arg(format!("http://{host}:{port}/metrics"))
+            .output()
+            .expect("curl runs");
+        match out.status.code() {
+            Some(0) => String::from_utf8_lossy(&out.stdout).into_owned(),
+            code => format!("curl exit {code:?}"),
+        }
+    };
+    let there = serve(&shown.command);
+    assert_eq!(there.addr, format!("{host}:{port}"), "{}", shown.command);
+    assert_eq!(status(&there, host), "200", "{}", shown.command);
+    // Connection refused (curl's 7) on the node address.
+    assert_eq!(
+        status(&there, node),
+        "curl exit Some(7)",
+        "{}",
+        shown.command
+    );
+    drop(there);
+    let everywhere = serve("cgperf");
+    assert_eq!(everywhere.addr, format!("[::]:{port}"), "the default");
+    assert_eq!(status(&everywhere, host), "200");
+    assert_eq!(status(&everywhere, node), "200");
 }
 
 /// `scripts/build`, then `scripts/run` (the README's first
