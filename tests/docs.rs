@@ -716,6 +716,49 @@ fn the_troubleshooting_pages_unknown_tracepoint_series_are_served() {
     );
 }
 
+/// docs/metrics.md's figure for gzip, "N to M times smaller", measured:
+/// the embedded default config's scrape, plain and with
+/// `Accept-Encoding: gzip` as Prometheus asks for it.
+#[test]
+fn the_gzip_figure_of_the_metrics_reference_is_what_a_scrape_measures() {
+    require_root("count the default config's cgroups");
+    let page = read("docs/metrics.md");
+    let figure = page
+        .split("default config's scrape is ")
+        .nth(1)
+        .and_then(|rest| rest.split(" times smaller").next())
+        .expect("docs/metrics.md states how much gzip saves");
+    let (low, high) = figure.split_once(" to ").expect("N to M");
+    let (low, high): (f64, f64) = (
+        low.parse().expect("a number"),
+        high.parse().expect("a number"),
+    );
+    let exporter = Exporter::start(None);
+    exporter.wait_collections(2);
+    let plain = http_request(&exporter.addr, "/metrics", &[("Accept", "text/plain")]).1;
+    let (head, packed) = http_request(
+        &exporter.addr,
+        "/metrics",
+        &[("Accept", "text/plain"), ("Accept-Encoding", "gzip")],
+    );
+    assert!(
+        head.to_ascii_lowercase().contains("content-encoding: gzip"),
+        "{head}"
+    );
+    let ratio = plain.len() as f64 / packed.len() as f64;
+    eprintln!(
+        "gzip: {} bytes -> {} bytes, {ratio:.2} times smaller",
+        plain.len(),
+        packed.len()
+    );
+    assert!(
+        (low..=high).contains(&ratio),
+        "docs/metrics.md says {low} to {high} times; measured {} -> {} bytes, {ratio:.2}",
+        plain.len(),
+        packed.len()
+    );
+}
+
 // ---------------------------------------------------------------------
 // Commands
 
