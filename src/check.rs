@@ -73,10 +73,16 @@ pub fn run(config: &Config, tables: CpuTables, out: &mut dyn Write) -> anyhow::R
     // Reasons are footnotes: one failure (no PMU, no permission) usually
     // explains many rows.
     let mut reasons: Vec<String> = Vec::new();
-    writeln!(out, "{:gw$}  {:ew$}  STATUS", "GROUP", "EVENT")?;
+    // A config that counts only `host:` has no cgroup table, nor cgroups.
+    let per_cgroup = !rows.is_empty();
+    if per_cgroup {
+        writeln!(out, "{:gw$}  {:ew$}  STATUS", "GROUP", "EVENT")?;
+    }
     for (i, row) in every().enumerate() {
         if i == rows.len() {
-            writeln!(out)?;
+            if per_cgroup {
+                writeln!(out)?;
+            }
             writeln!(
                 out,
                 "host: counted once for the whole machine, not per cgroup"
@@ -115,21 +121,23 @@ pub fn run(config: &Config, tables: CpuTables, out: &mut dyn Write) -> anyhow::R
     }
     metric_lines(config, &plan, out)?;
 
-    writeln!(out)?;
-    let found = cgroupfs.expand(&plan.selectors);
-    let sw = column_width(
-        plan.selectors.iter().map(|s| s.pattern.as_str().len()),
-        9,
-        NAME_MAX,
-    );
-    writeln!(out, "{:5} {:sw$}  CGROUPS NOW", "KIND", "SELECTOR")?;
-    for (i, selector) in plan.selectors.iter().enumerate() {
-        let kind = match selector.pattern {
-            CgroupPattern::Path(_) => "path",
-            CgroupPattern::Match { .. } => "match",
-        };
-        let n = found.iter().filter(|f| f.selectors.contains(&i)).count();
-        writeln!(out, "{kind:5} {:sw$}  {n}", selector.pattern.as_str())?;
+    if per_cgroup {
+        writeln!(out)?;
+        let found = cgroupfs.expand(&plan.selectors);
+        let sw = column_width(
+            plan.selectors.iter().map(|s| s.pattern.as_str().len()),
+            9,
+            NAME_MAX,
+        );
+        writeln!(out, "{:5} {:sw$}  CGROUPS NOW", "KIND", "SELECTOR")?;
+        for (i, selector) in plan.selectors.iter().enumerate() {
+            let kind = match selector.pattern {
+                CgroupPattern::Path(_) => "path",
+                CgroupPattern::Match { .. } => "match",
+            };
+            let n = found.iter().filter(|f| f.selectors.contains(&i)).count();
+            writeln!(out, "{kind:5} {:sw$}  {n}", selector.pattern.as_str())?;
+        }
     }
 
     process_lines(&plan, out)?;
@@ -205,7 +213,9 @@ pub enum Verdict {
     NothingCountable,
 }
 
-/// The last line: how many groups count, and what that means.
+/// The last line: how many groups count, and what that means. A
+/// tracepoint or probe left out of a group that counts is said too, never
+/// hidden under "all".
 fn summary(support: &[&Support], nothing: Option<&str>) -> String {
     if let Some(why) = nothing {
         return why.to_owned();
@@ -214,16 +224,35 @@ fn summary(support: &[&Support], nothing: Option<&str>) -> String {
     let (ok, all) = groups.fold((0, 0), |(ok, all), s| {
         (ok + usize::from(s.status.is_ok()), all + 1)
     });
-    match all - ok {
-        0 if all == 0 => "The config names no group to count.".to_owned(),
-        0 if all == 1 => "The group can be counted on this machine.".to_owned(),
-        0 => format!("All {all} groups can be counted on this machine."),
+    let counts = |group: &GroupId| {
+        support
+            .iter()
+            .any(|s| s.group == *group && s.event.is_none() && s.status.is_ok())
+    };
+    let entries_off = support
+        .iter()
+        .filter(|s| s.event.is_some() && s.status.is_err() && counts(&s.group))
+        .count();
+    let groups = match all - ok {
+        0 if all == 0 => return "The config names no group to count.".to_owned(),
+        0 if all == 1 && entries_off == 0 => {
+            return "The group can be counted on this machine.".to_owned();
+        }
+        0 if entries_off == 0 => {
+            return format!("All {all} groups can be counted on this machine.");
+        }
+        0 => format!("{all} of {all} groups can be counted on this machine"),
         off => format!(
-            "{ok} of {all} groups can be counted on this machine; {off} {} disabled \
-             (reasons above), the rest keeps counting.",
+            "{ok} of {all} groups can be counted on this machine; {off} {} disabled",
             if off == 1 { "is" } else { "are" }
         ),
-    }
+    };
+    let entries = match entries_off {
+        0 => String::new(),
+        1 => "; 1 tracepoint or probe is not counted".to_owned(),
+        n => format!("; {n} tracepoints or probes are not counted"),
+    };
+    format!("{groups}{entries} (reasons above), the rest keeps counting.")
 }
 
 /// How the bpf backend counts each `by:` entry: in the kernel, or through
@@ -404,6 +433,53 @@ fn verdict(support: &[Support], group: &GroupId, event: Option<&str>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::NotCountable;
+
+    fn support(group: GroupId, event: Option<&str>, ok: bool) -> Support {
+        Support {
+            group,
+            event: event.map(Into::into),
+            status: if ok {
+                Ok(())
+            } else {
+                Err(NotCountable::new(
+                    NotCountable::UNKNOWN_EVENT,
+                    "no such".to_owned(),
+                ))
+            },
+        }
+    }
+
+    #[test]
+    fn the_summary_never_says_all_under_a_tracepoint_not_counted() {
+        let sched = GroupId::Named("sched".into());
+        let all = [
+            support(sched.clone(), None, true),
+            support(GroupId::Tracepoints, None, true),
+            support(GroupId::Tracepoints, Some("sched:sched_switch"), true),
+        ];
+        let refs: Vec<&Support> = all.iter().collect();
+        assert_eq!(
+            summary(&refs, None),
+            "All 2 groups can be counted on this machine."
+        );
+        let mut one_off = all.to_vec();
+        one_off.push(support(GroupId::Tracepoints, Some("sched:no_such"), false));
+        let refs: Vec<&Support> = one_off.iter().collect();
+        assert_eq!(
+            summary(&refs, None),
+            "2 of 2 groups can be counted on this machine; 1 tracepoint or probe is not \
+             counted (reasons above), the rest keeps counting."
+        );
+        one_off.push(support(sched, None, false));
+        one_off.remove(0);
+        let refs: Vec<&Support> = one_off.iter().collect();
+        assert_eq!(
+            summary(&refs, None),
+            "1 of 2 groups can be counted on this machine; 1 is disabled; 1 tracepoint or \
+             probe is not counted (reasons above), the rest keeps counting."
+        );
+    }
 
     #[test]
     fn a_metric_over_duration_time_is_computed_when_its_counts_are() {

@@ -150,7 +150,10 @@ enum Command {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     install_panic_hook();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     if let Err(e) = init_logging(&cli.log_level) {
         eprintln!("cgperf: {e:#}");
         return ExitCode::from(2);
@@ -237,6 +240,20 @@ pub fn main() -> ExitCode {
         .and_then(Daemon::run_until_signal)
     };
     exit_status(result)
+}
+
+/// What a flag cgperf does not know, a missing or bad value, or `--help`
+/// ends with, before anything is set up: clap's message (with a
+/// did-you-mean where a flag is close) and 1, as for a bad config (0 for
+/// `--help` and `--version`).
+fn usage_error(e: &clap::Error) -> ExitCode {
+    // Nothing to do when stderr or stdout is gone.
+    let _ = e.print();
+    if e.use_stderr() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// `cgperf check`'s exit status for a valid config of which this machine

@@ -14,7 +14,7 @@ use crate::events::{CorePmus, Event, EventAttr, Field, HeldBinary, PERF_TYPE_TRA
 use crate::ids::{EventId, GroupId, SampledId};
 use crate::machine::Machine;
 use crate::perf::OpenFailure;
-use crate::snapshot::{NotCountable, Support};
+use crate::snapshot::{NotCountable, Spelling, Support};
 use std::ffi::CStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -237,6 +237,9 @@ pub struct Plan {
     pub max_cgroups: Option<usize>,
     /// What labels the series of each cgroup gets from its path.
     pub labels: Vec<crate::labels::Extractor>,
+    /// The config's events written under another of perf's names than
+    /// their `event` label.
+    pub spellings: Arc<[Spelling]>,
 }
 
 impl Plan {
@@ -370,6 +373,7 @@ impl Plan {
             max_processes: config.max_processes,
             max_cgroups: config.max_cgroups,
             labels: config.labels.clone(),
+            spellings: spellings(config),
         };
         let every: Vec<usize> = (0..plan.selectors.len()).collect();
         plan.counters = plan.groups_for(&every).iter().map(|g| g.events.len()).sum();
@@ -583,6 +587,24 @@ impl Plan {
 enum Planned {
     Counted(PlannedEvent),
     Sampled(SampledSpec),
+}
+
+/// Every event of the config's groups written under another of perf's
+/// names than its label (`cs` for `context-switches`).
+fn spellings(config: &Config) -> Arc<[Spelling]> {
+    config
+        .groups
+        .iter()
+        .flat_map(|g| g.events.iter().map(move |e| (g, e)))
+        .filter_map(|(g, e)| {
+            let label = e.label();
+            (label != e.text).then(|| Spelling {
+                group: g.name.as_str().into(),
+                event: label.into(),
+                written: e.text.as_str().into(),
+            })
+        })
+        .collect()
 }
 
 fn verdict<T>(group: &GroupId, event: Option<&str>, status: &Result<T, NotCountable>) -> Support {

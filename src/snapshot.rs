@@ -28,7 +28,8 @@ pub struct SeriesKey {
     pub labels: Labels,
     /// Group name from the config, or `tracepoints`.
     pub group: Arc<str>,
-    /// Event as written in the config (`subsys:name` for tracepoints).
+    /// The `event` label: perf's main name of an event the config wrote
+    /// under an alias, else as written (`subsys:name` for tracepoints).
     pub event: Arc<str>,
     /// Field values, for tracepoints counted `by:` fields.
     pub fields: FieldLabels,
@@ -376,6 +377,19 @@ impl std::fmt::Display for NotCountable {
     }
 }
 
+/// An event the config wrote under another of perf's names than its
+/// `event` label (`cs` for `context-switches`). cAdvisor's families show it
+/// as written, as cAdvisor labels the events of its perf config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spelling {
+    /// Its group.
+    pub group: Arc<str>,
+    /// Its `event` label.
+    pub event: Arc<str>,
+    /// As the config wrote it.
+    pub written: Arc<str>,
+}
+
 /// What failed: opening an event, or reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Operation {
@@ -425,8 +439,8 @@ impl ErrorReason {
 }
 
 /// Open and read failures so far. Starts with every reason an open or a
-/// read of counts can have at 0: Prometheus' `rate()` and `increase()` only
-/// see the first error of a series that existed before it.
+/// read can have at 0: Prometheus' `rate()` and `increase()` only see the
+/// first error of a series that existed before it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Errors(BTreeMap<(Operation, ErrorReason), u64>);
 
@@ -435,7 +449,13 @@ impl Default for Errors {
         let kernel = OpenFailure::ALL.map(ErrorReason::Kernel);
         let opens = kernel.map(|r| (Operation::Open, r));
         let reads = kernel.map(|r| (Operation::Read, r));
-        let more = [ErrorReason::Format, ErrorReason::CpuList].map(|r| (Operation::Read, r));
+        let more = [
+            ErrorReason::Format,
+            ErrorReason::CpuList,
+            ErrorReason::CgroupList,
+            ErrorReason::ProcessList,
+        ]
+        .map(|r| (Operation::Read, r));
         Self(
             opens
                 .into_iter()
@@ -611,6 +631,8 @@ pub struct Snapshot {
     pub metrics: Vec<MetricSample>,
     /// Every metric of the config.
     pub metric_defs: Vec<Arc<MetricDef>>,
+    /// The config's events written under another name than their label.
+    pub spellings: Arc<[Spelling]>,
     /// Support of every configured group.
     pub support: Vec<Support>,
     /// The series of `host:`.
@@ -685,6 +707,7 @@ impl Snapshot {
             events_lost: Parts::default(),
             metrics: Vec::new(),
             metric_defs: Vec::new(),
+            spellings: Arc::new([]),
             support: Vec::new(),
             host: Vec::new(),
             host_support: Vec::new(),

@@ -40,7 +40,7 @@ fn cadvisors_perf_families_count_exactly_and_answer_its_users_queries() {
     const N: u64 = 4321;
     let cg = TestCgroup::create("cgperf-cadvisor");
     let config = config_file(&format!(
-        "interval: 200ms\ngroups:\n  sched: [task-clock, context-switches]\n  ipc: [cycles, instructions]\n\
+        "interval: 200ms\ngroups:\n  sched: [task-clock, cs]\n  ipc: [cycles, instructions]\n\
          tracepoints: [{TP}]\ncgroups:\n  - path: /\n  - path: {}\n",
         cg.rel
     ));
@@ -83,7 +83,7 @@ fn cadvisors_perf_families_count_exactly_and_answer_its_users_queries() {
             .lines()
             .filter(|l| l.starts_with(&format!("{family}{{")))
             .collect();
-        // task-clock, context-switches and the tracepoint in both cgroups;
+        // task-clock, cs and the tracepoint in both cgroups;
         // cycles and instructions where the machine has a PMU.
         let events = if has_hardware_pmu() { 5 } else { 3 };
         assert_eq!(lines.len(), 2 * events, "{body}");
@@ -91,6 +91,20 @@ fn cadvisors_perf_families_count_exactly_and_answer_its_users_queries() {
             assert_eq!(label_names(line), LABELS, "{line}");
         }
     }
+    // `cs` as the config wrote it, as cAdvisor labels its perf config's
+    // events; cgperf's own families say perf's main name.
+    let written = [("id", cg.rel.as_str()), ("event", "cs")];
+    assert!(
+        value(&body, "container_perf_events_total", &written).is_some(),
+        "{body}"
+    );
+    assert!(!body.contains("event=\"context-switches\",id="), "{body}");
+    let main = [("cgroup", cg.rel.as_str()), ("event", "context-switches")];
+    assert!(
+        value(&body, "cgperf_events_total", &main).is_some(),
+        "{body}"
+    );
+    assert!(!body.contains("event=\"cs\"}"), "{body}");
     let ratio = [("id", cg.rel.as_str()), ("event", "task-clock")];
     assert_eq!(
         value(&body, "container_perf_events_scaling_ratio", &ratio),
@@ -218,5 +232,177 @@ fn the_migration_pages_commands_run_as_written() {
             )
             .is_some_and(|n| n > 0.0)
         });
+    }
+}
+
+/// The rows of the docs/migrating.md table whose header row starts with
+/// `header`: each row's cells.
+fn migration_table(header: &str) -> Vec<Vec<String>> {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/migrating.md"))
+        .expect("docs/migrating.md");
+    let rows: Vec<Vec<String>> = page
+        .lines()
+        .skip_while(|l| !l.starts_with(header))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_owned())
+                .collect()
+        })
+        .collect();
+    assert!(rows.len() >= 3, "no table `{header}` in docs/migrating.md");
+    rows
+}
+
+/// The backquoted words of a cell.
+fn quoted(cell: &str) -> Vec<&str> {
+    cell.split('`').skip(1).step_by(2).collect()
+}
+
+/// Every row of both migration tables against a live scrape, through a
+/// real Prometheus: each `event="…"` the node_exporter table gives is a
+/// series of the root cgroup under the page's own config (or, where this
+/// machine cannot count its group, is perf's main name of the event, the
+/// one label cgperf exports); each family and label the cAdvisor tables
+/// name is served with `--compat=cadvisor`.
+#[test]
+fn every_row_of_the_migration_tables_is_a_series_cgperf_serves() {
+    require_root("count the root cgroup");
+    let node_rows = migration_table("| node_exporter | cgperf |");
+    let mut events: Vec<String> = Vec::new();
+    for row in &node_rows {
+        let cell = &row[1];
+        for part in cell.split("event=\"").skip(1) {
+            events.push(part.split('"').next().expect("a quoted event").to_owned());
+        }
+    }
+    assert!(events.len() >= 30, "{events:?}");
+    // The page's config, with the tracepoint its last row adds.
+    let yaml = migration_blocks("yaml")
+        .into_iter()
+        .find(|b| b.contains("per_cpu: true"))
+        .expect("the node_exporter config");
+    let tracepoints = node_rows
+        .iter()
+        .find_map(|row| {
+            quoted(&row[1])
+                .into_iter()
+                .find(|q| q.starts_with("tracepoints: "))
+        })
+        .expect("the tracepoint row's config line");
+    let config = config_file(&format!("interval: 200ms\n{yaml}{tracepoints}\n"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", config.path().display()))
+        .arg("--compat=cadvisor");
+    let exporter = Exporter::spawn(cmd);
+    let body = exporter.wait_collections(2);
+    let prometheus = Prometheus::start(&[&exporter.addr]);
+    let series = |query: &str| {
+        let (ok, n, answer) = prometheus.query(query);
+        assert!(ok, "{query}: {answer}");
+        n
+    };
+    // Once Prometheus has scraped the collections above, every series of
+    // the scrape is there to query.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while series("cgperf_collections_total >= 2") == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Prometheus scraped nothing"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let mut live = 0;
+    for event in &events {
+        let query = format!("cgperf_events_total{{cgroup=\"/\",event=\"{event}\"}}");
+        if series(&query) > 0 {
+            live += 1;
+            continue;
+        }
+        // Not served: only because this machine cannot count its group,
+        // and then the page still names it as cgperf labels it.
+        let parsed = cgperf::events::parse_event(event)
+            .unwrap_or_else(|e| panic!("docs/migrating.md: event=\"{event}\": {e}"));
+        assert_eq!(
+            &parsed.label(),
+            event,
+            "docs/migrating.md's node_exporter table: cgperf labels `{event}` event=\"{}\"",
+            parsed.label()
+        );
+        let group = yaml
+            .lines()
+            .find(|l| {
+                l.split_once(": [").is_some_and(|(_, list)| {
+                    list.trim_end_matches(']')
+                        .split(", ")
+                        .any(|e| cgperf::events::parse_event(e).is_ok_and(|p| p.label() == *event))
+                })
+            })
+            .and_then(|l| l.trim().split(':').next())
+            .unwrap_or_else(|| panic!("no group of the page's config counts {event}"));
+        assert_eq!(
+            value(&body, "cgperf_group_supported", &[("group", group)]),
+            Some(0.0),
+            "{event} (group {group}) is countable here but not served:\n{body}"
+        );
+    }
+    // The five software events and the tracepoint count everywhere.
+    assert!(live >= 6, "only {live} of {events:?} served");
+
+    // cAdvisor's families and labels, and cgperf's own they map to.
+    let mut families = Vec::new();
+    for row in migration_table("| cAdvisor | type | cgperf's own | notes |") {
+        if row[2] == "not yet" {
+            for family in quoted(&row[0]) {
+                let name = family.split('{').next().expect("a name");
+                assert!(
+                    !body.contains(name),
+                    "{name} is served, the page says not yet"
+                );
+            }
+            continue;
+        }
+        for cell in [&row[0], &row[2]] {
+            for family in quoted(cell) {
+                families.extend(family.split(" / ").map(str::to_owned));
+            }
+        }
+    }
+    assert!(families.len() >= 5, "{families:?}");
+    for family in &families {
+        let (name, labels) = family.split_once('{').unwrap_or((family, ""));
+        assert!(
+            series(name) > 0,
+            "docs/migrating.md names {family}: not served"
+        );
+        // Labels in brackets are there only with `per_cpu: true`.
+        let required = labels.split('[').next().unwrap_or("").trim_end_matches('}');
+        for label in required.split(',').filter(|l| !l.is_empty()) {
+            has_label(&body, name, label);
+        }
+    }
+    for row in migration_table("| label | cAdvisor | cgperf (`--compat=cadvisor`) |") {
+        let names = quoted(&row[0]);
+        assert!(!names.is_empty(), "{row:?}");
+        for label in names {
+            has_label(&body, "container_perf_events_total", label);
+        }
+    }
+}
+
+/// Asserts that `family` has samples in `body`, each with `label`.
+fn has_label(body: &str, family: &str, label: &str) {
+    let lines: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+        .collect();
+    assert!(!lines.is_empty(), "no {family} in:\n{body}");
+    for line in lines {
+        assert!(
+            label_names(line).contains(&label),
+            "docs/migrating.md: {family} has no label {label}: {line}"
+        );
     }
 }

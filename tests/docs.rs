@@ -119,6 +119,8 @@ const RUN_ELSEWHERE: [(&str, &str, &str); 15] = [
 fn runs_here(command: &str) -> Option<&'static str> {
     if RUN_ELSEWHERE.iter().any(|(c, _, _)| *c == command) {
         None
+    } else if command.starts_with("cgperf --web.listen-address=") {
+        Some("the_listen_address_lines_serve_there_only_and_the_default_everywhere")
     } else if command.starts_with("cgperf ") {
         Some("cgperf_commands_run_as_written_in_a_sandbox")
     } else if command == "scripts/run" || command == "scripts/build" || command.starts_with("curl ")
@@ -548,6 +550,215 @@ fn every_served_family_is_in_the_metrics_reference_with_its_type_and_labels_and_
     }
 }
 
+/// The `reason`s docs/metrics.md lists for an error counter `family`: the
+/// backquoted words of its row's meaning, those of another error counter
+/// it refers to included.
+fn documented_reasons(family: &str) -> BTreeSet<String> {
+    let page = read("docs/metrics.md");
+    let row = prose(&page)
+        .into_iter()
+        .find(|l| l.starts_with(&format!("| `{family}` |")))
+        .unwrap_or_else(|| panic!("docs/metrics.md has no row {family}"))
+        .to_owned();
+    let meaning = row.split('|').nth(4).expect("a meaning");
+    let mut out = BTreeSet::new();
+    for word in quoted(meaning) {
+        if word.ends_with("_errors_total") {
+            out.extend(documented_reasons(&word));
+        } else if !word.is_empty()
+            && !word.starts_with("cgperf_")
+            && word.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+        {
+            out.insert(word);
+        }
+    }
+    out
+}
+
+/// The `reason`s of `family` in a scrape.
+fn served_reasons(body: &str, family: &str) -> BTreeSet<String> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix(&format!("{family}{{reason=\"")))
+        .filter_map(|rest| rest.split('"').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The first scrape of a daemon, before any error: every reason
+/// docs/metrics.md lists for the error counters is there at 0, and no
+/// other; and every flag a HELP text names is one of cgperf's, described
+/// as `--help` describes it (a statistic off by default says so).
+#[test]
+fn a_first_scrape_has_the_documented_error_reasons_and_help_texts_name_the_flags_as_they_are() {
+    require_root("count the root cgroup");
+    let exporter = Exporter::start(Some(
+        "interval: 1h\ngroups:\n  sched: [task-clock]\ncgroups:\n  - path: /\n",
+    ));
+    let body = exporter.scrape();
+    for family in ["cgperf_read_errors_total", "cgperf_open_errors_total"] {
+        let documented = documented_reasons(family);
+        let served = served_reasons(&body, family);
+        assert!(served.len() >= 8, "{family}: {served:?}");
+        assert_eq!(
+            documented, served,
+            "{family}: docs/metrics.md against the scrape"
+        );
+        for reason in &served {
+            assert_eq!(value(&body, family, &[("reason", reason)]), Some(0.0));
+        }
+    }
+    let (code, help, _) = run_cgperf(&["--help"]);
+    assert_eq!(code, 0, "{help}");
+    // `--help`'s paragraph of each flag, joined.
+    let paragraph = |flag: &str| -> String {
+        let mut lines = help
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with(flag));
+        let first = lines
+            .next()
+            .unwrap_or_else(|| panic!("`cgperf --help` has no {flag}"));
+        std::iter::once(first)
+            .chain(lines.take_while(|l| !l.trim_start().starts_with("--")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut named = 0;
+    for line in body.lines().filter(|l| l.starts_with("# HELP ")) {
+        for flag in line.split_whitespace().filter_map(|w| {
+            let w = w.trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '.');
+            w.starts_with("--")
+                .then(|| w.trim_end_matches('.').to_owned())
+        }) {
+            named += 1;
+            let said = paragraph(&flag);
+            if said.contains("Off by default") {
+                assert!(
+                    line.contains(&format!("off unless cgperf runs with {flag}"))
+                        || line.contains(&format!("off unless {flag}")),
+                    "{line}\nsays otherwise than `cgperf --help`: {said}"
+                );
+            }
+        }
+    }
+    assert!(named >= 2, "no HELP text names a flag:\n{body}");
+}
+
+/// The series docs/troubleshooting.md shows for a tracepoint this kernel
+/// does not have, as a daemon serves them: with that tracepoint alone
+/// (the group takes its reason), and beside one that counts (the group
+/// counts, the tracepoint's own series says 0).
+#[test]
+fn the_troubleshooting_pages_unknown_tracepoint_series_are_served() {
+    require_root("read tracefs");
+    let page = read("docs/troubleshooting.md");
+    let mut shown = Vec::new();
+    for line in prose(&page) {
+        for word in line.split('`').skip(1).step_by(2) {
+            let Some((series, value)) = word.rsplit_once("} ") else {
+                continue;
+            };
+            let Some((name, labels)) = series.split_once('{') else {
+                continue;
+            };
+            if name.ends_with("_supported") {
+                let labels: Vec<(String, String)> = labels
+                    .split(',')
+                    .filter_map(|kv| kv.split_once('='))
+                    .map(|(k, v)| (k.to_owned(), v.trim_matches('"').to_owned()))
+                    .collect();
+                shown.push((
+                    name.to_owned(),
+                    labels,
+                    value.parse::<f64>().expect("a value"),
+                ));
+            }
+        }
+    }
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    let unknown = shown
+        .iter()
+        .flat_map(|(_, labels, _)| labels)
+        .find(|(k, _)| k == "event")
+        .map(|(_, v)| v.clone())
+        .expect("the unknown tracepoint");
+    let scrape = |tracepoints: &str| {
+        let exporter = Exporter::start(Some(&format!(
+            "interval: 200ms\ntracepoints: [{tracepoints}]\ncgroups:\n  - path: /\n"
+        )));
+        exporter.wait_collections(1)
+    };
+    let alone = scrape(&unknown);
+    for (name, labels, want) in &shown {
+        let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (&**k, &**v)).collect();
+        assert_eq!(
+            value(&alone, name, &labels),
+            Some(*want),
+            "{name}{labels:?}:\n{alone}"
+        );
+    }
+    let beside = scrape(&format!("sched:sched_switch, {unknown}"));
+    let (name, labels, want) = &shown[0];
+    assert_eq!(name, "cgperf_event_supported");
+    let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (&**k, &**v)).collect();
+    assert_eq!(value(&beside, name, &labels), Some(*want), "{beside}");
+    assert_eq!(
+        value(
+            &beside,
+            "cgperf_group_supported",
+            &[("group", "tracepoints")]
+        ),
+        Some(1.0),
+        "{beside}"
+    );
+    assert!(
+        !beside.contains("reason=\"unknown_tracepoint\""),
+        "{beside}"
+    );
+}
+
+/// docs/metrics.md's figure for gzip, "N to M times smaller", measured:
+/// the embedded default config's scrape, plain and with
+/// `Accept-Encoding: gzip` as Prometheus asks for it.
+#[test]
+fn the_gzip_figure_of_the_metrics_reference_is_what_a_scrape_measures() {
+    require_root("count the default config's cgroups");
+    let page = read("docs/metrics.md");
+    let figure = page
+        .split("default config's scrape is ")
+        .nth(1)
+        .and_then(|rest| rest.split(" times smaller").next())
+        .expect("docs/metrics.md states how much gzip saves");
+    let (low, high) = figure.split_once(" to ").expect("N to M");
+    let (low, high): (f64, f64) = (
+        low.parse().expect("a number"),
+        high.parse().expect("a number"),
+    );
+    let exporter = Exporter::start(None);
+    exporter.wait_collections(2);
+    let plain = http_request(&exporter.addr, "/metrics", &[("Accept", "text/plain")]).1;
+    let (head, packed) = http_request(
+        &exporter.addr,
+        "/metrics",
+        &[("Accept", "text/plain"), ("Accept-Encoding", "gzip")],
+    );
+    assert!(
+        head.to_ascii_lowercase().contains("content-encoding: gzip"),
+        "{head}"
+    );
+    let ratio = plain.len() as f64 / packed.len() as f64;
+    eprintln!(
+        "gzip: {} bytes -> {} bytes, {ratio:.2} times smaller",
+        plain.len(),
+        packed.len()
+    );
+    assert!(
+        (low..=high).contains(&ratio),
+        "docs/metrics.md says {low} to {high} times; measured {} -> {} bytes, {ratio:.2}",
+        plain.len(),
+        packed.len()
+    );
+}
+
 // ---------------------------------------------------------------------
 // Commands
 
@@ -847,6 +1058,88 @@ fn cgperf_commands_run_as_written_in_a_sandbox() {
             );
         }
     }
+}
+
+/// The security page's listen-address line, as written, in a network
+/// namespace whose loopback has a second, node-like address: it serves on
+/// the address it names and the other address refuses the connection;
+/// `cgperf` without the flag serves on both, as the security page, the
+/// getting-started page and the unit's comment (which give the same flag)
+/// say.
+#[test]
+fn the_listen_address_lines_serve_there_only_and_the_default_everywhere() {
+    require_root("make network namespaces");
+    let lines: Vec<Shown> = commands()
+        .into_iter()
+        .filter(|s| {
+            runs_here(&s.command)
+                == Some("the_listen_address_lines_serve_there_only_and_the_default_everywhere")
+        })
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let shown = &lines[0];
+    let flag = shown.command.split_whitespace().nth(1).expect("the flag");
+    let (host, port) = flag
+        .trim_start_matches("--web.listen-address=")
+        .rsplit_once(':')
+        .expect("HOST:PORT");
+    assert!(
+        read("docs/getting-started.md").contains(&format!("`{flag}`")),
+        "docs/getting-started.md gives another flag than {}",
+        shown.page
+    );
+    assert!(
+        read("deploy/systemd/cgperf.service").contains(&format!("# write {flag} ")),
+        "the unit's comment gives another flag than {}",
+        shown.page
+    );
+    let node = "10.98.76.5";
+    // `command` as written, cgperf on the PATH, in a network namespace of
+    // its own (every `sh` execs the next, so the exporter is the process).
+    let sandbox = Sandbox::new();
+    let serve = |command: &str| {
+        let mut cmd = Command::new("unshare");
+        cmd.args([
+            "--net",
+            "sh",
+            "-ec",
+            &format!("ip link set lo up\nip addr add {node}/32 dev lo\nexec sh -c \"exec $0\""),
+            command,
+        ])
+        .env("PATH", &sandbox.path)
+        .current_dir(sandbox.dir.path());
+        Exporter::spawn_as_given(cmd, true)
+    };
+    // The HTTP status of GET /metrics on `host`, from the exporter's
+    // network namespace; curl's exit code when none.
+    let status = |exporter: &Exporter, host: &str| {
+        let out = Command::new("nsenter")
+            .arg(format!("--net=/proc/{}/ns/net", exporter.pid()))
+            .args(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}"])
+            .args(["--max-time", "10"])
+            .arg(format!("http://{host}:{port}/metrics"))
+            .output()
+            .expect("curl runs");
+        match out.status.code() {
+            Some(0) => String::from_utf8_lossy(&out.stdout).into_owned(),
+            code => format!("curl exit {code:?}"),
+        }
+    };
+    let there = serve(&shown.command);
+    assert_eq!(there.addr, format!("{host}:{port}"), "{}", shown.command);
+    assert_eq!(status(&there, host), "200", "{}", shown.command);
+    // Connection refused (curl's 7) on the node address.
+    assert_eq!(
+        status(&there, node),
+        "curl exit Some(7)",
+        "{}",
+        shown.command
+    );
+    drop(there);
+    let everywhere = serve("cgperf");
+    assert_eq!(everywhere.addr, format!("[::]:{port}"), "the default");
+    assert_eq!(status(&everywhere, host), "200");
+    assert_eq!(status(&everywhere, node), "200");
 }
 
 /// `scripts/build`, then `scripts/run` (the README's first

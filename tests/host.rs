@@ -468,6 +468,16 @@ fn check_lists_the_host_and_where_each_group_counts() {
         line("tracepoints  nosuch:thing").contains("NOT COUNTED"),
         "{out}"
     );
+    // Nothing is counted per cgroup: no cgroup table, no selector.
+    let host_at = out.find("host: counted once").expect("the host table");
+    assert!(!out[..host_at].contains("GROUP"), "{out}");
+    assert!(!out.contains("SELECTOR") && !out.contains("path "), "{out}");
+    // The last line says the tracepoint is not counted, never "All".
+    let last = out.lines().last().expect("a summary");
+    assert!(
+        !last.starts_with("All ") && last.contains("1 tracepoint or probe is not counted"),
+        "{out}"
+    );
     // A host with nothing countable is what check exits 3 for.
     let file = config_file("host:\n  tracepoints: [nosuch:thing]\n");
     let (code, out, err) =

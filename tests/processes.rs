@@ -295,6 +295,37 @@ fn a_process_found_by_exe_cmdline_comm_or_pid_counts_from_the_scan_that_finds_it
     assert_eq!(calls(&body, "by_pid"), 321.0, "{body}");
 }
 
+/// An entry that matches nothing exports the same whatever it matches
+/// by: its series at 0 without `labels:` (one series per entry, as
+/// documented), none with `labels: [pid]` or `[comm]` (no process to name),
+/// and `cgperf_processes_counted` 0.
+#[test]
+fn an_entry_that_matches_nothing_exports_the_same_by_pid_as_by_comm() {
+    require_root("scan /proc");
+    let entries = [
+        "{name: pid_plain, pid: 999999}",
+        "{name: comm_plain, comm: cgperf-nosuch}",
+        "{name: pid_pid, pid: 999998, labels: [pid]}",
+        "{name: comm_pid, comm: cgperf-nosuch2, labels: [pid]}",
+        "{name: pid_comm, pid: 999997, labels: [comm]}",
+        "{name: comm_comm, comm: cgperf-nosuch3, labels: [comm]}",
+    ];
+    let entries: String = entries.iter().map(|e| format!("  - {e}\n")).collect();
+    let exporter = Exporter::start(Some(&config(&entries)));
+    let body = exporter.wait_collections(2);
+    for entry in ["pid_plain", "comm_plain"] {
+        assert_eq!(calls(&body, entry), 0.0, "{entry}");
+        assert_eq!(counted(&body, entry), 0.0, "{entry}");
+    }
+    for entry in ["pid_pid", "comm_pid", "pid_comm", "comm_comm"] {
+        assert_eq!(counted(&body, entry), 0.0, "{entry}");
+        assert!(
+            !body.contains(&format!("cgperf_process_events_total{{process=\"{entry}\"")),
+            "{entry}:\n{body}"
+        );
+    }
+}
+
 #[test]
 fn two_hundred_short_lived_children_a_second_for_a_minute_are_counted_exactly() {
     require_root("count other processes");

@@ -289,6 +289,47 @@ fn bad_flags_exit_1_with_what_to_fix() {
     );
 }
 
+/// An option `cgperf stat` does not know is a bad flag, as perf's: exit 1
+/// before anything is set up, naming it, with the option meant where one
+/// is close; never a command to run. After `--`, or after the command's
+/// name, options are the command's.
+#[test]
+fn unknown_options_are_bad_flags_and_dash_dash_still_ends_cgperfs() {
+    let out = stat(&["--badflag"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("unexpected argument '--badflag'"), "{err}");
+    assert!(!err.contains("cannot start"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing counted");
+
+    let out = stat(&["--evnt", "task-clock", "--", "true"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err.matches("a similar argument exists: '--event'").count(),
+        1,
+        "{err}"
+    );
+    let out = stat(&["-e", "task-clock", "-x", "true"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+
+    // `--` ends cgperf's options: what follows is the command, even when
+    // it looks like an option.
+    let out = stat(&["-e", "task-clock", "--", "--badflag"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot start `--badflag`"), "{err}");
+    // The command's own options, with or without `--`.
+    for args in [
+        &["-e", "task-clock", "--", "sh", "-c", "exit 7"][..],
+        &["-e", "task-clock", "sh", "-c", "exit 7"][..],
+    ] {
+        let out = stat(args);
+        assert_eq!(out.status.code(), Some(7), "{args:?}: {out:?}");
+        assert!(stdout(&out).contains("task-clock"), "{args:?}: {out:?}");
+    }
+}
+
 #[test]
 fn a_config_file_gives_the_events() {
     let mut config = tempfile::NamedTempFile::new().expect("temp file");

@@ -509,6 +509,14 @@ impl Validator<'_> {
                 );
         }
         let close = did_you_mean(name, counted.counted.iter().map(|(_, e, _)| e.as_str()));
+        // The event parser's own did-you-mean, when it names the same, is
+        // said once, in the hint.
+        let not_an_event = match (close, not_an_event) {
+            (Some(close), Some(why)) => {
+                Some(why.replace(&format!("; did you mean `{close}`?"), ""))
+            }
+            (_, why) => why,
+        };
         let hint = match close {
             Some(close) => format!("did you mean `{close}`?"),
             None => "a metric uses what the config counts (an event of a group, a tracepoint's \

@@ -1697,6 +1697,20 @@ fn a_selector_computes_what_it_counts_unless_it_names_its_metrics() {
 }
 
 #[test]
+fn a_misspelt_metric_input_is_given_one_did_you_mean() {
+    let err = err_with(
+        "groups:\n  sched: [task-clock, context-switches]\n\
+         metrics:\n  - {name: x, expr: context-switchs / task-clock}\n",
+    );
+    let said = format!("{}\n{}", err.message, err.hint.unwrap_or_default());
+    assert_eq!(
+        said.matches("did you mean `context-switches`?").count(),
+        1,
+        "{said}"
+    );
+}
+
+#[test]
 fn metric_mistakes_name_the_place_and_the_fix() {
     let at = |expr: &str| format!("{METRIC_BASE}metrics:\n  - name: m\n    expr: {expr}\n");
     check(

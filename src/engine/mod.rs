@@ -258,6 +258,7 @@ impl Engine {
         let mut snapshot = Snapshot::empty();
         snapshot.interval = self.plan.interval;
         snapshot.metric_defs = self.metric_defs.clone();
+        snapshot.spellings = self.plan.spellings.clone();
         snapshot.support = self.plan.support.clone();
         snapshot.host_support = self.plan.host.support.clone();
         snapshot.errors = self.errors.clone();

@@ -7,7 +7,9 @@
 //! them on `/metrics/cadvisor`: the container labels `container`, `id` (the
 //! cgroup path), `image`, `name`, `namespace` and `pod`, then `cpu` (empty
 //! unless per-CPU output is on, as cAdvisor without per-CPU metrics) and
-//! `event`. The values are cgperf's: totals scaled per interval, which
+//! `event`, the event as the config wrote it (`cs` stays `cs`, where
+//! cgperf's own families say `context-switches`), as cAdvisor's is the
+//! name its perf config gives. The values are cgperf's: totals scaled per interval, which
 //! never go down (cAdvisor scales its lifetime totals by the lifetime
 //! ratio, so a total drops when multiplexing starts late). The scaling
 //! ratio is running/enabled over the series' life, 1 when either is 0, as
@@ -74,7 +76,9 @@ pub fn visit<V: Visitor>(snap: &Snapshot, v: &mut V) -> Result<(), V::Error> {
 }
 
 /// Every counted event of every cgroup (and CPU), once: clocks in
-/// nanoseconds, as perf counts them and cAdvisor shows them.
+/// nanoseconds, as perf counts them and cAdvisor shows them; each event
+/// named as the config wrote it (`cs`, where cgperf's own families say
+/// `context-switches`), as cAdvisor names the events of its perf config.
 fn series(snap: &Snapshot) -> Vec<Series<'_>> {
     let times: HashMap<(&str, &str, Option<u32>), (f64, f64)> = snap
         .group_times
@@ -83,6 +87,11 @@ fn series(snap: &Snapshot) -> Vec<Series<'_>> {
             let key = (&*t.cgroup, &*t.group, t.cpu);
             (key, (t.enabled_seconds, t.running_seconds))
         })
+        .collect();
+    let written: HashMap<(&str, &str), &str> = snap
+        .spellings
+        .iter()
+        .map(|s| ((&*s.group, &*s.event), &*s.written))
         .collect();
     let mut at: HashMap<(&str, Option<u32>, &str), usize> = HashMap::new();
     let mut out: Vec<Series<'_>> = Vec::with_capacity(snap.counters.len());
@@ -109,7 +118,10 @@ fn series(snap: &Snapshot) -> Vec<Series<'_>> {
                 pod: label(&c.labels, cri::POD),
                 namespace: label(&c.labels, cri::NAMESPACE),
                 cpu: c.cpu,
-                event: &c.event,
+                event: written
+                    .get(&(&*c.group, &*c.event))
+                    .copied()
+                    .unwrap_or(&c.event),
             },
             group: &c.group,
             value,
@@ -133,7 +145,7 @@ fn label<'a>(labels: &'a PathLabels, name: &str) -> &'a str {
 mod tests {
     use super::*;
     use crate::exporter::prometheus::Exposition;
-    use crate::snapshot::{CounterSample, GroupTimeSample, Latest, SeriesKey};
+    use crate::snapshot::{CounterSample, GroupTimeSample, Latest, SeriesKey, Spelling};
     use std::sync::Arc;
 
     /// A container counted in two groups (one event in both), a clock, a
@@ -173,6 +185,11 @@ mod tests {
         ] {
             snap.counters.push(CounterSample::new(k, v));
         }
+        snap.spellings = Arc::new([Spelling {
+            group: "sched".into(),
+            event: "context-switches".into(),
+            written: "cs".into(),
+        }]);
         for (group, enabled, running) in [("sched", 2.0, 0.5), ("idle", 2.0, 0.0)] {
             snap.group_times.push(GroupTimeSample {
                 cgroup: cgroup.clone(),
@@ -206,7 +223,7 @@ mod tests {
     }
 
     #[test]
-    fn cadvisors_families_with_its_labels_clocks_in_nanoseconds_and_each_event_once() {
+    fn cadvisors_families_with_its_labels_clocks_in_nanoseconds_each_event_once_as_written() {
         let text = text(snapshot(None), &[Compat::Cadvisor]);
         let labels = |event: &str| {
             format!(
@@ -218,7 +235,7 @@ mod tests {
             |name: &str, event: &str, value: &str| format!("{name}{} {value}", labels(event));
         let rows = [
             ("task-clock", "1500000000.0", "0.25"),
-            ("context-switches", "40.0", "0.25"),
+            ("cs", "40.0", "0.25"),
             ("page-faults", "0.0", "1.0"),
             ("syscalls", "7.0", "1.0"),
         ];

@@ -626,13 +626,13 @@ const BACKEND: Family = Family {
 };
 const BPF_RUN_TIME: Family = Family {
     name: "cgperf_bpf_program_run",
-    help: "Time cgperf's BPF programs ran in the kernel (at context switches, at moves between cgroups and the flush before each read), while the kernel keeps BPF statistics (cgperf turns them on when it has CAP_SYS_ADMIN); 0 with the cgroup backend.",
+    help: "Time cgperf's BPF programs ran in the kernel (at context switches, at moves between cgroups and the flush before each read), while the kernel keeps BPF statistics, which are off unless cgperf runs with --bpf.run-statistics (and CAP_SYS_ADMIN) or kernel.bpf_stats_enabled=1; otherwise 0, and 0 with the cgroup backend.",
     unit: Unit::Seconds,
     kind: Kind::Counter,
 };
 const BPF_RUNS: Family = Family {
     name: "cgperf_bpf_program_runs",
-    help: "Times cgperf's BPF programs ran, while the kernel keeps BPF statistics; 0 with the cgroup backend.",
+    help: "Times cgperf's BPF programs ran, while the kernel keeps BPF statistics (off unless --bpf.run-statistics or kernel.bpf_stats_enabled=1); 0 with the cgroup backend.",
     unit: Unit::Count("{run}"),
     kind: Kind::Counter,
 };

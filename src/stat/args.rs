@@ -101,11 +101,10 @@ pub struct StatArgs {
     pub per_cpu: bool,
 
     /// The command to run and count, with its arguments (after `--`).
-    #[arg(
-        value_name = "COMMAND",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    // An option before the command is cgperf's, and one it does not know
+    // is an error (as perf's), never a command: `--` or the command's name
+    // ends cgperf's options.
+    #[arg(value_name = "COMMAND", trailing_var_arg = true)]
     pub command: Vec<OsString>,
 }
 
