@@ -20,7 +20,7 @@ use super::{
     TRACEPOINT_GROUP, TracepointDef, part_name,
 };
 use crate::events::{Event, EventSyntaxError, parse_event, parse_tracepoint};
-use crate::metrics::{DURATION_TIME, Expr, NamedError, NamedMetric};
+use crate::metrics::{DURATION_TIME, Expr, MAX_LEN, NamedError, NamedMetric};
 use crate::suggest::did_you_mean;
 
 /// The start of the name of the group a metric's scheduled events are
@@ -347,9 +347,22 @@ impl Validator<'_> {
                 unit.value
             }
         };
-        let description = raw
-            .description
-            .map_or_else(|| expr_text.value.clone(), |d| d.value);
+        let description = match raw.description {
+            None => expr_text.value.clone(),
+            Some(d) if d.value.len() > MAX_LEN => {
+                return Err(self
+                    .error(
+                        d.referenced,
+                        format!(
+                            "{here}: `description` is {} bytes long, more than the {MAX_LEN} \
+                             it may have: it is a label of the metric's series",
+                            d.value.len()
+                        ),
+                    )
+                    .hint("say in a sentence what the metric measures"));
+            }
+            Some(d) => d.value,
+        };
         let metric = NamedMetric {
             name: raw.name.value.clone(),
             formula: expr_text.value.clone(),

@@ -10,7 +10,7 @@
 mod expr;
 pub mod named;
 
-pub use expr::{EXPANDED, Expr, ExprError, MAX_DEPTH, MAX_NODES};
+pub use expr::{EXPANDED, Expr, ExprError, MAX_DEPTH, MAX_LEN, MAX_NODES};
 pub use named::{Catalog, Literals, NamedError, NamedMetric};
 
 use std::sync::Arc;
