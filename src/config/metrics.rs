@@ -305,8 +305,10 @@ impl Validator<'_> {
                 if !name.starts_with('#') {
                     return Ok(None);
                 }
+                // Kept a name, whose value is the machine's when the
+                // metric is computed: CPUs go offline and come back.
                 match self.catalog.literals().get(name) {
-                    Some(value) => Ok(Some(Expr::number(value))),
+                    Some(_) => Ok(None),
                     None => Err(ExprOrConfig::Config(
                         self.error(
                             expr_text.referenced,
@@ -399,6 +401,10 @@ impl Validator<'_> {
             }
             if name == DURATION_TIME {
                 inputs.push(MetricInput::duration());
+                continue;
+            }
+            if name.starts_with('#') {
+                inputs.push(MetricInput::literal(name));
                 continue;
             }
             match parse_event(&crate::events::from_metric_name(name)) {
@@ -635,7 +641,7 @@ fn missing<'a>(
     scheduled: &Scheduled,
 ) -> Option<&'a MetricInput> {
     def.inputs.iter().find(|input| {
-        if is_scheduled(input, scheduled) || input.is_duration() {
+        if is_scheduled(input, scheduled) || !input.is_counted() {
             return false;
         }
         let list = match &*input.group {

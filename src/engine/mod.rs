@@ -246,6 +246,7 @@ impl Engine {
         if self.collections > 0 {
             tracing::info!(online = ?changes.open, offline = ?changes.closed, "CPUs changed");
         }
+        crate::machine::follow_literals(&online);
         for target in &mut self.targets {
             target.cpus_changed(&changes, &online, &mut self.errors);
         }

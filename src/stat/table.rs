@@ -262,12 +262,12 @@ fn metric_line(
     let values: Vec<Option<f64>> = metric
         .inputs
         .iter()
-        .map(|input| match input.is_duration() {
-            true => None,
-            false => counts.find_in(cgroup, &input.group, &input.event, cpu),
+        .map(|input| match input.is_counted() {
+            false => None,
+            true => counts.find_in(cgroup, &input.group, &input.event, cpu),
         })
         .collect();
-    let counted = metric.inputs.iter().filter(|i| !i.is_duration());
+    let counted = metric.inputs.iter().filter(|i| i.is_counted());
     let unsupported = || {
         metric.inputs.iter().any(|input| {
             rows.iter()
@@ -284,6 +284,8 @@ fn metric_line(
         .map(|(input, v)| {
             if input.is_duration() {
                 Some(elapsed * 1e9)
+            } else if input.is_literal() {
+                crate::metrics::literal(&input.event)
             } else {
                 v
             }
