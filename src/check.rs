@@ -304,7 +304,7 @@ fn metric_status(metric: &MetricDef, support: &[Support]) -> String {
             GroupId::Named(_) => None,
             _ => Some(&*input.event),
         };
-        !input.is_duration() && verdict(support, &group, event).is_err()
+        input.is_counted() && verdict(support, &group, event).is_err()
     });
     match uncounted {
         None => "computed".to_owned(),

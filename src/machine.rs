@@ -65,7 +65,7 @@ impl CpuTables {
         let events = events::EventTables::load(Path::new(events::PMU_ROOT), &ident, dir)
             .context("reading the event tables (--event-tables)")?;
         let online = cpus::online().unwrap_or_default();
-        let metrics = Catalog::of(&events, literals(&online));
+        let metrics = Catalog::of(&events, follow_literals(&online));
         Ok(Self {
             events: Arc::new(events),
             metrics: Arc::new(metrics),
@@ -107,6 +107,14 @@ impl Machine {
             machine,
         })
     }
+}
+
+/// The literals of this machine with the CPUs `online` (that is, now),
+/// made the ones every metric is computed with from now on.
+pub fn follow_literals(online: &[u32]) -> Literals {
+    let now = literals(online);
+    crate::metrics::set_literals(now.clone());
+    now
 }
 
 /// The values of perf's metric literals on this machine, whose online CPUs

@@ -128,6 +128,24 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         ":1:11: invalid interval: duration \"0\" has no unit",
         "from 100ms to 1h with its unit (ms, s, m or h), e.g. `1s`",
     ),
+    (
+        "metric dividing by a constant 0",
+        "groups:\n  a: [cs]\nmetrics:\n  - {name: m, expr: cs / (1 - 1)}\n",
+        ":4:21: metric \"m\": `expr` \"cs / (1 - 1)\": `/` by 0: the metric would never have a value",
+        "d_ratio(a, b)",
+    ),
+    (
+        "metric's remainder by a constant below 1",
+        "groups:\n  a: [cs]\nmetrics:\n  - {name: m, expr: \"cs % 0.5\"}\n",
+        ":4:21: metric \"m\": `expr` \"cs % 0.5\": `%` by 0 (0.5 is 0 as a whole number",
+        "(at character 6)",
+    ),
+    (
+        "metric's number beyond a float",
+        "groups:\n  a: [cs]\nmetrics:\n  - {name: m, expr: cs * 1e999}\n",
+        ":4:21: metric \"m\": `expr` \"cs * 1e999\": `1e999` is too large to be a number",
+        "(at character 6)",
+    ),
     ("nothing to count", "interval: 1s\n", "", "groups"),
 ];
 
@@ -226,6 +244,29 @@ fn a_100000_character_event_name_is_not_echoed_whole() {
         &err[..err.len().min(2_000)]
     );
     assert!(err.len() < 1_000, "{} bytes of error", err.len());
+}
+
+#[test]
+fn a_metric_of_900_kb_is_refused_not_copied_into_its_description_label() {
+    let long = format!("cs{}", " + cs".repeat(180_000));
+    let err = rejected(&format!(
+        "groups:\n  a: [cs]\nmetrics:\n  - name: m\n    expr: {long}\n"
+    ));
+    assert!(
+        err.contains(":5:11: metric \"m\": `expr`")
+            && err.contains("900002 bytes long, more than the 4096 a metric may have"),
+        "{}",
+        &err[..err.len().min(2_000)]
+    );
+    let err = rejected(&format!(
+        "groups:\n  a: [cs]\nmetrics:\n  - name: m\n    expr: cs\n    description: {}\n",
+        "x".repeat(900_000)
+    ));
+    assert!(
+        err.contains(":6:18: metric \"m\": `description` is 900000 bytes long, more than the 4096"),
+        "{}",
+        &err[..err.len().min(2_000)]
+    );
 }
 
 #[test]

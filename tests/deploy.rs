@@ -109,9 +109,15 @@ fn the_rules_unit_tests_pass_promtool() {
     }
 }
 
-/// The alerts of `alerts.yml`, as written.
+/// The alerts cgperf ships: those of `alerts.yml`, then the example
+/// ones on workloads of `workload-alerts.yml`, as written.
+fn alert_files() -> String {
+    read("prometheus/alerts.yml") + &read("prometheus/workload-alerts.yml")
+}
+
+/// The names of [`alert_files`]'s alerts, in order.
 fn alert_names() -> Vec<String> {
-    read("prometheus/alerts.yml")
+    alert_files()
         .lines()
         .filter_map(|l| l.trim().strip_prefix("- alert: "))
         .map(str::to_owned)
@@ -122,8 +128,9 @@ fn alert_names() -> Vec<String> {
 /// belongs to an alert.
 #[test]
 fn every_alert_has_its_runbook_page() {
-    let alerts = read("prometheus/alerts.yml");
+    let alerts = alert_files();
     let names = alert_names();
+    assert!(names.iter().any(|n| n == "WorkloadIpcLow"), "{names:?}");
     assert!(names.len() >= 10, "{names:?}");
     let base = "https://github.com/cgperf/cgperf/blob/main/";
     let urls: Vec<&str> = alerts

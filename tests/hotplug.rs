@@ -336,3 +336,37 @@ fn a_cpu_back_online_counts_from_when_it_is_back_not_from_the_next_collection() 
     );
     assert!(host >= floor, "the host counted {host} of at least {calls}");
 }
+
+#[test]
+fn num_cpus_online_follows_a_cpu_going_offline_and_coming_back() {
+    let _turn = cpu1_turn(true);
+    let online = || {
+        std::fs::read_to_string("/sys/devices/system/cpu/online")
+            .expect("online CPUs")
+            .trim()
+            .split(',')
+            .map(|range| match range.split_once('-') {
+                Some((a, b)) => {
+                    let (a, b): (u32, u32) = (a.parse().expect("cpu"), b.parse().expect("cpu"));
+                    f64::from(b - a + 1)
+                }
+                None => 1.0,
+            })
+            .sum::<f64>()
+    };
+    let exporter = Exporter::start(Some(
+        "interval: 200ms\ngroups:\n  sw: [context-switches]\nmetrics:\n  \
+         - {name: cpus, expr: \"#num_cpus_online\"}\n  \
+         - {name: per_cpu, expr: \"context-switches * 0 + 12 / #num_cpus_online\"}\n",
+    ));
+    let metric =
+        |body: &str, name: &str| value(body, "cgperf_metric", &[("cgroup", "/"), ("metric", name)]);
+    let all = online();
+    let body = exporter.wait_for("the metric", |b| metric(b, "cpus") == Some(all));
+    assert_eq!(metric(&body, "per_cpu"), Some(12.0 / all), "{body}");
+    set_cpu1(false);
+    let body = exporter.wait_for("one CPU fewer", |b| metric(b, "cpus") == Some(all - 1.0));
+    assert_eq!(metric(&body, "per_cpu"), Some(12.0 / (all - 1.0)), "{body}");
+    set_cpu1(true);
+    exporter.wait_for("the CPU back", |b| metric(b, "cpus") == Some(all));
+}

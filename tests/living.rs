@@ -665,3 +665,73 @@ fn a_chain_of_130_nested_cgroups_is_counted_at_every_level() {
         assert_eq!(getppid_of(&body, &path), Some(4000.0), "level {level}");
     }
 }
+
+/// `GET path` on a fresh connection, answered within `within`: (status
+/// line, body).
+fn get_within(addr: &str, path: &str, within: std::time::Duration) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(within)).expect("timeout");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send request");
+    let mut raw = Vec::new();
+    stream
+        .read_to_end(&mut raw)
+        .unwrap_or_else(|e| panic!("GET {path} not answered within {within:?}: {e}"));
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (
+        head.lines().next().unwrap_or("").to_owned(),
+        body.to_owned(),
+    )
+}
+
+#[test]
+fn with_every_cgroup_over_the_descriptor_budget_cgperf_is_not_ready_and_says_why() {
+    let config = config_file("interval: 200ms\ngroups:\n  sw: [context-switches]\n");
+    // Below the descriptors cgperf keeps for itself: `/` does not fit.
+    let exporter = spawn_with_nofile(config.path(), 60, &[]);
+    let body = exporter.wait_collections(1);
+    assert_eq!(
+        value(&body, "cgperf_cgroups_skipped", &[("reason", "fd_budget")]),
+        Some(1.0),
+        "{body}"
+    );
+    let (status, said) = get_within(
+        &exporter.addr,
+        "/-/ready",
+        std::time::Duration::from_secs(5),
+    );
+    assert!(status.contains(" 503 "), "{status}\n{said}");
+    assert!(
+        said.contains("no cgroup is counted: the 1 selected are skipped (fd_budget)")
+            && said.contains("ulimit -n"),
+        "{said}"
+    );
+}
+
+#[test]
+fn idle_connections_beyond_the_open_files_limit_do_not_hold_a_scrape_back() {
+    let config = config_file("interval: 200ms\ngroups:\n  sw: [context-switches]\n");
+    let exporter = spawn_with_nofile(config.path(), 60, &["--web.max-connections=1000"]);
+    exporter.wait_collections(1);
+    // More idle connections than cgperf has descriptors: the kernel queues
+    // those it cannot accept.
+    let held: Vec<std::net::TcpStream> = (0..70)
+        .map(|_| std::net::TcpStream::connect(&exporter.addr).expect("connect"))
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Idle connections close after 10 s unasked; a scrape waiting for that
+    // (or for a pause per accept failure) misses this bound.
+    let (status, body) = get_within(
+        &exporter.addr,
+        "/metrics",
+        std::time::Duration::from_secs(4),
+    );
+    assert!(status.contains(" 200 "), "{status}");
+    assert!(body.contains("cgperf_collections_total"), "{body}");
+    drop(held);
+}

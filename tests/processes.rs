@@ -504,6 +504,86 @@ fn a_storm_of_reloads_while_processes_count_loses_at_most_the_reopening() {
 }
 
 #[test]
+fn a_reload_that_lowers_max_processes_sheds_the_newest_and_counts_them_skipped() {
+    require_root("count other processes");
+    let workers: Vec<Worker> = (0..5).map(|_| Worker::start("cgpt-shed")).collect();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("cgperf.yaml");
+    let write = |max: u32| {
+        let yaml = format!(
+            "max_processes: {max}\n{}",
+            config("  - {name: shed, comm: cgpt-shed, labels: [pid], groups: []}\n")
+        );
+        std::fs::write(&path, with_test_backend(&yaml)).expect("config");
+    };
+    write(10);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", path.display()));
+    let exporter = Exporter::spawn(cmd);
+    exporter.wait_for("five counted", |b| {
+        value(b, "cgperf_processes_counted", &[("process", "shed")]) == Some(5.0)
+    });
+    let loaded = reload_time(&exporter.scrape());
+    write(1);
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
+    exporter.wait_for("the reload", |b| reload_time(b) > loaded);
+    let body = exporter.wait_collections(2);
+    assert_eq!(counted(&body, "shed"), 1.0, "{body}");
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_processes_skipped",
+            &[("reason", "max_processes")]
+        ),
+        Some(4.0),
+        "{body}"
+    );
+    // The one kept is the one started first, and it counts on exactly.
+    let first = workers[0].pid.to_string();
+    workers[0].run(b'p', 1000);
+    for w in &workers[1..] {
+        w.run(b'p', 7);
+    }
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_process_events_total",
+            &[("pid", &first), ("event", GETPPID)]
+        ),
+        Some(1000.0),
+        "{body}"
+    );
+    let series = body
+        .lines()
+        .filter(|l| l.starts_with("cgperf_process_events_total{") && l.contains(GETPPID))
+        .count();
+    assert_eq!(series, 1, "the shed ones' series went with them:\n{body}");
+}
+
+#[test]
+fn processes_alone_beside_an_empty_cgroups_list_are_counted() {
+    require_root("count other processes");
+    let worker = Worker::start("cgpt-nocg");
+    let yaml = format!(
+        "cgroups: []\n{}",
+        config("  - {name: alone, comm: cgpt-nocg, groups: []}\n")
+    );
+    let exporter = Exporter::start(Some(&yaml));
+    exporter.wait_for("the worker counted", |b| {
+        value(b, "cgperf_processes_counted", &[("process", "alone")]) == Some(1.0)
+    });
+    worker.run(b'p', 500);
+    let body = exporter.wait_collections(2);
+    assert_eq!(calls(&body, "alone"), 500.0, "{body}");
+    assert!(
+        !body.contains("cgperf_events_total{"),
+        "no cgroup is counted:\n{body}"
+    );
+}
+
+#[test]
 fn a_reload_that_changes_an_entry_keeps_what_it_counted() {
     require_root("count other processes");
     let worker = Worker::start("cgpt-reload");

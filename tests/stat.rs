@@ -278,6 +278,31 @@ fn bad_flags_exit_1_with_what_to_fix() {
         "{err}"
     );
 
+    // A mistake of -M names its argument and the column there, not a
+    // place in a file nobody wrote.
+    let out = stat(&[
+        "-M",
+        "cgperf_none_a,cgperf_none_b",
+        "-M",
+        "cgperf_none_c",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for (argument, column, name) in [
+        ("cgperf_none_a,cgperf_none_b", 1, "cgperf_none_a"),
+        ("cgperf_none_a,cgperf_none_b", 15, "cgperf_none_b"),
+        ("cgperf_none_c", 1, "cgperf_none_c"),
+    ] {
+        assert!(
+            err.contains(&format!(
+                "-M \"{argument}\", column {column}: no metric or metric group `{name}`"
+            )),
+            "{err}"
+        );
+    }
+    assert!(!err.contains("-M:"), "{err}");
+
     let config = tempfile::NamedTempFile::new().expect("temp file");
     let path = config.path().to_str().expect("UTF-8 path");
     let out = stat(&["--config.file", path, "-e", "cycles", "--", "true"]);
@@ -328,6 +353,25 @@ fn unknown_options_are_bad_flags_and_dash_dash_still_ends_cgperfs() {
         assert_eq!(out.status.code(), Some(7), "{args:?}: {out:?}");
         assert!(stdout(&out).contains("task-clock"), "{args:?}: {out:?}");
     }
+}
+
+#[test]
+fn a_constant_metric_is_printed_as_every_other() {
+    let config = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(
+        config.path(),
+        "groups:\n  sw: [context-switches]\nmetrics:\n  - {name: two, expr: 2}\n\
+         \x20 - {name: cs_twice, expr: context-switches * 2}\n",
+    )
+    .expect("written");
+    let path = config.path().to_str().expect("UTF-8 path");
+    let (out, err) = stat_command(&["--config.file", path, "-M", "two"], &getppid_command(10));
+    assert!(
+        out.lines()
+            .any(|l| l.split_whitespace().take(2).eq(["2.00", "two"])),
+        "{out}{err}"
+    );
+    assert!(!out.contains("cs_twice"), "{out}");
 }
 
 #[test]

@@ -20,7 +20,7 @@ use super::{
     TRACEPOINT_GROUP, TracepointDef, part_name,
 };
 use crate::events::{Event, EventSyntaxError, parse_event, parse_tracepoint};
-use crate::metrics::{DURATION_TIME, Expr, NamedError, NamedMetric};
+use crate::metrics::{DURATION_TIME, Expr, MAX_LEN, NamedError, NamedMetric};
 use crate::suggest::did_you_mean;
 
 /// The start of the name of the group a metric's scheduled events are
@@ -305,8 +305,10 @@ impl Validator<'_> {
                 if !name.starts_with('#') {
                     return Ok(None);
                 }
+                // Kept a name, whose value is the machine's when the
+                // metric is computed: CPUs go offline and come back.
                 match self.catalog.literals().get(name) {
-                    Some(value) => Ok(Some(Expr::number(value))),
+                    Some(_) => Ok(None),
                     None => Err(ExprOrConfig::Config(
                         self.error(
                             expr_text.referenced,
@@ -347,9 +349,22 @@ impl Validator<'_> {
                 unit.value
             }
         };
-        let description = raw
-            .description
-            .map_or_else(|| expr_text.value.clone(), |d| d.value);
+        let description = match raw.description {
+            None => expr_text.value.clone(),
+            Some(d) if d.value.len() > MAX_LEN => {
+                return Err(self
+                    .error(
+                        d.referenced,
+                        format!(
+                            "{here}: `description` is {} bytes long, more than the {MAX_LEN} \
+                             it may have: it is a label of the metric's series",
+                            d.value.len()
+                        ),
+                    )
+                    .hint("say in a sentence what the metric measures"));
+            }
+            Some(d) => d.value,
+        };
         let metric = NamedMetric {
             name: raw.name.value.clone(),
             formula: expr_text.value.clone(),
@@ -386,6 +401,10 @@ impl Validator<'_> {
             }
             if name == DURATION_TIME {
                 inputs.push(MetricInput::duration());
+                continue;
+            }
+            if name.starts_with('#') {
+                inputs.push(MetricInput::literal(name));
                 continue;
             }
             match parse_event(&crate::events::from_metric_name(name)) {
@@ -630,7 +649,7 @@ fn missing<'a>(
     scheduled: &Scheduled,
 ) -> Option<&'a MetricInput> {
     def.inputs.iter().find(|input| {
-        if is_scheduled(input, scheduled) || input.is_duration() {
+        if is_scheduled(input, scheduled) || !input.is_counted() {
             return false;
         }
         let list = match &*input.group {

@@ -1979,12 +1979,10 @@ fn metrics_are_named_from_the_cpus_tables_alone_or_by_group() {
     let values: Vec<f64> = fe
         .inputs
         .iter()
-        .map(|i| {
-            if &*i.event == "topdown-fe-bound" {
-                1.0
-            } else {
-                3.0
-            }
+        .map(|i| match &*i.event {
+            "topdown-fe-bound" => 1.0,
+            "#SMT_on" => 1.0,
+            _ => 3.0,
         })
         .collect();
     assert_eq!(fe.expr.eval(&values), Some(25.0));
@@ -2099,8 +2097,12 @@ fn a_configs_own_formula_may_use_the_machines_literals() {
             .contains("starts a YAML comment"),
         "{e}"
     );
-    assert_eq!(c.metrics[0].expr.names(), ["cycles"]);
-    assert_eq!(c.metrics[0].expr.eval(&[10.0]), Some(5.0));
+    // The literal stays an input, whose value is the machine's when the
+    // metric is computed: CPUs go offline and come back.
+    assert_eq!(c.metrics[0].expr.names(), ["cycles", "#smt_on"]);
+    assert!(c.metrics[0].inputs[1].is_literal());
+    assert!(!c.metrics[0].inputs[1].is_counted());
+    assert_eq!(c.metrics[0].expr.eval(&[10.0, 1.0]), Some(5.0));
     let e = err_with("metrics:\n  - name: x\n    expr: \"cycles / #num_gpus\"\n");
     assert_eq!(e.line.zip(e.column), Some((3, 11)), "{e}");
     assert!(

@@ -103,6 +103,8 @@ pub(crate) fn validate(
             .at(groups_at.or(tracepoints_at).or(probes_at))
             .hint(NOTHING_HINT)));
     }
+    let counts_processes = raw.processes.as_ref().is_some_and(|p| !p.value.is_empty());
+    let counts_host = !host.is_empty();
     let selectors: Vec<_> = match raw.cgroups {
         // The whole machine, with everything.
         None => vec![(
@@ -115,6 +117,8 @@ pub(crate) fn validate(
             },
             None,
         )],
+        // Processes or the host count without cgroups.
+        Some(list) if list.value.is_empty() && (counts_processes || counts_host) => Vec::new(),
         Some(list) if list.value.is_empty() => {
             v.keep::<()>(Err(v
                 .error(
@@ -123,7 +127,8 @@ pub(crate) fn validate(
                 )
                 .hint(
                     "list at least one selector, e.g. `- path: /`, \
-                     or remove `cgroups:` to count the whole machine",
+                     or remove `cgroups:` to count the whole machine \
+                     (`cgroups: []` is for a config that counts only `processes:` or `host:`)",
                 )));
             Vec::new()
         }

@@ -246,15 +246,16 @@ impl Engine {
         if self.collections > 0 {
             tracing::info!(online = ?changes.open, offline = ?changes.closed, "CPUs changed");
         }
+        crate::machine::follow_literals(&online);
         for target in &mut self.targets {
             target.cpus_changed(&changes, &online, &mut self.errors);
         }
     }
 
-    /// The snapshot of the collection `started` began: the engine's own
+    /// The snapshot of the collection `started` began, timed from then to
+    /// its end: the engine's own
     /// figures, then every target's series.
     fn snapshot(&mut self, started: Instant) -> Snapshot {
-        let collection_seconds = started.elapsed().as_secs_f64();
         let mut snapshot = Snapshot::empty();
         snapshot.interval = self.plan.interval;
         snapshot.metric_defs = self.metric_defs.clone();
@@ -271,8 +272,11 @@ impl Engine {
             target.show(&self.plan, now, &mut snapshot);
         }
         snapshot.taken_at = SystemTime::now();
-        snapshot.finished = Some(Instant::now());
-        snapshot.collection_seconds = collection_seconds;
+        let finished = Instant::now();
+        snapshot.finished = Some(finished);
+        // Showing computes every metric of every target: part of the
+        // collection, and with thousands of metrics most of it.
+        snapshot.collection_seconds = finished.duration_since(started).as_secs_f64();
         snapshot
     }
 }

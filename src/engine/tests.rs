@@ -25,6 +25,9 @@ struct Recording {
     /// Added to `samples_undecodable` by each `show`, so that the snapshot
     /// tells which targets showed.
     shows: u64,
+    /// How long each `read` and each `show` take (computing thousands of
+    /// metrics over hundreds of cgroups takes seconds).
+    takes: Duration,
 }
 
 impl Recording {
@@ -44,6 +47,7 @@ impl Target for Recording {
 
     fn read(&mut self, _errors: &mut Errors) {
         self.log("read");
+        std::thread::sleep(self.takes);
     }
 
     fn cpus_changed(&mut self, _changes: &CpuChanges, _online: &[u32], _errors: &mut Errors) {
@@ -56,6 +60,7 @@ impl Target for Recording {
 
     fn show(&mut self, _plan: &Plan, _now: Instant, snapshot: &mut Snapshot) {
         self.log("show");
+        std::thread::sleep(self.takes);
         snapshot.samples_undecodable += self.shows;
     }
 
@@ -91,6 +96,7 @@ fn engine(interval: &str, drains: bool) -> (Engine, Calls, Latest) {
             drains,
             calls: calls.clone(),
             shows,
+            takes: Duration::ZERO,
         })
     };
     let targets = vec![target("a", drains, 1), target("b", false, 10)];
@@ -187,4 +193,28 @@ fn only_a_target_that_drains_is_waited_on_and_drained_between_collections() {
     assert!(!seen.contains(&("b", "drain")), "{seen:?}");
     let shows = seen.iter().filter(|c| c.1 == "show").count();
     assert_eq!(shows, 2, "one collection in an hour's interval: {seen:?}");
+}
+
+#[test]
+fn the_collection_duration_is_the_whole_collection_showing_included() {
+    let takes = Duration::from_millis(150);
+    let target = Box::new(Recording {
+        name: "slow",
+        drains: false,
+        calls: Calls::default(),
+        shows: 0,
+        takes,
+    });
+    let cpus = CpuTracker::new(Arc::new(AtomicU64::new(0)));
+    let latest = Latest::new();
+    let mut engine = Engine::of(plan("1s"), vec![target], cpus, latest.clone());
+    let began = Instant::now();
+    engine.collect();
+    let took = began.elapsed().as_secs_f64();
+    let reported = latest.get().collection_seconds;
+    // Reading and showing (where the metrics are computed) both count.
+    assert!(
+        reported >= 2.0 * takes.as_secs_f64() && reported <= took,
+        "reported {reported} s of a collection of {took} s"
+    );
 }

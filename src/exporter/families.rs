@@ -554,7 +554,7 @@ const OPEN_ERRORS: Family = Family {
 };
 const COLLECTION_DURATION: Family = Family {
     name: "cgperf_collection_duration",
-    help: "Time the last collection (discover, read, scale, publish) took.",
+    help: "Time the last collection (read, discover, compute every metric, publish) took.",
     unit: Unit::Seconds,
     kind: Kind::Gauge,
 };

@@ -162,6 +162,17 @@ pub fn readiness(snap: &Snapshot, now: Instant) -> Result<(), String> {
     {
         return Err(why);
     }
+    let over_budget = snap
+        .skipped
+        .get(&crate::snapshot::SkipReason::FdBudget)
+        .copied()
+        .unwrap_or(0);
+    if snap.monitored_cgroups == 0 && over_budget > 0 {
+        return Err(format!(
+            "no cgroup is counted: the {over_budget} selected are skipped (fd_budget), {}",
+            crate::snapshot::SkipReason::FdBudget.explain()
+        ));
+    }
     let limit = snap.interval.saturating_mul(3).max(MIN_STALL);
     let age = now.saturating_duration_since(finished);
     if age > limit {
@@ -348,6 +359,29 @@ mod tests {
         assert_eq!(serve_and_get(stalled, HEALTHY_PATH).0, 200);
         let slow = finished(Duration::from_secs(25), Duration::from_secs(10));
         assert_eq!(serve_and_get(slow, READY_PATH).0, 200);
+    }
+
+    #[test]
+    fn not_ready_while_every_cgroup_is_skipped_for_the_descriptor_budget() {
+        use crate::snapshot::SkipReason;
+        let with = |monitored: u64, over_budget: u64| {
+            let latest = finished(Duration::from_millis(100), Duration::from_secs(1));
+            let mut snap = (*latest.get()).clone();
+            snap.monitored_cgroups = monitored;
+            snap.skipped.insert(SkipReason::FdBudget, over_budget);
+            latest.publish(snap);
+            serve_and_get(latest, READY_PATH)
+        };
+        let (status, body) = with(0, 1);
+        assert_eq!(status, 503, "{body}");
+        assert!(
+            body.contains("no cgroup is counted: the 1 selected are skipped (fd_budget)")
+                && body.contains("ulimit -n"),
+            "{body}"
+        );
+        // Some counted: ready, the skip counter says the rest.
+        assert_eq!(with(1, 5).0, 200);
+        assert_eq!(with(0, 0).0, 200);
     }
 
     #[test]

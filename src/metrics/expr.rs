@@ -38,6 +38,11 @@ pub const MAX_DEPTH: usize = 64;
 /// bounded like nesting is.
 pub const MAX_NODES: usize = 1_000;
 
+/// The longest formula a config may write, in bytes: ten times any of
+/// perf's, short enough that the `description` label (the formula when the
+/// config gives none) of every series stays small.
+pub const MAX_LEN: usize = 4096;
+
 /// A parsed expression; its names are numbered in order of first use.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Expr {
@@ -135,6 +140,16 @@ impl Expr {
     }
 
     fn parse_as(text: &str, syntax: Syntax) -> Result<Self, ExprError> {
+        if syntax == Syntax::Config && text.len() > MAX_LEN {
+            return Err(ExprError {
+                at: MAX_LEN,
+                message: format!(
+                    "{} bytes long, more than the {MAX_LEN} a metric may have; a metric is a \
+                     short formula over counted events",
+                    text.len()
+                ),
+            });
+        }
         let tokens = tokenize(text, syntax)?;
         let mut parser = Parser {
             tokens,
@@ -234,9 +249,12 @@ impl Expr {
     /// Its value when name `i` has `values[i]`; `None` when it has none: a
     /// division or remainder by zero (a cgroup that did not run in the
     /// interval), or a result that is not a finite number. `values` holds
-    /// one value per [`Expr::names`].
+    /// one value per [`Expr::names`]. Never `-0`: `0 * -1` is 0, as a
+    /// count of nothing is, not a sign a dashboard would show.
     pub fn eval(&self, values: &[f64]) -> Option<f64> {
-        eval(&self.root, values).filter(|v| v.is_finite())
+        eval(&self.root, values)
+            .filter(|v| v.is_finite())
+            .map(|v| if v == 0.0 { 0.0 } else { v })
     }
 }
 
@@ -315,6 +333,26 @@ fn measure(node: &Node, sizes: &[Option<(usize, usize)>]) -> (usize, usize) {
         let (d, n) = measure(child, sizes);
         (depth.max(d.saturating_add(1)), nodes.saturating_add(n))
     })
+}
+
+/// The value of `node` when it uses no name (`Some(None)`: it has none, a
+/// division by zero); `None` when it uses one.
+fn constant(node: &Node) -> Option<Option<f64>> {
+    let named = match node {
+        Node::Number(_) => false,
+        Node::Name(_) => true,
+        Node::Neg(inner) => constant(inner).is_none(),
+        Node::Binary(_, a, b) => constant(a).is_none() || constant(b).is_none(),
+        Node::If {
+            then,
+            condition,
+            otherwise,
+        } => [then, condition, otherwise]
+            .iter()
+            .any(|n| constant(n).is_none()),
+        Node::Call(_, args) => args.iter().any(|n| constant(n).is_none()),
+    };
+    (!named).then(|| eval(node, &[]))
 }
 
 fn eval(node: &Node, values: &[f64]) -> Option<f64> {
@@ -431,6 +469,15 @@ fn tokenize(text: &str, syntax: Syntax) -> Result<Vec<(usize, Token)>, ExprError
                 at,
                 message: format!("`{written}` is not a number; names start with a letter or `_`"),
             })?;
+            if !n.is_finite() {
+                return Err(ExprError {
+                    at,
+                    message: format!(
+                        "`{written}` is too large to be a number (the largest is about 1.8e308), \
+                         so the metric would never have a value"
+                    ),
+                });
+            }
             tokens.push((at, Token::Number(n)));
         } else if is_name_start(c) {
             let mut name = String::new();
@@ -565,6 +612,7 @@ impl Parser {
     }
 
     fn sum(&mut self, depth: usize) -> Result<Node, ExprError> {
+        let start = self.at();
         let mut left = self.product(depth)?;
         loop {
             let op = match self.peek() {
@@ -575,21 +623,64 @@ impl Parser {
             self.next += 1;
             let right = self.product(depth)?;
             left = self.node(Node::Binary(op, Box::new(left), Box::new(right)))?;
+            self.finite(&left, start)?;
         }
     }
 
     fn product(&mut self, depth: usize) -> Result<Node, ExprError> {
+        let start = self.at();
         let mut left = self.unary(depth)?;
         loop {
-            let op = match self.peek() {
-                Some(Token::Op('*')) => Op::Mul,
-                Some(Token::Op('/')) => Op::Div,
-                Some(Token::Op('%')) => Op::Rem,
+            let (op, sign) = match self.peek() {
+                Some(Token::Op('*')) => (Op::Mul, '*'),
+                Some(Token::Op('/')) => (Op::Div, '/'),
+                Some(Token::Op('%')) => (Op::Rem, '%'),
                 _ => return Ok(left),
             };
             self.next += 1;
+            let divisor_at = self.at();
             let right = self.unary(depth)?;
+            if let Some(Some(b)) = constant(&right) {
+                let zero = match op {
+                    Op::Div => b == 0.0,
+                    Op::Rem => b.trunc() == 0.0,
+                    _ => false,
+                };
+                if zero {
+                    let whole = if op == Op::Rem && b != 0.0 {
+                        format!(
+                            " ({b} is 0 as a whole number, and a remainder is of whole numbers)"
+                        )
+                    } else {
+                        String::new()
+                    };
+                    return Err(ExprError {
+                        at: divisor_at,
+                        message: format!(
+                            "`{sign}` by 0{whole}: the metric would never have a value; \
+                             divide by something counted, or write `d_ratio(a, b)` for 0 \
+                             when `b` is 0"
+                        ),
+                    });
+                }
+            }
             left = self.node(Node::Binary(op, Box::new(left), Box::new(right)))?;
+            self.finite(&left, start)?;
+        }
+    }
+
+    /// Refuses `node`, which begins at `start`, when it uses no name and is
+    /// not a finite number (`1e308 * 1e308`): a metric made of it would
+    /// never have a value.
+    fn finite(&self, node: &Node, start: usize) -> Result<(), ExprError> {
+        match constant(node) {
+            Some(Some(v)) if !v.is_finite() => Err(ExprError {
+                at: start,
+                message: "this part is a number too large to be one (more than about 1.8e308), \
+                          so the metric would never have a value"
+                    .into(),
+            }),
+            _ => Ok(()),
         }
     }
 
@@ -866,11 +957,69 @@ mod tests {
         assert_eq!(value("a % b", &[1.0, 0.0]), None);
         assert_eq!(value("1 + a / b * 0", &[1.0, 0.0]), None, "anywhere inside");
         // The branch not taken may divide by zero.
-        assert_eq!(value("1 if 1 else a / 0", &[2.0]), Some(1.0));
-        assert_eq!(value("1e308 * 1e308", &[]), None);
+        assert_eq!(value("1 if 1 else a / b", &[2.0, 0.0]), Some(1.0));
+        assert_eq!(value("a * a", &[1e308]), None);
         assert_eq!(value("a", &[f64::NAN]), None);
         // A value missing from the slice is no value either.
         assert_eq!(value("a + b", &[1.0]), None);
+    }
+
+    #[test]
+    fn what_could_never_have_a_value_is_refused_where_it_is_written() {
+        let e = error("1e999");
+        assert_eq!(e.at, 0);
+        assert!(e.message.contains("`1e999` is too large"), "{e}");
+        assert_eq!(error("a * 1e999").at, 4);
+        assert_eq!(error("a + -1E400").at, 5);
+        let e = error("x / 0");
+        assert_eq!(e.at, 4);
+        assert!(e.message.contains("`/` by 0"), "{e}");
+        assert!(e.message.contains("d_ratio"), "{e}");
+        let e = error("x % 0.5");
+        assert_eq!(e.at, 4);
+        assert!(e.message.contains("0.5 is 0 as a whole number"), "{e}");
+        assert_eq!(
+            error("x / (2 - 2)").at,
+            4,
+            "a divisor that is 0 however written"
+        );
+        assert_eq!(error("x + 1 if 0 else x / -0").at, 20, "in a branch too");
+        let e = error("x + 1e308 * 10");
+        assert_eq!(e.at, 4);
+        assert!(e.message.contains("too large"), "{e}");
+        assert_eq!(error("1e308 + 1e308 * 2").at, 8);
+        assert_eq!(error("1e308 + 1e308").at, 0);
+        // Divisors that only may be 0, and constants that are numbers, stay.
+        assert_eq!(value("x / 0.5", &[1.0]), Some(2.0));
+        assert_eq!(value("x % 1.5", &[7.0]), Some(0.0));
+        assert_eq!(value("x / (y - 1)", &[4.0, 3.0]), Some(2.0));
+        assert_eq!(value("1e308 * 1", &[]), Some(1e308));
+        assert_eq!(value("2", &[]), Some(2.0));
+    }
+
+    #[test]
+    fn zero_has_no_sign() {
+        for (text, values) in [("0 * -1", &[][..]), ("a * b", &[0.0, -3.0]), ("-a", &[0.0])] {
+            let v = value(text, values).expect("a value");
+            assert!(v == 0.0 && v.is_sign_positive(), "{text}: {v:?}");
+            assert_eq!(format!("{v}"), "0", "{text}");
+        }
+        assert_eq!(value("-a", &[2.0]), Some(-2.0));
+    }
+
+    #[test]
+    fn a_config_formula_is_at_most_max_len_bytes() {
+        let fine = format!("a{}", " ".repeat(MAX_LEN - 1));
+        assert_eq!(value(&fine, &[1.0]), Some(1.0));
+        let long = format!("a{}", " ".repeat(MAX_LEN));
+        let e = error(&long);
+        assert_eq!(e.at, MAX_LEN);
+        assert!(
+            e.message.contains("4097 bytes long, more than the 4096"),
+            "{e}"
+        );
+        // perf's tables are theirs to write.
+        assert!(Expr::parse_perf(&long).is_ok());
     }
 
     #[test]
@@ -906,21 +1055,29 @@ mod tests {
 
     #[test]
     fn nesting_is_bounded_so_a_hostile_config_cannot_overflow_the_stack() {
-        let deep = format!("{}1{}", "(".repeat(100_000), ")".repeat(100_000));
-        assert!(error(&deep).message.contains("nested more than"));
-        let negated = format!("{}1", "-".repeat(100_000));
-        assert!(error(&negated).message.contains("nested more than"));
-        let calls = format!("{}1{}", "max(".repeat(100_000), ")".repeat(100_000));
-        assert!(error(&calls).message.contains("nested more than"));
+        // A config's formula is at most MAX_LEN bytes, a table's is not:
+        // both are bounded by depth and size before that.
+        let perf = |text: &str| Expr::parse_perf(text).expect_err("refused");
+        for (n, parse) in [
+            (100_000, &perf as &dyn Fn(&str) -> ExprError),
+            (1_000, &error),
+        ] {
+            let deep = format!("{}1{}", "(".repeat(n), ")".repeat(n));
+            assert!(parse(&deep).message.contains("nested more than"));
+            let negated = format!("{}1", "-".repeat(n));
+            assert!(parse(&negated).message.contains("nested more than"));
+            let calls = format!("{}1{}", "max(".repeat(n * 4 / 5), ")".repeat(n * 4 / 5));
+            assert!(parse(&calls).message.contains("nested more than"));
+            // A long sum is a deep chain too.
+            let long = vec!["a"; n + 1].join(" + ");
+            assert!(parse(&long).message.contains("more than 1000 operators"));
+        }
         let fine = format!(
             "{}1{}",
             "(".repeat(MAX_DEPTH - 2),
             ")".repeat(MAX_DEPTH - 2)
         );
         assert_eq!(value(&fine, &[]), Some(1.0));
-        // A long sum is a deep chain too.
-        let long = vec!["a"; 100_000].join(" + ");
-        assert!(error(&long).message.contains("more than 1000 operators"));
         let fine = vec!["a"; 400].join(" + ");
         assert_eq!(value(&fine, &[1.0]), Some(400.0));
     }

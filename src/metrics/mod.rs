@@ -10,7 +10,7 @@
 mod expr;
 pub mod named;
 
-pub use expr::{EXPANDED, Expr, ExprError, MAX_DEPTH, MAX_NODES};
+pub use expr::{EXPANDED, Expr, ExprError, MAX_DEPTH, MAX_LEN, MAX_NODES};
 pub use named::{Catalog, Literals, NamedError, NamedMetric};
 
 use std::sync::Arc;
@@ -73,6 +73,50 @@ impl MetricInput {
     pub fn is_duration(&self) -> bool {
         self.group.is_empty() && *self.event == *DURATION_TIME
     }
+
+    /// A literal of the machine (`#num_cpus_online`), as the formula
+    /// writes it: its value is the machine's when the metric is computed
+    /// (see [`literal`]), not a count.
+    pub fn literal(name: &str) -> Self {
+        Self {
+            group: "".into(),
+            event: name.into(),
+        }
+    }
+
+    /// Whether this is a [`MetricInput::literal`].
+    pub fn is_literal(&self) -> bool {
+        self.group.is_empty() && self.event.starts_with('#')
+    }
+
+    /// Whether cgperf counts this input (it is neither `duration_time` nor
+    /// a literal).
+    pub fn is_counted(&self) -> bool {
+        !self.group.is_empty()
+    }
+}
+
+/// The machine's literals now. One for the process: they are facts of the
+/// machine that every place computing metrics (cgroups, processes, the
+/// host, `cgperf stat`) reads, and that CPUs going offline or online
+/// change (`#num_cpus_online`, `#num_cores`, ...), so they are set where
+/// the online CPUs are followed, not copied into each formula.
+static LITERALS: std::sync::RwLock<Option<Literals>> = std::sync::RwLock::new(None);
+
+/// Makes `literals` the machine's, for every metric computed from now on.
+pub fn set_literals(literals: Literals) {
+    let mut now = LITERALS
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    *now = Some(literals);
+}
+
+/// The value now of literal `name` (`#smt_on`), when it has one.
+pub fn literal(name: &str) -> Option<f64> {
+    let now = LITERALS
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    now.as_ref()?.get(name)
 }
 
 /// The total now of `input` in a target (a cgroup, a process entry's
@@ -86,6 +130,9 @@ fn input_total<'a>(
 ) -> Option<f64> {
     if input.is_duration() {
         return Some(counting_ns);
+    }
+    if input.is_literal() {
+        return literal(&input.event);
     }
     let mut found = counted
         .filter(|(group, event, _)| **group == *input.group && **event == *input.event)
@@ -151,6 +198,9 @@ impl LastTotals {
         }
         let grown = |input: &MetricInput| -> Option<f64> {
             let (_, value) = now.iter().find(|(i, _)| i == input)?;
+            if input.is_literal() {
+                return Some(*value);
+            }
             let last = self
                 .last
                 .iter()

@@ -341,8 +341,10 @@ impl Catalog {
         let parsed = Expr::parse_perf(&metric.expr)?;
         let expr = parsed.substitute(|name| {
             if name.starts_with('#') {
+                // Kept a name: its value is the machine's when the metric
+                // is computed (see `crate::metrics::literal`).
                 return match self.literals.get(name) {
-                    Some(value) => Ok(Some(Expr::number(value))),
+                    Some(_) => Ok(None),
                     None => Err(Problem(format!(
                         "its literal `{name}` is not known on this machine"
                     ))),

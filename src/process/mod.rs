@@ -14,6 +14,7 @@
 //! its process). A descendant that outlives its counted ancestor counts
 //! on its own from the next scan that finds it, if it matches itself.
 
+mod cap;
 mod scan;
 mod series;
 
@@ -181,6 +182,7 @@ impl Processes {
         for key in regrouped {
             self.reopen(&key, errors);
         }
+        self.shed_over_max(errors);
         for (id, series) in &self.series {
             if let Some(s) = self.selected.iter().find(|s| s.name == id.process) {
                 let keep: Vec<(GroupId, Vec<EventId>)> = s
@@ -412,16 +414,7 @@ impl Processes {
             .cloned()
             .collect();
         for key in gone {
-            let Some(mut counted) = self.counted.remove(&key) else {
-                continue;
-            };
-            read_all(&mut self.totals, &mut counted.readers, errors);
-            drop(counted.readers);
-            if counted.series.pid.is_some()
-                && let Some(series) = self.series.remove(&counted.series)
-            {
-                self.totals.remove(series.slot);
-            }
+            self.stop_counting(&key, errors);
         }
     }
 

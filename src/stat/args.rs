@@ -83,12 +83,9 @@ pub struct StatArgs {
     /// Metrics to print beside the counts, comma-separated; repeatable.
     /// They are those of --config.file's `metrics:` (all of them without
     /// -M), computed over the run and over each -I interval.
-    #[arg(
-        short = 'M',
-        long = "metrics",
-        value_name = "METRICS",
-        value_delimiter = ','
-    )]
+    /// Each kept as given (split where it is used), so that a mistake can
+    /// say which argument it is in and where.
+    #[arg(short = 'M', long = "metrics", value_name = "METRICS")]
     pub metrics: Vec<String>,
 
     /// System-wide: count the root cgroup `/` (the whole machine), while

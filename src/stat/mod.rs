@@ -47,14 +47,10 @@ pub enum StatError {
          config's `groups:` and `tracepoints:`"
     )]
     EventsAndConfig,
-    /// A `-M` metric the config does not define.
-    #[error("-M {given}: {message}")]
-    Metric {
-        /// The name as given.
-        given: String,
-        /// What is wrong, and what to write.
-        message: String,
-    },
+    /// A `-M` name that is no metric: each mistake as `-M ARGUMENT, column
+    /// N: what`, then how to fix it.
+    #[error("{0}")]
+    Metric(String),
     /// A `-G` that is not a cgroup path.
     #[error("-G {given}: {message}; {hint}")]
     BadCgroup {
@@ -122,7 +118,7 @@ impl StatError {
             Self::Events(_)
             | Self::Config(_)
             | Self::EventsAndConfig
-            | Self::Metric { .. }
+            | Self::Metric(_)
             | Self::BadCgroup { .. }
             | Self::NoCgroup { .. } => 1,
             Self::Machine(_)
@@ -392,46 +388,64 @@ fn setup(
 /// a config's `metrics:` would schedule them, into every cgroup counted.
 fn pick_metrics(config: &mut Config, given: &[String], catalog: &Catalog) -> Result<(), StatError> {
     let mut picked: Vec<MetricDef> = Vec::new();
-    let mut named: Vec<&String> = Vec::new();
-    for name in given {
-        let defs: Vec<&MetricDef> = config
-            .metrics
-            .iter()
-            .filter(|m| m.name == *name || m.entry == *name)
-            .collect();
-        if defs.is_empty() {
-            named.push(name);
-        }
-        for def in defs {
-            if !picked.iter().any(|p| p.name == def.name) {
-                picked.push(def.clone());
+    // Each name the config does not define, with its argument and where it
+    // starts there (in characters).
+    let mut named: Vec<(&str, &str, usize)> = Vec::new();
+    for argument in given {
+        let mut column = 0;
+        for name in argument.split(',') {
+            let defs: Vec<&MetricDef> = config
+                .metrics
+                .iter()
+                .filter(|m| m.name == name || m.entry == name)
+                .collect();
+            if defs.is_empty() {
+                named.push((name, argument, column));
             }
+            for def in defs {
+                if !picked.iter().any(|p| p.name == def.name) {
+                    picked.push(def.clone());
+                }
+            }
+            column += name.chars().count() + 1;
         }
     }
     if !named.is_empty() {
-        // The names as JSON strings: YAML scalars whatever they hold.
-        let list: Vec<String> = named
-            .iter()
-            .map(|n| serde_json::Value::String((*n).clone()).to_string())
-            .collect();
-        let yaml = format!("metrics: [{}]\n", list.join(", "));
+        // The names as JSON strings (YAML scalars whatever they hold), and
+        // the column each starts at in the one line of YAML.
+        let mut yaml = "metrics: [".to_owned();
+        let mut starts = Vec::with_capacity(named.len());
+        for (i, (name, _, _)) in named.iter().enumerate() {
+            if i > 0 {
+                yaml.push_str(", ");
+            }
+            starts.push(yaml.chars().count() + 1);
+            yaml.push_str(&serde_json::Value::String((*name).to_owned()).to_string());
+        }
+        yaml.push_str("]\n");
         let scheduled = crate::config::parse_for("-M", &yaml, catalog).map_err(|e| {
             let names: Vec<&str> = config.metrics.iter().map(|m| m.name.as_str()).collect();
             let close = named
                 .iter()
-                .find_map(|n| crate::suggest::did_you_mean(n, names.iter().copied()));
-            let message = match close {
-                Some(close) => format!("{e}; the config has `{close}`"),
-                None => e.to_string(),
-            };
-            StatError::Metric {
-                given: named
-                    .iter()
-                    .map(|n| n.as_str())
-                    .collect::<Vec<_>>()
-                    .join(","),
-                message,
+                .find_map(|(n, _, _)| crate::suggest::did_you_mean(n, names.iter().copied()));
+            let mut lines = Vec::new();
+            for mistake in std::iter::once(&e).chain(&e.others) {
+                // The name the mistake's column falls in (past the quote
+                // its JSON form opens with), and the column in its argument.
+                let column = mistake.column.map_or(0, |c| c as usize);
+                let i = starts.iter().rposition(|&s| s <= column).unwrap_or(0);
+                let (_, argument, start) = named[i];
+                let within = start + column.saturating_sub(starts[i] + 1) + 1;
+                let mut line = format!("-M {argument:?}, column {within}: {}", mistake.message);
+                if let Some(close) = close.as_ref().filter(|_| lines.is_empty()) {
+                    line.push_str(&format!("; the config has `{close}`"));
+                }
+                if let Some(hint) = &mistake.hint {
+                    line.push_str(&format!("\n  hint: {hint}"));
+                }
+                lines.push(line);
             }
+            StatError::Metric(lines.join("\n"))
         })?;
         for group in scheduled.groups {
             if !config.groups.iter().any(|g| g.name == group.name) {

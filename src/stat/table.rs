@@ -217,7 +217,9 @@ pub struct Line {
 
 /// The lines of one period of `elapsed` seconds: for each cgroup, each row,
 /// each CPU, then each metric over the period's counts. Rows a cgroup does
-/// not count, and metrics of which it counts no input, are left out.
+/// not count are left out, and so are metrics of which it counts no input
+/// unless they have none to count (a constant) or the machine cannot count
+/// one (shown as `<no value>`, as its row is `<not supported>`).
 pub fn lines(
     (rows, metrics): (&[Row], &[MetricDef]),
     counts: &Counts,
@@ -237,7 +239,7 @@ pub fn lines(
         }
         for metric in metrics {
             for &cpu in cpus {
-                out.extend(metric_line(metric, counts, cgroup, cpu, elapsed));
+                out.extend(metric_line(metric, (rows, counts), cgroup, cpu, elapsed));
             }
         }
     }
@@ -247,10 +249,12 @@ pub fn lines(
 /// A metric over the period's counts (`duration_time`: its `elapsed`
 /// seconds), as the exporter computes it over an interval's; `<no value>`
 /// when its formula divides by zero (the cgroup did not run in the
-/// period); none when the cgroup counts no input of it.
+/// period) or an input is not counted; none when the cgroup counts no
+/// input of it, unless it has no input to count or one of its inputs is a
+/// row this machine cannot count.
 fn metric_line(
     metric: &MetricDef,
-    counts: &Counts,
+    (rows, counts): (&[Row], &Counts),
     cgroup: &str,
     cpu: Option<u32>,
     elapsed: f64,
@@ -258,12 +262,19 @@ fn metric_line(
     let values: Vec<Option<f64>> = metric
         .inputs
         .iter()
-        .map(|input| match input.is_duration() {
-            true => None,
-            false => counts.find_in(cgroup, &input.group, &input.event, cpu),
+        .map(|input| match input.is_counted() {
+            false => None,
+            true => counts.find_in(cgroup, &input.group, &input.event, cpu),
         })
         .collect();
-    if values.iter().all(Option::is_none) {
+    let counted = metric.inputs.iter().filter(|i| i.is_counted());
+    let unsupported = || {
+        metric.inputs.iter().any(|input| {
+            rows.iter()
+                .any(|r| r.support.is_err() && r.group == *input.group && r.event == *input.event)
+        })
+    };
+    if counted.count() > 0 && values.iter().all(Option::is_none) && !unsupported() {
         return None;
     }
     let values: Vec<Option<f64>> = metric
@@ -273,6 +284,8 @@ fn metric_line(
         .map(|(input, v)| {
             if input.is_duration() {
                 Some(elapsed * 1e9)
+            } else if input.is_literal() {
+                crate::metrics::literal(&input.event)
             } else {
                 v
             }
@@ -725,5 +738,61 @@ mod tests {
         let other = counts(&[], &[]);
         let none = lines((&[], &config.metrics), &other, &["/a".into()], &[None], 1.0);
         assert!(none.is_empty(), "{none:?}");
+    }
+
+    #[test]
+    fn a_constant_metric_and_one_the_machine_cannot_count_are_shown_as_the_others() {
+        let config = crate::config::parse(
+            "t",
+            "groups:\n  sched: [cs]\n  hw: [instructions, cycles]\nmetrics:\n\
+             \x20 - {name: two, expr: 2}\n\
+             \x20 - {name: ipc, expr: instructions / cycles}\n\
+             \x20 - {name: per_s, expr: cs / (duration_time / 1e9)}\n",
+        )
+        .expect("valid");
+        let unsupported = |event: &str| Row {
+            support: Err("no PMU".into()),
+            ..row("hw", event)
+        };
+        let rows = [
+            row("sched", "context-switches"),
+            unsupported("instructions"),
+            unsupported("cycles"),
+        ];
+        let busy = counts(
+            &[("sched", "context-switches", 10.0, false)],
+            &[("sched", 1.0, 1.0)],
+        );
+        let shown = lines(
+            (&rows, &config.metrics),
+            &busy,
+            &["/a".into()],
+            &[None],
+            2.0,
+        );
+        let metrics: Vec<(&str, &Shown)> = shown
+            .iter()
+            .skip(3)
+            .map(|l| (l.event.as_str(), &l.shown))
+            .collect();
+        assert_eq!(
+            metrics,
+            [
+                ("two", &Shown::Metric(2.0)),
+                ("ipc", &Shown::NoValue),
+                ("per_s", &Shown::Metric(5.0))
+            ],
+            "{shown:?}"
+        );
+        // Where the machine counts them but this cgroup does not, no line.
+        let counted = [row("sched", "context-switches"), row("hw", "instructions")];
+        let shown = lines(
+            (&counted, &config.metrics),
+            &busy,
+            &["/a".into()],
+            &[None],
+            2.0,
+        );
+        assert!(!shown.iter().any(|l| l.event == "ipc"), "{shown:?}");
     }
 }

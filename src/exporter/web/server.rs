@@ -62,7 +62,7 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((tcp, _)) => tcp,
                 Err(e) => {
-                    accept_failed(&e).await;
+                    accept_failed(&e, &slots).await;
                     continue;
                 }
             },
@@ -98,10 +98,12 @@ pub async fn serve(
     }
 }
 
-/// Errors of `accept` that concern one connection are skipped; others (out
-/// of file descriptors) are logged and retried after a pause, so as not to
-/// spin.
-async fn accept_failed(e: &std::io::Error) {
+/// Errors of `accept` that concern one connection are skipped. Out of file
+/// descriptors (`EMFILE`, `ENFILE`), the oldest idle connection is closed
+/// to free one and `accept` retried at once, so that idle connections
+/// cannot keep a scrape waiting; with none to close, and for other errors,
+/// it is logged and retried after a pause, so as not to spin.
+async fn accept_failed(e: &std::io::Error, slots: &Slots) {
     use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
     if matches!(
         e.kind(),
@@ -109,9 +111,19 @@ async fn accept_failed(e: &std::io::Error) {
     ) {
         return;
     }
+    let out_of_fds = matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE));
+    if out_of_fds && slots.evict_one() {
+        // Its task closes the socket when it next runs.
+        tokio::time::sleep(EVICTED_CLOSE).await;
+        return;
+    }
     tracing::error!("accepting a connection failed: {e}; retrying in 1 s");
     tokio::time::sleep(Duration::from_secs(1)).await;
 }
+
+/// How long `accept` waits after closing an idle connection for want of
+/// descriptors: time for its task to drop the socket.
+const EVICTED_CLOSE: Duration = Duration::from_millis(5);
 
 /// One connection: the TLS handshake if TLS is on, then HTTP/1.1 until the
 /// client leaves, times out, is evicted, or cgperf stops.

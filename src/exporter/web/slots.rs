@@ -87,28 +87,46 @@ impl Slots {
         }
     }
 
+    /// Closes the oldest idle (or stale) connection, if there is one, to
+    /// free its descriptor: what `accept` failing for want of descriptors
+    /// (`EMFILE`) needs before a scrape can be let in.
+    pub fn evict_one(&self) -> bool {
+        let mut table = self.lock();
+        let evicted = self.evict(&mut table, Instant::now());
+        if evicted {
+            tracing::debug!("out of file descriptors: closed the oldest idle connection");
+        }
+        evicted
+    }
+
+    /// Removes the oldest idle connection, else the oldest whose request
+    /// is stale, and tells it to close; false when there is none.
+    fn evict(&self, table: &mut Table, now: Instant) -> bool {
+        let victim = table
+            .conns
+            .iter()
+            .find(|(_, c)| c.busy_since.is_none())
+            .or_else(|| {
+                table.conns.iter().find(|(_, c)| {
+                    c.busy_since
+                        .is_some_and(|t| now.duration_since(t) >= self.stale_after)
+                })
+            })
+            .map(|(id, _)| *id);
+        let Some(conn) = victim.and_then(|id| table.conns.remove(&id)) else {
+            return false;
+        };
+        let _ = conn.evict.send(());
+        true
+    }
+
     fn try_admit(self: &Arc<Self>, now: Instant) -> Option<(Ticket, Evicted)> {
         let mut table = self.lock();
         if table.conns.len() >= self.max {
-            let victim = table
-                .conns
-                .iter()
-                .find(|(_, c)| c.busy_since.is_none())
-                .or_else(|| {
-                    table.conns.iter().find(|(_, c)| {
-                        c.busy_since
-                            .is_some_and(|t| now.duration_since(t) >= self.stale_after)
-                    })
-                })
-                .map(|(id, _)| *id)?;
-            if let Some(conn) = table.conns.remove(&victim) {
-                tracing::debug!(
-                    connection = victim,
-                    "{} connections open: closing the oldest idle one",
-                    self.max
-                );
-                let _ = conn.evict.send(());
+            if !self.evict(&mut table, now) {
+                return None;
             }
+            tracing::debug!("{} connections open: closed the oldest idle one", self.max);
         }
         let id = table.next_id;
         table.next_id += 1;

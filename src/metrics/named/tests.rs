@@ -67,6 +67,10 @@ fn eval(m: &NamedMetric, values: &[(&str, f64)]) -> Option<f64> {
         .names()
         .iter()
         .map(|n| {
+            // A literal is the machine's when the metric is computed.
+            if let Some(value) = literals().get(n) {
+                return value;
+            }
             values
                 .iter()
                 .find(|(k, _)| k == n)
@@ -113,8 +117,10 @@ fn a_group_is_its_metrics_with_literals_and_scale_applied() {
         [
             "UOPS_RETIRED.RETIRE_SLOTS",
             "CPU_CLK_UNHALTED.THREAD_ANY",
+            "#SMT_on",
             "CPU_CLK_UNHALTED.THREAD"
-        ]
+        ],
+        "a literal stays a name, whose value is the machine's when computed"
     );
     let value = eval(
         retiring,
