@@ -98,6 +98,19 @@ impl Worker {
                                 sleep_ms(4);
                             }
                         }
+                        // 4 children that live through scans, then call n
+                        // times in 10 rounds 200 ms apart; not waited for.
+                        b'L' => {
+                            for _ in 0..4 {
+                                fork_child(false, || {
+                                    sleep_ms(300);
+                                    for _ in 0..10 {
+                                        getppid_n(n / 10);
+                                        sleep_ms(200);
+                                    }
+                                });
+                            }
+                        }
                         // Reaps every child.
                         b'w' => while libc::waitpid(-1, std::ptr::null_mut(), 0) > 0 {},
                         _ => libc::_exit(0),
@@ -625,7 +638,7 @@ fn a_process_series_shows_how_long_its_groups_were_enabled_and_ran() {
 }
 
 #[test]
-fn a_reload_past_the_descriptor_budget_reopens_in_turn_or_lets_the_process_go() {
+fn a_reload_past_the_descriptor_budget_reopens_in_turn_or_waits_for_room() {
     require_root("count other processes");
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     let worker = Worker::start("cgpt-tight");
@@ -674,24 +687,165 @@ fn a_reload_past_the_descriptor_budget_reopens_in_turn_or_lets_the_process_go() 
     assert_eq!(skipped(&body), Some(0.0), "{body}");
     let fds = value(&body, "cgperf_open_fds", &[]).expect("open fds");
     assert_eq!(fds, (cpus + 5) as f64, "{body}");
-    // Groups that do not fit even alone: the worker is let go, read first,
-    // its entry's series kept, and it shows as skipped.
+    // A group that does not fit even alone: it is read and closed, and
+    // shows as skipped until there is room; the group that did not change
+    // (the tracepoint) counts on, exactly.
     let body = reload(eight);
     assert_eq!(calls(&body, "t"), 3_000.0, "{body}");
     let body = exporter.wait_for("the worker skipped", |b| skipped(b) == Some(1.0));
-    assert_eq!(counted(&body, "t"), 0.0, "{body}");
+    assert_eq!(counted(&body, "t"), 1.0, "{body}");
     assert_eq!(
         value(&body, "cgperf_open_fds", &[]),
-        Some(cpus as f64),
+        Some((cpus + 1) as f64),
         "{body}"
     );
-    // Back within the budget: counted again.
-    reload(three);
-    exporter.wait_for("the worker counted again", |b| {
-        value(b, "cgperf_processes_counted", &[("process", "t")]) == Some(1.0)
-    });
     worker.run(b'p', 500);
     let body = exporter.wait_collections(2);
     assert_eq!(calls(&body, "t"), 3_500.0, "{body}");
-    assert_eq!(skipped(&body), Some(0.0), "{body}");
+    assert_eq!(skipped(&body), Some(1.0), "{body}");
+    // Back within the budget: the group opens again.
+    reload(three);
+    exporter.wait_for("nothing skipped", |b| skipped(b) == Some(0.0));
+    worker.run(b'p', 500);
+    let body = exporter.wait_collections(2);
+    assert_eq!(calls(&body, "t"), 4_000.0, "{body}");
+    assert_eq!(counted(&body, "t"), 1.0, "{body}");
+    assert_eq!(
+        value(&body, "cgperf_open_fds", &[]),
+        Some((cpus + 3) as f64),
+        "{body}"
+    );
+}
+
+/// A cgperf on a config file the test rewrites, reloaded with SIGHUP.
+struct Reloading {
+    exporter: Exporter,
+    path: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Reloading {
+    fn start(yaml: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("cgperf.yaml");
+        std::fs::write(&path, with_test_backend(yaml)).expect("config");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+        cmd.arg(format!("--config.file={}", path.display()));
+        Self {
+            exporter: Exporter::spawn(cmd),
+            path,
+            _dir: dir,
+        }
+    }
+
+    /// Rewrites the config, sends SIGHUP and returns the first scrape after
+    /// the reload.
+    fn reload(&self, yaml: &str) -> String {
+        let loaded = reload_time(&self.exporter.scrape());
+        std::fs::write(&self.path, with_test_backend(yaml)).expect("config");
+        // SAFETY: a signal to our own child.
+        assert_eq!(unsafe { libc::kill(self.exporter.pid(), libc::SIGHUP) }, 0);
+        let body = self
+            .exporter
+            .wait_for("the reload", |b| reload_time(b) > loaded);
+        assert_eq!(
+            value(&body, "cgperf_config_last_reload_successful", &[]),
+            Some(1.0),
+            "{body}"
+        );
+        body
+    }
+}
+
+/// The live (not yet exited) children of `pid`.
+fn live_children(pid: i32) -> usize {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")) else {
+        return 0;
+    };
+    text.split_whitespace()
+        .filter(|child| {
+            std::fs::read(format!("/proc/{child}/stat")).is_ok_and(|stat| {
+                let after = stat.iter().rposition(|&b| b == b')').map_or(0, |i| i + 2);
+                stat.get(after).is_some_and(|&state| state != b'Z')
+            })
+        })
+        .count()
+}
+
+/// The `sw` group with `page-faults` or without, and the getppid
+/// tracepoint in a group of its own, which no reload here changes.
+fn regroup_config(faults: bool) -> String {
+    let more = if faults { ", page-faults" } else { "" };
+    format!(
+        "interval: 200ms\ngroups:\n  sw: [task-clock, context-switches{more}]\n\
+         tracepoints: [{GETPPID}]\nprocesses:\n  - {{name: tree, comm: cgpt-regroup}}\n"
+    )
+}
+
+#[test]
+fn a_reload_that_changes_an_entrys_groups_keeps_counting_its_running_children() {
+    require_root("count other processes");
+    const N: u64 = 3_000_000;
+    let worker = Worker::start("cgpt-regroup");
+    let run = Reloading::start(&regroup_config(false));
+    run.exporter.wait_for("the worker counted", |b| {
+        value(b, "cgperf_processes_counted", &[("process", "tree")]) == Some(1.0)
+    });
+    // Four children, each found by scans (it inherits the parent's
+    // groups), then calling while `sw` gains an event.
+    worker.run(b'L', N);
+    std::thread::sleep(Duration::from_millis(600));
+    let body = run.reload(&regroup_config(true));
+    let running = live_children(worker.pid);
+    // Those running now are counted on their own for the new `sw`.
+    assert_eq!(
+        counted(&body, "tree"),
+        1.0 + running as f64,
+        "{running} children running:\n{body}"
+    );
+    assert!(running > 0, "the children ended before the reload");
+    let clock = |b: &str| {
+        value(
+            b,
+            "cgperf_process_clock_seconds_total",
+            &[("process", "tree")],
+        )
+        .unwrap_or_else(|| panic!("no task-clock:\n{b}"))
+    };
+    let at_reload = clock(&body);
+    worker.run(b'w', 0);
+    let body = run.exporter.wait_collections(2);
+    assert_eq!(calls(&body, "tree"), 4.0 * N as f64, "{body}");
+    assert_eq!(counted(&body, "tree"), 1.0, "{body}");
+    // The changed group counts the children too: their CPU time after the
+    // reload (some tenths of a second each).
+    let after = clock(&body) - at_reload;
+    assert!(
+        after > 0.2,
+        "{after} s of task-clock after the reload:\n{body}"
+    );
+    assert!(
+        value(
+            &body,
+            "cgperf_process_events_total",
+            &[("event", "page-faults")]
+        )
+        .is_some(),
+        "{body}"
+    );
+    // Twenty reloads in a row while four more children run: each changes
+    // `sw` again, on the parent and on every child.
+    worker.run(b'L', N);
+    std::thread::sleep(Duration::from_millis(400));
+    for i in 0..20 {
+        run.reload(&regroup_config(i % 2 == 1));
+    }
+    assert!(
+        live_children(worker.pid) > 0,
+        "the children ended before the last reload"
+    );
+    worker.run(b'w', 0);
+    let body = run.exporter.wait_collections(2);
+    assert_eq!(calls(&body, "tree"), 8.0 * N as f64, "{body}");
+    assert_eq!(counted(&body, "tree"), 1.0, "{body}");
 }
