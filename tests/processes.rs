@@ -58,12 +58,25 @@ fn fork_child(wait: bool, work: impl FnOnce()) {
     }
 }
 
+/// Sets the calling thread's comm to `name` (15 bytes at most, any bytes
+/// but NUL).
+fn set_comm(name: &[u8]) {
+    let mut buf = [0u8; 16];
+    let n = name.len().min(15);
+    buf[..n].copy_from_slice(&name[..n]);
+    // SAFETY: prctl reads the NUL-terminated buffer we own.
+    unsafe { libc::prctl(libc::PR_SET_NAME, buf.as_ptr()) };
+}
+
 impl Worker {
     fn start(comm: &str) -> Self {
+        Self::named(comm.as_bytes())
+    }
+
+    /// A worker whose comm is `comm`, which need not be UTF-8.
+    fn named(comm: &[u8]) -> Self {
         let mut commands = [0; 2];
         let mut answers = [0; 2];
-        let mut name = [0u8; 16];
-        name[..comm.len().min(15)].copy_from_slice(&comm.as_bytes()[..comm.len().min(15)]);
         // SAFETY: pipe writes into the arrays we own; the child makes raw
         // syscalls only (no allocation, no locks), then _exit.
         unsafe {
@@ -72,7 +85,7 @@ impl Worker {
             let pid = libc::fork();
             assert!(pid >= 0);
             if pid == 0 {
-                libc::prctl(libc::PR_SET_NAME, name.as_ptr());
+                set_comm(comm);
                 let mut buf = [0u8; 9];
                 loop {
                     if libc::read(commands[0], buf.as_mut_ptr().cast(), 9) != 9 {
@@ -111,6 +124,17 @@ impl Worker {
                                 });
                             }
                         }
+                        // A child named `cgpt-\xff` (not UTF-8) whose own
+                        // child, `cgpt-nu-kid`, lives through scans, then
+                        // calls n times; not waited for.
+                        b'N' => fork_child(false, || {
+                            set_comm(b"cgpt-\xff");
+                            fork_child(true, || {
+                                set_comm(b"cgpt-nu-kid");
+                                sleep_ms(1000);
+                                getppid_n(n);
+                            });
+                        }),
                         // Reaps every child.
                         b'w' => while libc::waitpid(-1, std::ptr::null_mut(), 0) > 0 {},
                         _ => libc::_exit(0),
@@ -717,6 +741,16 @@ fn a_reload_past_the_descriptor_budget_reopens_in_turn_or_waits_for_room() {
     );
 }
 
+/// The getppid calls of every series of entry `process` (split by comm or
+/// pid, or not).
+fn calls_of_all(body: &str, process: &str) -> f64 {
+    let head = format!("cgperf_process_events_total{{process=\"{process}\",");
+    body.lines()
+        .filter(|l| l.starts_with(&head) && l.contains(&format!("event=\"{GETPPID}\"")))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
 /// A cgperf on a config file the test rewrites, reloaded with SIGHUP.
 struct Reloading {
     exporter: Exporter,
@@ -848,4 +882,55 @@ fn a_reload_that_changes_an_entrys_groups_keeps_counting_its_running_children() 
     let body = run.exporter.wait_collections(2);
     assert_eq!(calls(&body, "tree"), 8.0 * N as f64, "{body}");
     assert_eq!(counted(&body, "tree"), 1.0, "{body}");
+}
+
+#[test]
+fn a_process_whose_comm_is_not_utf8_is_matched_labelled_escaped_and_keeps_its_tree() {
+    require_root("count other processes");
+    const N: u64 = 100_000;
+    let odd = Worker::named(b"cgpt-nu\xff\xfe");
+    let root = Worker::start("cgpt-nu-root");
+    let exporter = Exporter::start(Some(&config(
+        "  - {name: nu, comm: \"cgpt-nu*\", labels: [comm]}\n",
+    )));
+    let body = exporter.wait_for("both counted", |b| {
+        value(b, "cgperf_processes_counted", &[("process", "nu")]) == Some(2.0)
+    });
+    // Its comm, escaped as cgroup names are (`\xHH`), as the label (a
+    // backslash is doubled in the exposition format).
+    let odd_series = [
+        ("process", "nu"),
+        ("comm", "cgpt-nu\\\\xFF\\\\xFE"),
+        ("event", GETPPID),
+    ];
+    assert_eq!(
+        value(&body, "cgperf_process_events_total", &odd_series),
+        Some(0.0),
+        "{body}"
+    );
+    odd.run(b'p', 1_000);
+    // A child of a counted process that names itself in bytes that are
+    // not UTF-8, and its own child, which matches: counted once, through
+    // the counted ancestor.
+    root.run(b'N', N);
+    std::thread::sleep(Duration::from_millis(1_500));
+    root.run(b'w', 0);
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        value(&body, "cgperf_process_events_total", &odd_series),
+        Some(1_000.0),
+        "{body}"
+    );
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_process_events_total",
+            &[("comm", "cgpt-nu-root"), ("event", GETPPID)]
+        ),
+        Some(N as f64),
+        "{body}"
+    );
+    assert_eq!(calls_of_all(&body, "nu"), 1_000.0 + N as f64, "{body}");
+    assert_eq!(counted(&body, "nu"), 2.0, "{body}");
+    common::prometheus::promtool_check(&body);
 }

@@ -22,7 +22,7 @@ mod regroup;
 mod scan;
 mod series;
 
-pub use scan::{PROC_ROOT, Seen, all_processes, parse_stat};
+pub use scan::{PROC_ROOT, Seen, all_processes, parse_stat, split_stat};
 
 use series::{Series, SeriesId};
 
