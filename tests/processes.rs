@@ -58,12 +58,25 @@ fn fork_child(wait: bool, work: impl FnOnce()) {
     }
 }
 
+/// Sets the calling thread's comm to `name` (15 bytes at most, any bytes
+/// but NUL).
+fn set_comm(name: &[u8]) {
+    let mut buf = [0u8; 16];
+    let n = name.len().min(15);
+    buf[..n].copy_from_slice(&name[..n]);
+    // SAFETY: prctl reads the NUL-terminated buffer we own.
+    unsafe { libc::prctl(libc::PR_SET_NAME, buf.as_ptr()) };
+}
+
 impl Worker {
     fn start(comm: &str) -> Self {
+        Self::named(comm.as_bytes())
+    }
+
+    /// A worker whose comm is `comm`, which need not be UTF-8.
+    fn named(comm: &[u8]) -> Self {
         let mut commands = [0; 2];
         let mut answers = [0; 2];
-        let mut name = [0u8; 16];
-        name[..comm.len().min(15)].copy_from_slice(&comm.as_bytes()[..comm.len().min(15)]);
         // SAFETY: pipe writes into the arrays we own; the child makes raw
         // syscalls only (no allocation, no locks), then _exit.
         unsafe {
@@ -72,7 +85,7 @@ impl Worker {
             let pid = libc::fork();
             assert!(pid >= 0);
             if pid == 0 {
-                libc::prctl(libc::PR_SET_NAME, name.as_ptr());
+                set_comm(comm);
                 let mut buf = [0u8; 9];
                 loop {
                     if libc::read(commands[0], buf.as_mut_ptr().cast(), 9) != 9 {
@@ -98,6 +111,30 @@ impl Worker {
                                 sleep_ms(4);
                             }
                         }
+                        // 4 children that live through scans, then call n
+                        // times in 10 rounds 200 ms apart; not waited for.
+                        b'L' => {
+                            for _ in 0..4 {
+                                fork_child(false, || {
+                                    sleep_ms(300);
+                                    for _ in 0..10 {
+                                        getppid_n(n / 10);
+                                        sleep_ms(200);
+                                    }
+                                });
+                            }
+                        }
+                        // A child named `cgpt-\xff` (not UTF-8) whose own
+                        // child, `cgpt-nu-kid`, lives through scans, then
+                        // calls n times; not waited for.
+                        b'N' => fork_child(false, || {
+                            set_comm(b"cgpt-\xff");
+                            fork_child(true, || {
+                                set_comm(b"cgpt-nu-kid");
+                                sleep_ms(1000);
+                                getppid_n(n);
+                            });
+                        }),
                         // Reaps every child.
                         b'w' => while libc::waitpid(-1, std::ptr::null_mut(), 0) > 0 {},
                         _ => libc::_exit(0),
@@ -736,7 +773,7 @@ fn a_process_series_shows_how_long_its_groups_were_enabled_and_ran() {
 }
 
 #[test]
-fn a_reload_past_the_descriptor_budget_reopens_in_turn_or_lets_the_process_go() {
+fn a_reload_past_the_descriptor_budget_reopens_in_turn_or_waits_for_room() {
     require_root("count other processes");
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     let worker = Worker::start("cgpt-tight");
@@ -785,24 +822,226 @@ fn a_reload_past_the_descriptor_budget_reopens_in_turn_or_lets_the_process_go() 
     assert_eq!(skipped(&body), Some(0.0), "{body}");
     let fds = value(&body, "cgperf_open_fds", &[]).expect("open fds");
     assert_eq!(fds, (cpus + 5) as f64, "{body}");
-    // Groups that do not fit even alone: the worker is let go, read first,
-    // its entry's series kept, and it shows as skipped.
+    // A group that does not fit even alone: it is read and closed, and
+    // shows as skipped until there is room; the group that did not change
+    // (the tracepoint) counts on, exactly.
     let body = reload(eight);
     assert_eq!(calls(&body, "t"), 3_000.0, "{body}");
     let body = exporter.wait_for("the worker skipped", |b| skipped(b) == Some(1.0));
-    assert_eq!(counted(&body, "t"), 0.0, "{body}");
+    assert_eq!(counted(&body, "t"), 1.0, "{body}");
     assert_eq!(
         value(&body, "cgperf_open_fds", &[]),
-        Some(cpus as f64),
+        Some((cpus + 1) as f64),
         "{body}"
     );
-    // Back within the budget: counted again.
-    reload(three);
-    exporter.wait_for("the worker counted again", |b| {
-        value(b, "cgperf_processes_counted", &[("process", "t")]) == Some(1.0)
-    });
     worker.run(b'p', 500);
     let body = exporter.wait_collections(2);
     assert_eq!(calls(&body, "t"), 3_500.0, "{body}");
-    assert_eq!(skipped(&body), Some(0.0), "{body}");
+    assert_eq!(skipped(&body), Some(1.0), "{body}");
+    // Back within the budget: the group opens again.
+    reload(three);
+    exporter.wait_for("nothing skipped", |b| skipped(b) == Some(0.0));
+    worker.run(b'p', 500);
+    let body = exporter.wait_collections(2);
+    assert_eq!(calls(&body, "t"), 4_000.0, "{body}");
+    assert_eq!(counted(&body, "t"), 1.0, "{body}");
+    assert_eq!(
+        value(&body, "cgperf_open_fds", &[]),
+        Some((cpus + 3) as f64),
+        "{body}"
+    );
+}
+
+/// The getppid calls of every series of entry `process` (split by comm or
+/// pid, or not).
+fn calls_of_all(body: &str, process: &str) -> f64 {
+    let head = format!("cgperf_process_events_total{{process=\"{process}\",");
+    body.lines()
+        .filter(|l| l.starts_with(&head) && l.contains(&format!("event=\"{GETPPID}\"")))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+/// A cgperf on a config file the test rewrites, reloaded with SIGHUP.
+struct Reloading {
+    exporter: Exporter,
+    path: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Reloading {
+    fn start(yaml: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("cgperf.yaml");
+        std::fs::write(&path, with_test_backend(yaml)).expect("config");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+        cmd.arg(format!("--config.file={}", path.display()));
+        Self {
+            exporter: Exporter::spawn(cmd),
+            path,
+            _dir: dir,
+        }
+    }
+
+    /// Rewrites the config, sends SIGHUP and returns the first scrape after
+    /// the reload.
+    fn reload(&self, yaml: &str) -> String {
+        let loaded = reload_time(&self.exporter.scrape());
+        std::fs::write(&self.path, with_test_backend(yaml)).expect("config");
+        // SAFETY: a signal to our own child.
+        assert_eq!(unsafe { libc::kill(self.exporter.pid(), libc::SIGHUP) }, 0);
+        let body = self
+            .exporter
+            .wait_for("the reload", |b| reload_time(b) > loaded);
+        assert_eq!(
+            value(&body, "cgperf_config_last_reload_successful", &[]),
+            Some(1.0),
+            "{body}"
+        );
+        body
+    }
+}
+
+/// The live (not yet exited) children of `pid`.
+fn live_children(pid: i32) -> usize {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")) else {
+        return 0;
+    };
+    text.split_whitespace()
+        .filter(|child| {
+            std::fs::read(format!("/proc/{child}/stat")).is_ok_and(|stat| {
+                let after = stat.iter().rposition(|&b| b == b')').map_or(0, |i| i + 2);
+                stat.get(after).is_some_and(|&state| state != b'Z')
+            })
+        })
+        .count()
+}
+
+/// The `sw` group with `page-faults` or without, and the getppid
+/// tracepoint in a group of its own, which no reload here changes.
+fn regroup_config(faults: bool) -> String {
+    let more = if faults { ", page-faults" } else { "" };
+    format!(
+        "interval: 200ms\ngroups:\n  sw: [task-clock, context-switches{more}]\n\
+         tracepoints: [{GETPPID}]\nprocesses:\n  - {{name: tree, comm: cgpt-regroup}}\n"
+    )
+}
+
+#[test]
+fn a_reload_that_changes_an_entrys_groups_keeps_counting_its_running_children() {
+    require_root("count other processes");
+    const N: u64 = 3_000_000;
+    let worker = Worker::start("cgpt-regroup");
+    let run = Reloading::start(&regroup_config(false));
+    run.exporter.wait_for("the worker counted", |b| {
+        value(b, "cgperf_processes_counted", &[("process", "tree")]) == Some(1.0)
+    });
+    // Four children, each found by scans (it inherits the parent's
+    // groups), then calling while `sw` gains an event.
+    worker.run(b'L', N);
+    std::thread::sleep(Duration::from_millis(600));
+    let body = run.reload(&regroup_config(true));
+    let running = live_children(worker.pid);
+    // Those running now are counted on their own for the new `sw`.
+    assert_eq!(
+        counted(&body, "tree"),
+        1.0 + running as f64,
+        "{running} children running:\n{body}"
+    );
+    assert!(running > 0, "the children ended before the reload");
+    let clock = |b: &str| {
+        value(
+            b,
+            "cgperf_process_clock_seconds_total",
+            &[("process", "tree")],
+        )
+        .unwrap_or_else(|| panic!("no task-clock:\n{b}"))
+    };
+    let at_reload = clock(&body);
+    worker.run(b'w', 0);
+    let body = run.exporter.wait_collections(2);
+    assert_eq!(calls(&body, "tree"), 4.0 * N as f64, "{body}");
+    assert_eq!(counted(&body, "tree"), 1.0, "{body}");
+    // The changed group counts the children too: their CPU time after the
+    // reload (some tenths of a second each).
+    let after = clock(&body) - at_reload;
+    assert!(
+        after > 0.2,
+        "{after} s of task-clock after the reload:\n{body}"
+    );
+    assert!(
+        value(
+            &body,
+            "cgperf_process_events_total",
+            &[("event", "page-faults")]
+        )
+        .is_some(),
+        "{body}"
+    );
+    // Twenty reloads in a row while four more children run: each changes
+    // `sw` again, on the parent and on every child.
+    worker.run(b'L', N);
+    std::thread::sleep(Duration::from_millis(400));
+    for i in 0..20 {
+        run.reload(&regroup_config(i % 2 == 1));
+    }
+    assert!(
+        live_children(worker.pid) > 0,
+        "the children ended before the last reload"
+    );
+    worker.run(b'w', 0);
+    let body = run.exporter.wait_collections(2);
+    assert_eq!(calls(&body, "tree"), 8.0 * N as f64, "{body}");
+    assert_eq!(counted(&body, "tree"), 1.0, "{body}");
+}
+
+#[test]
+fn a_process_whose_comm_is_not_utf8_is_matched_labelled_escaped_and_keeps_its_tree() {
+    require_root("count other processes");
+    const N: u64 = 100_000;
+    let odd = Worker::named(b"cgpt-nu\xff\xfe");
+    let root = Worker::start("cgpt-nu-root");
+    let exporter = Exporter::start(Some(&config(
+        "  - {name: nu, comm: \"cgpt-nu*\", labels: [comm]}\n",
+    )));
+    let body = exporter.wait_for("both counted", |b| {
+        value(b, "cgperf_processes_counted", &[("process", "nu")]) == Some(2.0)
+    });
+    // Its comm, escaped as cgroup names are (`\xHH`), as the label (a
+    // backslash is doubled in the exposition format).
+    let odd_series = [
+        ("process", "nu"),
+        ("comm", "cgpt-nu\\\\xFF\\\\xFE"),
+        ("event", GETPPID),
+    ];
+    assert_eq!(
+        value(&body, "cgperf_process_events_total", &odd_series),
+        Some(0.0),
+        "{body}"
+    );
+    odd.run(b'p', 1_000);
+    // A child of a counted process that names itself in bytes that are
+    // not UTF-8, and its own child, which matches: counted once, through
+    // the counted ancestor.
+    root.run(b'N', N);
+    std::thread::sleep(Duration::from_millis(1_500));
+    root.run(b'w', 0);
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        value(&body, "cgperf_process_events_total", &odd_series),
+        Some(1_000.0),
+        "{body}"
+    );
+    assert_eq!(
+        value(
+            &body,
+            "cgperf_process_events_total",
+            &[("comm", "cgpt-nu-root"), ("event", GETPPID)]
+        ),
+        Some(N as f64),
+        "{body}"
+    );
+    assert_eq!(calls_of_all(&body, "nu"), 1_000.0 + N as f64, "{body}");
+    assert_eq!(counted(&body, "nu"), 2.0, "{body}");
+    common::prometheus::promtool_check(&body);
 }

@@ -530,7 +530,7 @@ const PROCESS_METRIC: Family = Family {
 };
 const PROCESSES_COUNTED: Family = Family {
     name: "cgperf_processes_counted",
-    help: "Processes each entry of `processes:` counts now (their children and threads, counted with them, not included).",
+    help: "Processes each entry of `processes:` holds groups on now: those it matched, and the running children a reload that changed its groups opened one by one (children and threads counting through what they inherited not included).",
     unit: Unit::Count("{process}"),
     kind: Kind::Gauge,
 };

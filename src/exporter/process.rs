@@ -11,6 +11,7 @@ use crate::exporter::families::{
     Family, Labels, PROCESS_CPU, PROCESS_MAX_FDS, PROCESS_OPEN_FDS, PROCESS_RESIDENT,
     PROCESS_START, PROCESS_VIRTUAL, Point, SelfMetrics,
 };
+use crate::process::split_stat;
 use std::path::Path;
 
 /// This process, whose figures are read from `/proc/self` each time a
@@ -52,7 +53,8 @@ impl ProcessStats {
     /// `/proc`, for tests).
     pub fn read_from(proc: &Path, pid: &str) -> Self {
         let dir = proc.join(pid);
-        let stat = std::fs::read_to_string(dir.join("stat")).ok();
+        // Bytes: the name cgperf runs under need not be UTF-8.
+        let stat = std::fs::read(dir.join("stat")).ok();
         let stat = stat.as_deref().and_then(StatFields::parse);
         let boot_time = std::fs::read_to_string(proc.join("stat"))
             .ok()
@@ -116,11 +118,10 @@ struct StatFields {
 }
 
 impl StatFields {
-    /// Parses `/proc/PID/stat`. The command name (field 2) is in
-    /// parentheses and may itself hold spaces and parentheses: fields are
-    /// counted from the last `)`.
-    fn parse(text: &str) -> Option<Self> {
-        let (_, rest) = text.rsplit_once(')')?;
+    /// Parses `/proc/PID/stat`, whose fields are counted from the last
+    /// `)` ([`split_stat`]).
+    fn parse(bytes: &[u8]) -> Option<Self> {
+        let (_, rest) = split_stat(bytes)?;
         // rest starts at field 3 (state).
         let fields: Vec<&str> = rest.split_whitespace().collect();
         let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
@@ -160,7 +161,7 @@ mod tests {
 
     #[test]
     fn stat_fields_are_counted_from_the_last_parenthesis() {
-        let text = "4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 1500 0 0 0 250 125 0 0 20 0 3 0 98765 123456789 2048 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
+        let text = b"4242 (a) b\xff (c)) S 1 4242 4242 0 -1 4194560 1500 0 0 0 250 125 0 0 20 0 3 0 98765 123456789 2048 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
         assert_eq!(
             StatFields::parse(text),
             Some(StatFields {
@@ -171,8 +172,8 @@ mod tests {
                 rss: 2048,
             })
         );
-        assert_eq!(StatFields::parse("12 (x) S 1"), None);
-        assert_eq!(StatFields::parse(""), None);
+        assert_eq!(StatFields::parse(b"12 (x) S 1"), None);
+        assert_eq!(StatFields::parse(b""), None);
     }
 
     #[test]

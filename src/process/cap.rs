@@ -1,37 +1,56 @@
 //! `max_processes` lowered by a reload: what is counted beyond it stops.
 
-use super::{Key, Processes, read_all};
+use super::{Key, Processes};
 use crate::snapshot::Errors;
+use std::collections::HashSet;
 
 impl Processes {
-    /// Stops counting the processes started last while more are counted
-    /// than `max_processes` allows now (a reload lowered it): the scan
-    /// after this finds them skipped, and says so in
-    /// `cgperf_processes_skipped{reason="max_processes"}`.
+    /// Stops counting the matched processes started last while more are
+    /// counted than `max_processes` allows now (a reload lowered it), with
+    /// what counts through them: the scan after this finds them skipped,
+    /// and says so in `cgperf_processes_skipped{reason="max_processes"}`.
+    /// Children given groups of their own for a reload's sake are not
+    /// matched processes, and take no place under the cap.
     pub(super) fn shed_over_max(&mut self, errors: &mut Errors) {
-        let over = self.counted.len().saturating_sub(self.max);
+        let mut matched: Vec<Key> = self
+            .counted
+            .iter()
+            .filter(|(_, c)| c.through.is_none())
+            .map(|(key, _)| key.clone())
+            .collect();
+        let over = matched.len().saturating_sub(self.max);
         if over == 0 {
             return;
         }
-        let mut newest: Vec<Key> = self.counted.keys().cloned().collect();
-        newest.sort_by_key(|(_, pid, start)| std::cmp::Reverse((*start, *pid)));
-        for key in newest.into_iter().take(over) {
-            self.stop_counting(&key, errors);
-        }
+        matched.sort_by_key(|(_, pid, start)| std::cmp::Reverse((*start, *pid)));
+        let newest: HashSet<Key> = matched.into_iter().take(over).collect();
+        self.stop_counting(&newest, errors);
     }
 
-    /// Reads what counts `key` a last time and closes it, dropping its
-    /// series if it is the process's own (by pid).
-    pub(super) fn stop_counting(&mut self, key: &Key, errors: &mut Errors) {
-        let Some(mut counted) = self.counted.remove(key) else {
-            return;
-        };
-        read_all(&mut self.totals, &mut counted.readers, errors);
-        drop(counted.readers);
-        if counted.series.pid.is_some()
-            && let Some(series) = self.series.remove(&counted.series)
-        {
-            self.totals.remove(series.slot);
+    /// Reads what counts each of `keys` a last time and closes it, with
+    /// the processes that counted through them first (what they inherited
+    /// goes with them; their reads go into the same series), and drops the
+    /// series of those counted by pid.
+    pub(super) fn stop_counting(&mut self, keys: &HashSet<Key>, errors: &mut Errors) {
+        let through: Vec<Key> = self
+            .counted
+            .iter()
+            .filter(|(key, c)| {
+                !keys.contains(*key) && c.through.as_ref().is_some_and(|t| keys.contains(t))
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in through.iter().chain(keys) {
+            let Some(mut counted) = self.counted.remove(key) else {
+                continue;
+            };
+            counted.read(&mut self.totals, errors);
+            if counted.through.is_none()
+                && counted.series.pid.is_some()
+                && let Some(series) = self.series.remove(&counted.series)
+            {
+                self.totals.remove(series.slot);
+            }
         }
     }
 }

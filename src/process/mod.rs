@@ -13,12 +13,17 @@
 //! series, which never go back (a series per pid, on request, goes with
 //! its process). A descendant that outlives its counted ancestor counts
 //! on its own from the next scan that finds it, if it matches itself.
+//!
+//! What a process inherited is its ancestor's, and goes with it: a reload
+//! that changes an entry's groups opens them anew on every process that
+//! counts through the entry (see [`regroup`]).
 
 mod cap;
+mod regroup;
 mod scan;
 mod series;
 
-pub use scan::{PROC_ROOT, Seen, all_processes, parse_stat};
+pub use scan::{PROC_ROOT, Seen, all_processes, parse_stat, split_stat};
 
 use series::{Series, SeriesId};
 
@@ -93,13 +98,36 @@ enum Start {
     Paused,
 }
 
-/// One counted process.
+/// The open groups of a counted process, each on every thread it had.
+type Groups = BTreeMap<GroupId, Vec<Reader>>;
+
+/// One process cgperf holds groups on: one its entry matched, or one that
+/// counted through such a process when a reload changed the entry's
+/// groups (the kernel passes on only what is open when a process is
+/// created, so each got the new groups of its own).
 #[derive(Debug)]
 struct Counted {
-    /// The scan that found it.
+    /// The scan after which what it creates inherits its groups: the one
+    /// that found it, or in which its groups were last opened anew.
     admitted: u64,
     series: SeriesId,
-    readers: Vec<Reader>,
+    groups: Groups,
+    /// Groups of its entry it should hold but that did not fit the
+    /// descriptor budget: opened by the scans once there is room.
+    missing: Vec<GroupId>,
+    /// For a process given groups for a reload's sake, the matching
+    /// process it counts through (for the groups it does not hold): it is
+    /// read a last time and closed with it.
+    through: Option<Key>,
+}
+
+impl Counted {
+    /// Reads every group it holds into `totals`.
+    fn read(&mut self, totals: &mut Totals, errors: &mut Errors) {
+        for readers in self.groups.values_mut() {
+            read_all(totals, readers, errors);
+        }
+    }
 }
 
 impl Processes {
@@ -126,9 +154,9 @@ impl Processes {
     }
 
     /// Counts what `plan` asks: an entry that did not change keeps its
-    /// processes and series. One whose groups changed reopens them on its
-    /// processes in place (see [`Processes::reopen`]), keeping the totals
-    /// of the events it still counts; one that matches or
+    /// processes and series. One whose groups changed opens those anew on
+    /// every process that counts through it (see [`regroup`]), keeping
+    /// the totals of the events it still counts; one that matches or
     /// labels differently is read, closed, and finds its processes again
     /// at once, its series going with its labels; an entry gone takes its
     /// series with it.
@@ -169,19 +197,7 @@ impl Processes {
             }
             same
         });
-        let regrouped: Vec<Key> = self
-            .counted
-            .keys()
-            .filter(|(name, _, _)| {
-                let before = find(&old, name).map(|at| &old[at].groups);
-                let now = find(&self.selected, name).map(|at| &self.selected[at].groups);
-                before != now
-            })
-            .cloned()
-            .collect();
-        for key in regrouped {
-            self.reopen(&key, errors);
-        }
+        self.regroup_changed(&old, errors);
         self.shed_over_max(errors);
         for (id, series) in &self.series {
             if let Some(s) = self.selected.iter().find(|s| s.name == id.process) {
@@ -211,76 +227,20 @@ impl Processes {
         self.rescan(errors);
     }
 
-    /// Replaces the groups of a counted process with its entry's groups
-    /// now. The new ones open paused while the old ones count on; then the
-    /// old ones are read a last time and the new ones start at once, so
-    /// that only what happens between that read and those starts (a
-    /// syscall per group, not the opens) is not seen, and nothing twice.
-    /// Where both would not fit the budget at once, the old ones are read
-    /// and closed first (what happens during the opens is then not seen);
-    /// where the new ones alone do not fit, the process is no longer
-    /// counted, and the next scans count it once there is room.
-    fn reopen(&mut self, key: &Key, errors: &mut Errors) {
-        let Some(at) = self.selected.iter().position(|s| s.name == key.0) else {
-            return;
-        };
-        let Some(slot) = self
-            .counted
-            .get(key)
-            .and_then(|c| self.series.get(&c.series))
-            .map(|s| s.slot)
-        else {
-            return;
-        };
-        let threads = scan::threads(&self.root, key.1);
-        let cost = self.cost(at, threads.len());
-        let beside = self.fits(cost);
-        if !beside && let Some(counted) = self.counted.get_mut(key) {
-            read_all(&mut self.totals, &mut counted.readers, errors);
-            counted.readers.clear();
-        }
-        let (mut readers, _) = match self.fits(cost) {
-            true => self.open_groups(at, &threads, slot, Start::Paused, errors),
-            false => (Vec::new(), None),
-        };
-        let Some(counted) = self.counted.get_mut(key) else {
-            return;
-        };
-        read_all(&mut self.totals, &mut counted.readers, errors);
-        readers.retain(|reader| match reader.enable() {
-            Ok(()) => true,
-            Err(errno) => {
-                let failure = OpenFailure::from_errno(errno);
-                errors.count(Operation::Open, ErrorReason::Kernel(failure));
-                false
-            }
-        });
-        // The old groups close here, after their last read.
-        counted.readers = readers;
-        if counted.readers.is_empty() {
-            // Gone meanwhile, or out of room: the next scan finds it again
-            // if it is not gone.
-            self.counted.remove(key);
-        }
-    }
-
-    /// Opens the groups of entry `at` on `threads` (of one process), adding
-    /// to the totals of `slot`; with the first refusal, if any.
+    /// Opens `specs` on `threads` (of one process), adding to the totals
+    /// of `slot`; with the first refusal, if any.
     fn open_groups(
         &mut self,
-        at: usize,
+        specs: &[Arc<GroupSpec>],
         threads: &[u32],
         slot: CgroupSlot,
         start: Start,
         errors: &mut Errors,
-    ) -> (Vec<Reader>, Option<(u32, GroupId, OpenError)>) {
-        let mut readers = Vec::new();
+    ) -> (Groups, Option<(u32, GroupId, OpenError)>) {
+        let mut groups = Groups::new();
         let mut refused = None;
-        let Some(selected) = self.selected.get(at) else {
-            return (readers, refused);
-        };
         for &tid in threads {
-            for spec in &selected.groups {
+            for spec in specs {
                 let attrs: Vec<_> = spec.events.iter().map(|e| e.attr).collect();
                 let open = match start {
                     Start::Now => CounterGroup::open_filtered,
@@ -294,13 +254,9 @@ impl Processes {
                             cpu: 0,
                         };
                         let events = spec.event_ids();
-                        readers.push(Reader::new(
-                            group,
-                            &self.tally,
-                            &mut self.totals,
-                            &key,
-                            &events,
-                        ));
+                        let reader =
+                            Reader::new(group, &self.tally, &mut self.totals, &key, &events);
+                        groups.entry(spec.name.clone()).or_default().push(reader);
                     }
                     // The thread is gone already.
                     Err(e) if e.errno.0 == libc::ESRCH => {}
@@ -312,13 +268,13 @@ impl Processes {
                 }
             }
         }
-        (readers, refused)
+        (groups, refused)
     }
 
     /// Reads every open group into the totals.
     fn read_all(&mut self, errors: &mut Errors) {
         for counted in self.counted.values_mut() {
-            read_all(&mut self.totals, &mut counted.readers, errors);
+            counted.read(&mut self.totals, errors);
         }
     }
 
@@ -353,17 +309,19 @@ impl Processes {
         self.refused
             .retain(|(_, pid, start)| alive.get(pid).is_some_and(|s| s.start == *start));
         let mut skipped = ProcessesSkipped::default();
+        skipped.fd_budget += self.open_missing(errors);
         for s in seen.iter().filter(|s| !s.dead) {
             for at in 0..self.selected.len() {
                 let selected = &self.selected[at];
                 let key = (selected.name.clone(), s.pid, s.start);
                 if self.counted.contains_key(&key)
                     || !self.matches(&selected.selector.matches, s)
-                    || self.covered(&selected.name, s, &alive)
+                    || self.counted_ancestor(&selected.name, s, &alive).is_some()
                 {
                     continue;
                 }
-                if self.counted.len() >= self.max {
+                let matched = self.counted.values().filter(|c| c.through.is_none());
+                if matched.count() >= self.max {
                     skipped.max_processes += 1;
                     continue;
                 }
@@ -389,13 +347,9 @@ impl Processes {
         self.skipped = skipped;
     }
 
-    /// The descriptors the groups of entry `at` take on `threads` threads.
-    fn cost(&self, at: usize, threads: usize) -> u64 {
-        let per_thread: usize = self.selected[at]
-            .groups
-            .iter()
-            .map(|g| g.events.len())
-            .sum();
+    /// The descriptors `specs` take on `threads` threads.
+    fn cost(specs: &[Arc<GroupSpec>], threads: usize) -> u64 {
+        let per_thread: usize = specs.iter().map(|g| g.events.len()).sum();
         (per_thread as u64).saturating_mul(threads as u64)
     }
 
@@ -405,17 +359,16 @@ impl Processes {
     }
 
     /// Reads and closes what counted processes that are gone (or dead),
-    /// and drops the series of those counted by pid.
+    /// with those that counted through them (what they inherited went with
+    /// them), and drops the series of those counted by pid.
     fn forget_exited(&mut self, alive: &HashMap<u32, &Seen>, errors: &mut Errors) {
-        let gone: Vec<Key> = self
+        let gone: HashSet<Key> = self
             .counted
             .keys()
             .filter(|(_, pid, start)| alive.get(pid).is_none_or(|s| s.start != *start))
             .cloned()
             .collect();
-        for key in gone {
-            self.stop_counting(&key, errors);
-        }
+        self.stop_counting(&gone, errors);
     }
 
     /// Whether `s` matches; an executable cgperf may not read is said
@@ -438,38 +391,39 @@ impl Processes {
         }
     }
 
-    /// Whether the groups of a process `name` counts already count `s`:
-    /// its nearest counted ancestor was found before `s` and every process
-    /// between them appeared, so each was created after those groups were
-    /// opened and inherited them.
-    fn covered(&self, name: &Arc<str>, s: &Seen, alive: &HashMap<u32, &Seen>) -> bool {
+    /// The counted process of entry `name` whose groups already count `s`:
+    /// its nearest counted ancestor, if it was found (or given groups
+    /// anew) before `s` and every process between them appeared, so that
+    /// each was created after those groups were opened and inherited them.
+    fn counted_ancestor(
+        &self,
+        name: &Arc<str>,
+        s: &Seen,
+        alive: &HashMap<u32, &Seen>,
+    ) -> Option<Key> {
         let first = |p: &Seen| self.first_seen.get(&p.id()).copied().unwrap_or(u64::MAX);
         let mut newest_since = first(s);
         let mut at = s.ppid;
         for _ in 0..MAX_ANCESTRY {
-            let Some(ancestor) = alive.get(&at) else {
-                return false;
-            };
-            if let Some(counted) = self
-                .counted
-                .get(&(name.clone(), ancestor.pid, ancestor.start))
-            {
-                return newest_since > counted.admitted;
+            let ancestor = alive.get(&at)?;
+            let key = (name.clone(), ancestor.pid, ancestor.start);
+            if let Some(counted) = self.counted.get(&key) {
+                return (newest_since > counted.admitted).then_some(key);
             }
             newest_since = newest_since.min(first(ancestor));
             if ancestor.ppid == 0 || ancestor.ppid == ancestor.pid {
-                return false;
+                return None;
             }
             at = ancestor.ppid;
         }
-        false
+        None
     }
 
     /// Opens the groups of entry `at` on every thread of `s`; false when
     /// their descriptors would not fit the budget (nothing is opened).
     fn admit(&mut self, at: usize, s: &Seen, errors: &mut Errors) -> bool {
         let threads = scan::threads(&self.root, s.pid);
-        if !self.fits(self.cost(at, threads.len())) {
+        if !self.fits(Self::cost(&self.selected[at].groups, threads.len())) {
             return false;
         }
         let selected = &self.selected[at];
@@ -482,7 +436,8 @@ impl Processes {
             pid: labels.contains(&ProcessLabel::Pid).then_some(s.pid),
         };
         let slot = self.series_slot(id.clone());
-        let (readers, refused) = self.open_groups(at, &threads, slot, Start::Now, errors);
+        let specs = self.selected[at].groups.clone();
+        let (readers, refused) = self.open_groups(&specs, &threads, slot, Start::Now, errors);
         let selected = &self.selected[at];
         let key = (selected.name.clone(), s.pid, s.start);
         if let Some((tid, group, e)) = refused
@@ -509,7 +464,9 @@ impl Processes {
         let counted = Counted {
             admitted: self.generation,
             series: id,
-            readers,
+            groups: readers,
+            missing: Vec::new(),
+            through: None,
         };
         self.counted.insert(key, counted);
         true

@@ -2,7 +2,13 @@
 //! name, and, for the processes a selector asks about, their executable,
 //! command line and threads. A process that exits while it is read is
 //! simply not there: every read here may fail that way.
+//!
+//! A process names itself with whatever bytes it likes (`prctl`, or the
+//! file it runs): a name or argument that is not UTF-8 is written as
+//! cgroup names are ([`escape`]), so that such a process is matched,
+//! labelled and followed like any other, never skipped.
 
+use crate::discovery::escape;
 use std::path::{Path, PathBuf};
 
 /// Where the kernel lists processes.
@@ -18,7 +24,8 @@ pub struct Seen {
     /// When it started, in clock ticks since boot: with `pid`, which
     /// process this is even after its pid is taken again.
     pub start: u64,
-    /// The task name the kernel keeps (15 characters).
+    /// The task name the kernel keeps (15 bytes), escaped where it is
+    /// not UTF-8.
     pub comm: String,
     /// It exited and waits to be reaped (`Z`) or is going away (`X`).
     pub dead: bool,
@@ -44,10 +51,10 @@ pub fn all_processes(root: &Path) -> std::io::Result<Vec<Seen>> {
         else {
             continue;
         };
-        let Ok(text) = std::fs::read_to_string(entry.path().join("stat")) else {
+        let Ok(bytes) = std::fs::read(entry.path().join("stat")) else {
             continue;
         };
-        if let Some(s) = parse_stat(pid, &text) {
+        if let Some(s) = parse_stat(pid, &bytes) {
             seen.push(s);
         }
     }
@@ -55,14 +62,25 @@ pub fn all_processes(root: &Path) -> std::io::Result<Vec<Seen>> {
     Ok(seen)
 }
 
-/// Parses `/proc/PID/stat`: `pid (comm) state ppid ...`, where the name
-/// may hold spaces and parentheses (it ends at the last `)`), and the
-/// start time is the 22nd field.
-pub fn parse_stat(pid: u32, text: &str) -> Option<Seen> {
-    let open = text.find('(')?;
-    let close = text.rfind(')')?;
-    let comm = text.get(open + 1..close)?.to_owned();
-    let mut fields = text.get(close + 1..)?.split_ascii_whitespace();
+/// Splits `/proc/PID/stat` (`pid (comm) state ppid ...`) into the name,
+/// as bytes, and the fields after it from the third on: the name is
+/// whatever lies between the first `(` and the last `)`, spaces,
+/// parentheses and bytes that are not UTF-8 included; the fields are
+/// numbers and a state letter.
+pub fn split_stat(bytes: &[u8]) -> Option<(&[u8], &str)> {
+    let open = bytes.iter().position(|&b| b == b'(')?;
+    let close = bytes.iter().rposition(|&b| b == b')')?;
+    let comm = bytes.get(open + 1..close)?;
+    let fields = std::str::from_utf8(bytes.get(close + 1..)?).ok()?;
+    Some((comm, fields))
+}
+
+/// Parses `/proc/PID/stat` (see [`split_stat`]): the parent is the 4th
+/// field and the start time the 22nd.
+pub fn parse_stat(pid: u32, bytes: &[u8]) -> Option<Seen> {
+    let (comm, rest) = split_stat(bytes)?;
+    let comm = escape(comm);
+    let mut fields = rest.split_ascii_whitespace();
     let state = fields.next()?;
     let ppid = fields.next()?.parse().ok()?;
     // Fields 5 to 21 lie between the parent and the start time.
@@ -83,14 +101,15 @@ pub fn exe(root: &Path, pid: u32) -> std::io::Result<PathBuf> {
     std::fs::read_link(root.join(pid.to_string()).join("exe"))
 }
 
-/// The command line of `pid`, its arguments joined by one space; `None`
-/// when it is gone (empty for kernel threads).
+/// The command line of `pid`, its arguments (escaped where they are not
+/// UTF-8) joined by one space; `None` when it is gone (empty for kernel
+/// threads).
 pub fn cmdline(root: &Path, pid: u32) -> Option<String> {
     let raw = std::fs::read(root.join(pid.to_string()).join("cmdline")).ok()?;
     let args: Vec<String> = raw
         .split(|&b| b == 0)
         .filter(|arg| !arg.is_empty())
-        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .map(escape)
         .collect();
     Some(args.join(" "))
 }
@@ -116,7 +135,7 @@ mod tests {
     fn a_name_with_spaces_and_parentheses_ends_at_the_last_parenthesis() {
         let text = "4242 (a) (b c)) S 17 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 \
                     987654 1000 10 18446744073709551615\n";
-        let seen = parse_stat(4242, text).expect("parses");
+        let seen = parse_stat(4242, text.as_bytes()).expect("parses");
         assert_eq!(seen.comm, "a) (b c)");
         assert_eq!((seen.ppid, seen.start, seen.dead), (17, 987654, false));
     }
@@ -124,10 +143,23 @@ mod tests {
     #[test]
     fn zombies_are_dead_and_short_lines_are_nothing() {
         let text = "7 (x) Z 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 55 0 0\n";
-        assert!(parse_stat(7, text).expect("parses").dead);
-        assert_eq!(parse_stat(7, "7 (x) S 1 2 3"), None);
-        assert_eq!(parse_stat(7, "garbage"), None);
-        assert_eq!(parse_stat(7, ""), None);
+        assert!(parse_stat(7, text.as_bytes()).expect("parses").dead);
+        assert_eq!(parse_stat(7, b"7 (x) S 1 2 3"), None);
+        assert_eq!(parse_stat(7, b"garbage"), None);
+        assert_eq!(parse_stat(7, b")("), None);
+        assert_eq!(parse_stat(7, b""), None);
+    }
+
+    #[test]
+    fn a_name_that_is_not_utf8_is_escaped_as_cgroup_names_are() {
+        let text = b"9 (a\xff)\xfe() S 3 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 77 0 0\n";
+        let seen = parse_stat(9, text).expect("parses");
+        assert_eq!(seen.comm, "a\\xFF)\\xFE(");
+        assert_eq!((seen.ppid, seen.start), (3, 77));
+        // A name that is UTF-8 and reads as those escapes tells apart.
+        let other = b"9 (a\\xFF)\\xFE() S 3 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 77 0 0\n";
+        let other = parse_stat(9, other).expect("parses");
+        assert_eq!(other.comm, "a\\\\xFF)\\\\xFE(");
     }
 
     #[test]

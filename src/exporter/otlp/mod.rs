@@ -82,9 +82,10 @@ pub fn start(
                     }
                 };
                 let _ = ready_tx.send(Ok(()));
-                let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                // Bytes, escaped as cgroup names are where not UTF-8.
+                let host = std::fs::read("/proc/sys/kernel/hostname")
                     .ok()
-                    .map(|h| h.trim().to_owned())
+                    .map(|h| crate::discovery::escape(h.trim_ascii()))
                     .filter(|h| !h.is_empty());
                 let push = PushLoop {
                     transport,
