@@ -41,7 +41,7 @@ const PARSERS: [&str; 3] = [
 /// grow past it, and is taken off once split.
 const TOO_LONG: [(&str, usize); 6] = [
     ("src/config/metrics.rs", 663),
-    ("src/config/validate.rs", 700),
+    ("src/config/validate.rs", 657),
     ("src/list.rs", 680),
     ("src/metrics/expr.rs", 699),
     ("src/plan.rs", 786),
