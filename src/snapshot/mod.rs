@@ -1,8 +1,10 @@
 //! The immutable result of one sampling interval. The sampler builds it; the
 //! exporters only present it.
 
+mod energy;
 mod reasons;
 
+pub use energy::{CgroupActivity, EnergySample, EnergyScope, HostEnergy, Unattributed};
 pub use reasons::{
     ErrorReason, Errors, NotCountable, Operation, SkipReason, Support, nothing_countable,
 };
@@ -434,6 +436,15 @@ pub struct Snapshot {
     pub bpf_run_seconds: f64,
     /// Times cgperf's BPF programs ran.
     pub bpf_runs: u64,
+    /// What each counted cgroup did on each CPU, for `energy:`; empty
+    /// without.
+    pub activity: Vec<CgroupActivity>,
+    /// The name of the event `activity` totals (`cycles`, `task-clock`).
+    pub activity_weight: &'static str,
+    /// Each counted cgroup's energy per socket and domain.
+    pub energy: Vec<EnergySample>,
+    /// The meters, and what of them no cgroup got.
+    pub host_energy: Vec<HostEnergy>,
 }
 
 /// Which backend counts, for `cgperf_backend_info`.
@@ -481,6 +492,10 @@ impl Snapshot {
             backend: BackendInfo::default(),
             bpf_run_seconds: 0.0,
             bpf_runs: 0,
+            activity: Vec::new(),
+            activity_weight: "",
+            energy: Vec::new(),
+            host_energy: Vec::new(),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! exposition writes them: one shape per kind of series, so that a family
 //! cannot show a label its target does not have.
 
-use crate::snapshot::Scope;
+use crate::snapshot::{EnergyScope, Scope};
 use std::sync::Arc;
 
 /// A label value: text, or a number (a CPU, socket or die).
@@ -91,6 +91,26 @@ pub enum Labels<'a> {
         of: ProcessLabels<'a>,
         /// The metric's name.
         metric: &'a str,
+    },
+    /// A cgroup's energy: `cgroup`, the labels from its path, then the
+    /// meter's `socket`, `domain` and `source`, and `weight`.
+    Energy {
+        /// cgroup path.
+        cgroup: &'a str,
+        /// Labels derived from the path.
+        extra: &'a [(&'static str, Box<str>)],
+        /// Which meter.
+        scope: EnergyScope,
+        /// What the share was weighed by.
+        weight: &'a str,
+    },
+    /// A meter's energy, or what of it no cgroup got: `socket`, `domain`,
+    /// `source`, and `share` (`idle`, `system`) for the latter.
+    Meter {
+        /// Which meter.
+        scope: EnergyScope,
+        /// Which part, for what no cgroup got.
+        share: Option<&'a str>,
     },
     /// Up to three fixed labels (`group`, `event`, `reason`, and
     /// `cgperf_build_info`'s `version`, `revision`, `rustversion`).
@@ -208,6 +228,25 @@ impl<'a> Labels<'a> {
                 of.for_each(&mut f)?;
                 f("metric", Value::Str(metric))?;
             }
+            Self::Energy {
+                cgroup,
+                extra,
+                scope,
+                weight,
+            } => {
+                f("cgroup", Value::Str(cgroup))?;
+                for (name, value) in extra {
+                    f(name, Value::Str(value))?;
+                }
+                meter(scope, &mut f)?;
+                f("weight", Value::Str(weight))?;
+            }
+            Self::Meter { scope, share } => {
+                meter(scope, &mut f)?;
+                if let Some(share) = share {
+                    f("share", Value::Str(share))?;
+                }
+            }
             Self::Fixed(pairs) => {
                 for (name, value) in pairs.into_iter().flatten() {
                     f(name, Value::Str(value))?;
@@ -216,6 +255,17 @@ impl<'a> Labels<'a> {
         }
         Ok(())
     }
+}
+
+/// The labels of the meter of an energy series: `socket`, `domain`,
+/// `source`.
+fn meter<'a, E>(
+    scope: EnergyScope,
+    f: &mut impl FnMut(&'a str, Value<'a>) -> Result<(), E>,
+) -> Result<(), E> {
+    f("socket", Value::Number(scope.socket))?;
+    f("domain", Value::Str(scope.domain))?;
+    f("source", Value::Str(scope.source))
 }
 
 /// Which processes a series of `processes:` counts: the entry (`process`),

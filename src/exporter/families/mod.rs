@@ -6,7 +6,8 @@
 //! value.
 //!
 //! The families are kept the way the targets are: one file per target
-//! (`cgroups.rs`, `host.rs`, `processes.rs`), what they share (`shared.rs`:
+//! (`cgroups.rs`, `host.rs`, `processes.rs`), `energy.rs` the energy
+//! shares of `energy:`, what they share (`shared.rs`:
 //! group times and support), cgperf's own figures (`own.rs`), and the
 //! labels of a point (`labels.rs`). [`visit`] alone fixes the order they are
 //! shown in.
@@ -17,6 +18,7 @@
 //! so the catalogue imports no exporter.
 
 mod cgroups;
+mod energy;
 mod host;
 mod labels;
 mod own;
@@ -161,6 +163,7 @@ pub fn visit<V: Visitor>(
     host::series(snap, v)?;
     processes::series(snap, v)?;
     host::event_supported(snap, v)?;
+    energy::series(snap, v)?;
     own::figures(snap, v)?;
     for source in others {
         for (family, points) in source.families() {
