@@ -236,3 +236,64 @@ fn check_says_which_source_each_domain_uses_and_why_not_the_others() {
     assert!(has(&format!("energy: shares weighed by {weight}")), "{out}");
     assert!(has("energy: idle: the model's 2 W per CPU"), "{out}");
 }
+
+/// A counted parent and its counted child: the parent (the only
+/// top-level cgroup) and what no cgroup got add up to the meter exactly,
+/// and the parent's energy is its child's plus its own tasks', each
+/// following what they did.
+#[test]
+fn a_parent_gets_its_childs_energy_and_its_own_tasks() {
+    require_root("move workloads into test cgroups");
+    let parent = TestCgroup::create("cgperf-energy-parent");
+    let child = TestCgroup::create_under(&parent.rel, "child");
+    let exporter = Exporter::start(Some(&config(&parent.rel, &child.rel)));
+    let before = exporter.wait_for("both cgroups' energy", |body| {
+        [&parent.rel, &child.rel]
+            .iter()
+            .all(|cg| value(body, "cgperf_energy_joules_total", &[("cgroup", cg)]).is_some())
+    });
+    cpu_work(&child.dir, 400);
+    cpu_work(&parent.dir, 200);
+    let after = exporter.wait_collections(3);
+    // Only the parent is top-level: the child is inside its share.
+    for body in [&before, &after] {
+        for (labels, meter) in samples(body, "cgperf_energy_meter_joules_total") {
+            let pick = |family: &str, cgroup: Option<&str>| -> u64 {
+                samples(body, family)
+                    .iter()
+                    .filter(|(l, _)| l.get("socket") == labels.get("socket"))
+                    .filter(|(l, _)| l.get("domain") == labels.get("domain"))
+                    .filter(|(l, _)| {
+                        cgroup.is_none_or(|c| l.get("cgroup").map(String::as_str) == Some(c))
+                    })
+                    .map(|(_, v)| v)
+                    .sum()
+            };
+            let top = pick("cgperf_energy_joules_total", Some(&parent.rel));
+            let rest = pick("cgperf_energy_unattributed_joules_total", None);
+            assert_eq!(top + rest, meter, "{labels:?}\n{body}");
+        }
+    }
+    let (p, c) = (
+        energy_of(&after, &parent.rel) - energy_of(&before, &parent.rel),
+        energy_of(&after, &child.rel) - energy_of(&before, &child.rel),
+    );
+    let clock = |body: &str, cg: &str| {
+        let labels = [("cgroup", cg), ("event", "task-clock")];
+        value(body, "cgperf_clock_seconds_total", &labels).unwrap_or(0.0)
+    };
+    let (cp, cc) = (
+        clock(&after, &parent.rel) - clock(&before, &parent.rel),
+        clock(&after, &child.rel) - clock(&before, &child.rel),
+    );
+    println!("parent {p} µJ ({cp:.4} s), child {c} µJ ({cc:.4} s)");
+    assert!(c > 0 && p > c, "{after}");
+    if !has_hardware_pmu() {
+        // Own tasks : child, in energy as in task-clock.
+        let (energy, time) = ((p - c) as f64 / c as f64, (cp - cc) / cc);
+        assert!(
+            (energy / time - 1.0).abs() < 0.005,
+            "{energy} vs {time}\n{after}"
+        );
+    }
+}
