@@ -20,7 +20,7 @@ use crate::plan::EnergyPlan;
 use crate::snapshot::{CgroupActivity, EnergySample, EnergyScope, HostEnergy, Snapshot};
 use meter::{Busy, Meter, model::Sockets};
 use split::{Tree, split};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -47,7 +47,7 @@ pub struct Account {
 
 impl Account {
     /// Attribution as `plan` asks, with the meter it names; where there is
-    /// none, the account shows nothing and [`Account::why_not`] says why.
+    /// none, the account shows nothing and the log says why.
     pub fn new(plan: EnergyPlan) -> Self {
         let (meter, passed) = meter::open(&plan.def);
         match &meter {
@@ -63,11 +63,7 @@ impl Account {
     }
 
     /// Attribution with `meter`, CPUs' sockets from `cpu_root`.
-    pub fn with_meter(
-        plan: EnergyPlan,
-        meter: Result<Box<dyn Meter>, String>,
-        cpu_root: &str,
-    ) -> Self {
+    fn with_meter(plan: EnergyPlan, meter: Result<Box<dyn Meter>, String>, cpu_root: &str) -> Self {
         let channels = meter.as_ref().map_or(0, |m| m.channels().len());
         Self {
             plan,
@@ -79,11 +75,6 @@ impl Account {
             cgroups: HashMap::new(),
             host: vec![[0; 3]; channels],
         }
-    }
-
-    /// Why no energy is shown, when none is.
-    pub fn why_not(&self) -> Option<&str> {
-        self.meter.as_ref().err().map(String::as_str)
     }
 
     /// What `cgperf check` says of `plan`: the source of each socket's
@@ -206,7 +197,8 @@ impl Account {
                 host[2] += shared.system;
             }
         }
-        self.cgroups.retain(|key, _| keys.contains(key));
+        let shown: HashSet<&CgroupKey> = keys.iter().collect();
+        self.cgroups.retain(|key, _| shown.contains(key));
         for (a, key) in activity.iter().zip(&keys) {
             let Some(totals) = self.cgroups.get(key) else {
                 continue;
@@ -253,10 +245,11 @@ impl Account {
         let mut kept = HashMap::with_capacity(activity.len());
         for (a, key) in activity.iter().zip(keys) {
             let last = self.last_weights.remove(key);
+            // Both in CPU order, as the totals keep them.
             let before = |cpu: u32| {
-                last.as_ref()
-                    .and_then(|l| l.iter().find(|(c, _)| *c == cpu))
-                    .map_or(0.0, |(_, v)| *v)
+                let last = last.as_deref().unwrap_or(&[]);
+                last.binary_search_by_key(&cpu, |(c, _)| *c)
+                    .map_or(0.0, |at| last[at].1)
             };
             let mut sockets = BTreeMap::new();
             for (cpu, total) in a.cpus.iter() {
@@ -269,5 +262,120 @@ impl Account {
         }
         self.last_weights = kept;
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{EnergyDef, MeterChoice};
+    use meter::Channel;
+
+    /// A meter that counts 1,000,003 µJ per interval on socket 0's `pkg`.
+    #[derive(Debug)]
+    struct Fixed([Channel; 1]);
+
+    impl Meter for Fixed {
+        fn source(&self) -> &'static str {
+            "model"
+        }
+        fn channels(&self) -> &[Channel] {
+            &self.0
+        }
+        fn read(&mut self, _busy: &Busy) -> (Vec<u64>, Option<String>) {
+            (vec![1_000_003], None)
+        }
+    }
+
+    fn account() -> Account {
+        let plan = EnergyPlan {
+            def: EnergyDef {
+                meter: MeterChoice::Model,
+                model: None,
+                idle: IdlePolicy::None,
+            },
+            weight: Some("cycles"),
+        };
+        let meter = Fixed([Channel {
+            domain: "pkg",
+            socket: 0,
+        }]);
+        // CPUs without topology are on socket 0.
+        let root = std::env::temp_dir().join("cgperf-no-such-cpu-root");
+        Account::with_meter(plan, Ok(Box::new(meter)), &root.to_string_lossy())
+    }
+
+    fn activity(cgroup: &str, start: u64, cpus: &[(u32, f64)]) -> CgroupActivity {
+        CgroupActivity {
+            cgroup: cgroup.into(),
+            labels: Arc::from(Vec::new()),
+            start_time: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(start),
+            cpus: cpus.into(),
+        }
+    }
+
+    /// Reads the meter and shows `activity`: each cgroup's micro-Joules,
+    /// and whether the top-level ones and what no cgroup got add up to
+    /// the meter (they do while no counted cgroup went away: one that
+    /// does takes its counter with it).
+    fn interval(
+        account: &mut Account,
+        activity: Vec<CgroupActivity>,
+    ) -> (Vec<(String, u64)>, bool) {
+        account.pending = Some((vec![1_000_003], Busy::default()));
+        let mut snap = Snapshot::empty();
+        snap.activity = activity;
+        snap.activity_weight = "cycles";
+        account.show(&mut snap);
+        let whole = |j: f64| (j * 1e6).round() as u64;
+        let host = &snap.host_energy[0];
+        let top: u64 = snap
+            .energy
+            .iter()
+            .filter(|e| e.cgroup.matches('/').count() == 1)
+            .map(|e| whole(e.joules))
+            .sum();
+        let conserved =
+            top + whole(host.idle_joules) + whole(host.system_joules) == whole(host.meter_joules);
+        let cgroups = snap
+            .energy
+            .iter()
+            .map(|e| (e.cgroup.to_string(), whole(e.joules)))
+            .collect();
+        (cgroups, conserved)
+    }
+
+    #[test]
+    fn shares_follow_each_intervals_growth_and_a_new_cgroup_starts_from_zero() {
+        let mut account = account();
+        // First interval: a did 1, b 3 (their totals so far).
+        let (got, conserved) = interval(
+            &mut account,
+            vec![
+                activity("/a", 1, &[(0, 1.0)]),
+                activity("/b", 1, &[(1, 3.0)]),
+            ],
+        );
+        assert_eq!(got, [("/a".into(), 250_001), ("/b".into(), 750_002)]);
+        assert!(conserved);
+        // Second: a grew by 3 on CPU 1 only, b not at all; a child of a
+        // appears having done 1.
+        let (got, conserved) = interval(
+            &mut account,
+            vec![
+                activity("/a", 1, &[(0, 1.0), (1, 3.0)]),
+                activity("/a/c", 5, &[(1, 1.0)]),
+                activity("/b", 1, &[(1, 3.0)]),
+            ],
+        );
+        assert!(conserved);
+        assert_eq!(got[0], ("/a".into(), 250_001 + 1_000_003));
+        assert_eq!(got[2], ("/b".into(), 750_002));
+        assert_eq!(got[1].1.abs_diff(333_334), 0, "a third of a's share");
+        // b is made again (a later start): it starts from 0, its total
+        // smaller than before counts whole; a is gone.
+        let (got, conserved) = interval(&mut account, vec![activity("/b", 9, &[(1, 2.0)])]);
+        assert_eq!(got, [("/b".into(), 1_000_003)]);
+        assert!(!conserved, "a's and the first b's energy went with them");
     }
 }

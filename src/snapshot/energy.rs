@@ -17,7 +17,7 @@ pub struct CgroupActivity {
     pub labels: Labels,
     /// When the cgroup began counting: a new start is a new cgroup.
     pub start_time: SystemTime,
-    /// The weight event's total on each CPU it counted on.
+    /// The weight event's total on each CPU it counted on, in CPU order.
     pub cpus: Box<[(u32, f64)]>,
 }
 
