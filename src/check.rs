@@ -141,6 +141,12 @@ pub fn run(config: &Config, tables: CpuTables, out: &mut dyn Write) -> anyhow::R
     }
 
     process_lines(&plan, out)?;
+    if let Some(energy) = &plan.energy {
+        writeln!(out)?;
+        for line in crate::energy::Account::describe(energy) {
+            writeln!(out, "{line}")?;
+        }
+    }
 
     writeln!(out)?;
     let support: Vec<&Support> = plan.support.iter().chain(&plan.host.support).collect();

@@ -17,6 +17,7 @@ pub mod cri;
 pub mod daemon;
 pub mod deadline;
 pub mod discovery;
+pub mod energy;
 pub mod engine;
 pub mod events;
 pub mod exporter;

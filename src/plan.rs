@@ -21,6 +21,7 @@ use std::time::Duration;
 
 pub use crate::config::{PROBE_GROUP, TRACEPOINT_GROUP};
 
+mod energy;
 mod fields;
 mod host;
 mod probe;
@@ -35,6 +36,7 @@ pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
 
+pub use energy::EnergyPlan;
 use fields::{check_filter, field_label, rejected_filter, unknown_field};
 
 /// One event ready to open.
@@ -240,25 +242,11 @@ pub struct Plan {
     /// The config's events written under another of perf's names than
     /// their `event` label.
     pub spellings: Arc<[Spelling]>,
+    /// `energy:` on this machine, if the config has it.
+    pub energy: Option<EnergyPlan>,
 }
 
 impl Plan {
-    /// Every metric the snapshot describes (`cgperf_metric_definition_info`):
-    /// the top level's, then the host's, one per (name, description, unit),
-    /// as the host may define a metric the cgroups do.
-    pub fn described_metrics(&self) -> Vec<Arc<MetricDef>> {
-        let mut defs = self.metrics.clone();
-        let same = |a: &MetricDef, b: &MetricDef| {
-            (&a.name, &a.description, &a.unit) == (&b.name, &b.description, &b.unit)
-        };
-        for def in &self.host.metrics {
-            if !defs.iter().any(|d| same(d, def)) {
-                defs.push(def.clone());
-            }
-        }
-        defs
-    }
-
     /// Resolves everything `config` asks for on `machine`, and asks `probe`
     /// (the counting backend's) whether the kernel counts it.
     ///
@@ -374,12 +362,14 @@ impl Plan {
             max_cgroups: config.max_cgroups,
             labels: config.labels.clone(),
             spellings: spellings(config),
+            energy: None,
         };
         let every: Vec<usize> = (0..plan.selectors.len()).collect();
         plan.counters = plan.groups_for(&every).iter().map(|g| g.events.len()).sum();
         if let Some(max) = probe.counters_per_cpu() {
             plan.fit(max);
         }
+        plan.energy = EnergyPlan::of(config.energy, &plan.groups);
         Ok(plan)
     }
 

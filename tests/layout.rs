@@ -4,12 +4,16 @@
 //!   top-level modules of `src/` (a directory module counts as one), nor
 //!   the submodules of each directory module among themselves, nested ones
 //!   (`backend/bpf/`) included;
-//! - no source file of the counting engine holds more than
-//!   [`MAX_ENGINE_LINES`] lines of code before its tests.
+//! - no source file under `src/` holds more than [`MAX_LINES`] lines of
+//!   code before its tests, but the event-syntax parsers of `src/events/`
+//!   ([`PARSERS`]): one grammar reads best in one file. The files in
+//!   [`TOO_LONG`] were longer when the rule was extended to every file;
+//!   each may not grow, and leaves the list once it is split.
 //!
 //! A cycle means neither module can be understood, tested or replaced
-//! without the other; a long engine file is where the next counting
-//! backend would have to be threaded through instead of added beside.
+//! without the other; a long file is where the next feature would have to
+//! be threaded through instead of added beside (the metric catalogue grew
+//! to 1,058 lines before it was split by target).
 //!
 //! References are `crate::…`, `super::…` and `self::…` paths in code that
 //! is not test code (inline `#[cfg(test)] mod … { … }` modules and `tests`
@@ -21,12 +25,28 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-/// Directories holding the counting engine: the engine, its targets, its
-/// backends and its totals.
-const ENGINE: [&str; 6] = ["engine", "cgroups", "host", "process", "backend", "totals"];
+/// Lines of code (before the tests) a source file may hold.
+const MAX_LINES: usize = 600;
 
-/// Lines of code (before the tests) an engine file may hold.
-const MAX_ENGINE_LINES: usize = 600;
+/// The event-syntax parsers, which [`MAX_LINES`] does not bound: perf's
+/// event names, tracepoint format files, probe locations.
+const PARSERS: [&str; 3] = [
+    "src/events/mod.rs",
+    "src/events/format.rs",
+    "src/events/probe.rs",
+];
+
+/// Files longer than [`MAX_LINES`] when the rule was extended from the
+/// engine's files to every file, with their length then: each may not
+/// grow past it, and is taken off once split.
+const TOO_LONG: [(&str, usize); 6] = [
+    ("src/config/metrics.rs", 690),
+    ("src/config/validate.rs", 662),
+    ("src/list.rs", 680),
+    ("src/metrics/expr.rs", 790),
+    ("src/plan.rs", 822),
+    ("src/stat/mod.rs", 653),
+];
 
 /// One source file: where it is, its module path, its code without tests
 /// and comments.
@@ -461,32 +481,50 @@ fn no_module_imports_another_that_imports_it() {
 }
 
 #[test]
-fn engine_files_are_short() {
-    let long: Vec<_> = sources()
-        .into_iter()
-        .filter(|s| {
-            s.module
-                .first()
-                .is_some_and(|m| ENGINE.contains(&m.as_str()))
-        })
-        .filter(|s| s.code_lines > MAX_ENGINE_LINES)
-        .map(|s| (s.path.display().to_string(), s.code_lines))
-        .collect();
+fn source_files_are_short() {
+    let mut long = Vec::new();
+    for source in sources() {
+        let path = source.path.display().to_string();
+        if PARSERS.contains(&path.as_str()) {
+            continue;
+        }
+        let limit = TOO_LONG
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map_or(MAX_LINES, |(_, n)| *n);
+        if source.code_lines > limit {
+            long.push((path, source.code_lines, limit));
+        }
+    }
     assert!(
         long.is_empty(),
-        "engine files with more than {MAX_ENGINE_LINES} lines before their tests: {long:?}"
+        "files with more lines of code before their tests than allowed \
+         (path, lines, limit; the limit is {MAX_LINES} but for the files of TOO_LONG): {long:?}"
     );
 }
 
-/// A directory named here that is renamed or removed would silently leave
-/// its rule unchecked.
+/// A file of [`TOO_LONG`] that is split (or gone), and a parser of
+/// [`PARSERS`] that is renamed, would otherwise leave an exemption behind.
 #[test]
-fn the_directories_the_rules_name_exist() {
-    for dir in ENGINE {
-        assert!(
-            src().join(dir).is_dir(),
-            "src/{dir}/ is gone: update tests/layout.rs"
-        );
+fn the_exemptions_are_still_needed() {
+    let sources = sources();
+    let lines = |path: &str| {
+        sources
+            .iter()
+            .find(|s| s.path == Path::new(path))
+            .map(|s| s.code_lines)
+    };
+    for path in PARSERS {
+        assert!(lines(path).is_some(), "{path} is gone: update PARSERS");
+    }
+    for (path, _) in TOO_LONG {
+        match lines(path) {
+            None => panic!("{path} is gone: take it off TOO_LONG"),
+            Some(n) => assert!(
+                n > MAX_LINES,
+                "{path} has {n} lines of code now: take it off TOO_LONG"
+            ),
+        }
     }
 }
 

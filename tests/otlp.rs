@@ -1005,3 +1005,55 @@ fn partial_successes_are_counted() {
     assert_eq!(stats.rejected_points(), 3);
     assert_eq!(stats.exported_points(), sent - 3);
 }
+
+/// `energy:`'s families reach OTLP as cumulative sums in Joules (`J`),
+/// with the meter's labels.
+#[test]
+fn energy_is_pushed_in_joules() {
+    let cg = TestCgroup::create("cgperf-otlp-energy");
+    let (exporter, stdout) = Exporter::start_with_env_and_stdout(
+        &format!(
+            "interval: 200ms\ngroups: {{sched: [task-clock]}}\ncgroups:\n  - path: {}\n\
+             energy: {{meter: model, model: {{idle_watts: 5, max_watts: 50}}}}\n",
+            cg.rel
+        ),
+        &[
+            ("OTEL_METRICS_EXPORTER", "console"),
+            ("OTEL_METRIC_EXPORT_INTERVAL", "200"),
+        ],
+    );
+    let log = Log::default();
+    let lines = log.clone();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let line = line.expect("a line of standard output");
+            let message: ExportMetricsServiceRequest = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not OTLP/JSON ({e}): {line}"));
+            lines.push(Received {
+                message,
+                headers: BTreeMap::new(),
+                size: line.len(),
+                at: Instant::now(),
+                status: 200,
+            });
+        }
+    });
+    exporter.wait_collections(1);
+    spin_workload(&cg.dir, 300);
+    let want = [("cgroup.path", cg.rel.as_str()), ("cgperf.source", "model")];
+    let point = wait("the cgroup's energy on standard output", 20, || {
+        latest(&log.accepted(), "cgperf_energy_joules_total", &want).filter(|p| p.value > 0.0)
+    });
+    assert_eq!(point.sum, Some(true));
+    assert_eq!(point.unit, "J");
+    let meter = wait("the meter on standard output", 20, || {
+        latest(
+            &log.accepted(),
+            "cgperf_energy_meter_joules_total",
+            &[("cgperf.domain", "pkg")],
+        )
+    });
+    assert_eq!(meter.unit, "J");
+    assert!(meter.value >= point.value, "{meter:?} {point:?}");
+}

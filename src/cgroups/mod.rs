@@ -11,6 +11,7 @@
 //! resets or double-counts a series; only a cgroup that disappears loses
 //! its series.
 
+mod activity;
 mod counting;
 mod keys;
 mod series;
@@ -130,6 +131,10 @@ impl<B: Backend + Send> Target for Cgroups<B> {
         snapshot.group_times = series.group_times;
         snapshot.events_lost = series.events_lost;
         snapshot.metrics = series.metrics;
+        if let Some(weight) = plan.energy.and_then(|e| e.weight) {
+            snapshot.activity = activity::of(&counting.entries, &counting.totals, weight);
+            snapshot.activity_weight = weight;
+        }
         snapshot.skipped = counting.skipped.clone();
         snapshot.monitored_cgroups = counting.entries.len() as u64;
         snapshot.cri_failures = self.names.as_ref().map_or(0, Names::failures);

@@ -31,6 +31,8 @@
 //! host:                   # counted once for the whole machine, not per cgroup
 //!   groups: {energy: [power/energy-pkg/]}
 //!   tracepoints: [irq:irq_handler_entry]
+//! energy:                 # each socket's energy shared among cgroups
+//!   meter: auto
 //! ```
 //!
 //! Keys that are absent or `null` take their defaults; unknown keys,
@@ -41,6 +43,7 @@
 
 mod cgroup;
 mod duration;
+mod energy;
 mod error;
 mod host;
 mod metrics;
@@ -49,6 +52,7 @@ mod process;
 mod schema;
 mod tracing;
 mod validate;
+mod written;
 mod yaml;
 
 #[cfg(test)]
@@ -63,6 +67,9 @@ pub use crate::metrics::{Catalog, MetricDef, MetricInput};
 
 pub use cgroup::CgroupPattern;
 pub use duration::{MAX_INTERVAL, MIN_INTERVAL};
+pub use energy::{
+    EnergyDef, IdlePolicy, MAX_MODEL_WATTS, MeterChoice, ModelScope, PowerModel, WEIGHT_EVENTS,
+};
 pub use error::ConfigError;
 pub use host::HostDef;
 pub use otlp::{
@@ -199,6 +206,8 @@ pub struct Config {
     pub processes: Vec<ProcessSelector>,
     /// At most this many processes are counted at once.
     pub max_processes: usize,
+    /// Energy per cgroup (`energy:`); `None` when absent.
+    pub energy: Option<EnergyDef>,
 }
 
 /// A named set of events opened (and read) together as one perf group, so

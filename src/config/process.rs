@@ -18,7 +18,8 @@ use serde_saphyr::{Location, Spanned};
 
 use super::error::quote;
 use super::schema::{RawProcess, Text};
-use super::validate::{Kind, Validator, Written};
+use super::validate::{Kind, Validator};
+use super::written::Written;
 use super::{ConfigError, Origin, TracepointDef};
 
 /// `max_processes` when the file does not set it.

@@ -40,6 +40,25 @@ pub(crate) struct RawConfig {
     pub processes: Option<Spanned<Vec<Spanned<RawProcess>>>>,
     /// Signed, like `max_cgroups`.
     pub max_processes: Option<Spanned<i64>>,
+    pub energy: Option<Spanned<RawEnergy>>,
+}
+
+/// The `energy:` section.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEnergy {
+    pub meter: Option<Text>,
+    pub model: Option<Spanned<RawModel>>,
+    pub idle: Option<Text>,
+}
+
+/// `energy.model:`: a declared power model.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawModel {
+    pub per: Option<Text>,
+    pub idle_watts: Option<Spanned<f64>>,
+    pub max_watts: Option<Spanned<f64>>,
 }
 
 /// One `processes:` entry.

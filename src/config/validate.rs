@@ -13,7 +13,8 @@ use serde_saphyr::{Location, Spanned};
 use super::cgroup::{CgroupPattern, PatternError};
 use super::duration::{MAX_INTERVAL, MIN_INTERVAL, human, parse_duration};
 use super::error::{ConfigError, about, quote, sanitize};
-use super::schema::{RawConfig, RawGroups, RawSelector, RawTracepoint, Text, TextList};
+use super::schema::{RawConfig, RawGroups, RawSelector, Text, TextList};
+use super::written::Written;
 use super::{
     BACKEND_HINT, BackendChoice, CgroupSelector, Config, DEFAULT_INTERVAL, DEFAULT_RING_PAGES,
     GroupDef, MAX_CGROUPS_LIMIT, RESERVED_GROUPS,
@@ -160,10 +161,12 @@ pub(crate) fn validate(
     let otlp = raw
         .otlp
         .and_then(|section| v.keep(super::otlp::validate_section(source, section.value)));
+    let backends = BackendChoice::ALL.map(|c| (c.name(), c));
     let backend = raw
         .backend
-        .and_then(|text| v.keep(v.backend(&text)))
+        .and_then(|text| v.keep(v.choice(&text, "backend", &backends, BACKEND_HINT)))
         .unwrap_or_default();
+    let energy = raw.energy.and_then(|e| v.energy(e, &groups));
     v.finish()?;
     Ok(Config {
         interval,
@@ -181,58 +184,8 @@ pub(crate) fn validate(
         host,
         processes,
         max_processes,
+        energy,
     })
-}
-
-/// The names a config's selectors may refer to, as written.
-pub(super) struct Written {
-    pub(super) groups: Vec<String>,
-    pub(super) tracepoints: Vec<String>,
-    pub(super) probes: Vec<String>,
-    pub(super) metrics: Vec<String>,
-}
-
-impl Written {
-    /// Every group name, tracepoint label (`as:`, else the name) and probe
-    /// `as:` written in `raw`, valid or not.
-    fn of(raw: &RawConfig) -> Self {
-        let groups = raw.groups.as_ref().map_or_else(Vec::new, |g| {
-            g.value
-                .0
-                .iter()
-                .map(|(name, _)| name.value.clone())
-                .collect()
-        });
-        let tracepoints = raw.tracepoints.as_ref().map_or_else(Vec::new, |list| {
-            list.value
-                .iter()
-                .map(|item| match &item.value {
-                    RawTracepoint::Name(name) => name.clone(),
-                    RawTracepoint::Entry(entry) => {
-                        entry.label.as_ref().unwrap_or(&entry.name).value.clone()
-                    }
-                })
-                .collect()
-        });
-        let probes = raw.probes.as_ref().map_or_else(Vec::new, |list| {
-            list.value
-                .iter()
-                .filter_map(|item| item.value.label.as_ref().map(|l| l.value.clone()))
-                .collect()
-        });
-        let metrics = raw.metrics.as_ref().map_or_else(Vec::new, |list| {
-            list.value
-                .iter()
-                .map(|item| item.value.name().to_owned())
-                .collect()
-        });
-        Self {
-            groups,
-            tracepoints,
-            probes,
-            metrics,
-        }
-    }
 }
 
 pub(super) struct Validator<'a> {
@@ -326,20 +279,24 @@ impl Validator<'_> {
         Err(self.error(at, message).hint(MAX_CGROUPS_HINT))
     }
 
-    /// `backend`: one of [`BackendChoice::ALL`] by name.
-    fn backend(&self, text: &Text) -> Result<BackendChoice, ConfigError> {
-        let names = BackendChoice::ALL.map(BackendChoice::name);
-        if let Some(choice) = BackendChoice::ALL
-            .into_iter()
-            .find(|c| c.name() == text.value)
-        {
-            return Ok(choice);
+    /// One of `choices` by name, for the setting `what`: else an error
+    /// that names the setting, the closest choice and `hint`.
+    pub(super) fn choice<T: Copy>(
+        &self,
+        text: &Text,
+        what: &str,
+        choices: &[(&'static str, T)],
+        hint: &str,
+    ) -> Result<T, ConfigError> {
+        if let Some((_, c)) = choices.iter().find(|(name, _)| *name == text.value) {
+            return Ok(*c);
         }
+        let names = choices.iter().map(|(n, _)| *n);
         let hint = match did_you_mean(&text.value, names) {
-            Some(close) => format!("did you mean `{close}`? {BACKEND_HINT}"),
-            None => BACKEND_HINT.to_owned(),
+            Some(close) => format!("did you mean `{close}`? {hint}"),
+            None => hint.to_owned(),
         };
-        let message = format!("unknown backend {}", quote(&text.value));
+        let message = format!("unknown {what} {}", quote(&text.value));
         Err(self.error(text.referenced, message).hint(hint))
     }
 

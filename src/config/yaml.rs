@@ -503,6 +503,23 @@ fn expectation(shape: &str) -> Option<(&'static str, &'static str)> {
             "a mapping from attribute name to value",
             "write e.g. `resource: {deployment.environment.name: production}`",
         ),
+        "energy" => (
+            "a mapping of energy settings",
+            "write e.g. `energy: {meter: auto}`",
+        ),
+        "energy.meter" => (
+            "`auto`, `perf`, `powercap` or `model`",
+            "write e.g. `meter: auto`",
+        ),
+        "energy.idle" => ("`model` or `none`", "write e.g. `idle: model`"),
+        "energy.model" => (
+            "a mapping with `per:`, `idle_watts:` and `max_watts:`",
+            "write e.g. `model: {per: socket, idle_watts: 40, max_watts: 180}`",
+        ),
+        "energy.model.per" => ("`socket` or `cpu`", "write e.g. `per: socket`"),
+        "energy.model.idle_watts" | "energy.model.max_watts" => {
+            ("a number of watts", "write e.g. `idle_watts: 40`")
+        }
         "otlp.headers.*" | "otlp.resource.*" => (
             "a text value",
             "quote values that YAML would read as something else, e.g. \"1\" or \"true\"",

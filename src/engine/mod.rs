@@ -16,6 +16,7 @@ use crate::cgroups::Cgroups;
 use crate::config::MetricDef;
 use crate::cri::Names;
 use crate::discovery::Discovery;
+use crate::energy::Account;
 use crate::host::Host;
 use crate::plan::Plan;
 use crate::process::Processes;
@@ -68,6 +69,8 @@ pub struct Engine {
     collections: u64,
     /// Which backend counts, and why `auto` fell back.
     backend: BackendInfo,
+    /// Energy per cgroup, when the plan asks for it.
+    energy: Option<Account>,
 }
 
 /// The table of targets: the cgroups, counted by the backend chosen for
@@ -120,6 +123,7 @@ impl Engine {
 
     fn of(plan: Plan, targets: Vec<Box<dyn Target>>, cpus: CpuTracker, latest: Latest) -> Self {
         log_support(&plan);
+        let energy = plan.energy.map(Account::new);
         Self {
             metric_defs: plan.described_metrics(),
             plan,
@@ -132,6 +136,7 @@ impl Engine {
             latest,
             collections: 0,
             backend: BackendInfo::default(),
+            energy,
         }
     }
 
@@ -142,6 +147,9 @@ impl Engine {
         let started = Instant::now();
         for target in &mut self.targets {
             target.read(&mut self.errors);
+        }
+        if let Some(energy) = &mut self.energy {
+            energy.read();
         }
         self.follow_cpus();
         let online = self.cpus.online();
@@ -215,6 +223,9 @@ impl Engine {
     /// counts it and its totals, changed groups are counted anew keeping
     /// the totals of the events they still have, what is gone vanishes.
     pub fn reload(&mut self, plan: Plan) {
+        if plan.energy != self.plan.energy {
+            self.energy = plan.energy.map(Account::new);
+        }
         self.plan = plan;
         self.metric_defs = self.plan.described_metrics();
         log_support(&self.plan);
@@ -270,6 +281,9 @@ impl Engine {
         let now = Instant::now();
         for target in &mut self.targets {
             target.show(&self.plan, now, &mut snapshot);
+        }
+        if let Some(energy) = &mut self.energy {
+            energy.show(&mut snapshot);
         }
         snapshot.taken_at = SystemTime::now();
         let finished = Instant::now();

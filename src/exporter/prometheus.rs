@@ -323,4 +323,29 @@ mod tests {
             "{text}"
         );
     }
+
+    /// The families of a scrape, in the order `/metrics` shows them, are
+    /// those recorded in `tests/fixtures/metrics-family-order.txt`: a
+    /// change to the catalogue's layout moves no family (dashboards and
+    /// diffs of scrapes rely on the order); a new family is added to the
+    /// file where it appears.
+    #[test]
+    fn a_scrape_shows_the_families_in_the_recorded_order() {
+        let mut snap = sample_snapshot();
+        snap.backend.name = "cgroup";
+        let latest = Latest::new();
+        latest.publish(snap);
+        let om = Exposition::new(latest).openmetrics().expect("encodes");
+        let order: Vec<&str> = om
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(|l| l.split(' ').next().unwrap_or(l))
+            .collect();
+        let recorded = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/metrics-family-order.txt"
+        ));
+        let recorded: Vec<&str> = recorded.lines().collect();
+        assert_eq!(order, recorded, "scraped:\n{}", order.join("\n"));
+    }
 }

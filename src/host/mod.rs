@@ -12,7 +12,8 @@
 
 mod scope;
 
-use scope::{CPU_ROOT, of_cpumask};
+use scope::of_cpumask;
+pub use scope::{CPU_ROOT, of_cpumask as scope_of_cpumask, socket_of};
 
 use crate::backend::budget::FdBudget;
 use crate::backend::reading::Reader;

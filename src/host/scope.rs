@@ -31,6 +31,11 @@ pub fn of_cpumask(cpu_root: &Path, cpus: &[u32]) -> Vec<Scope> {
         .collect()
 }
 
+/// The socket of `cpu`, where its topology says.
+pub fn socket_of(cpu_root: &Path, cpu: u32) -> Option<u32> {
+    place(cpu_root, cpu).map(|(socket, _)| socket)
+}
+
 /// The socket and die of `cpu`; a kernel without `die_id` has one die
 /// per socket (0).
 fn place(cpu_root: &Path, cpu: u32) -> Option<(u32, u32)> {

@@ -43,6 +43,7 @@ pub fn build(
         max_cgroups: None,
         labels: Vec::new(),
         otlp: None,
+        energy: None,
         metrics: Vec::new(),
         host: config::HostDef::default(),
         processes: Vec::new(),

@@ -1,0 +1,67 @@
+//! The families of `energy:`: each counted cgroup's share of each meter,
+//! the meters, and what of them no cgroup got. Per socket and domain, the
+//! top-level cgroups' shares and the unattributed ones add up to the
+//! meter exactly (docs/energy.md).
+
+use super::{Family, Kind, Labels, Point, Unit, Visitor};
+use crate::snapshot::{HostEnergy, Snapshot, Unattributed};
+
+const ENERGY: Family = Family {
+    name: "cgperf_energy",
+    help: "Energy of each counted cgroup (its descendants included) per socket and domain of the meter, shared by what the cgroups did on that socket's CPUs (`weight`: cycles, or task-clock where there is no PMU); `source=\"model\"` is an estimate from the declared model, not a measurement. See docs/energy.md.",
+    unit: Unit::Joules,
+    kind: Kind::Counter,
+};
+const METER: Family = Family {
+    name: "cgperf_energy_meter",
+    help: "Energy the meter counted per socket and domain (`source`: perf's power/ PMU, powercap, or the declared model's estimate); the top-level cgroups' cgperf_energy_joules_total and cgperf_energy_unattributed_joules_total add up to it.",
+    unit: Unit::Joules,
+    kind: Kind::Counter,
+};
+const UNATTRIBUTED: Family = Family {
+    name: "cgperf_energy_unattributed",
+    help: "Energy of the meter no counted cgroup got, by `share`: idle (the model's idle power, by the `idle:` policy) or system (activity outside the counted top-level cgroups: kernel threads, interrupts, cgroups not counted).",
+    unit: Unit::Joules,
+    kind: Kind::Counter,
+};
+
+/// Every family of `energy:`.
+pub(super) fn series<V: Visitor>(snap: &Snapshot, v: &mut V) -> Result<(), V::Error> {
+    v.family(
+        &ENERGY,
+        snap.energy.iter().map(|e| Point {
+            labels: Labels::Energy {
+                cgroup: &e.cgroup,
+                extra: &e.labels,
+                scope: e.scope,
+                weight: e.weight,
+            },
+            value: e.joules,
+            start: Some(e.start_time),
+        }),
+    )?;
+    let meter = |h: &HostEnergy, share: Option<&'static str>, value: f64| Point {
+        labels: Labels::Meter {
+            scope: h.scope,
+            share,
+        },
+        value,
+        start: None,
+    };
+    v.family(
+        &METER,
+        snap.host_energy
+            .iter()
+            .map(|h| meter(h, None, h.meter_joules)),
+    )?;
+    v.family(
+        &UNATTRIBUTED,
+        snap.host_energy.iter().flat_map(|h| {
+            [
+                (Unattributed::Idle, h.idle_joules),
+                (Unattributed::System, h.system_joules),
+            ]
+            .map(|(share, value)| meter(h, Some(share.label()), value))
+        }),
+    )
+}

@@ -1,0 +1,50 @@
+//! What `energy:` needs of the plan: the config's section, and the event
+//! the cgroups' shares are weighed by on this machine.
+
+use super::{GroupSpec, Plan};
+use crate::config::{EnergyDef, MetricDef, WEIGHT_EVENTS};
+use crate::ids::GroupId;
+use std::sync::Arc;
+
+/// `energy:` as planned on this machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnergyPlan {
+    /// The config's section.
+    pub def: EnergyDef,
+    /// The event the cgroups' shares are weighed by: `cycles` where a
+    /// group counting it can be counted here, else `task-clock`; `None`
+    /// when neither can (no cgroup gets a share; `cgperf check` says so).
+    pub weight: Option<&'static str>,
+}
+
+impl EnergyPlan {
+    /// `def` planned over the `groups` this machine can count.
+    pub(super) fn of(
+        def: Option<EnergyDef>,
+        groups: &[(GroupId, Option<Arc<GroupSpec>>)],
+    ) -> Option<Self> {
+        let countable = || groups.iter().filter_map(|(_, spec)| spec.as_deref());
+        let weight = WEIGHT_EVENTS
+            .into_iter()
+            .find(|w| countable().any(|spec| spec.events.iter().any(|e| &*e.label == *w)));
+        Some(Self { def: def?, weight })
+    }
+}
+
+impl Plan {
+    /// Every metric the snapshot describes (`cgperf_metric_definition_info`):
+    /// the top level's, then the host's, one per (name, description, unit),
+    /// as the host may define a metric the cgroups do.
+    pub fn described_metrics(&self) -> Vec<Arc<MetricDef>> {
+        let mut defs = self.metrics.clone();
+        let same = |a: &MetricDef, b: &MetricDef| {
+            (&a.name, &a.description, &a.unit) == (&b.name, &b.description, &b.unit)
+        };
+        for def in &self.host.metrics {
+            if !defs.iter().any(|d| same(d, def)) {
+                defs.push(def.clone());
+            }
+        }
+        defs
+    }
+}

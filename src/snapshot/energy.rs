@@ -1,0 +1,86 @@
+//! Energy in a snapshot: what each counted cgroup did on each CPU (its
+//! weight, which the cgroups target shows), and the energy shares the
+//! engine's attribution (`crate::energy`) made of it.
+
+use super::Labels;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// What one counted cgroup did on each CPU since it was first counted: the
+/// total of the weight event (`cycles`, or `task-clock` in nanoseconds),
+/// per CPU, as the counters' totals hold it (scaled where multiplexed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CgroupActivity {
+    /// cgroup path.
+    pub cgroup: Arc<str>,
+    /// Extra labels derived from the cgroup path.
+    pub labels: Labels,
+    /// When the cgroup began counting: a new start is a new cgroup.
+    pub start_time: SystemTime,
+    /// The weight event's total on each CPU it counted on, in CPU order.
+    pub cpus: Box<[(u32, f64)]>,
+}
+
+/// Where a share of energy was measured, and how it was shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnergyScope {
+    /// The socket (package) the meter covers.
+    pub socket: u32,
+    /// `pkg`, `cores`, `ram` or `psys`.
+    pub domain: &'static str,
+    /// `perf`, `powercap` or `model`.
+    pub source: &'static str,
+}
+
+/// A counted cgroup's energy on one socket and domain since it was first
+/// counted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnergySample {
+    /// cgroup path.
+    pub cgroup: Arc<str>,
+    /// Extra labels derived from the cgroup path.
+    pub labels: Labels,
+    /// Which meter.
+    pub scope: EnergyScope,
+    /// What its share was weighed by: `cycles` or `task-clock`.
+    pub weight: &'static str,
+    /// Joules.
+    pub joules: f64,
+    /// When the series began.
+    pub start_time: SystemTime,
+}
+
+/// What no cgroup got of a meter's energy: its idle part, and the activity
+/// outside every counted cgroup (`system`: kernel threads, interrupts,
+/// processes of cgroups not counted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unattributed {
+    /// The idle power over the interval.
+    Idle,
+    /// Activity outside the counted top-level cgroups.
+    System,
+}
+
+impl Unattributed {
+    /// The `share` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Idle => "idle",
+            Self::System => "system",
+        }
+    }
+}
+
+/// The meters and what of them no cgroup got, per socket and domain, since
+/// cgperf started.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostEnergy {
+    /// Which meter.
+    pub scope: EnergyScope,
+    /// What the meter counted, in Joules.
+    pub meter_joules: f64,
+    /// Its idle part, in Joules.
+    pub idle_joules: f64,
+    /// Its part of activity outside the counted cgroups, in Joules.
+    pub system_joules: f64,
+}
