@@ -65,6 +65,7 @@ pub use cgroup::CgroupPattern;
 pub use duration::{MAX_INTERVAL, MIN_INTERVAL};
 pub use error::ConfigError;
 pub use host::HostDef;
+pub use metrics::SCHEDULED_PREFIX;
 pub use otlp::{
     DEFAULT_OTLP_INTERVAL, DEFAULT_OTLP_TIMEOUT, OtlpConfig, OtlpProtocol, OtlpSection,
     resolve as resolve_otlp,
