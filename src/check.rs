@@ -152,8 +152,20 @@ pub fn run(config: &Config, tables: CpuTables, out: &mut dyn Write) -> anyhow::R
     let support: Vec<&Support> = plan.support.iter().chain(&plan.host.support).collect();
     let nothing = crate::snapshot::nothing_countable(support.iter().copied());
     writeln!(out, "{}", summary(&support, nothing.as_deref()))?;
+    let over_budget = support.iter().any(|s| {
+        s.status
+            .as_ref()
+            .is_err_and(|e| e.token == crate::snapshot::NotCountable::COUNTER_BUDGET)
+    });
     Ok(if nothing.is_some() {
         Verdict::NothingCountable
+    } else if over_budget {
+        writeln!(
+            out,
+            "Some of what the config names does not fit in the backend's counters \
+             (counter_budget, reasons above): count fewer events, or use `backend: cgroup`."
+        )?;
+        Verdict::OverBudget
     } else {
         Verdict::Countable
     })
@@ -217,6 +229,10 @@ pub enum Verdict {
     Countable,
     /// The config is valid, but this machine counts none of its groups.
     NothingCountable,
+    /// Some group or tracepoint does not fit in the backend's counters per
+    /// CPU: a config that asks more than it can have, which is the
+    /// config's to fix (unlike a PMU the machine lacks).
+    OverBudget,
 }
 
 /// The last line: how many groups count, and what that means. A

@@ -196,6 +196,7 @@ pub fn main() -> ExitCode {
     let result = if check {
         match check::run(&config, tables, &mut std::io::stdout().lock()) {
             Ok(check::Verdict::NothingCountable) => return ExitCode::from(NOTHING_COUNTABLE),
+            Ok(check::Verdict::OverBudget) => return ExitCode::from(OVER_BUDGET),
             checked => checked.map(drop),
         }
     } else {
@@ -260,6 +261,9 @@ fn usage_error(e: &clap::Error) -> ExitCode {
 /// can count nothing (no privileges, a seccomp profile that blocks
 /// perf_event_open, only hardware events on a machine without a PMU).
 const NOTHING_COUNTABLE: u8 = 3;
+/// `cgperf check`'s exit status when something the config names does not
+/// fit in the backend's counters per CPU.
+const OVER_BUDGET: u8 = 4;
 
 /// The exit status of `cgperf` and `cgperf check`/`list`: 0 on success, 1
 /// on an invalid config, 2 (after printing it) on another error.

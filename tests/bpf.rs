@@ -1382,7 +1382,7 @@ fn the_maps_take_kernel_memory_for_the_cgroups_counted_not_for_max_cgroups() {
 }
 
 #[test]
-fn groups_past_128_counters_per_cpu_are_unsupported_with_the_reason_and_the_rest_counts() {
+fn what_is_past_128_counters_per_cpu_is_unsupported_with_the_reason_and_the_rest_counts() {
     require_root("count through BPF");
     let cg = TestCgroup::create("cgperf-bpf-room");
     // Two groups of 6 and the counted tracepoints: 116 fill the 128
@@ -1425,15 +1425,26 @@ fn groups_past_128_counters_per_cpu_are_unsupported_with_the_reason_and_the_rest
     assert_eq!(getppid_of(&body, &cg.rel), Some(100.0), "{body}");
     drop(cgperf);
 
+    // One tracepoint more: the last (getppid) does not fit, the other 116
+    // still count; `cgperf check` says which and exits 4.
     let over = config(117);
-    let reason = "needs 117 counters per CPU, and the groups before it take 12 of the 128 this \
-                  backend has: count fewer events, or use `backend: cgroup`";
+    let reason = "needs 1 counters per CPU, and what the config names before it (its groups, \
+                  then its tracepoints and probes, then what its metrics schedule) takes 128 of \
+                  the 128 this backend has: count fewer events, or use `backend: cgroup`";
     let file = config_file(&over);
     let path = file.path().display().to_string();
     let (code, out, err) = run_cgperf(&["check", "--config.file", &path]);
-    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(code, 4, "{out}{err}");
     assert!(out.contains(reason), "{out}");
-    assert!(out.contains("2 of 3 groups can be counted"), "{out}");
+    let getppid_row = out
+        .lines()
+        .find(|l| l.contains("syscalls:sys_enter_getppid "))
+        .unwrap_or_default();
+    assert!(getppid_row.contains("NOT COUNTED"), "{out}");
+    assert!(
+        out.contains("does not fit in the backend's counters"),
+        "{out}"
+    );
     let cgperf = Exporter::start(Some(&over));
     cgperf.wait_for("the cgroup's series", |b| {
         value(
@@ -1446,16 +1457,17 @@ fn groups_past_128_counters_per_cpu_are_unsupported_with_the_reason_and_the_rest
     getppid_workload(Some(&cg.dir), 100);
     in_child(Some(&cg.dir), || touch_pages(100));
     let body = cgperf.wait_collections(2);
-    for (group, supported) in [("a", 1.0), ("b", 1.0), ("tracepoints", 0.0)] {
+    for group in ["a", "b", "tracepoints"] {
         let verdict = value(&body, "cgperf_group_supported", &[("group", group)]);
-        assert_eq!(verdict, Some(supported), "{group}\n{body}");
+        assert_eq!(verdict, Some(1.0), "{group}\n{body}");
     }
     let counted = (
         series(&body, "a"),
         series(&body, "b"),
         series(&body, "tracepoints"),
     );
-    assert_eq!(counted, (6, 6, 0), "{body}");
+    assert_eq!(counted, (6, 6, 116), "{body}");
+    assert_eq!(getppid_of(&body, &cg.rel), None, "{body}");
     let faults = value(
         &body,
         "cgperf_events_total",
@@ -1876,4 +1888,49 @@ fn cgperf_check_says_which_events_the_program_counts_and_which_their_group_keeps
     let (code, out, err) = run_cgperf(&["check", "--config.file", &path]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(!out.contains("BPF program"), "{out}");
+}
+
+#[test]
+fn tracepoints_a_metric_schedules_never_push_out_those_the_config_names() {
+    // 128 tracepoints the config names fill the BPF backend's counters; a
+    // metric's three more do not fit. Those are left out, not the
+    // config's, and `cgperf check` says so and exits 4.
+    let mut names: Vec<String> = std::fs::read_dir("/sys/kernel/tracing/events/syscalls")
+        .expect("tracefs at /sys/kernel/tracing")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("sys_enter_"))
+        .map(|n| format!("syscalls:{n}"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 131, "{} syscall tracepoints", names.len());
+    let (named, scheduled) = (&names[..128], &names[128..131]);
+    let yaml = format!(
+        "backend: bpf\ntracepoints:\n{}metrics:\n  - {{name: extra, expr: \"{}\"}}\n",
+        named
+            .iter()
+            .map(|n| format!("  - {n}\n"))
+            .collect::<String>(),
+        scheduled.join(" + ")
+    );
+    let file = config_file(&yaml);
+    let (code, out, err) =
+        run_cgperf(&["check", &format!("--config.file={}", file.path().display())]);
+    assert_eq!(code, 4, "{out}{err}");
+    let status = |label: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(label))
+            .unwrap_or_else(|| panic!("no row of {label}:\n{out}"))
+            .to_owned()
+    };
+    for label in named {
+        assert!(status(label).ends_with(" ok"), "{}", status(label));
+    }
+    for label in scheduled {
+        assert!(status(label).contains("NOT COUNTED"), "{}", status(label));
+    }
+    assert!(
+        out.contains("takes 128 of the 128 this backend has"),
+        "{out}"
+    );
+    assert!(out.contains("metric extra = "), "{out}");
 }

@@ -25,7 +25,7 @@ use crate::suggest::did_you_mean;
 
 /// The start of the name of the group a metric's scheduled events are
 /// counted in (`metric:ipc`): a `:` no group under `groups:` may have.
-const SCHEDULED_PREFIX: &str = "metric:";
+pub const SCHEDULED_PREFIX: &str = "metric:";
 
 const NAME_HINT: &str = "metric names become the `metric` label and must match \
                          `[A-Za-z_][A-Za-z0-9_]*`, e.g. `ipc` or `reads_per_switch`";

@@ -72,6 +72,7 @@ pub use energy::{
 };
 pub use error::ConfigError;
 pub use host::HostDef;
+pub use metrics::SCHEDULED_PREFIX;
 pub use otlp::{
     DEFAULT_OTLP_INTERVAL, DEFAULT_OTLP_TIMEOUT, OtlpConfig, OtlpProtocol, OtlpSection,
     resolve as resolve_otlp,

@@ -508,27 +508,63 @@ fn groups_past_a_backends_counters_per_cpu_are_disabled_with_the_reason() {
             (named("c"), s(&["major-faults"])),
         ]
     );
-    let past = |n: usize, used: usize| {
-        Err(format!(
-            "needs {n} counters per CPU, and the groups before it take {used} of the 4 this \
-             backend has: count fewer events, or use `backend: cgroup`"
-        ))
-    };
     assert_eq!(verdict(&plan, &named("unused"), None), Ok(()));
     assert_eq!(verdict(&plan, &named("a"), None), Ok(()));
-    assert_eq!(verdict(&plan, &named("b"), None), past(2, 3));
+    assert_eq!(verdict(&plan, &named("b"), None), past(4, 2, 3));
     assert_eq!(verdict(&plan, &named("c"), None), Ok(()));
     let tracepoints = GroupId::Tracepoints;
-    assert_eq!(verdict(&plan, &tracepoints, None), past(2, 4));
-    assert_eq!(token(&plan, &tracepoints, None), "counter_budget");
     assert_eq!(token(&plan, &named("b"), None), "counter_budget");
-    assert_eq!(verdict(&plan, &tracepoints, Some("switches")), past(2, 4));
-    // A `by:` entry takes no counter: it stays countable.
+    // Each tracepoint on its own.
+    for label in ["switches", "syscalls:sys_enter_getppid"] {
+        assert_eq!(verdict(&plan, &tracepoints, Some(label)), past(4, 1, 4));
+        assert_eq!(token(&plan, &tracepoints, Some(label)), "counter_budget");
+    }
+    // A `by:` entry takes no counter: it stays countable, and so does the
+    // tracepoints' list as a whole.
     assert_eq!(verdict(&plan, &tracepoints, Some("by_pid")), Ok(()));
+    assert_eq!(verdict(&plan, &tracepoints, None), Ok(()));
     assert_eq!(plan.sampled_for(&[0]).len(), 1);
     // Without a bound, every group is kept.
     let unbounded = self::plan(yaml, &FakeProbe::default()).expect("the config plans");
     assert_eq!(groups_for(&unbounded, &[0]).len(), 4);
+}
+
+/// The reason of a group or tracepoint that needs `n` of `max` counters
+/// per CPU, `used` taken before it.
+fn past(max: usize, n: usize, used: usize) -> Result<(), String> {
+    Err(format!(
+        "needs {n} counters per CPU, and what the config names before it (its groups, then its \
+         tracepoints and probes, then what its metrics schedule) takes {used} of the {max} this \
+         backend has: count fewer events, or use `backend: cgroup`"
+    ))
+}
+
+#[test]
+fn what_metrics_schedule_never_pushes_out_what_the_config_names() {
+    // Room for 3: the config's group and its tracepoint. The metric's group
+    // (`metric:m`, listed before the tracepoints) and its tracepoint
+    // (listed with them) are left out, not the config's.
+    let yaml = "groups:\n  a: [task-clock, cs]\ntracepoints: [sched:sched_switch]\n\
+                metrics:\n  - {name: m, expr: \"syscalls:sys_enter_getppid + page-faults\"}\n";
+    let probe = FakeProbe {
+        room: Some(3),
+        ..FakeProbe::default()
+    };
+    let plan = plan(yaml, &probe).expect("the config plans");
+    let tracepoints = GroupId::Tracepoints;
+    assert_eq!(verdict(&plan, &named("a"), None), Ok(()));
+    assert_eq!(
+        verdict(&plan, &tracepoints, Some("sched:sched_switch")),
+        Ok(())
+    );
+    assert_eq!(verdict(&plan, &tracepoints, None), Ok(()));
+    assert_eq!(
+        verdict(&plan, &tracepoints, Some("syscalls:sys_enter_getppid")),
+        past(3, 1, 3)
+    );
+    assert_eq!(verdict(&plan, &named("metric:m"), None), past(3, 1, 3));
+    let counted: usize = groups_for(&plan, &[0]).iter().map(|(_, e)| e.len()).sum();
+    assert_eq!(counted, 3);
 }
 
 /// A PMU with one counter: any group of two or more events is refused at
