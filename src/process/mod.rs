@@ -419,6 +419,25 @@ impl Processes {
         None
     }
 
+    /// Says how many children of `s` appeared while its groups opened:
+    /// each was created either before the open, inheriting nothing, or
+    /// after, inheriting them, and the kernel does not say which. They
+    /// are taken to inherit (never counted twice); those that did not are
+    /// not counted.
+    fn note_forks_in_flight(&self, at: usize, s: &Seen, before: &[u32], after: &[u32]) {
+        let unsure = after.iter().filter(|c| !before.contains(c)).count();
+        if unsure > 0 {
+            tracing::warn!(
+                "process {} ({}) of `{}`: {unsure} children appeared while its groups were \
+                 being opened; those whose creation began before the open inherit nothing and \
+                 are not counted (the kernel does not say which)",
+                s.pid,
+                s.comm,
+                self.selected[at].name
+            );
+        }
+    }
+
     /// Opens the groups of entry `at` on every thread of `s`; false when
     /// their descriptors would not fit the budget (nothing is opened).
     fn admit(&mut self, at: usize, s: &Seen, errors: &mut Errors) -> bool {
@@ -437,7 +456,16 @@ impl Processes {
         };
         let slot = self.series_slot(id.clone());
         let specs = self.selected[at].groups.clone();
+        // Its children listed just before its groups open (the scan that
+        // found it listed /proc earlier) were created before, inherit none
+        // of them, and are not counted through it.
+        let before = scan::children(&self.root, s.pid);
         let (readers, refused) = self.open_groups(&specs, &threads, slot, Start::Now, errors);
+        let after = scan::children(&self.root, s.pid);
+        for child in before.iter().filter_map(|&c| scan::stat(&self.root, c)) {
+            self.first_seen.entry(child.id()).or_insert(self.generation);
+        }
+        self.note_forks_in_flight(at, s, &before, &after);
         let selected = &self.selected[at];
         let key = (selected.name.clone(), s.pid, s.start);
         if let Some((tid, group, e)) = refused

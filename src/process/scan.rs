@@ -114,6 +114,33 @@ pub fn cmdline(root: &Path, pid: u32) -> Option<String> {
     Some(args.join(" "))
 }
 
+/// The children of `pid` now, as its threads' `children` files list them
+/// (ascending); empty when it is gone (or the kernel does not list
+/// children: `CONFIG_PROC_CHILDREN`).
+pub fn children(root: &Path, pid: u32) -> Vec<u32> {
+    let task = root.join(pid.to_string()).join("task");
+    let mut pids: Vec<u32> = threads(root, pid)
+        .into_iter()
+        .filter_map(|tid| std::fs::read(task.join(tid.to_string()).join("children")).ok())
+        .flat_map(|list| {
+            list.split(u8::is_ascii_whitespace)
+                .filter_map(|c| std::str::from_utf8(c).ok()?.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+/// Process `pid` as its `stat` says; `None` when it is gone.
+pub fn stat(root: &Path, pid: u32) -> Option<Seen> {
+    parse_stat(
+        pid,
+        &std::fs::read(root.join(pid.to_string()).join("stat")).ok()?,
+    )
+}
+
 /// The threads of `pid`, ascending; empty when it is gone.
 pub fn threads(root: &Path, pid: u32) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir(root.join(pid.to_string()).join("task")) else {
@@ -160,6 +187,25 @@ mod tests {
         let other = b"9 (a\\xFF)\\xFE() S 3 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 77 0 0\n";
         let other = parse_stat(9, other).expect("parses");
         assert_eq!(other.comm, "a\\\\xFF)\\\\xFE(");
+    }
+
+    #[test]
+    fn a_child_of_this_process_is_listed_with_its_stat() {
+        let root = Path::new(PROC_ROOT);
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("sleep runs");
+        let pid = child.id();
+        let listed = children(root, std::process::id()).contains(&pid);
+        let seen = stat(root, pid);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(listed, "{pid} not among the children");
+        let seen = seen.expect("its stat");
+        assert_eq!(seen.ppid, std::process::id());
+        assert_eq!(stat(root, pid), None, "gone once reaped");
+        assert_eq!(children(root, u32::MAX), Vec::<u32>::new());
     }
 
     #[test]
