@@ -7,7 +7,7 @@ use crate::exporter::cadvisor::Compat;
 use crate::exporter::web::{self, ListenAddress, WebConfig};
 use crate::{check, deadline, reload};
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -245,16 +245,20 @@ pub fn main() -> ExitCode {
 
 /// What a flag cgperf does not know, a missing or bad value, or `--help`
 /// ends with, before anything is set up: clap's message (with a
-/// did-you-mean where a flag is close) and 1, as for a bad config (0 for
+/// did-you-mean where a flag is close) and clap's 2, but 1 for `cgperf
+/// stat`, whose bad flags exit 1 as its bad events and config do (0 for
 /// `--help` and `--version`).
 fn usage_error(e: &clap::Error) -> ExitCode {
     // Nothing to do when stderr or stdout is gone.
     let _ = e.print();
-    if e.use_stderr() {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
+    if !e.use_stderr() {
+        return ExitCode::SUCCESS;
     }
+    let stat = Cli::command()
+        .ignore_errors(true)
+        .try_get_matches()
+        .is_ok_and(|m| m.subcommand_name() == Some("stat"));
+    ExitCode::from(if stat { 1 } else { 2 })
 }
 
 /// `cgperf check`'s exit status for a valid config of which this machine

@@ -1213,17 +1213,19 @@ fn nofile_limit_settable(wanted: u64) -> u64 {
 fn the_systemd_unit_runs_as_written_and_counts_exactly() {
     require_root("run the unit's command line with its user and capabilities");
     let unit = read("systemd/cgperf.service");
-    // docs/getting-started.md's steps after the build: the installs and
-    // systemctl lines of the unit's own comment, then `systemctl reload`.
-    // Done here as they and systemd would: the binary of this build where
-    // ExecStart runs it, the installed config mounted where ExecStart reads
-    // it, ExecStart run as the unit says, ExecReload for the reload.
+    // docs/getting-started.md's steps in the unpacked release tarball: the
+    // installs and systemctl lines of the unit's own comment, then
+    // `systemctl reload`. Done here as they and systemd would: the binary
+    // of this build where ExecStart runs it, the installed config mounted
+    // where ExecStart reads it, ExecStart run as the unit says, ExecReload
+    // for the reload. (tests/release.rs runs the install lines as written
+    // on the tarball itself.)
     let steps = docs_commands("getting-started.md");
-    let built = steps
+    let unpacked = steps
         .iter()
-        .position(|l| l == "scripts/build")
-        .expect("docs/getting-started.md builds cgperf");
-    let steps = &steps[built + 1..];
+        .position(|l| l.starts_with("cd cgperf-"))
+        .expect("docs/getting-started.md goes into the unpacked tarball");
+    let steps = &steps[unpacked + 1..];
     let commented: Vec<String> = unit
         .lines()
         .filter_map(|l| l.strip_prefix('#'))
@@ -1317,15 +1319,15 @@ fn the_systemd_unit_runs_as_written_and_counts_exactly() {
         argv[0], "/usr/local/bin/cgperf",
         "installed where the unit's install steps put it"
     );
-    assert_eq!(
-        installed_from(steps, &argv[0]),
-        "target/dist/x86_64-unknown-linux-gnu/release/cgperf"
-    );
+    assert_eq!(installed_from(steps, &argv[0]), "cgperf");
     argv[0] = env!("CARGO_BIN_EXE_cgperf").into();
-    // The config the install steps put where ExecStart reads it.
+    // The config the install steps put where ExecStart reads it: the
+    // tarball's, which scripts/release copies from the repository.
     let config_path = Path::new(config_arg(&argv)).to_path_buf();
     let source = installed_from(steps, &config_path.display().to_string());
-    let config = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(&source))
+    assert_eq!(source, "cgperf.yaml");
+    let source = "config/default.yaml";
+    let config = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(source))
         .unwrap_or_else(|e| panic!("{source}: {e}"));
     let mount_at = config_path
         .parent()

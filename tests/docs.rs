@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 /// Commands of the pages that a test of another file runs, reading them
 /// from the page they are on: (command as written, comment dropped; the
 /// file that runs it; what that file holds: the test's name).
-const RUN_ELSEWHERE: [(&str, &str, &str); 15] = [
+const RUN_ELSEWHERE: [(&str, &str, &str); 16] = [
     (
         "scripts/test",
         ".ci/run",
@@ -63,19 +63,24 @@ const RUN_ELSEWHERE: [(&str, &str, &str); 15] = [
         "fn the_example_config_checks_under_the_units_privileges(",
     ),
     (
-        "install -m 0755 target/dist/x86_64-unknown-linux-gnu/release/cgperf /usr/local/bin/cgperf",
-        "tests/deploy.rs",
-        "fn the_systemd_unit_runs_as_written_and_counts_exactly(",
+        "cd cgperf-0.1.0.linux-amd64",
+        "tests/release.rs",
+        "fn the_tarball_install_steps_run_as_written(",
     ),
     (
-        "install -D -m 0644 config/default.yaml /etc/cgperf/cgperf.yaml",
-        "tests/deploy.rs",
-        "fn the_systemd_unit_runs_as_written_and_counts_exactly(",
+        "install -m 0755 cgperf /usr/local/bin/cgperf",
+        "tests/release.rs",
+        "fn the_tarball_install_steps_run_as_written(",
     ),
     (
-        "install -m 0644 deploy/systemd/cgperf.service /etc/systemd/system/",
-        "tests/deploy.rs",
-        "fn the_systemd_unit_runs_as_written_and_counts_exactly(",
+        "install -D -m 0644 cgperf.yaml /etc/cgperf/cgperf.yaml",
+        "tests/release.rs",
+        "fn the_tarball_install_steps_run_as_written(",
+    ),
+    (
+        "install -m 0644 cgperf.service /etc/systemd/system/",
+        "tests/release.rs",
+        "fn the_tarball_install_steps_run_as_written(",
     ),
     (
         "systemctl daemon-reload && systemctl enable --now cgperf",

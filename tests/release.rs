@@ -175,6 +175,9 @@ fn the_binary_is_static_stripped_and_runs_in_an_empty_root() {
 /// A minimal Debian 11 root (glibc 2.31), made with debootstrap once and
 /// kept; each test installs into a copy of it.
 fn bullseye() -> PathBuf {
+    // Made by one test at a time: the others wait for it.
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _making = MAKING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bullseye");
     let done = dir.join(".complete");
     if !done.exists() {
@@ -245,6 +248,13 @@ fn the_deb_installs_runs_and_goes_on_debian_11() {
     assert_eq!(install.len(), 1, "{install:?}");
     let (code, said) = in_root(r_path, &format!("cd / && {}", install[0]));
     assert_eq!(code, 0, "{}:\n{said}", install[0]);
+    // No systemd runs in the root: the install says what it did not do,
+    // and how to start cgperf.
+    assert!(
+        said.contains("systemd is not running here: cgperf.service is installed but neither enabled nor started; start cgperf with /usr/bin/cgperf --config.file=/etc/cgperf/cgperf.yaml"),
+        "{}:\n{said}",
+        install[0]
+    );
     let (code, said) = in_root(r_path, "dpkg-query -W -f '${Status} ${Version}' cgperf");
     assert_eq!(
         (code, said.as_str()),
@@ -257,11 +267,27 @@ fn the_deb_installs_runs_and_goes_on_debian_11() {
     );
     let unit = std::fs::read_to_string(r_path.join("lib/systemd/system/cgperf.service"))
         .expect("the installed unit");
+    // The shipped unit, run from /usr/bin, its comment's install steps
+    // (the tarball's) the package's work.
     let shipped = std::fs::read_to_string(repo("deploy/systemd/cgperf.service")).expect("unit");
-    assert_eq!(
-        unit,
-        shipped.replace("/usr/local/bin/cgperf", "/usr/bin/cgperf")
-    );
+    let mut want = String::new();
+    let mut steps = false;
+    for line in shipped.lines() {
+        if line.starts_with("# Install, as root,") {
+            steps = true;
+            want.push_str("# Installed by the cgperf package, which enables and starts it.\n");
+        } else if steps {
+            steps = !line.contains("systemctl daemon-reload");
+        } else {
+            want.push_str(&line.replace(
+                "ExecStart=/usr/local/bin/cgperf",
+                "ExecStart=/usr/bin/cgperf",
+            ));
+            want.push('\n');
+        }
+    }
+    assert_eq!(unit, want);
+    assert!(!unit.contains("install -m"), "{unit}");
     let exec = unit
         .lines()
         .find_map(|l| l.strip_prefix("ExecStart="))
@@ -370,6 +396,104 @@ fn the_download_and_run_lines_serve_metrics() {
                 ("group", "sched"),
                 ("event", "context-switches"),
             ],
+        )
+        .is_some_and(|n| n > 0.0)
+    });
+}
+
+/// docs/getting-started.md's install steps from the release tarball, as
+/// written, in the directory the page's `tar` line unpacks it to, in a
+/// fresh Debian 11 root: each install line puts the tarball's own file
+/// where the unit's `ExecStart` runs and reads it (the lines are the
+/// unit's comment's), and the installed binary serves the installed
+/// config's counts as the installed unit starts it. The `systemctl` lines
+/// need systemd running, which no test root has: tests/deploy.rs runs the
+/// unit's `ExecStart` and `ExecReload` as systemd does.
+#[test]
+fn the_tarball_install_steps_run_as_written() {
+    let unpack = install_block("tar -xzf ");
+    let steps = page_block("docs/getting-started.md", "cd cgperf-");
+    assert_eq!(steps.len(), 6, "{steps:?}");
+    let (installs, systemctl): (Vec<&String>, Vec<&String>) =
+        steps.iter().partition(|l| !l.starts_with("systemctl "));
+    assert_eq!(installs.len(), 4, "{steps:?}");
+    // The unit's comment gives the same install lines.
+    let (_dir, inner) = unpacked();
+    let unit = String::from_utf8(read(&inner.join("cgperf.service"))).expect("UTF-8 unit");
+    let commented: Vec<&str> = unit
+        .lines()
+        .filter_map(|l| l.strip_prefix('#'))
+        .map(str::trim)
+        .filter(|l| l.starts_with("install ") || l.starts_with("systemctl "))
+        .collect();
+    assert_eq!(commented, steps[1..5], "the tarball's unit's comment");
+    for word in ["target/", "config/", "deploy/", "scripts/"] {
+        assert!(
+            !unit.contains(word),
+            "the tarball's unit names {word}:\n{unit}"
+        );
+    }
+
+    let root = tempfile::tempdir().expect("temp dir");
+    run(Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", bullseye().display()))
+        .arg(root.path()));
+    let r_path = root.path();
+    let tarball = &release::built().tarball;
+    std::fs::copy(
+        tarball,
+        r_path.join("root").join(tarball.file_name().expect("name")),
+    )
+    .expect("copy the tarball");
+    let script = format!(
+        "set -e\ncd /root\n{}\n{}",
+        unpack[0],
+        installs
+            .iter()
+            .map(|l| l.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let (code, said) = in_root(r_path, &script);
+    assert_eq!(code, 0, "{script}\n{said}");
+    for (file, installed) in [
+        ("cgperf", "usr/local/bin/cgperf"),
+        ("cgperf.yaml", "etc/cgperf/cgperf.yaml"),
+        ("cgperf.service", "etc/systemd/system/cgperf.service"),
+    ] {
+        assert_eq!(
+            read(&r_path.join(installed)),
+            read(&inner.join(file)),
+            "/{installed}"
+        );
+    }
+    // What `systemctl enable --now` starts: the installed unit's ExecStart,
+    // in the root, in a network namespace of its own where :9810 is free.
+    assert!(
+        systemctl[0].contains("enable --now cgperf"),
+        "{systemctl:?}"
+    );
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("ExecStart");
+    let binary = exec.split(' ').next().expect("a binary");
+    assert_eq!(binary, "/usr/local/bin/cgperf");
+    let root_path = r_path.to_str().expect("UTF-8 path");
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--net", "--mount", "--propagation", "private", "sh", "-ec"])
+        .arg(format!(
+            "ip link set lo up\nmount -t proc proc {root_path}/proc\nmount --rbind /sys {root_path}/sys\nexec chroot {root_path} \"$0\" \"$@\""
+        ))
+        .args(exec.split(' '));
+    let exporter = Exporter::spawn_as_given(cmd, true);
+    assert_eq!(exporter.addr, "[::]:9810", "the unit's listen address");
+    exporter.wait_for("the root cgroup's context switches", |body| {
+        common::value(
+            body,
+            "cgperf_events_total",
+            &[("cgroup", "/"), ("event", "context-switches")],
         )
         .is_some_and(|n| n > 0.0)
     });
