@@ -405,30 +405,33 @@ fn a_moment_without_descriptors_loses_no_cgroup() {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
-    // A new cgroup makes cgperf list the hierarchy, which it cannot now;
-    // several collections pass.
+    // A new cgroup makes cgperf list the hierarchy and open its events,
+    // with no descriptor to spare; several collections pass.
     let sibling = TestCgroup::create_under(&parent.rel, "sibling");
     std::thread::sleep(std::time::Duration::from_secs(1));
     drop(held);
 
-    let body = exporter.wait_for("the sibling, found once listing works again", |b| {
+    exporter.wait_for("the sibling, found once descriptors are back", |b| {
         getppid_of(b, &sibling.rel).is_some()
     });
-    assert!(
-        value(
-            &body,
-            "cgperf_read_errors_total",
-            &[("reason", "cgroup_list")]
-        )
-        .is_some_and(|n| n >= 1.0),
-        "the failed listing is counted:\n{body}"
-    );
+    // Whether cgperf met the moment without descriptors at all, and where
+    // (the listing of the hierarchy, the sibling's perf events), depends on
+    // timing: an accept out of descriptors closes the oldest idle
+    // connection, which frees one. A failure is counted where it happens
+    // (cgperf_read_errors_total, cgperf_open_errors_total); what must hold
+    // whatever happened is that nothing is lost.
     getppid_workload(Some(&job.dir), 1000);
+    getppid_workload(Some(&sibling.dir), 1000);
     let body = exporter.wait_collections(2);
     assert_eq!(
         getppid_of(&body, &job.rel),
         Some(2000.0),
         "the job's series survived the moment without descriptors"
+    );
+    assert_eq!(
+        getppid_of(&body, &sibling.rel),
+        Some(1000.0),
+        "the sibling counts once descriptors are back"
     );
 }
 

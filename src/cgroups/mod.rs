@@ -23,7 +23,7 @@ use crate::cpus::CpuChanges;
 use crate::cri::Names;
 use crate::discovery::Discovery;
 use crate::plan::Plan;
-use crate::snapshot::{ErrorReason, Errors, Operation, Snapshot};
+use crate::snapshot::{ErrorReason, Errors, Operation, SkipReason, Snapshot};
 use crate::target::Target;
 use counting::Counting;
 use series::AllSeries;
@@ -112,10 +112,17 @@ impl<B: Backend + Send> Target for Cgroups<B> {
         self.counting.cpus_changed(changes);
     }
 
+    /// Cgroups skipped for the descriptor budget are tried again at every
+    /// collection until they fit (descriptors come back without any
+    /// change in the hierarchy that would make discovery scan again).
     fn follow(&mut self, plan: &Plan, online: &[u32], errors: &mut Errors) {
         let counting = &mut self.counting;
         counting.backend.retry(online, &mut counting.totals);
-        self.rediscover(plan, online, errors, false);
+        let waiting = counting
+            .skipped
+            .get(&SkipReason::FdBudget)
+            .is_some_and(|n| *n > 0);
+        self.rediscover(plan, online, errors, waiting);
         self.name_cgroups();
     }
 
