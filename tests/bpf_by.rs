@@ -120,11 +120,7 @@ fn lost(body: &str, cgroup: &str, event: &str) -> Option<f64> {
 /// Rewrites `file` (cgperf's config) to `yaml`, sends SIGHUP and waits
 /// until the reload succeeded.
 fn reload(exporter: &Exporter, file: &tempfile::NamedTempFile, yaml: &str) {
-    let loaded = reload_time(&exporter.scrape());
-    std::fs::write(file.path(), yaml).expect("rewrite config");
-    // SAFETY: sending a signal to our own child.
-    assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
-    exporter.wait_for("the reload", |b| reload_time(b) > loaded);
+    reload_to(exporter, file.path(), yaml);
 }
 
 /// A new cgroup `name` under `parent`, once cgperf counts it.

@@ -587,13 +587,12 @@ fn a_container_is_a_resource_of_its_own() {
 }
 
 /// `OTEL_METRICS_EXPORTER=console` writes each push to standard output as
-/// OTLP/JSON lines, without any collector, carrying the exact count.
-#[test]
-fn the_console_exporter_prints_otlp_json_with_the_exact_count() {
-    const N: u64 = 3456;
-    let cg = TestCgroup::create("cgperf-otlp-console");
+/// cgperf started on `yaml` with `OTEL_METRICS_EXPORTER=console`, and the
+/// OTLP/JSON lines it prints on standard output, each parsed (a line that is
+/// not OTLP/JSON fails the test).
+fn console_exporter(yaml: &str) -> (Exporter, Log) {
     let (exporter, stdout) = Exporter::start_with_env_and_stdout(
-        &tracepoint_config(&format!("  - path: {}\n", cg.rel), ""),
+        yaml,
         &[
             ("OTEL_METRICS_EXPORTER", "console"),
             ("OTEL_METRIC_EXPORT_INTERVAL", "200"),
@@ -616,6 +615,16 @@ fn the_console_exporter_prints_otlp_json_with_the_exact_count() {
             });
         }
     });
+    (exporter, log)
+}
+
+/// OTLP/JSON lines, without any collector, carrying the exact count.
+#[test]
+fn the_console_exporter_prints_otlp_json_with_the_exact_count() {
+    const N: u64 = 3456;
+    let cg = TestCgroup::create("cgperf-otlp-console");
+    let (exporter, log) =
+        console_exporter(&tracepoint_config(&format!("  - path: {}\n", cg.rel), ""));
     exporter.wait_collections(1);
     getppid_workload(Some(&cg.dir), N);
     let want = [("cgroup.path", cg.rel.as_str()), ("cgperf.event", GETPPID)];
@@ -1011,34 +1020,11 @@ fn partial_successes_are_counted() {
 #[test]
 fn energy_is_pushed_in_joules() {
     let cg = TestCgroup::create("cgperf-otlp-energy");
-    let (exporter, stdout) = Exporter::start_with_env_and_stdout(
-        &format!(
-            "interval: 200ms\ngroups: {{sched: [task-clock]}}\ncgroups:\n  - path: {}\n\
-             energy: {{meter: model, model: {{idle_watts: 5, max_watts: 50}}}}\n",
-            cg.rel
-        ),
-        &[
-            ("OTEL_METRICS_EXPORTER", "console"),
-            ("OTEL_METRIC_EXPORT_INTERVAL", "200"),
-        ],
-    );
-    let log = Log::default();
-    let lines = log.clone();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stdout).lines() {
-            let line = line.expect("a line of standard output");
-            let message: ExportMetricsServiceRequest = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("not OTLP/JSON ({e}): {line}"));
-            lines.push(Received {
-                message,
-                headers: BTreeMap::new(),
-                size: line.len(),
-                at: Instant::now(),
-                status: 200,
-            });
-        }
-    });
+    let (exporter, log) = console_exporter(&format!(
+        "interval: 200ms\ngroups: {{sched: [task-clock]}}\ncgroups:\n  - path: {}\n\
+         energy: {{meter: model, model: {{idle_watts: 5, max_watts: 50}}}}\n",
+        cg.rel
+    ));
     exporter.wait_collections(1);
     spin_workload(&cg.dir, 300);
     let want = [("cgroup.path", cg.rel.as_str()), ("cgperf.source", "model")];

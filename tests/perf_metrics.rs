@@ -57,13 +57,22 @@ fn count(name: &str) -> f64 {
 }
 
 /// What cgperf computes for `metric`: its value, `None` (no value), or
-/// the error.
-fn evaluate(metric: Result<Vec<NamedMetric>, String>) -> Result<Option<f64>, String> {
+/// the error. A literal (`#num_cores`) is an input the formula names, whose
+/// value is the machine's when the metric is computed: `literals`' here.
+fn evaluate(
+    metric: Result<Vec<NamedMetric>, String>,
+    literals: &Literals,
+) -> Result<Option<f64>, String> {
     let metric = metric?;
     let [metric] = metric.as_slice() else {
         return Err(format!("{} metrics, not one", metric.len()));
     };
-    let values: Vec<f64> = metric.expr.names().iter().map(|n| count(n)).collect();
+    let values: Vec<f64> = metric
+        .expr
+        .names()
+        .iter()
+        .map(|n| literals.get(n).unwrap_or_else(|| count(n)))
+        .collect();
     Ok(metric.expr.eval(&values))
 }
 
@@ -174,7 +183,10 @@ fn compare_with_reference(dir: &Path) -> (usize, usize) {
                 .cloned()
                 .collect();
             let catalog = Catalog::new(ordered, literals(), model.clone());
-            let ours = evaluate(catalog.resolve(&metric.name).map_err(|e| e.to_string()));
+            let ours = evaluate(
+                catalog.resolve(&metric.name).map_err(|e| e.to_string()),
+                &literals(),
+            );
             let Some(expected) = theirs.get(&key) else {
                 wrong.push(format!("{model} {key}: not in the reference's output"));
                 continue;
@@ -321,7 +333,10 @@ fn every_metric_perf_lists_for_this_cpu_is_cgperfs_with_the_same_value() {
     );
     let mut values = 0;
     for (name, _) in &perf {
-        let ours = evaluate(catalog.resolve(name).map_err(|e| e.to_string()));
+        let ours = evaluate(
+            catalog.resolve(name).map_err(|e| e.to_string()),
+            catalog.literals(),
+        );
         assert!(
             agrees(&ours, &theirs[name]),
             "{name}: cgperf {ours:?}, perf's formula {}",

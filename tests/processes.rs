@@ -886,19 +886,7 @@ impl Reloading {
     /// Rewrites the config, sends SIGHUP and returns the first scrape after
     /// the reload.
     fn reload(&self, yaml: &str) -> String {
-        let loaded = reload_time(&self.exporter.scrape());
-        std::fs::write(&self.path, with_test_backend(yaml)).expect("config");
-        // SAFETY: a signal to our own child.
-        assert_eq!(unsafe { libc::kill(self.exporter.pid(), libc::SIGHUP) }, 0);
-        let body = self
-            .exporter
-            .wait_for("the reload", |b| reload_time(b) > loaded);
-        assert_eq!(
-            value(&body, "cgperf_config_last_reload_successful", &[]),
-            Some(1.0),
-            "{body}"
-        );
-        body
+        reload_to(&self.exporter, &self.path, &with_test_backend(yaml))
     }
 }
 

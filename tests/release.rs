@@ -172,6 +172,17 @@ fn the_binary_is_static_stripped_and_runs_in_an_empty_root() {
     assert_eq!(version.trim(), format!("cgperf {VERSION}"));
 }
 
+/// A copy of [`bullseye`]'s root for one test to install into, removed
+/// with it.
+fn bullseye_copy() -> tempfile::TempDir {
+    let root = tempfile::tempdir().expect("temp dir");
+    run(Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", bullseye().display()))
+        .arg(root.path()));
+    root
+}
+
 /// A minimal Debian 11 root (glibc 2.31), made with debootstrap once and
 /// kept; each test installs into a copy of it.
 fn bullseye() -> PathBuf {
@@ -231,11 +242,7 @@ fn the_deb_installs_runs_and_goes_on_debian_11() {
         "static: no dependencies\n{info}"
     );
 
-    let root = tempfile::tempdir().expect("temp dir");
-    run(Command::new("cp")
-        .arg("-a")
-        .arg(format!("{}/.", bullseye().display()))
-        .arg(root.path()));
+    let root = bullseye_copy();
     let r_path = root.path();
     let glibc = in_root(r_path, "ldd --version | head -n 1");
     assert!(glibc.1.contains("2.31"), "an old glibc: {}", glibc.1);
@@ -434,11 +441,7 @@ fn the_tarball_install_steps_run_as_written() {
         );
     }
 
-    let root = tempfile::tempdir().expect("temp dir");
-    run(Command::new("cp")
-        .arg("-a")
-        .arg(format!("{}/.", bullseye().display()))
-        .arg(root.path()));
+    let root = bullseye_copy();
     let r_path = root.path();
     let tarball = &release::built().tarball;
     std::fs::copy(

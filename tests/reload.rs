@@ -82,23 +82,8 @@ impl Running {
     /// Rewrites the config in place, sends SIGHUP and returns the first
     /// scrape taken after the reload (the collection that follows it).
     fn reload(&self, yaml: &str) -> String {
-        let loaded = reload_time(&self.exporter.scrape());
-        std::fs::write(
-            &self.path,
-            common::with_test_backend(&yaml.replace("{cg}", &self.cg.rel)),
-        )
-        .expect("rewrite config");
-        // SAFETY: sending a signal to our own child.
-        assert_eq!(unsafe { libc::kill(self.exporter.pid(), libc::SIGHUP) }, 0);
-        let body = self
-            .exporter
-            .wait_for("the reload", |b| reload_time(b) > loaded);
-        assert_eq!(
-            value(&body, "cgperf_config_last_reload_successful", &[]),
-            Some(1.0),
-            "{body}"
-        );
-        body
+        let yaml = common::with_test_backend(&yaml.replace("{cg}", &self.cg.rel));
+        common::reload_to(&self.exporter, &self.path, &yaml)
     }
 }
 

@@ -589,6 +589,22 @@ pub fn backend_info(body: &str) -> (String, String) {
     (backend.to_owned(), fallback.to_owned())
 }
 
+/// Rewrites cgperf's config at `path` to `yaml` as given, sends SIGHUP and
+/// returns the first scrape after the reload, which must have succeeded.
+pub fn reload_to(exporter: &Exporter, path: &Path, yaml: &str) -> String {
+    let loaded = reload_time(&exporter.scrape());
+    std::fs::write(path, yaml).expect("rewrite config");
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
+    let body = exporter.wait_for("the reload", |b| reload_time(b) > loaded);
+    assert_eq!(
+        value(&body, "cgperf_config_last_reload_successful", &[]),
+        Some(1.0),
+        "{body}"
+    );
+    body
+}
+
 /// When the config was last loaded successfully, from a scrape.
 pub fn reload_time(body: &str) -> f64 {
     value(
