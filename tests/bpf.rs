@@ -469,7 +469,20 @@ fn ten_thousand_cgroups_take_no_more_descriptors_and_removed_ones_lose_their_ser
         "{} descriptors for 10,001 cgroups on {cpus} CPUs",
         snapshot.open_fds
     );
-    assert!(perf_fds() <= 64, "{} perf descriptors", perf_fds());
+    // The descriptors of the whole test process: other tests' engines
+    // come and go beside this one, whose own stay as they are while it is
+    // idle. So some moment with at most 64 in all means this engine holds
+    // at most 64.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut held = perf_fds();
+    while held > 64 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        held = perf_fds();
+    }
+    assert!(
+        held <= 64,
+        "{held} perf descriptors in this process, never 64 or fewer in 120 s"
+    );
     let n = 7_777;
     getppid_workload(Some(&children[5000].dir), n);
     getppid_workload(Some(&children[9999].dir), 11);
