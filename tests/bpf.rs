@@ -1851,7 +1851,15 @@ fn context_switches_and_clocks_the_program_counts_itself_match_the_kernels_count
         "the perf counter leading the group counts: {}",
         faults(&by_bpf_mixed)
     );
-    assert_eq!(faults(&by_bpf_mixed), faults(&by_cgroup_mixed));
+    // A perf counter the program reads at each switch: what the CPU
+    // counted since its last reading goes to the cgroup recorded then, so
+    // a fault or two of a forked child that has not moved in yet may go
+    // with it (5 in 311 once, in a fresh run); never fewer than the kernel's.
+    let (by_program, by_kernel) = (faults(&by_bpf_mixed), faults(&by_cgroup_mixed));
+    assert!(
+        by_program >= by_kernel && by_program <= by_kernel + 10.0,
+        "page faults: the program's perf counter {by_program}, the kernel's {by_kernel}"
+    );
 }
 
 #[test]
