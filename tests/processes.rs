@@ -112,14 +112,15 @@ impl Worker {
                             }
                         }
                         // 4 children that live through scans, then call n
-                        // times in 10 rounds 200 ms apart; not waited for.
+                        // times in 10 rounds 400 ms apart (over 4 s in all,
+                        // however fast the calls); not waited for.
                         b'L' => {
                             for _ in 0..4 {
                                 fork_child(false, || {
                                     sleep_ms(300);
                                     for _ in 0..10 {
                                         getppid_n(n / 10);
-                                        sleep_ms(200);
+                                        sleep_ms(400);
                                     }
                                 });
                             }
@@ -966,16 +967,22 @@ fn a_reload_that_changes_an_entrys_groups_keeps_counting_its_running_children() 
         .is_some(),
         "{body}"
     );
-    // Twenty reloads in a row while four more children run: each changes
-    // `sw` again, on the parent and on every child.
+    // Reloads in a row while four more children run, up to twenty: each
+    // changes `sw` again, on the parent and on every child. How many fit in
+    // the children's life depends on the machine's load; ten must.
     worker.run(b'L', N);
     std::thread::sleep(Duration::from_millis(400));
+    let mut while_running = 0;
     for i in 0..20 {
+        if live_children(worker.pid) == 0 {
+            break;
+        }
         run.reload(&regroup_config(i % 2 == 1));
+        while_running += 1;
     }
     assert!(
-        live_children(worker.pid) > 0,
-        "the children ended before the last reload"
+        while_running >= 10,
+        "only {while_running} reloads began while the children ran"
     );
     worker.run(b'w', 0);
     let body = run.exporter.wait_collections(2);
