@@ -19,6 +19,7 @@ pub mod deadline;
 pub mod discovery;
 pub mod energy;
 pub mod engine;
+pub mod escape;
 pub mod events;
 pub mod exporter;
 pub mod host;

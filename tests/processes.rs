@@ -996,11 +996,15 @@ fn a_process_whose_comm_is_not_utf8_is_matched_labelled_escaped_and_keeps_its_tr
     const N: u64 = 100_000;
     let odd = Worker::named(b"cgpt-nu\xff\xfe");
     let root = Worker::start("cgpt-nu-root");
+    // The second entry names it literally, as its label writes it (a
+    // backslash is `\\` in a glob): 9 bytes, though 17 characters.
     let exporter = Exporter::start(Some(&config(
-        "  - {name: nu, comm: \"cgpt-nu*\", labels: [comm]}\n",
+        "  - {name: nu, comm: \"cgpt-nu*\", labels: [comm]}\n  \
+         - {name: lit, comm: 'cgpt-nu\\\\xFF\\\\xFE'}\n",
     )));
     let body = exporter.wait_for("both counted", |b| {
         value(b, "cgperf_processes_counted", &[("process", "nu")]) == Some(2.0)
+            && value(b, "cgperf_processes_counted", &[("process", "lit")]) == Some(1.0)
     });
     // Its comm, escaped as cgroup names are (`\xHH`), as the label (a
     // backslash is doubled in the exposition format).
@@ -1038,5 +1042,6 @@ fn a_process_whose_comm_is_not_utf8_is_matched_labelled_escaped_and_keeps_its_tr
     );
     assert_eq!(calls_of_all(&body, "nu"), 1_000.0 + N as f64, "{body}");
     assert_eq!(counted(&body, "nu"), 2.0, "{body}");
+    assert_eq!(calls_of_all(&body, "lit"), 1_000.0, "{body}");
     common::prometheus::promtool_check(&body);
 }

@@ -28,13 +28,13 @@ pub const DEFAULT_MAX_PROCESSES: usize = 1000;
 /// Largest `max_processes`.
 pub const MAX_PROCESSES_LIMIT: usize = 1_000_000;
 
-/// The kernel keeps this many characters of a task's name (`comm`).
+/// The kernel keeps this many bytes of a task's name (`comm`).
 pub const COMM_LEN: usize = 15;
 
 /// How a `processes:` entry picks processes.
 #[derive(Debug, Clone)]
 pub enum ProcessMatch {
-    /// The task name the kernel keeps (`/proc/PID/comm`, 15 characters),
+    /// The task name the kernel keeps (`/proc/PID/comm`, 15 bytes),
     /// as a glob.
     Comm(Pattern),
     /// The path of the executable (`/proc/PID/exe`), as a glob.
@@ -286,20 +286,19 @@ impl Validator<'_> {
                 })
         };
         if let Some(comm) = &raw.comm {
-            let literal = !comm.value.contains(['*', '?', '[', '{']);
-            if literal && comm.value.chars().count() > COMM_LEN {
-                let kept: String = comm.value.chars().take(COMM_LEN).collect();
+            if let Some(kept) = past_comm_len(&comm.value) {
                 return Err(self
                     .error(
                         comm.referenced,
                         format!(
-                            "`comm: {}` is longer than the {COMM_LEN} characters the kernel \
-                             keeps of a task's name, so no process would match",
+                            "`comm: {}` is longer than the {COMM_LEN} bytes the kernel keeps of \
+                         a task's name, so no process would match",
                             comm.value
                         ),
                     )
                     .hint(format!(
-                        "write `comm: {kept}`, or match the executable with `exe:`"
+                        "write `comm: '{kept}'` (what the kernel keeps of it), or match the \
+                     executable with `exe:`"
                     )));
             }
             return Ok(ProcessMatch::Comm(pattern(comm)?));
@@ -406,6 +405,34 @@ fn process_name(name: &Text) -> Result<(), &'static str> {
     }
 }
 
+/// What the kernel keeps of the name a literal `comm:` glob matches, as
+/// the glob to write instead, when that name is longer than it keeps
+/// ([`COMM_LEN`] bytes, cut wherever they fall, even inside a character);
+/// `None` for a glob with wildcards, or a name that fits. The name is
+/// counted in bytes after the glob's `\` escapes and then cgperf's `\xHH`
+/// ones ([`crate::escape`]), as it is compared with the kernel's.
+fn past_comm_len(glob: &str) -> Option<String> {
+    let mut name = String::with_capacity(glob.len());
+    let mut chars = glob.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' | '?' | '[' | '{' => return None,
+            '\\' => name.extend(chars.next()),
+            c => name.push(c),
+        }
+    }
+    let bytes = crate::escape::unescape(&name);
+    let kept = bytes.get(..COMM_LEN).filter(|_| bytes.len() > COMM_LEN)?;
+    let mut glob = String::new();
+    for c in crate::escape::escape(kept).chars() {
+        if matches!(c, '\\' | '*' | '?' | '[' | ']' | '{' | '}') {
+            glob.push('\\');
+        }
+        glob.push(c);
+    }
+    Some(glob)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -422,6 +449,29 @@ mod tests {
     fn err(entries: &str) -> ConfigError {
         let yaml = format!("{TOP}processes:\n{entries}");
         parse("p.yaml", &yaml).expect_err(&yaml)
+    }
+
+    #[test]
+    fn a_literal_comm_is_measured_in_the_bytes_the_kernel_keeps() {
+        // 15 bytes, however they are written: escaped bytes, multi-byte
+        // characters and glob escapes each count as what they stand for.
+        ok("  - {name: a, comm: 'cgpt-nu\\\\xFF\\\\xFE'}\n");
+        ok("  - {name: b, comm: 'ééééééé1'}\n");
+        ok("  - {name: c, comm: 'a\\*bcdefghijklmn'}\n");
+        ok("  - {name: d, comm: 'a-long-name-and-so-on*'}\n");
+        // Past 15: the hint gives what the kernel keeps, cut inside a
+        // character where the cut falls, as the glob to write.
+        let e = err("  - {name: e, comm: 'éééééééé'}\n").to_string();
+        assert!(e.contains("longer than the 15 bytes"), "{e}");
+        assert!(e.contains("write `comm: 'ééééééé\\\\xC3'`"), "{e}");
+        let e = err("  - {name: f, comm: 'postgres: walwriter'}\n").to_string();
+        assert!(e.contains("write `comm: 'postgres: walwr'`"), "{e}");
+        assert!(e.contains("p.yaml:"), "{e}");
+        assert_eq!(past_comm_len("x\\\\xFF"), None);
+        assert_eq!(
+            past_comm_len("0123456789abcde\\\\xFF").as_deref(),
+            Some("0123456789abcde")
+        );
     }
 
     #[test]
@@ -477,7 +527,7 @@ mod tests {
             "{e}"
         );
         let e = err("  - {name: a, comm: a_name_longer_than_fifteen}\n");
-        assert!(e.to_string().contains("comm: a_name_longer_t`"), "{e}");
+        assert!(e.to_string().contains("comm: 'a_name_longer_t'`"), "{e}");
         let e = err("  - {name: a, pid: 0}\n");
         assert!(e.to_string().contains("no process id"), "{e}");
         let e = err("  - {name: a, pid: 99999999999}\n");

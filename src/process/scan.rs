@@ -8,7 +8,7 @@
 //! cgroup names are ([`escape`]), so that such a process is matched,
 //! labelled and followed like any other, never skipped.
 
-use crate::discovery::escape;
+use crate::escape::escape;
 use std::path::{Path, PathBuf};
 
 /// Where the kernel lists processes.

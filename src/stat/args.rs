@@ -67,7 +67,7 @@ pub struct StatArgs {
         long = "cgroup",
         value_name = "CGROUP",
         value_parser = clap::builder::OsStringValueParser::new()
-            .map(|given| crate::discovery::escape(given.as_encoded_bytes()))
+            .map(|given| crate::escape::escape(given.as_encoded_bytes()))
     )]
     pub cgroups: Vec<String>,
 

@@ -85,7 +85,7 @@ pub fn start(
                 // Bytes, escaped as cgroup names are where not UTF-8.
                 let host = std::fs::read("/proc/sys/kernel/hostname")
                     .ok()
-                    .map(|h| crate::discovery::escape(h.trim_ascii()))
+                    .map(|h| crate::escape::escape(h.trim_ascii()))
                     .filter(|h| !h.is_empty());
                 let push = PushLoop {
                     transport,
