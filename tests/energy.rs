@@ -28,23 +28,86 @@ energy:
 /// Burns `millis` of CPU time in `cgroup` (the child's own clock, whatever
 /// else runs on the machine).
 fn cpu_work(cgroup: &std::path::Path, millis: i64) {
-    in_child(Some(cgroup), || {
-        let spent = || {
-            let mut ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            // SAFETY: writes into the local timespec.
-            unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-            ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
+    in_child(Some(cgroup), || burn(millis));
+}
+
+/// Burns `millis` of this process's CPU time (raw syscalls only: runs in
+/// forked children).
+fn burn(millis: i64) {
+    let spent = || {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
         };
-        let mut x = 0u64;
-        while spent() < millis {
-            for _ in 0..10_000 {
-                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-            }
+        // SAFETY: writes into the local timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
+    };
+    let mut x = 0u64;
+    while spent() < millis {
+        for _ in 0..10_000 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
         }
-    });
+    }
+}
+
+/// A child in `cgroup` whose comm is `comm`, waiting for a word to burn
+/// CPU time (so that a scan finds it before it works).
+struct Waiting {
+    pid: i32,
+    go: i32,
+}
+
+impl Waiting {
+    fn start(cgroup: &std::path::Path, comm: &str) -> Self {
+        let procs = std::ffi::CString::new(
+            cgroup
+                .join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .expect("path has no NUL");
+        let mut name = [0u8; 16];
+        name[..comm.len().min(15)].copy_from_slice(&comm.as_bytes()[..comm.len().min(15)]);
+        let mut pipe = [0; 2];
+        // SAFETY: pipe writes into the array we own; the child makes raw
+        // syscalls only, then _exit.
+        unsafe {
+            assert_eq!(libc::pipe(pipe.as_mut_ptr()), 0);
+            let pid = libc::fork();
+            assert!(pid >= 0);
+            if pid == 0 {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    libc::_exit(3);
+                }
+                libc::prctl(libc::PR_SET_NAME, name.as_ptr());
+                let mut word = [0u8; 8];
+                if libc::read(pipe[0], word.as_mut_ptr().cast(), 8) != 8 {
+                    libc::_exit(1);
+                }
+                burn(i64::from_le_bytes(word));
+                libc::_exit(0);
+            }
+            libc::close(pipe[0]);
+            Self { pid, go: pipe[1] }
+        }
+    }
+
+    /// Burns `millis` of CPU time and exits; waited for.
+    fn work(self, millis: i64) {
+        // SAFETY: writes 8 bytes we own to our pipe, waits for our child.
+        unsafe {
+            assert_eq!(
+                libc::write(self.go, millis.to_le_bytes().as_ptr().cast(), 8),
+                8
+            );
+            let mut status = 0;
+            assert_eq!(libc::waitpid(self.pid, &mut status, 0), self.pid);
+            assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+            libc::close(self.go);
+        }
+    }
 }
 
 /// The samples of family `name`: labels and value in micro-Joules (the
@@ -295,5 +358,80 @@ fn a_parent_gets_its_childs_energy_and_its_own_tasks() {
             (energy / time - 1.0).abs() < 0.005,
             "{energy} vs {time}\n{after}"
         );
+    }
+}
+
+/// Two `processes:` entries, each matching the one process of a cgroup,
+/// doing known CPU work in a 1:3 ratio: each series' energy is its
+/// cgroup's (it is the same work, at the same rate, through counters of
+/// its own), the two in a 1:3 ratio, and the meter still adds up to the
+/// cgroups and unattributed alone: process energy is a view, never added.
+#[test]
+fn a_process_entry_gets_what_its_work_cost_as_a_view_of_its_cgroups_share() {
+    require_root("move workloads into test cgroups");
+    let a = TestCgroup::create("cgperf-energy-pa");
+    let b = TestCgroup::create("cgperf-energy-pb");
+    let yaml = format!(
+        "{}processes:\n  - {{name: work-a, comm: cgperf-ew-a}}\n  \
+         - {{name: work-b, comm: cgperf-ew-b}}\n",
+        config(&a.rel, &b.rel)
+    );
+    let exporter = Exporter::start(Some(&yaml));
+    let wa = Waiting::start(&a.dir, "cgperf-ew-a");
+    let wb = Waiting::start(&b.dir, "cgperf-ew-b");
+    let counted = |body: &str, p: &str| {
+        value(body, "cgperf_processes_counted", &[("process", p)]) == Some(1.0)
+    };
+    let process_energy = |body: &str, p: &str| -> u64 {
+        samples(body, "cgperf_process_energy_joules_total")
+            .iter()
+            .filter(|(l, _)| l.get("process").map(String::as_str) == Some(p))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let before = exporter.wait_for("both processes counted, with energy series", |body| {
+        counted(body, "work-a")
+            && counted(body, "work-b")
+            && body.contains("cgperf_process_energy_joules_total{process=\"work-b\"")
+    });
+    wa.work(300);
+    wb.work(900);
+    // The last of their work reaches the counters at the next reads.
+    let after = exporter.wait_collections(3);
+    for body in [&before, &after] {
+        assert!(assert_conserved(body) > 0, "{body}");
+    }
+    let d = |f: &dyn Fn(&str) -> u64| f(&after) - f(&before);
+    let (pa, pb) = (
+        d(&|body| process_energy(body, "work-a")),
+        d(&|body| process_energy(body, "work-b")),
+    );
+    let (ca, cb) = (
+        d(&|body| energy_of(body, &a.rel)),
+        d(&|body| energy_of(body, &b.rel)),
+    );
+    let meter = d(&|body| {
+        samples(body, "cgperf_energy_meter_joules_total")
+            .iter()
+            .map(|(_, v)| v)
+            .sum()
+    });
+    println!(
+        "process a {pa} µJ (cgroup {ca}), process b {pb} µJ (cgroup {cb}); \
+         a/b {:.4}; meter {meter} µJ",
+        pa as f64 / pb as f64
+    );
+    assert!(pa > 0 && pb > 0, "{after}");
+    // The same work as its cgroup's, through other counters: within 2 %.
+    for (p, c) in [(pa, ca), (pb, cb)] {
+        assert!(
+            (p as f64 / c as f64 - 1.0).abs() < 0.02,
+            "process {p} µJ, its cgroup {c} µJ\n{after}"
+        );
+    }
+    assert!(pa + pb <= meter, "a view of the meter, never more");
+    if backend_asked().as_deref() != Some("bpf") {
+        let ratio = pa as f64 / pb as f64;
+        assert!((ratio * 3.0 - 1.0).abs() < 0.02, "a/b = {ratio}\n{after}");
     }
 }
