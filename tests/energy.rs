@@ -435,3 +435,109 @@ fn a_process_entry_gets_what_its_work_cost_as_a_view_of_its_cgroups_share() {
         assert!((ratio * 3.0 - 1.0).abs() < 0.02, "a/b = {ratio}\n{after}");
     }
 }
+
+/// Every energy series of a scrape: its family and labels, and its value
+/// in micro-Joules.
+fn energy_series(body: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for family in [
+        "cgperf_energy_joules_total",
+        "cgperf_energy_meter_joules_total",
+        "cgperf_energy_unattributed_joules_total",
+        "cgperf_process_energy_joules_total",
+    ] {
+        for (labels, v) in samples(body, family) {
+            out.insert(format!("{family}{labels:?}"), v);
+        }
+    }
+    out
+}
+
+/// Reloads while CPU work runs, at whatever moment of the interval they
+/// land: the model's watts and the idle policy change, the meter source
+/// goes (to powercap, which no machine here has) and comes back. No
+/// series ever shows less than it did before, every scrape adds up, and
+/// a series that comes back resumes from where it was.
+#[test]
+fn reloads_at_any_moment_never_send_an_energy_counter_back() {
+    require_root("move workloads into test cgroups");
+    let cg = TestCgroup::create("cgperf-energy-reload");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("cgperf.yaml");
+    let yaml = |meter: &str, idle: u32, policy: &str| {
+        with_test_backend(&format!(
+            "interval: 100ms\ngroups:\n  sched: [task-clock]\ncgroups:\n  - path: {}\n\
+             processes:\n  - {{name: me, pid: {}}}\n\
+             energy:\n  meter: {meter}\n  idle: {policy}\n  \
+             model: {{per: cpu, idle_watts: {idle}, max_watts: 60}}\n",
+            cg.rel,
+            std::process::id()
+        ))
+    };
+    std::fs::write(&path, yaml("model", 5, "model")).expect("write config");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", path.display()));
+    let exporter = Exporter::spawn(cmd);
+    exporter.wait_for("the cgroup's energy", |body| {
+        value(body, "cgperf_energy_joules_total", &[("cgroup", &cg.rel)]).is_some()
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let (stop, dir) = (stop.clone(), cg.dir.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                cpu_work(&dir, 30);
+            }
+        })
+    };
+    let mut seen: BTreeMap<String, u64> = BTreeMap::new();
+    let mut check = |body: &str, what: &str| {
+        for (series, v) in energy_series(body) {
+            if let Some(was) = seen.get(&series) {
+                assert!(v >= *was, "{what}: {series} went from {was} to {v}\n{body}");
+            }
+            seen.insert(series, v);
+        }
+        assert_conserved(body);
+    };
+    let configs = [
+        yaml("model", 7, "model"),
+        yaml("model", 7, "none"),
+        yaml("powercap", 7, "none"),
+        yaml("model", 7, "none"),
+        yaml("model", 3, "model"),
+    ];
+    let mut resumed = None;
+    for round in 0..3 {
+        for (i, config) in configs.iter().enumerate() {
+            // Land anywhere in the 100 ms interval.
+            std::thread::sleep(std::time::Duration::from_millis(17 * (i as u64 + round)));
+            let body = reload_to(&exporter, &path, config);
+            check(&body, &format!("round {round}, reload {i}"));
+            if i == 2 {
+                assert!(
+                    !body.contains("cgperf_energy_joules_total{"),
+                    "no meter: no energy series\n{body}"
+                );
+            }
+            if i == 3 {
+                resumed = Some(body);
+            }
+            check(&exporter.wait_collections(2), "after it");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    worker.join().expect("worker");
+    let body = resumed.expect("a reload back to the model");
+    let cgroup = value(&body, "cgperf_energy_joules_total", &[("cgroup", &cg.rel)]);
+    let me = value(
+        &body,
+        "cgperf_process_energy_joules_total",
+        &[("process", "me")],
+    );
+    println!(
+        "{} energy series followed over 15 reloads; cgroup {cgroup:?} J, process {me:?} J",
+        seen.len()
+    );
+    assert!(cgroup.unwrap_or(0.0) > 0.0, "{body}");
+}

@@ -21,7 +21,7 @@ use crate::config::IdlePolicy;
 use crate::plan::EnergyPlan;
 use crate::snapshot::{CgroupActivity, EnergySample, EnergyScope, HostEnergy, Snapshot};
 use cycles::SystemCount;
-use meter::{Busy, Channel, Meter, model::Sockets};
+use meter::{Busy, Meter, model::Sockets};
 use split::{Tree, split};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -60,9 +60,15 @@ pub struct Account {
     rebase: bool,
     /// Each cgroup's weight totals per CPU at the last `show`.
     last_weights: HashMap<CgroupKey, Box<[(u32, f64)]>>,
-    /// Each cgroup's micro-Joules per channel since it was first counted.
+    /// Every meter scope (socket, domain, source) shown since cgperf
+    /// started: totals are kept by scope, so that a series whose meter
+    /// went and came back at reloads resumes where it was, never lower.
+    scopes: Vec<EnergyScope>,
+    /// The scope of each channel of the meter.
+    current: Vec<usize>,
+    /// Each cgroup's micro-Joules per scope since it was first counted.
     cgroups: HashMap<CgroupKey, Vec<u64>>,
-    /// Per channel: meter, idle and system micro-Joules so far.
+    /// Per scope: meter, idle and system micro-Joules so far.
     host: Vec<[u64; 3]>,
     /// The `processes:` series' energy.
     processes: process::Views,
@@ -77,20 +83,23 @@ impl Account {
 
     /// Attribution with `meter`, CPUs' sockets from `cpu_root`.
     fn with_meter(plan: EnergyPlan, meter: Result<Box<dyn Meter>, String>, cpu_root: &str) -> Self {
-        let channels = meter.as_ref().map_or(0, |m| m.channels().len());
-        Self {
+        let mut account = Self {
             system: system_count(&plan),
             plan,
-            meter,
+            meter: Err(String::new()),
             sockets: Sockets::new(std::path::Path::new(cpu_root)),
             last_times: None,
             pending: None,
             rebase: false,
             last_weights: HashMap::new(),
             cgroups: HashMap::new(),
-            host: vec![[0; 3]; channels],
+            scopes: Vec::new(),
+            current: Vec::new(),
+            host: Vec::new(),
             processes: process::Views::default(),
-        }
+        };
+        account.take_meter(meter);
+        account
     }
 
     /// The account for a reloaded config's `plan`, between two
@@ -125,38 +134,28 @@ impl Account {
         self
     }
 
-    /// Reads from `meter` from now on: each channel's totals go to the
-    /// channel of the same socket, domain and source, the others' end.
+    /// Reads from `meter` from now on: each of its channels' series goes
+    /// on from the totals of its scope, if it was shown before.
     fn take_meter(&mut self, meter: Result<Box<dyn Meter>, String>) {
-        let scopes = |m: &Result<Box<dyn Meter>, String>| -> Vec<(Channel, &'static str)> {
-            m.as_ref().map_or(Vec::new(), |m| {
-                m.channels()
-                    .iter()
-                    .map(|c| (c.clone(), m.source()))
-                    .collect()
-            })
-        };
-        let (old, new) = (scopes(&self.meter), scopes(&meter));
-        let from: Vec<Option<usize>> = new
-            .iter()
-            .map(|n| old.iter().position(|o| o == n))
-            .collect();
-        let moved = |totals: &[u64], zero: u64| -> Vec<u64> {
-            from.iter()
-                .map(|f| f.and_then(|at| totals.get(at).copied()).unwrap_or(zero))
-                .collect()
-        };
-        self.host = from
-            .iter()
-            .map(|f| {
-                f.and_then(|at| self.host.get(at).copied())
-                    .unwrap_or([0; 3])
-            })
-            .collect();
-        for totals in self.cgroups.values_mut() {
-            *totals = moved(totals, 0);
+        self.current.clear();
+        if let Ok(m) = &meter {
+            for c in m.channels() {
+                let scope = EnergyScope {
+                    socket: c.socket,
+                    domain: c.domain,
+                    source: m.source(),
+                };
+                let at = match self.scopes.iter().position(|s| *s == scope) {
+                    Some(at) => at,
+                    None => {
+                        self.scopes.push(scope);
+                        self.scopes.len() - 1
+                    }
+                };
+                self.current.push(at);
+            }
         }
-        self.processes.move_channels(&from);
+        self.host.resize(self.scopes.len(), [0; 3]);
         self.meter = meter;
         self.pending = None;
     }
@@ -249,16 +248,13 @@ impl Account {
     /// Adds the energy series to `snapshot`, from its activity and what
     /// [`Account::read`] read.
     pub fn show(&mut self, snapshot: &mut Snapshot) {
-        let Ok(meter) = &self.meter else { return };
-        let channels = meter.channels().to_vec();
-        let source = meter.source();
-        let scopes: Vec<EnergyScope> = channels
+        if self.meter.is_err() {
+            return;
+        }
+        let shown_scopes: Vec<(usize, EnergyScope)> = self
+            .current
             .iter()
-            .map(|c| EnergyScope {
-                socket: c.socket,
-                domain: c.domain,
-                source,
-            })
+            .map(|at| (*at, self.scopes[*at]))
             .collect();
         let weight = snapshot.activity_weight;
         let keys: Vec<CgroupKey> = snapshot
@@ -278,26 +274,28 @@ impl Account {
             let Some(totals) = self.cgroups.get(key) else {
                 continue;
             };
-            for (scope, uj) in scopes.iter().zip(totals) {
+            for (at, scope) in &shown_scopes {
                 snapshot.energy.push(EnergySample {
                     cgroup: a.cgroup.clone(),
                     labels: a.labels.clone(),
                     scope: *scope,
                     weight,
-                    joules: *uj as f64 / 1e6,
+                    joules: totals.get(*at).copied().unwrap_or(0) as f64 / 1e6,
                     start_time: a.start_time,
                 });
             }
         }
-        snapshot.process_energy = self.processes.show(&scopes, weight);
-        snapshot.host_energy = scopes
+        snapshot.process_energy = self.processes.show(&shown_scopes, weight);
+        snapshot.host_energy = shown_scopes
             .iter()
-            .zip(&self.host)
-            .map(|(scope, [meter, idle, system])| HostEnergy {
-                scope: *scope,
-                meter_joules: *meter as f64 / 1e6,
-                idle_joules: *idle as f64 / 1e6,
-                system_joules: *system as f64 / 1e6,
+            .map(|(at, scope)| {
+                let [meter, idle, system] = self.host.get(*at).copied().unwrap_or([0; 3]);
+                HostEnergy {
+                    scope: *scope,
+                    meter_joules: meter as f64 / 1e6,
+                    idle_joules: idle as f64 / 1e6,
+                    system_joules: system as f64 / 1e6,
+                }
             })
             .collect();
     }
@@ -366,18 +364,24 @@ impl Account {
                 continue;
             };
             let shared = split(energy - idle, &tree, weights, Some(*all));
+            let Some(&at) = self.current.get(c) else {
+                continue;
+            };
+            let scopes = self.scopes.len();
+            // Saturating: no meter reading, however absurd, makes a total
+            // overflow (and none ever goes back).
             for (key, part) in keys.iter().zip(&shared.cgroups) {
                 let total = self.cgroups.entry(key.clone()).or_default();
-                total.resize(channels.len(), 0);
-                total[c] += part;
+                total.resize(scopes, 0);
+                total[at] = total[at].saturating_add(*part);
             }
-            let host = &mut self.host[c];
-            host[0] += energy;
-            host[1] += idle;
-            host[2] += shared.system;
+            if let Some(host) = self.host.get_mut(at) {
+                for (total, part) in host.iter_mut().zip([energy, idle, shared.system]) {
+                    *total = total.saturating_add(part);
+                }
+            }
             if !rebase {
-                self.processes
-                    .add(c, channels.len(), energy - idle, machine);
+                self.processes.add(at, scopes, energy - idle, machine);
             }
         }
     }

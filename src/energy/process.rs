@@ -57,40 +57,36 @@ impl Views {
         self.totals.retain(|key, _| self.last.contains_key(key));
     }
 
-    /// Adds channel `c`'s share (of `channels`) to every series weighed:
-    /// `active` µJ over `whole`, the total weight it was shared over.
-    pub fn add(&mut self, c: usize, channels: usize, active: u64, whole: f64) {
+    /// Adds the share of the meter scope at `at` (of `scopes`) to every
+    /// series weighed: `active` µJ over `whole`, the total weight it was
+    /// shared over.
+    pub fn add(&mut self, at: usize, scopes: usize, active: u64, whole: f64) {
         for (key, w) in &self.now {
             let part = match whole > 0.0 && w.is_finite() && *w > 0.0 {
                 true => active as f64 * (w / whole).min(1.0),
                 false => 0.0,
             };
             let total = self.totals.entry(key.clone()).or_default();
-            total.resize(channels, 0.0);
-            total[c] += part;
+            total.resize(scopes, 0.0);
+            total[at] += part;
         }
     }
 
-    /// Takes a new meter's channels: the new channel `i` keeps the totals
-    /// of the old channel `from[i]`, if any.
-    pub fn move_channels(&mut self, from: &[Option<usize>]) {
-        for totals in self.totals.values_mut() {
-            *totals = from
-                .iter()
-                .map(|f| f.and_then(|at| totals.get(at).copied()).unwrap_or(0.0))
-                .collect();
-        }
-    }
-
-    /// Every series' energy per channel (`scopes`, in channel order).
-    pub fn show(&self, scopes: &[EnergyScope], weight: &'static str) -> Vec<ProcessEnergy> {
+    /// Every series' energy in each of `scopes` (where its totals are,
+    /// and which).
+    pub fn show(
+        &self,
+        scopes: &[(usize, EnergyScope)],
+        weight: &'static str,
+    ) -> Vec<ProcessEnergy> {
         let mut out = Vec::new();
         for (key, _) in &self.now {
             let Some(totals) = self.totals.get(key) else {
                 continue;
             };
             let (process, comm, pid, start_time) = key;
-            for (scope, uj) in scopes.iter().zip(totals) {
+            for (at, scope) in scopes {
+                let uj = totals.get(*at).copied().unwrap_or(0.0);
                 out.push(ProcessEnergy {
                     process: process.clone(),
                     comm: comm.clone(),

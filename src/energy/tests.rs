@@ -421,3 +421,88 @@ fn idle_is_at_most_the_meter() {
     assert_eq!(whole(host.meter_joules), METER);
     assert_eq!(whole(snap.energy[0].joules) + whole(host.system_joules), 0);
 }
+
+/// A meter of `source` on socket 0's `pkg`.
+#[derive(Debug)]
+struct Source(&'static str, [Channel; 1]);
+
+impl Source {
+    fn boxed(source: &'static str) -> Result<Box<dyn Meter>, String> {
+        let channel = Channel {
+            domain: "pkg",
+            socket: 0,
+        };
+        Ok(Box::new(Self(source, [channel])))
+    }
+}
+
+impl Meter for Source {
+    fn source(&self) -> &'static str {
+        self.0
+    }
+    fn channels(&self) -> &[Channel] {
+        &self.1
+    }
+    fn read(&mut self, _busy: &Busy) -> (Vec<u64>, Option<String>) {
+        (vec![METER], None)
+    }
+}
+
+/// The meter source changes at reloads, to none, to another and back: the
+/// series of a source gone are not shown, a new source's start at 0, and
+/// a source that comes back resumes from its totals: within cgperf's life
+/// no counter goes back.
+#[test]
+fn a_meter_that_goes_and_comes_back_resumes_its_series() {
+    let mut account = account();
+    let a = || vec![activity("/a", 1, &[(0, 1.0)])];
+    let one = |account: &mut Account, r: f64| {
+        shown(
+            account,
+            vec![activity("/a", 1, &[(0, r)])],
+            vec![],
+            Some(&[(0, Some(2.0 * r))]),
+        )
+    };
+    one(&mut account, 1.0);
+    let before = one(&mut account, 2.0);
+    let model = whole(before.host_energy[0].meter_joules);
+    assert_eq!(model, 2 * METER);
+    account.take_meter(Err("no meter".into()));
+    let mut snap = Snapshot::empty();
+    snap.activity = a();
+    account.show(&mut snap);
+    assert!(snap.energy.is_empty() && snap.host_energy.is_empty());
+    account.take_meter(Source::boxed("powercap"));
+    let other = one(&mut account, 3.0);
+    assert_eq!(other.host_energy[0].scope.source, "powercap");
+    assert_eq!(whole(other.host_energy[0].meter_joules), METER);
+    account.take_meter(Source::boxed("model"));
+    let back = one(&mut account, 4.0);
+    assert_eq!(back.host_energy[0].scope.source, "model");
+    assert_eq!(whole(back.host_energy[0].meter_joules), 3 * METER);
+    assert!(back.energy[0].joules >= before.energy[0].joules);
+}
+
+/// A meter that reads the largest count there is, every interval: totals
+/// saturate, nothing overflows or goes back.
+#[test]
+fn an_absurd_meter_saturates_and_never_goes_back() {
+    let mut account = account();
+    let mut last = 0;
+    for r in 1..=3 {
+        account.pending = Some(Pending {
+            deltas: vec![u64::MAX],
+            busy: Busy::default(),
+            counted: Some([(0, Some(f64::INFINITY))].into()),
+        });
+        let mut snap = Snapshot::empty();
+        snap.activity = vec![activity("/a", 1, &[(0, f64::from(r))])];
+        snap.activity_weight = "cycles";
+        account.show(&mut snap);
+        let meter = account.host[account.current[0]][0];
+        assert!(meter >= last);
+        last = meter;
+    }
+    assert_eq!(last, u64::MAX);
+}
