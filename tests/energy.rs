@@ -541,3 +541,44 @@ fn reloads_at_any_moment_never_send_an_energy_counter_back() {
     );
     assert!(cgroup.unwrap_or(0.0) > 0.0, "{body}");
 }
+
+/// cgperf killed with SIGKILL mid-interval and started again on the same
+/// machine: the new life's counters start from its own first reading
+/// (never the meter's absolute count, never the last life's totals), so
+/// that its first meter total is at most what the model can draw since it
+/// started, and they only grow from there.
+#[test]
+fn after_sigkill_a_new_cgperf_counts_from_its_own_start() {
+    require_root("move workloads into test cgroups");
+    let cg = TestCgroup::create("cgperf-energy-kill");
+    // At most 60 W per CPU: what any interval can hold.
+    let yaml = format!(
+        "interval: 100ms\ngroups:\n  sched: [task-clock]\ncgroups:\n  - path: {}\n\
+         energy: {{meter: model, model: {{per: cpu, idle_watts: 5, max_watts: 60}}}}\n",
+        cg.rel
+    );
+    let meter = |body: &str| value(body, "cgperf_energy_meter_joules_total", &[]);
+    let first = Exporter::start(Some(&yaml));
+    first.wait_for("a meter total", |b| meter(b).is_some_and(|j| j > 0.0));
+    cpu_work(&cg.dir, 200);
+    let before = meter(&first.wait_collections(2)).expect("meter");
+    std::thread::sleep(std::time::Duration::from_millis(40));
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(first.pid(), libc::SIGKILL) }, 0);
+    drop(first);
+    let started = std::time::Instant::now();
+    let second = Exporter::start(Some(&yaml));
+    let body = second.wait_for("a meter total", |b| meter(b).is_some());
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let most = 60.0 * cpus * started.elapsed().as_secs_f64();
+    let again = meter(&body).expect("meter");
+    println!("last life {before:.3} J; new life's first total {again:.3} J (at most {most:.3})");
+    assert!(again <= most, "{again} J in {most} J's time\n{body}");
+    let mut last = again;
+    for _ in 0..5 {
+        let now = meter(&second.wait_collections(1)).expect("meter");
+        assert!(now >= last, "{last} then {now}");
+        last = now;
+    }
+    assert_conserved(&second.scrape());
+}
