@@ -275,7 +275,9 @@ fn cpu_work_in_a_1_to_3_ratio_gets_energy_in_that_ratio_and_every_interval_adds_
 #[test]
 fn check_says_which_source_each_domain_uses_and_why_not_the_others() {
     let file = config_file(
-        "groups: {sched: [task-clock], hw: [cycles]}\n\
+        "groups: {sched: [task-clock], hw: [cycles], faults: [page-faults]}\n\
+         processes:\n  - {name: db, comm: postgres}\n  \
+         - {name: faults, comm: make, groups: [faults]}\n\
          energy: {meter: auto, model: {per: cpu, idle_watts: 2, max_watts: 8}}\n",
     );
     let (code, out, err) =
@@ -298,6 +300,18 @@ fn check_says_which_source_each_domain_uses_and_why_not_the_others() {
     };
     assert!(has(&format!("energy: shares weighed by {weight}")), "{out}");
     assert!(has("energy: idle: the model's 2 W per CPU"), "{out}");
+    // A process entry counting the weight gets its view; one that does
+    // not, none, and says why.
+    assert!(
+        has(&format!("energy: process `db`: what its {weight} cost")),
+        "{out}"
+    );
+    assert!(
+        has(&format!(
+            "energy: process `faults`: no energy series (its groups count no {weight})"
+        )),
+        "{out}"
+    );
 }
 
 /// A counted parent and its counted child: the parent (the only

@@ -184,9 +184,14 @@ impl Account {
         }
         lines.push(match plan.weight {
             Some("task-clock") => "energy: shares weighed by task-clock \
-                                   (no group counting cycles can be counted here)"
+                                   (no group counting cycles can be counted here); \
+                                   the system's share: the CPUs' busy time no top-level \
+                                   cgroup counted"
                 .to_owned(),
-            Some(w) => format!("energy: shares weighed by {w}"),
+            Some(w) => format!(
+                "energy: shares weighed by {w}; the system's share: the {w} each CPU \
+                 counts system-wide that no top-level cgroup counted"
+            ),
             None => "energy: no group counting cycles or task-clock can be counted here: \
                      no cgroup gets a share"
                 .to_owned(),
