@@ -3,10 +3,12 @@
 //! model's idle power, by the `idle:` policy) and active; the active part
 //! is shared among the counted cgroups by what they did on that socket's
 //! CPUs in the interval (`cycles`, else `task-clock`: the snapshot's
-//! activity), what no counted cgroup did going to `system`. Shares are
-//! whole micro-Joules ([`split`]): per interval and channel, the top-level
-//! cgroups, idle and system add up to the meter exactly, and a parent to
-//! its children and its own tasks.
+//! activity), what no counted cgroup did going to `system` (against the
+//! CPUs' busy time, or their own count of `cycles`: [`cycles`]). Shares
+//! are whole micro-Joules ([`split`]): per interval and channel, the
+//! top-level cgroups, idle and system add up to the meter exactly, and a
+//! parent to its children and its own tasks. `processes:` series get a
+//! view of the same shares, never added to them ([`process`]).
 //!
 //! The engine reads the meter right after the counters ([`Account::read`])
 //! and hands the snapshot to [`Account::show`], which adds the energy
