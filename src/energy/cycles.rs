@@ -168,35 +168,58 @@ mod tests {
         );
     }
 
-    /// Live, where the PMU counts `cycles` system-wide: a CPU's first
-    /// reading is unknown (it was just opened), the next ones counted.
+    fn attr(name: &str) -> EventAttr {
+        let event = crate::events::parse_event(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let pmus = std::path::Path::new(crate::events::PMU_ROOT);
+        event
+            .resolve(pmus, &Default::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+    }
+
+    /// Live, with `cpu-clock` (a software event every machine counts
+    /// system-wide, in nanoseconds): a CPU's first reading is unknown (it
+    /// was just opened), the next one is the time since, on every CPU; a
+    /// CPU gone is closed, one back is unknown once again.
     #[test]
-    fn the_first_reading_of_a_cpu_is_unknown() {
-        let attr = match crate::events::parse_event("cycles")
-            .map_err(|e| e.to_string())
-            .and_then(|e| {
-                e.resolve(
-                    std::path::Path::new(crate::events::PMU_ROOT),
-                    &Default::default(),
-                )
-                .map_err(|e| e.to_string())
-            }) {
-            Ok(attr) => attr,
-            Err(e) => panic!("cycles: {e}"),
-        };
-        let mut count = SystemCount::new(attr);
-        let first = count.read(&[0]);
-        assert_eq!(first, [(0, None)]);
-        if CounterGroup::open(&[attr], Target::AllTasks, 0).is_err() {
-            println!("no system-wide cycles here (no PMU or no permission): unknown stays");
-            assert_eq!(count.read(&[0]), [(0, None)]);
-            return;
+    fn each_cpu_counts_from_its_second_reading_and_follows_the_online_cpus() {
+        let online = crate::cpus::online().expect("online CPUs");
+        let mut count = SystemCount::new(attr("cpu-clock"));
+        let first = count.read(&online);
+        assert!(first.iter().all(|(_, c)| c.is_none()), "{first:?}");
+        let started = std::time::Instant::now();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let got = count.read(&online);
+        assert_eq!(got.len(), online.len());
+        let elapsed = started.elapsed().as_nanos() as f64;
+        for (cpu, ns) in &got {
+            let ns = ns.unwrap_or_else(|| panic!("CPU {cpu} unknown: {got:?}"));
+            assert!(ns > 0.9 * 50e6 && ns < 1.1 * elapsed, "CPU {cpu}: {ns} ns");
         }
+        // The first CPU goes offline, then comes back.
+        let (first, rest) = online.split_first().expect("a CPU");
+        assert_eq!(count.read(rest).len(), rest.len());
+        assert_eq!(count.read(&online)[0], (*first, None), "back: unknown once");
+    }
+
+    /// Live, where the PMU counts `cycles` system-wide; here without one,
+    /// opening is refused and every reading stays unknown (no system
+    /// share, as documented).
+    #[test]
+    fn cycles_count_where_the_pmu_does_and_are_unknown_where_not() {
+        let cycles = attr("cycles");
+        let mut count = SystemCount::new(cycles);
+        assert_eq!(count.read(&[0]), [(0, None)]);
         std::thread::sleep(std::time::Duration::from_millis(20));
         let second = count.read(&[0]);
-        assert!(
-            matches!(second[..], [(0, Some(c))] if c > 0.0),
-            "{second:?}"
-        );
+        match CounterGroup::open(&[cycles], Target::AllTasks, 0) {
+            Ok(_) => assert!(
+                matches!(second[..], [(0, Some(c))] if c > 0.0),
+                "{second:?}"
+            ),
+            Err(e) => {
+                println!("no system-wide cycles here ({}): unknown", e.errno);
+                assert_eq!(second, [(0, None)]);
+            }
+        }
     }
 }

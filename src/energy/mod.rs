@@ -235,13 +235,15 @@ impl Account {
             .as_ref()
             .map(|before| meter::procstat::between(before, &now))
             .unwrap_or_default();
+        // The CPUs `/proc/stat` lists now are those online: each CPU's own
+        // count starts at the first read, and follows them.
+        let online: Vec<u32> = now.keys().copied().collect();
         self.last_times = Some(now);
         let (deltas, error) = meter.read(&busy);
         if let Some(e) = error {
             tracing::debug!("energy: {e}");
         }
         let counted = self.system.as_mut().map(|system| {
-            let online: Vec<u32> = busy.cpus.keys().copied().collect();
             let per_cpu = system.read(&online);
             cycles::per_socket(&per_cpu, |cpu| self.sockets.of(cpu))
         });
