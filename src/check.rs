@@ -146,6 +146,29 @@ pub fn run(config: &Config, tables: CpuTables, out: &mut dyn Write) -> anyhow::R
         for line in crate::energy::Account::describe(energy) {
             writeln!(out, "{line}")?;
         }
+        // A process series' energy is weighed as the cgroups' are.
+        for selector in &plan.processes {
+            let weighed = energy.weight.filter(|w| {
+                let groups = plan.groups_of_process(selector);
+                groups
+                    .iter()
+                    .any(|g| g.events.iter().any(|e| &*e.label == *w))
+            });
+            match weighed {
+                Some(w) => writeln!(
+                    out,
+                    "energy: process `{}`: what its {w} cost, a view of the cgroups' shares \
+                     (not added to them)",
+                    selector.name
+                )?,
+                None => writeln!(
+                    out,
+                    "energy: process `{}`: no energy series (its groups count no {})",
+                    selector.name,
+                    energy.weight.unwrap_or("cycles or task-clock")
+                )?,
+            }
+        }
     }
 
     writeln!(out)?;

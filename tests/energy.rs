@@ -28,23 +28,86 @@ energy:
 /// Burns `millis` of CPU time in `cgroup` (the child's own clock, whatever
 /// else runs on the machine).
 fn cpu_work(cgroup: &std::path::Path, millis: i64) {
-    in_child(Some(cgroup), || {
-        let spent = || {
-            let mut ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            // SAFETY: writes into the local timespec.
-            unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-            ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
+    in_child(Some(cgroup), || burn(millis));
+}
+
+/// Burns `millis` of this process's CPU time (raw syscalls only: runs in
+/// forked children).
+fn burn(millis: i64) {
+    let spent = || {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
         };
-        let mut x = 0u64;
-        while spent() < millis {
-            for _ in 0..10_000 {
-                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-            }
+        // SAFETY: writes into the local timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
+    };
+    let mut x = 0u64;
+    while spent() < millis {
+        for _ in 0..10_000 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
         }
-    });
+    }
+}
+
+/// A child in `cgroup` whose comm is `comm`, waiting for a word to burn
+/// CPU time (so that a scan finds it before it works).
+struct Waiting {
+    pid: i32,
+    go: i32,
+}
+
+impl Waiting {
+    fn start(cgroup: &std::path::Path, comm: &str) -> Self {
+        let procs = std::ffi::CString::new(
+            cgroup
+                .join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .expect("path has no NUL");
+        let mut name = [0u8; 16];
+        name[..comm.len().min(15)].copy_from_slice(&comm.as_bytes()[..comm.len().min(15)]);
+        let mut pipe = [0; 2];
+        // SAFETY: pipe writes into the array we own; the child makes raw
+        // syscalls only, then _exit.
+        unsafe {
+            assert_eq!(libc::pipe(pipe.as_mut_ptr()), 0);
+            let pid = libc::fork();
+            assert!(pid >= 0);
+            if pid == 0 {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    libc::_exit(3);
+                }
+                libc::prctl(libc::PR_SET_NAME, name.as_ptr());
+                let mut word = [0u8; 8];
+                if libc::read(pipe[0], word.as_mut_ptr().cast(), 8) != 8 {
+                    libc::_exit(1);
+                }
+                burn(i64::from_le_bytes(word));
+                libc::_exit(0);
+            }
+            libc::close(pipe[0]);
+            Self { pid, go: pipe[1] }
+        }
+    }
+
+    /// Burns `millis` of CPU time and exits; waited for.
+    fn work(self, millis: i64) {
+        // SAFETY: writes 8 bytes we own to our pipe, waits for our child.
+        unsafe {
+            assert_eq!(
+                libc::write(self.go, millis.to_le_bytes().as_ptr().cast(), 8),
+                8
+            );
+            let mut status = 0;
+            assert_eq!(libc::waitpid(self.pid, &mut status, 0), self.pid);
+            assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+            libc::close(self.go);
+        }
+    }
 }
 
 /// The samples of family `name`: labels and value in micro-Joules (the
@@ -212,7 +275,9 @@ fn cpu_work_in_a_1_to_3_ratio_gets_energy_in_that_ratio_and_every_interval_adds_
 #[test]
 fn check_says_which_source_each_domain_uses_and_why_not_the_others() {
     let file = config_file(
-        "groups: {sched: [task-clock], hw: [cycles]}\n\
+        "groups: {sched: [task-clock], hw: [cycles], faults: [page-faults]}\n\
+         processes:\n  - {name: db, comm: postgres}\n  \
+         - {name: faults, comm: make, groups: [faults]}\n\
          energy: {meter: auto, model: {per: cpu, idle_watts: 2, max_watts: 8}}\n",
     );
     let (code, out, err) =
@@ -235,6 +300,18 @@ fn check_says_which_source_each_domain_uses_and_why_not_the_others() {
     };
     assert!(has(&format!("energy: shares weighed by {weight}")), "{out}");
     assert!(has("energy: idle: the model's 2 W per CPU"), "{out}");
+    // A process entry counting the weight gets its view; one that does
+    // not, none, and says why.
+    assert!(
+        has(&format!("energy: process `db`: what its {weight} cost")),
+        "{out}"
+    );
+    assert!(
+        has(&format!(
+            "energy: process `faults`: no energy series (its groups count no {weight})"
+        )),
+        "{out}"
+    );
 }
 
 /// A counted parent and its counted child: the parent (the only
@@ -296,4 +373,226 @@ fn a_parent_gets_its_childs_energy_and_its_own_tasks() {
             "{energy} vs {time}\n{after}"
         );
     }
+}
+
+/// Two `processes:` entries, each matching the one process of a cgroup,
+/// doing known CPU work in a 1:3 ratio: each series' energy is its
+/// cgroup's (it is the same work, at the same rate, through counters of
+/// its own), the two in a 1:3 ratio, and the meter still adds up to the
+/// cgroups and unattributed alone: process energy is a view, never added.
+#[test]
+fn a_process_entry_gets_what_its_work_cost_as_a_view_of_its_cgroups_share() {
+    require_root("move workloads into test cgroups");
+    let a = TestCgroup::create("cgperf-energy-pa");
+    let b = TestCgroup::create("cgperf-energy-pb");
+    let yaml = format!(
+        "{}processes:\n  - {{name: work-a, comm: cgperf-ew-a}}\n  \
+         - {{name: work-b, comm: cgperf-ew-b}}\n",
+        config(&a.rel, &b.rel)
+    );
+    let exporter = Exporter::start(Some(&yaml));
+    let wa = Waiting::start(&a.dir, "cgperf-ew-a");
+    let wb = Waiting::start(&b.dir, "cgperf-ew-b");
+    let counted = |body: &str, p: &str| {
+        value(body, "cgperf_processes_counted", &[("process", p)]) == Some(1.0)
+    };
+    let process_energy = |body: &str, p: &str| -> u64 {
+        samples(body, "cgperf_process_energy_joules_total")
+            .iter()
+            .filter(|(l, _)| l.get("process").map(String::as_str) == Some(p))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let before = exporter.wait_for("both processes counted, with energy series", |body| {
+        counted(body, "work-a")
+            && counted(body, "work-b")
+            && body.contains("cgperf_process_energy_joules_total{process=\"work-b\"")
+    });
+    wa.work(300);
+    wb.work(900);
+    // The last of their work reaches the counters at the next reads.
+    let after = exporter.wait_collections(3);
+    for body in [&before, &after] {
+        assert!(assert_conserved(body) > 0, "{body}");
+    }
+    let d = |f: &dyn Fn(&str) -> u64| f(&after) - f(&before);
+    let (pa, pb) = (
+        d(&|body| process_energy(body, "work-a")),
+        d(&|body| process_energy(body, "work-b")),
+    );
+    let (ca, cb) = (
+        d(&|body| energy_of(body, &a.rel)),
+        d(&|body| energy_of(body, &b.rel)),
+    );
+    let meter = d(&|body| {
+        samples(body, "cgperf_energy_meter_joules_total")
+            .iter()
+            .map(|(_, v)| v)
+            .sum()
+    });
+    println!(
+        "process a {pa} µJ (cgroup {ca}), process b {pb} µJ (cgroup {cb}); \
+         a/b {:.4}; meter {meter} µJ",
+        pa as f64 / pb as f64
+    );
+    assert!(pa > 0 && pb > 0, "{after}");
+    // The same work as its cgroup's, through other counters: within 2 %.
+    for (p, c) in [(pa, ca), (pb, cb)] {
+        assert!(
+            (p as f64 / c as f64 - 1.0).abs() < 0.02,
+            "process {p} µJ, its cgroup {c} µJ\n{after}"
+        );
+    }
+    assert!(pa + pb <= meter, "a view of the meter, never more");
+    if backend_asked().as_deref() != Some("bpf") {
+        let ratio = pa as f64 / pb as f64;
+        assert!((ratio * 3.0 - 1.0).abs() < 0.02, "a/b = {ratio}\n{after}");
+    }
+}
+
+/// Every energy series of a scrape: its family and labels, and its value
+/// in micro-Joules.
+fn energy_series(body: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for family in [
+        "cgperf_energy_joules_total",
+        "cgperf_energy_meter_joules_total",
+        "cgperf_energy_unattributed_joules_total",
+        "cgperf_process_energy_joules_total",
+    ] {
+        for (labels, v) in samples(body, family) {
+            out.insert(format!("{family}{labels:?}"), v);
+        }
+    }
+    out
+}
+
+/// Reloads while CPU work runs, at whatever moment of the interval they
+/// land: the model's watts and the idle policy change, the meter source
+/// goes (to powercap, which no machine here has) and comes back. No
+/// series ever shows less than it did before, every scrape adds up, and
+/// a series that comes back resumes from where it was.
+#[test]
+fn reloads_at_any_moment_never_send_an_energy_counter_back() {
+    require_root("move workloads into test cgroups");
+    let cg = TestCgroup::create("cgperf-energy-reload");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("cgperf.yaml");
+    let yaml = |meter: &str, idle: u32, policy: &str| {
+        with_test_backend(&format!(
+            "interval: 100ms\ngroups:\n  sched: [task-clock]\ncgroups:\n  - path: {}\n\
+             processes:\n  - {{name: me, pid: {}}}\n\
+             energy:\n  meter: {meter}\n  idle: {policy}\n  \
+             model: {{per: cpu, idle_watts: {idle}, max_watts: 60}}\n",
+            cg.rel,
+            std::process::id()
+        ))
+    };
+    std::fs::write(&path, yaml("model", 5, "model")).expect("write config");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cgperf"));
+    cmd.arg(format!("--config.file={}", path.display()));
+    let exporter = Exporter::spawn(cmd);
+    exporter.wait_for("the cgroup's energy", |body| {
+        value(body, "cgperf_energy_joules_total", &[("cgroup", &cg.rel)]).is_some()
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let (stop, dir) = (stop.clone(), cg.dir.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                cpu_work(&dir, 30);
+            }
+        })
+    };
+    let mut seen: BTreeMap<String, u64> = BTreeMap::new();
+    let mut check = |body: &str, what: &str| {
+        for (series, v) in energy_series(body) {
+            if let Some(was) = seen.get(&series) {
+                assert!(v >= *was, "{what}: {series} went from {was} to {v}\n{body}");
+            }
+            seen.insert(series, v);
+        }
+        assert_conserved(body);
+    };
+    let configs = [
+        yaml("model", 7, "model"),
+        yaml("model", 7, "none"),
+        yaml("powercap", 7, "none"),
+        yaml("model", 7, "none"),
+        yaml("model", 3, "model"),
+    ];
+    let mut resumed = None;
+    for round in 0..3 {
+        for (i, config) in configs.iter().enumerate() {
+            // Land anywhere in the 100 ms interval.
+            std::thread::sleep(std::time::Duration::from_millis(17 * (i as u64 + round)));
+            let body = reload_to(&exporter, &path, config);
+            check(&body, &format!("round {round}, reload {i}"));
+            if i == 2 {
+                assert!(
+                    !body.contains("cgperf_energy_joules_total{"),
+                    "no meter: no energy series\n{body}"
+                );
+            }
+            if i == 3 {
+                resumed = Some(body);
+            }
+            check(&exporter.wait_collections(2), "after it");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    worker.join().expect("worker");
+    let body = resumed.expect("a reload back to the model");
+    let cgroup = value(&body, "cgperf_energy_joules_total", &[("cgroup", &cg.rel)]);
+    let me = value(
+        &body,
+        "cgperf_process_energy_joules_total",
+        &[("process", "me")],
+    );
+    println!(
+        "{} energy series followed over 15 reloads; cgroup {cgroup:?} J, process {me:?} J",
+        seen.len()
+    );
+    assert!(cgroup.unwrap_or(0.0) > 0.0, "{body}");
+}
+
+/// cgperf killed with SIGKILL mid-interval and started again on the same
+/// machine: the new life's counters start from its own first reading
+/// (never the meter's absolute count, never the last life's totals), so
+/// that its first meter total is at most what the model can draw since it
+/// started, and they only grow from there.
+#[test]
+fn after_sigkill_a_new_cgperf_counts_from_its_own_start() {
+    require_root("move workloads into test cgroups");
+    let cg = TestCgroup::create("cgperf-energy-kill");
+    // At most 60 W per CPU: what any interval can hold.
+    let yaml = format!(
+        "interval: 100ms\ngroups:\n  sched: [task-clock]\ncgroups:\n  - path: {}\n\
+         energy: {{meter: model, model: {{per: cpu, idle_watts: 5, max_watts: 60}}}}\n",
+        cg.rel
+    );
+    let meter = |body: &str| value(body, "cgperf_energy_meter_joules_total", &[]);
+    let first = Exporter::start(Some(&yaml));
+    first.wait_for("a meter total", |b| meter(b).is_some_and(|j| j > 0.0));
+    cpu_work(&cg.dir, 200);
+    let before = meter(&first.wait_collections(2)).expect("meter");
+    std::thread::sleep(std::time::Duration::from_millis(40));
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(first.pid(), libc::SIGKILL) }, 0);
+    drop(first);
+    let started = std::time::Instant::now();
+    let second = Exporter::start(Some(&yaml));
+    let body = second.wait_for("a meter total", |b| meter(b).is_some());
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let most = 60.0 * cpus * started.elapsed().as_secs_f64();
+    let again = meter(&body).expect("meter");
+    println!("last life {before:.3} J; new life's first total {again:.3} J (at most {most:.3})");
+    assert!(again <= most, "{again} J in {most} J's time\n{body}");
+    let mut last = again;
+    for _ in 0..5 {
+        let now = meter(&second.wait_collections(1)).expect("meter");
+        assert!(now >= last, "{last} then {now}");
+        last = now;
+    }
+    assert_conserved(&second.scrape());
 }

@@ -709,3 +709,54 @@ fn rates_are_per_task_clock_second_and_the_times_follow_as_perf_prints_them() {
     );
     assert_eq!(trailer(&text), perfs, "{text}");
 }
+
+/// With a config's `energy:` model (no meter here), the command's joules
+/// are printed with the source named, and are what the model says of its
+/// CPU time: 50 W per busy CPU (`per: cpu`, 5 W idle, 55 W at full load)
+/// times the task-clock printed beside them. Without a meter or a model,
+/// `--energy` says why there is none.
+#[test]
+fn prints_the_commands_joules_by_the_exporters_method() {
+    let mut config = tempfile::NamedTempFile::new().expect("temp file");
+    std::io::Write::write_all(
+        &mut config,
+        b"groups:\n  sched: [task-clock]\n\
+          energy: {meter: model, model: {per: cpu, idle_watts: 5, max_watts: 55}}\n",
+    )
+    .expect("write config");
+    let path = config.path().to_str().expect("UTF-8 path");
+    let burn = ["perl", "-e", "1 while (times)[0] < 0.4"].map(String::from);
+    let (text, cgroup) = stat_command(&["--config.file", path], &burn);
+    let line = summary_line(&text, "energy-pkg", &cgroup);
+    let joules: f64 = line[0].replace(',', "").parse().expect("joules");
+    assert_eq!(line[1], "J", "{text}");
+    assert!(
+        text.contains("# source=model (an estimate), weight=task-clock"),
+        "{text}"
+    );
+    let clock = summary_line(&text, "task-clock", &cgroup);
+    let seconds: f64 = clock[0].replace(',', "").parse::<f64>().expect("msec") / 1e3;
+    let ratio = joules / (50.0 * seconds);
+    println!("{joules} J for {seconds:.4} s of task-clock: {ratio:.4} of 50 W");
+    // /proc/stat's busy time is in ticks: a few percent over 0.4 s.
+    assert!(seconds > 0.35, "{text}");
+    assert!((0.9..=1.05).contains(&ratio), "{ratio}\n{text}");
+
+    let out = stat(&["--energy", "-e", "task-clock", "--", "true"]);
+    let text = stdout(&out);
+    if !std::path::Path::new("/sys/bus/event_source/devices/power").is_dir()
+        && !std::path::Path::new("/sys/class/powercap/intel-rapl:0").is_dir()
+    {
+        let line = text
+            .lines()
+            .find(|l| l.contains(" energy "))
+            .unwrap_or_else(|| panic!("no energy line:\n{text}"));
+        assert!(line.contains("<not supported>"), "{text}");
+        assert!(
+            line.contains("no meter here and no model declared"),
+            "{text}"
+        );
+    } else {
+        assert!(text.contains(" energy-pkg "), "{text}");
+    }
+}

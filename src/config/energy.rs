@@ -202,7 +202,10 @@ impl Validator<'_> {
                 return Err(self
                     .error(
                         value.referenced,
-                        format!("`{key}` is {w}, outside 0..={MAX_MODEL_WATTS}"),
+                        format!(
+                            "`{key}` is {}, outside 0..={MAX_MODEL_WATTS}",
+                            watts_shown(w)
+                        ),
                     )
                     .hint("write the watts a socket (or a CPU, with `per: cpu`) draws"));
             }
@@ -214,7 +217,11 @@ impl Validator<'_> {
             return Err(self
                 .error(
                     max_at,
-                    format!("`max_watts` ({max_w}) is below `idle_watts` ({idle_w}) or 0"),
+                    format!(
+                        "`max_watts` ({}) is below `idle_watts` ({}) or 0",
+                        watts_shown(max_w),
+                        watts_shown(idle_w)
+                    ),
                 )
                 .hint("`max_watts` is the power with every CPU busy, at least the idle power"));
         }
@@ -223,6 +230,16 @@ impl Validator<'_> {
             idle_milliwatts: idle,
             max_milliwatts: max,
         })
+    }
+}
+
+/// A wattage as an error shows it: in full up to a million, else with an
+/// exponent (`1e308`, not 309 digits).
+fn watts_shown(w: f64) -> String {
+    if w.is_finite() && w.abs() < 1e6 {
+        w.to_string()
+    } else {
+        format!("{w:e}")
     }
 }
 
@@ -303,6 +320,47 @@ mod tests {
 
         let e = err(&format!("{GROUPS}energy:\n  meters: auto\n"));
         assert!(e.to_string().contains("did you mean `meter`"), "{e}");
+    }
+
+    /// Wattages no machine draws, and values that are no wattage: each an
+    /// error at the value's line and column, saying the range.
+    #[test]
+    fn extreme_wattages_are_refused_where_they_are_written() {
+        for (value, says) in [
+            ("1e308", "outside 0..=10000"),
+            ("1e400", "must be a number of watts"),
+            (".inf", "outside 0..=10000"),
+            ("-.inf", "outside 0..=10000"),
+            (".nan", "outside 0..=10000"),
+            ("-1", "outside 0..=10000"),
+            ("10000.5", "outside 0..=10000"),
+            ("0", "below `idle_watts` (0) or 0"),
+            ("0.0001", "or 0"),
+        ] {
+            let yaml = format!("{GROUPS}energy:\n  model: {{idle_watts: 0, max_watts: {value}}}\n");
+            let e = err(&yaml);
+            assert_eq!((e.line, e.column), (Some(3), Some(37)), "{value}: {e}");
+            assert!(e.to_string().contains(says), "{value}: {e}");
+            assert!(e.to_string().len() < 300, "{value}: {e}");
+        }
+        let e = err(&format!(
+            "{GROUPS}energy:\n  model: {{idle_watts: 1e308, max_watts: 1e308}}\n"
+        ));
+        assert_eq!((e.line, e.column), (Some(3), Some(23)), "{e}");
+        // Not a number at all: the type's error, at the value.
+        let e = err(&format!(
+            "{GROUPS}energy:\n  model: {{idle_watts: 1, max_watts: lots}}\n"
+        ));
+        assert_eq!(e.line, Some(3), "{e}");
+        // The largest and the smallest wattages that are one.
+        let energy = ok("energy:\n  model: {idle_watts: 0, max_watts: 10000}\n")
+            .energy
+            .expect("energy");
+        assert_eq!(energy.model.map(|m| m.max_milliwatts), Some(10_000_000));
+        let energy = ok("energy:\n  model: {idle_watts: 0, max_watts: 0.001}\n")
+            .energy
+            .expect("energy");
+        assert_eq!(energy.model.map(|m| m.max_milliwatts), Some(1));
     }
 
     #[test]

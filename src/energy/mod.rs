@@ -3,21 +3,26 @@
 //! model's idle power, by the `idle:` policy) and active; the active part
 //! is shared among the counted cgroups by what they did on that socket's
 //! CPUs in the interval (`cycles`, else `task-clock`: the snapshot's
-//! activity), what no counted cgroup did going to `system`. Shares are
-//! whole micro-Joules ([`split`]): per interval and channel, the top-level
-//! cgroups, idle and system add up to the meter exactly, and a parent to
-//! its children and its own tasks.
+//! activity), what no counted cgroup did going to `system` (against the
+//! CPUs' busy time, or their own count of `cycles`: [`cycles`]). Shares
+//! are whole micro-Joules ([`split`]): per interval and channel, the
+//! top-level cgroups, idle and system add up to the meter exactly, and a
+//! parent to its children and its own tasks. `processes:` series get a
+//! view of the same shares, never added to them ([`process`]).
 //!
 //! The engine reads the meter right after the counters ([`Account::read`])
 //! and hands the snapshot to [`Account::show`], which adds the energy
 //! series; the exporters only present them.
 
+pub mod cycles;
 pub mod meter;
+mod process;
 pub mod split;
 
 use crate::config::IdlePolicy;
 use crate::plan::EnergyPlan;
 use crate::snapshot::{CgroupActivity, EnergySample, EnergyScope, HostEnergy, Snapshot};
+use cycles::SystemCount;
 use meter::{Busy, Meter, model::Sockets};
 use split::{Tree, split};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -27,54 +32,134 @@ use std::time::SystemTime;
 /// Which cgroup: a cgroup removed and made again is another.
 type CgroupKey = (Arc<str>, SystemTime);
 
+/// What [`Account::read`] read, for [`Account::show`].
+#[derive(Debug, Default)]
+struct Pending {
+    /// Per channel, the meter's micro-Joules.
+    deltas: Vec<u64>,
+    /// The CPUs' times.
+    busy: Busy,
+    /// Per socket, the weight event's total counted system-wide (`None`
+    /// where unknown), when shares are weighed by `cycles`.
+    counted: Option<BTreeMap<u32, Option<f64>>>,
+}
+
 /// Energy attribution across intervals.
 #[derive(Debug)]
 pub struct Account {
     plan: EnergyPlan,
     meter: Result<Box<dyn Meter>, String>,
     sockets: Sockets,
+    /// With `cycles` as the weight, each CPU's own count of it.
+    system: Option<SystemCount>,
     /// `/proc/stat` at the last read.
     last_times: Option<meter::procstat::Times>,
     /// What the meter and the CPUs did since the last read, for `show`.
-    pending: Option<(Vec<u64>, Busy)>,
+    pending: Option<Pending>,
+    /// Whether the cgroups' weights of the next interval are unknown (the
+    /// weight event changed at a reload): all of its active energy is
+    /// then the system's.
+    rebase: bool,
     /// Each cgroup's weight totals per CPU at the last `show`.
     last_weights: HashMap<CgroupKey, Box<[(u32, f64)]>>,
-    /// Each cgroup's micro-Joules per channel since it was first counted.
+    /// Every meter scope (socket, domain, source) shown since cgperf
+    /// started: totals are kept by scope, so that a series whose meter
+    /// went and came back at reloads resumes where it was, never lower.
+    scopes: Vec<EnergyScope>,
+    /// The scope of each channel of the meter.
+    current: Vec<usize>,
+    /// Each cgroup's micro-Joules per scope since it was first counted.
     cgroups: HashMap<CgroupKey, Vec<u64>>,
-    /// Per channel: meter, idle and system micro-Joules so far.
+    /// Per scope: meter, idle and system micro-Joules so far.
     host: Vec<[u64; 3]>,
+    /// The `processes:` series' energy.
+    processes: process::Views,
 }
 
 impl Account {
     /// Attribution as `plan` asks, with the meter it names; where there is
     /// none, the account shows nothing and the log says why.
     pub fn new(plan: EnergyPlan) -> Self {
-        let (meter, passed) = meter::open(&plan.def);
-        match &meter {
-            Ok(m) => tracing::info!(
-                source = m.source(),
-                passed_over = passed.join("; "),
-                "energy: reading {} channels",
-                m.channels().len()
-            ),
-            Err(why) => tracing::warn!("energy: no meter, no energy series: {why}"),
-        }
-        Self::with_meter(plan, meter, crate::host::CPU_ROOT)
+        Self::with_meter(plan, open_logged(&plan), crate::host::CPU_ROOT)
     }
 
     /// Attribution with `meter`, CPUs' sockets from `cpu_root`.
     fn with_meter(plan: EnergyPlan, meter: Result<Box<dyn Meter>, String>, cpu_root: &str) -> Self {
-        let channels = meter.as_ref().map_or(0, |m| m.channels().len());
-        Self {
+        let mut account = Self {
+            system: system_count(&plan),
             plan,
-            meter,
+            meter: Err(String::new()),
             sockets: Sockets::new(std::path::Path::new(cpu_root)),
             last_times: None,
             pending: None,
+            rebase: false,
             last_weights: HashMap::new(),
             cgroups: HashMap::new(),
-            host: vec![[0; 3]; channels],
+            scopes: Vec::new(),
+            current: Vec::new(),
+            host: Vec::new(),
+            processes: process::Views::default(),
+        };
+        account.take_meter(meter);
+        account
+    }
+
+    /// The account for a reloaded config's `plan`, between two
+    /// collections: every series that keeps its labels keeps its total,
+    /// so that no counter goes back. The same meter (`meter:` and `model:`
+    /// unchanged) keeps reading as before; another starts counting now,
+    /// and the series of the old one's source end. A new weight event
+    /// ends the cgroups' and processes' series (their `weight` label
+    /// changes), and the interval that follows, whose weights started
+    /// before it, goes to `system`.
+    pub fn reload(mut self, plan: EnergyPlan) -> Self {
+        if plan == self.plan {
+            return self;
         }
+        if (plan.def.meter, plan.def.model) != (self.plan.def.meter, self.plan.def.model) {
+            let mut meter = open_logged(&plan);
+            if let Ok(m) = &mut meter {
+                // Starts counting now: the new meter counted nothing
+                // before.
+                m.read(&Busy::default());
+            }
+            self.take_meter(meter);
+        }
+        if (plan.weight, plan.weight_attr) != (self.plan.weight, self.plan.weight_attr) {
+            self.cgroups.clear();
+            self.last_weights.clear();
+            self.processes = process::Views::default();
+            self.system = system_count(&plan);
+            self.rebase = true;
+        }
+        self.plan = plan;
+        self
+    }
+
+    /// Reads from `meter` from now on: each of its channels' series goes
+    /// on from the totals of its scope, if it was shown before.
+    fn take_meter(&mut self, meter: Result<Box<dyn Meter>, String>) {
+        self.current.clear();
+        if let Ok(m) = &meter {
+            for c in m.channels() {
+                let scope = EnergyScope {
+                    socket: c.socket,
+                    domain: c.domain,
+                    source: m.source(),
+                };
+                let at = match self.scopes.iter().position(|s| *s == scope) {
+                    Some(at) => at,
+                    None => {
+                        self.scopes.push(scope);
+                        self.scopes.len() - 1
+                    }
+                };
+                self.current.push(at);
+            }
+        }
+        self.host.resize(self.scopes.len(), [0; 3]);
+        self.meter = meter;
+        self.pending = None;
     }
 
     /// What `cgperf check` says of `plan`: the source of each socket's
@@ -101,29 +186,41 @@ impl Account {
         }
         lines.push(match plan.weight {
             Some("task-clock") => "energy: shares weighed by task-clock \
-                                   (no group counting cycles can be counted here)"
+                                   (no group counting cycles can be counted here); \
+                                   the system's share: the CPUs' busy time no top-level \
+                                   cgroup counted"
                 .to_owned(),
-            Some(w) => format!("energy: shares weighed by {w}"),
+            Some(w) => format!(
+                "energy: shares weighed by {w}; the system's share: the {w} each CPU \
+                 counts system-wide that no top-level cgroup counted"
+            ),
             None => "energy: no group counting cycles or task-clock can be counted here: \
                      no cgroup gets a share"
                 .to_owned(),
         });
-        lines.push(match (plan.def.idle, plan.def.model) {
-            (IdlePolicy::Model, Some(m)) => format!(
-                "energy: idle: the model's {} W per {}",
-                m.idle_milliwatts as f64 / 1000.0,
-                match m.per {
-                    crate::config::ModelScope::Socket => "socket",
-                    crate::config::ModelScope::Cpu => "CPU",
-                }
-            ),
-            _ => "energy: idle: none (all of it is shared by activity)".to_owned(),
-        });
+        lines.push(
+            match plan
+                .def
+                .model
+                .filter(|_| plan.def.idle == IdlePolicy::Model)
+            {
+                Some(m) => format!(
+                    "energy: idle: the model's {} W per {}",
+                    m.idle_milliwatts as f64 / 1000.0,
+                    match m.per {
+                        crate::config::ModelScope::Socket => "socket",
+                        crate::config::ModelScope::Cpu => "CPU",
+                    }
+                ),
+                None => "energy: idle: none (all of it is shared by activity)".to_owned(),
+            },
+        );
         lines
     }
 
-    /// Reads the CPUs' times and the meter: call right after reading the
-    /// counters, so that both cover the same interval.
+    /// Reads the CPUs' times, the meter and, with `cycles` as the weight,
+    /// each CPU's own count of it: call right after reading the counters,
+    /// so that all cover the same interval.
     pub fn read(&mut self) {
         let Ok(meter) = &mut self.meter else { return };
         let now = match meter::read_busy() {
@@ -138,100 +235,164 @@ impl Account {
             .as_ref()
             .map(|before| meter::procstat::between(before, &now))
             .unwrap_or_default();
+        // The CPUs `/proc/stat` lists now are those online: each CPU's own
+        // count starts at the first read, and follows them.
+        let online: Vec<u32> = now.keys().copied().collect();
         self.last_times = Some(now);
         let (deltas, error) = meter.read(&busy);
         if let Some(e) = error {
             tracing::debug!("energy: {e}");
         }
-        self.pending = Some((deltas, busy));
+        let counted = self.system.as_mut().map(|system| {
+            let per_cpu = system.read(&online);
+            cycles::per_socket(&per_cpu, |cpu| self.sockets.of(cpu))
+        });
+        self.pending = Some(Pending {
+            deltas,
+            busy,
+            counted,
+        });
     }
 
     /// Adds the energy series to `snapshot`, from its activity and what
     /// [`Account::read`] read.
     pub fn show(&mut self, snapshot: &mut Snapshot) {
-        let Ok(meter) = &self.meter else { return };
-        let channels = meter.channels().to_vec();
-        let source = meter.source();
+        if self.meter.is_err() {
+            return;
+        }
+        let shown_scopes: Vec<(usize, EnergyScope)> = self
+            .current
+            .iter()
+            .map(|at| (*at, self.scopes[*at]))
+            .collect();
         let weight = snapshot.activity_weight;
-        let activity = &snapshot.activity;
-        let keys: Vec<CgroupKey> = activity
+        let keys: Vec<CgroupKey> = snapshot
+            .activity
             .iter()
             .map(|a| (a.cgroup.clone(), a.start_time))
             .collect();
-        let per_socket = self.interval_weights(activity, &keys);
-        if let Some((deltas, busy)) = self.pending.take() {
-            let paths: Vec<&str> = activity.iter().map(|a| &*a.cgroup).collect();
-            let tree = Tree::of(&paths);
-            let mut busy_of: BTreeMap<u32, (Vec<(u64, u64)>, f64)> = BTreeMap::new();
-            for (cpu, times) in &busy.cpus {
-                let entry = busy_of.entry(self.sockets.of(*cpu)).or_default();
-                entry.0.push(*times);
-                entry.1 += times.0 as f64 / 1e9;
-            }
-            for (c, (channel, energy)) in channels.iter().zip(deltas).enumerate() {
-                let socket = busy_of.get(&channel.socket);
-                let idle = match (self.plan.def.idle, self.plan.def.model) {
-                    (IdlePolicy::Model, Some(model)) if channel.domain == "pkg" => socket
-                        .map_or(0, |(times, _)| meter::model::model_energy(&model, times).0)
-                        .min(energy),
-                    _ => 0,
-                };
-                let weights: Vec<f64> = per_socket
-                    .iter()
-                    .map(|w| w.get(&channel.socket).copied().unwrap_or(0.0))
-                    .collect();
-                // Busy time tells the system's share only against time.
-                let busy = match weight {
-                    "task-clock" => socket.map(|(_, seconds)| *seconds),
-                    _ => None,
-                };
-                let shared = split(energy - idle, &tree, &weights, busy);
-                for (key, part) in keys.iter().zip(&shared.cgroups) {
-                    let total = self.cgroups.entry(key.clone()).or_default();
-                    total.resize(channels.len(), 0);
-                    total[c] += part;
-                }
-                let host = &mut self.host[c];
-                host[0] += energy;
-                host[1] += idle;
-                host[2] += shared.system;
-            }
+        let per_socket = self.interval_weights(&snapshot.activity, &keys);
+        self.processes.weigh(&snapshot.processes, weight);
+        if let Some(pending) = self.pending.take() {
+            let rebase = std::mem::replace(&mut self.rebase, false);
+            self.attribute(pending, &snapshot.activity, &keys, &per_socket, rebase);
         }
         let shown: HashSet<&CgroupKey> = keys.iter().collect();
         self.cgroups.retain(|key, _| shown.contains(key));
-        for (a, key) in activity.iter().zip(&keys) {
+        for (a, key) in snapshot.activity.iter().zip(&keys) {
             let Some(totals) = self.cgroups.get(key) else {
                 continue;
             };
-            for (channel, uj) in channels.iter().zip(totals) {
+            for (at, scope) in &shown_scopes {
                 snapshot.energy.push(EnergySample {
                     cgroup: a.cgroup.clone(),
                     labels: a.labels.clone(),
-                    scope: EnergyScope {
-                        socket: channel.socket,
-                        domain: channel.domain,
-                        source,
-                    },
+                    scope: *scope,
                     weight,
-                    joules: *uj as f64 / 1e6,
+                    joules: totals.get(*at).copied().unwrap_or(0) as f64 / 1e6,
                     start_time: a.start_time,
                 });
             }
         }
-        snapshot.host_energy = channels
+        snapshot.process_energy = self.processes.show(&shown_scopes, weight);
+        snapshot.host_energy = shown_scopes
             .iter()
-            .zip(&self.host)
-            .map(|(channel, [meter, idle, system])| HostEnergy {
-                scope: EnergyScope {
-                    socket: channel.socket,
-                    domain: channel.domain,
-                    source,
-                },
-                meter_joules: *meter as f64 / 1e6,
-                idle_joules: *idle as f64 / 1e6,
-                system_joules: *system as f64 / 1e6,
+            .map(|(at, scope)| {
+                let [meter, idle, system] = self.host.get(*at).copied().unwrap_or([0; 3]);
+                HostEnergy {
+                    scope: *scope,
+                    meter_joules: meter as f64 / 1e6,
+                    idle_joules: idle as f64 / 1e6,
+                    system_joules: system as f64 / 1e6,
+                }
             })
             .collect();
+    }
+
+    /// Shares one interval's energy (`pending`) among the cgroups of
+    /// `activity` by their weights `per_socket` (what no top-level cgroup
+    /// did going to `system`; all of it with `rebase`), and gives the
+    /// process series their view of it.
+    fn attribute(
+        &mut self,
+        pending: Pending,
+        activity: &[CgroupActivity],
+        keys: &[CgroupKey],
+        per_socket: &[BTreeMap<u32, f64>],
+        rebase: bool,
+    ) {
+        let Ok(meter) = &self.meter else { return };
+        let channels = meter.channels().to_vec();
+        let paths: Vec<&str> = activity.iter().map(|a| &*a.cgroup).collect();
+        let tree = Tree::of(&paths);
+        let mut busy_of: BTreeMap<u32, (Vec<(u64, u64)>, f64)> = BTreeMap::new();
+        for (cpu, times) in &pending.busy.cpus {
+            let entry = busy_of.entry(self.sockets.of(*cpu)).or_default();
+            entry.0.push(*times);
+            entry.1 += times.0 as f64 / 1e9;
+        }
+        // What each socket's activity was shared over: its top-level
+        // cgroups' weight, and the system's where it is known.
+        let mut whole: BTreeMap<u32, (Vec<f64>, f64)> = BTreeMap::new();
+        for socket in channels.iter().map(|c| c.socket) {
+            if whole.contains_key(&socket) {
+                continue;
+            }
+            let weights: Vec<f64> = per_socket
+                .iter()
+                .map(|w| match rebase {
+                    true => 0.0,
+                    false => w.get(&socket).copied().unwrap_or(0.0),
+                })
+                .collect();
+            // The socket's own total tells the system's share, in the
+            // weight's unit: busy time against task-clock, the CPUs' own
+            // count against cycles.
+            let total = match (rebase, &pending.counted) {
+                (true, _) => Some(0.0),
+                (false, Some(counted)) => counted.get(&socket).copied().flatten(),
+                (false, None) if self.plan.weight == Some("task-clock") => {
+                    busy_of.get(&socket).map(|(_, seconds)| *seconds)
+                }
+                (false, None) => None,
+            };
+            let top: f64 = tree.top.iter().map(|i| weights[*i].max(0.0)).sum();
+            let all = total.map_or(top, |t| t.max(top));
+            whole.insert(socket, (weights, all));
+        }
+        let machine: f64 = whole.values().map(|(_, all)| all).sum();
+        for (c, (channel, energy)) in channels.iter().zip(pending.deltas).enumerate() {
+            let idle = match (self.plan.def.idle, self.plan.def.model) {
+                (IdlePolicy::Model, Some(model)) if channel.domain == "pkg" => busy_of
+                    .get(&channel.socket)
+                    .map_or(0, |(times, _)| meter::model::model_energy(&model, times).0)
+                    .min(energy),
+                _ => 0,
+            };
+            let Some((weights, all)) = whole.get(&channel.socket) else {
+                continue;
+            };
+            let shared = split(energy - idle, &tree, weights, Some(*all));
+            let Some(&at) = self.current.get(c) else {
+                continue;
+            };
+            let scopes = self.scopes.len();
+            // Saturating: no meter reading, however absurd, makes a total
+            // overflow (and none ever goes back).
+            for (key, part) in keys.iter().zip(&shared.cgroups) {
+                let total = self.cgroups.entry(key.clone()).or_default();
+                total.resize(scopes, 0);
+                total[at] = total[at].saturating_add(*part);
+            }
+            if let Some(host) = self.host.get_mut(at) {
+                for (total, part) in host.iter_mut().zip([energy, idle, shared.system]) {
+                    *total = total.saturating_add(part);
+                }
+            }
+            if !rebase {
+                self.processes.add(at, scopes, energy - idle, machine);
+            }
+        }
     }
 
     /// What each cgroup did per socket since the last call (a weight total
@@ -265,117 +426,29 @@ impl Account {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::{EnergyDef, MeterChoice};
-    use meter::Channel;
-
-    /// A meter that counts 1,000,003 µJ per interval on socket 0's `pkg`.
-    #[derive(Debug)]
-    struct Fixed([Channel; 1]);
-
-    impl Meter for Fixed {
-        fn source(&self) -> &'static str {
-            "model"
-        }
-        fn channels(&self) -> &[Channel] {
-            &self.0
-        }
-        fn read(&mut self, _busy: &Busy) -> (Vec<u64>, Option<String>) {
-            (vec![1_000_003], None)
-        }
+/// The meter `plan` names, the reason for each passed over logged.
+fn open_logged(plan: &EnergyPlan) -> Result<Box<dyn Meter>, String> {
+    let (meter, passed) = meter::open(&plan.def);
+    match &meter {
+        Ok(m) => tracing::info!(
+            source = m.source(),
+            passed_over = passed.join("; "),
+            "energy: reading {} channels",
+            m.channels().len()
+        ),
+        Err(why) => tracing::warn!("energy: no meter, no energy series: {why}"),
     }
+    meter
+}
 
-    fn account() -> Account {
-        let plan = EnergyPlan {
-            def: EnergyDef {
-                meter: MeterChoice::Model,
-                model: None,
-                idle: IdlePolicy::None,
-            },
-            weight: Some("cycles"),
-        };
-        let meter = Fixed([Channel {
-            domain: "pkg",
-            socket: 0,
-        }]);
-        // CPUs without topology are on socket 0.
-        let root = std::env::temp_dir().join("cgperf-no-such-cpu-root");
-        Account::with_meter(plan, Ok(Box::new(meter)), &root.to_string_lossy())
-    }
-
-    fn activity(cgroup: &str, start: u64, cpus: &[(u32, f64)]) -> CgroupActivity {
-        CgroupActivity {
-            cgroup: cgroup.into(),
-            labels: Arc::from(Vec::new()),
-            start_time: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(start),
-            cpus: cpus.into(),
-        }
-    }
-
-    /// Reads the meter and shows `activity`: each cgroup's micro-Joules,
-    /// and whether the top-level ones and what no cgroup got add up to
-    /// the meter (they do while no counted cgroup went away: one that
-    /// does takes its counter with it).
-    fn interval(
-        account: &mut Account,
-        activity: Vec<CgroupActivity>,
-    ) -> (Vec<(String, u64)>, bool) {
-        account.pending = Some((vec![1_000_003], Busy::default()));
-        let mut snap = Snapshot::empty();
-        snap.activity = activity;
-        snap.activity_weight = "cycles";
-        account.show(&mut snap);
-        let whole = |j: f64| (j * 1e6).round() as u64;
-        let host = &snap.host_energy[0];
-        let top: u64 = snap
-            .energy
-            .iter()
-            .filter(|e| e.cgroup.matches('/').count() == 1)
-            .map(|e| whole(e.joules))
-            .sum();
-        let conserved =
-            top + whole(host.idle_joules) + whole(host.system_joules) == whole(host.meter_joules);
-        let cgroups = snap
-            .energy
-            .iter()
-            .map(|e| (e.cgroup.to_string(), whole(e.joules)))
-            .collect();
-        (cgroups, conserved)
-    }
-
-    #[test]
-    fn shares_follow_each_intervals_growth_and_a_new_cgroup_starts_from_zero() {
-        let mut account = account();
-        // First interval: a did 1, b 3 (their totals so far).
-        let (got, conserved) = interval(
-            &mut account,
-            vec![
-                activity("/a", 1, &[(0, 1.0)]),
-                activity("/b", 1, &[(1, 3.0)]),
-            ],
-        );
-        assert_eq!(got, [("/a".into(), 250_001), ("/b".into(), 750_002)]);
-        assert!(conserved);
-        // Second: a grew by 3 on CPU 1 only, b not at all; a child of a
-        // appears having done 1.
-        let (got, conserved) = interval(
-            &mut account,
-            vec![
-                activity("/a", 1, &[(0, 1.0), (1, 3.0)]),
-                activity("/a/c", 5, &[(1, 1.0)]),
-                activity("/b", 1, &[(1, 3.0)]),
-            ],
-        );
-        assert!(conserved);
-        assert_eq!(got[0], ("/a".into(), 250_001 + 1_000_003));
-        assert_eq!(got[2], ("/b".into(), 750_002));
-        assert_eq!(got[1].1.abs_diff(333_334), 0, "a third of a's share");
-        // b is made again (a later start): it starts from 0, its total
-        // smaller than before counts whole; a is gone.
-        let (got, conserved) = interval(&mut account, vec![activity("/b", 9, &[(1, 2.0)])]);
-        assert_eq!(got, [("/b".into(), 1_000_003)]);
-        assert!(!conserved, "a's and the first b's energy went with them");
+/// The system-wide count of the weight event, when it is `cycles`
+/// (against `task-clock`, the CPUs' busy time is the total).
+fn system_count(plan: &EnergyPlan) -> Option<SystemCount> {
+    match (plan.weight, plan.weight_attr) {
+        (Some("cycles"), Some(attr)) => Some(SystemCount::new(attr)),
+        _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests;

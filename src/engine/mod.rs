@@ -223,9 +223,12 @@ impl Engine {
     /// counts it and its totals, changed groups are counted anew keeping
     /// the totals of the events they still have, what is gone vanishes.
     pub fn reload(&mut self, plan: Plan) {
-        if plan.energy != self.plan.energy {
-            self.energy = plan.energy.map(Account::new);
-        }
+        // An account that stays keeps its totals: no energy counter goes
+        // back at a reload.
+        self.energy = match (self.energy.take(), plan.energy) {
+            (Some(account), Some(energy)) => Some(account.reload(energy)),
+            (_, energy) => energy.map(Account::new),
+        };
         self.plan = plan;
         self.metric_defs = self.plan.described_metrics();
         log_support(&self.plan);

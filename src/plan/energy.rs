@@ -3,6 +3,7 @@
 
 use super::{GroupSpec, Plan};
 use crate::config::{EnergyDef, MetricDef, WEIGHT_EVENTS};
+use crate::events::EventAttr;
 use crate::ids::GroupId;
 use std::sync::Arc;
 
@@ -15,6 +16,10 @@ pub struct EnergyPlan {
     /// group counting it can be counted here, else `task-clock`; `None`
     /// when neither can (no cgroup gets a share; `cgperf check` says so).
     pub weight: Option<&'static str>,
+    /// The weight event as the first group counting it opens it: what
+    /// counts each CPU's total of it system-wide (`cycles`: the `system`
+    /// share, see `crate::energy::cycles`).
+    pub weight_attr: Option<EventAttr>,
 }
 
 impl EnergyPlan {
@@ -24,10 +29,15 @@ impl EnergyPlan {
         groups: &[(GroupId, Option<Arc<GroupSpec>>)],
     ) -> Option<Self> {
         let countable = || groups.iter().filter_map(|(_, spec)| spec.as_deref());
-        let weight = WEIGHT_EVENTS
-            .into_iter()
-            .find(|w| countable().any(|spec| spec.events.iter().any(|e| &*e.label == *w)));
-        Some(Self { def: def?, weight })
+        let found = WEIGHT_EVENTS.into_iter().find_map(|w| {
+            let event = countable().find_map(|spec| spec.events.iter().find(|e| &*e.label == w))?;
+            Some((w, event.attr))
+        });
+        Some(Self {
+            def: def?,
+            weight: found.map(|(w, _)| w),
+            weight_attr: found.map(|(_, attr)| attr),
+        })
     }
 }
 

@@ -50,6 +50,29 @@ pub struct EnergySample {
     pub start_time: SystemTime,
 }
 
+/// The energy of one series of a `processes:` entry on one socket and
+/// domain since the series began: a view of the same shares the cgroups
+/// get (each unit of weight costs what it cost them in the interval), not
+/// a part of the meter besides them: its processes' work is in the
+/// cgroups they ran in, or in `system`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessEnergy {
+    /// The entry's name (the `process` label).
+    pub process: Arc<str>,
+    /// The comm, where the entry asks for it.
+    pub comm: Option<Arc<str>>,
+    /// The pid, where the entry asks for it.
+    pub pid: Option<u32>,
+    /// Which meter.
+    pub scope: EnergyScope,
+    /// What its share was weighed by: `cycles` or `task-clock`.
+    pub weight: &'static str,
+    /// Joules.
+    pub joules: f64,
+    /// When the series began.
+    pub start_time: SystemTime,
+}
+
 /// What no cgroup got of a meter's energy: its idle part, and the activity
 /// outside every counted cgroup (`system`: kernel threads, interrupts,
 /// processes of cgroups not counted).

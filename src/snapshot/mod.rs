@@ -4,7 +4,9 @@
 mod energy;
 mod reasons;
 
-pub use energy::{CgroupActivity, EnergySample, EnergyScope, HostEnergy, Unattributed};
+pub use energy::{
+    CgroupActivity, EnergySample, EnergyScope, HostEnergy, ProcessEnergy, Unattributed,
+};
 pub use reasons::{
     ErrorReason, Errors, NotCountable, Operation, SkipReason, Support, nothing_countable,
 };
@@ -459,6 +461,9 @@ pub struct Snapshot {
     pub activity_weight: &'static str,
     /// Each counted cgroup's energy per socket and domain.
     pub energy: Vec<EnergySample>,
+    /// Each `processes:` series' energy per socket and domain (a view of
+    /// the cgroups' shares, not added to them).
+    pub process_energy: Vec<ProcessEnergy>,
     /// The meters, and what of them no cgroup got.
     pub host_energy: Vec<HostEnergy>,
 }
@@ -512,6 +517,7 @@ impl Snapshot {
             activity: Vec::new(),
             activity_weight: "",
             energy: Vec::new(),
+            process_energy: Vec::new(),
             host_energy: Vec::new(),
         }
     }

@@ -97,6 +97,14 @@ pub struct StatArgs {
     #[arg(short = 'A', long = "per-cpu", alias = "no-aggr")]
     pub per_cpu: bool,
 
+    /// Also print the joules of each cgroup counted (the command's): its
+    /// share of each socket's energy by the exporter's method (see
+    /// docs/energy.md), from the first meter this machine has. With a
+    /// --config.file that has `energy:` (a model, where there is no
+    /// meter), that is used, and printed without this flag too.
+    #[arg(long = "energy")]
+    pub energy: bool,
+
     /// The command to run and count, with its arguments (after `--`).
     // An option before the command is cgperf's, and one it does not know
     // is an error (as perf's), never a command: `--` or the command's name

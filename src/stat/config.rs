@@ -6,6 +6,8 @@ use crate::stat::args::Selection;
 /// The config to count with: `file` (from `--config.file`) if given, else
 /// `selection` with the daemon's defaults; counting `cgroups` (every group
 /// and tracepoint in each) when there are any, else `file`'s cgroups.
+/// With `energy`, energy is shared as `energy: {meter: auto}` would
+/// where `file` has no `energy:` of its own.
 ///
 /// The only place in `cgperf stat` that builds a [`Config`], so that a
 /// change of its fields is one change here.
@@ -14,6 +16,7 @@ pub fn build(
     selection: Selection,
     cgroups: &[CgroupPattern],
     per_cpu: bool,
+    energy: bool,
 ) -> Config {
     let mut config = file.unwrap_or_else(|| Config {
         interval: config::DEFAULT_INTERVAL,
@@ -54,6 +57,13 @@ pub fn build(
     config.host = config::HostDef::default();
     config.processes = Vec::new();
     config.per_cpu |= per_cpu;
+    if energy && config.energy.is_none() {
+        config.energy = Some(config::EnergyDef {
+            meter: config::MeterChoice::Auto,
+            model: None,
+            idle: config::IdlePolicy::None,
+        });
+    }
     if !cgroups.is_empty() {
         config.cgroups = cgroups
             .iter()

@@ -196,6 +196,8 @@ pub enum Shown {
     Metric(f64),
     /// A metric whose formula divides by zero in the period.
     NoValue,
+    /// Energy, in Joules.
+    Joules(f64),
 }
 
 /// One line of output.
@@ -436,6 +438,7 @@ pub fn write_lines(out: &mut dyn Write, prefix: &str, lines: &[Line]) -> io::Res
             Shown::Metric(v) if v < 0.0 => (format!("-{}", thousands(-v, 2)), ""),
             Shown::Metric(v) => (thousands(v, 2), ""),
             Shown::NoValue => ("<no value>".to_string(), ""),
+            Shown::Joules(v) => (thousands(v, 2), "J"),
         };
         let share = l.share.map_or(String::new(), |p| format!("({p:.2}%)"));
         let text = format!(

@@ -36,6 +36,18 @@ impl Delta {
             && self.running_ns == 0
             && self.values.iter().all(|v| v.is_none_or(|v| v == 0))
     }
+
+    /// Event `i`'s count over the interval, scaled by enabled / running
+    /// where the kernel multiplexed the group; `None` when nothing was
+    /// measured (enabled but never running) or the event was missing.
+    pub fn scaled(&self, i: usize) -> Option<f64> {
+        let raw = (*self.values.get(i)?)? as f64;
+        match Interval::of(self.enabled_ns, self.running_ns) {
+            Interval::Full | Interval::Idle => Some(raw),
+            Interval::Scaled => Some(raw * (self.enabled_ns as f64 / self.running_ns as f64)),
+            Interval::NeverRan => None,
+        }
+    }
 }
 
 /// The last read of one open group: what its next read is a delta from.
@@ -246,16 +258,11 @@ impl GroupTotals {
         if outcome == Interval::NeverRan {
             self.never_ran_intervals += 1;
         }
-        let ratio = delta.enabled_ns as f64 / delta.running_ns as f64;
-        for (&column, raw) in columns.iter().zip(&delta.values) {
-            let (Some(raw), Some(total)) = (raw, self.values.get_mut(column)) else {
+        for (i, &column) in columns.iter().enumerate() {
+            let (Some(scaled), Some(total)) = (delta.scaled(i), self.values.get_mut(column)) else {
                 continue;
             };
-            *total += match outcome {
-                Interval::Full | Interval::Idle => *raw as f64,
-                Interval::Scaled => *raw as f64 * ratio,
-                Interval::NeverRan => 0.0,
-            };
+            *total += scaled;
         }
         outcome
     }

@@ -46,7 +46,9 @@ impl Sockets {
 /// only, or all of it. `(idle power part, whole)`.
 pub fn model_energy(model: &PowerModel, times: &[(u64, u64)]) -> (u64, u64) {
     let n = times.len().max(1) as u128;
-    let busy: u128 = times.iter().map(|(b, _)| u128::from(*b)).sum();
+    // A CPU is never busier than all of its time, whatever `/proc/stat`
+    // said.
+    let busy: u128 = times.iter().map(|(b, a)| u128::from(*b.min(a))).sum();
     let all: u128 = times.iter().map(|(_, a)| u128::from(*a)).sum();
     let (idle_mw, max_mw) = (
         u128::from(model.idle_milliwatts),
@@ -58,10 +60,11 @@ pub fn model_energy(model: &PowerModel, times: &[(u64, u64)]) -> (u64, u64) {
         ModelScope::Socket => n,
         ModelScope::Cpu => 1,
     };
-    let idle = idle_mw * all / per / 1_000_000;
-    let active = max_mw.saturating_sub(idle_mw) * busy / per / 1_000_000;
+    // Saturating: no declared wattage or kernel count makes it overflow.
+    let idle = idle_mw.saturating_mul(all) / per / 1_000_000;
+    let active = max_mw.saturating_sub(idle_mw).saturating_mul(busy) / per / 1_000_000;
     let clamp = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
-    (clamp(idle), clamp(idle + active))
+    (clamp(idle), clamp(idle.saturating_add(active)))
 }
 
 impl Model {
@@ -146,5 +149,15 @@ mod tests {
         // Per vCPU: each draws over its own time.
         assert_eq!(model_energy(&vcpu, &times), (2_000_000, 4_000_000));
         assert_eq!(model_energy(&vcpu, &[]), (0, 0));
+        // The largest values anything could give: saturated, never
+        // overflowing, never busier than all of the time.
+        let huge = PowerModel {
+            per: ModelScope::Cpu,
+            idle_milliwatts: u64::MAX,
+            max_milliwatts: u64::MAX,
+        };
+        let all = [(u64::MAX, u64::MAX), (u64::MAX, u64::MAX)];
+        assert_eq!(model_energy(&huge, &all), (u64::MAX, u64::MAX));
+        assert_eq!(model_energy(&socket, &[(2 * SECOND, SECOND)]).1, 50_000_000);
     }
 }

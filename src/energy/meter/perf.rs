@@ -60,6 +60,13 @@ pub(crate) fn describe(pmu_root: &Path, cpu_root: &Path) -> Result<Vec<Described
             .filter(|s| s.unit.eq_ignore_ascii_case("joules"))
             .ok_or_else(|| format!("power/{name}/ has no `.unit` of Joules"))?
             .scale;
+        // A scale that is no positive number would make every reading
+        // nothing, or infinite.
+        if !(scale.is_finite() && scale > 0.0) {
+            return Err(format!(
+                "power/{name}/ has a `.scale` of {scale}, not a positive number of Joules"
+            ));
+        }
         let scopes = crate::host::scope_of_cpumask(cpu_root, &cpus);
         for (cpu, scope) in cpus.into_iter().zip(scopes) {
             let socket = match scope {
@@ -226,6 +233,19 @@ mod tests {
         let empty = tempfile::tempdir().unwrap();
         let e = describe(empty.path(), cpus.path()).unwrap_err();
         assert!(e.contains("no RAPL PMU"), "{e}");
+    }
+
+    /// A `.scale` that is no positive, finite number is refused, naming the
+    /// event: none would give Joules.
+    #[test]
+    fn a_scale_that_is_no_positive_number_is_refused() {
+        for scale in ["-1", "0", "inf", "NaN", "1e400"] {
+            let (pmus, cpus) = recorded();
+            let path = pmus.path().join("power/events/energy-pkg.scale");
+            std::fs::write(path, format!("{scale}\n")).unwrap();
+            let e = describe(pmus.path(), cpus.path()).expect_err(scale);
+            assert!(e.contains("energy-pkg"), "{scale}: {e}");
+        }
     }
 
     /// Recorded counts of a socket's `energy-pkg` (2^-32 J each): 1 J,

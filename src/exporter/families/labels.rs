@@ -104,6 +104,16 @@ pub enum Labels<'a> {
         /// What the share was weighed by.
         weight: &'a str,
     },
+    /// A `processes:` series' energy: its processes' labels, then the
+    /// meter's `socket`, `domain` and `source`, and `weight`.
+    ProcessEnergy {
+        /// Whose.
+        of: ProcessLabels<'a>,
+        /// Which meter.
+        scope: EnergyScope,
+        /// What the share was weighed by.
+        weight: &'a str,
+    },
     /// A meter's energy, or what of it no cgroup got: `socket`, `domain`,
     /// `source`, and `share` (`idle`, `system`) for the latter.
     Meter {
@@ -238,6 +248,11 @@ impl<'a> Labels<'a> {
                 for (name, value) in extra {
                     f(name, Value::Str(value))?;
                 }
+                meter(scope, &mut f)?;
+                f("weight", Value::Str(weight))?;
+            }
+            Self::ProcessEnergy { of, scope, weight } => {
+                of.for_each(&mut f)?;
                 meter(scope, &mut f)?;
                 f("weight", Value::Str(weight))?;
             }

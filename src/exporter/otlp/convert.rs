@@ -662,6 +662,52 @@ mod tests {
         Some(any_value::Value::IntValue(n))
     }
 
+    /// A `processes:` series' energy: a cumulative sum in `J`, with the
+    /// entry's and the meter's attributes.
+    #[test]
+    fn process_energy_is_a_sum_in_joules_with_its_process_and_meter() {
+        use crate::snapshot::{EnergyScope, ProcessEnergy};
+        let mut snap = Snapshot::empty();
+        let start = snap.taken_at - Duration::from_secs(5);
+        snap.process_energy = vec![ProcessEnergy {
+            process: "db".into(),
+            comm: Some("postgres".into()),
+            pid: Some(42),
+            scope: EnergyScope {
+                socket: 1,
+                domain: "pkg",
+                source: "model",
+            },
+            weight: "cycles",
+            joules: 3.25,
+            start_time: start,
+        }];
+        let requests = batcher(MAX_REQUEST_BYTES).requests(&snap, None);
+        let metric = requests
+            .iter()
+            .flat_map(metrics)
+            .find(|m| m.name == "cgperf_process_energy_joules_total")
+            .expect("the family");
+        assert_eq!(metric.unit, "J");
+        let Some(metric::Data::Sum(sum)) = &metric.data else {
+            panic!("energy is a sum");
+        };
+        assert!(sum.is_monotonic);
+        let point = &sum.data_points[0];
+        assert_eq!(point.value, Some(number_data_point::Value::AsDouble(3.25)));
+        assert_eq!(point.start_time_unix_nano, nanos(start));
+        let got = attributes(point);
+        for want in [
+            ("cgperf.source", text("model")),
+            ("cgperf.domain", text("pkg")),
+            ("cgperf.socket", number(1)),
+            ("cgperf.weight", text("cycles")),
+        ] {
+            assert!(got.contains(&want), "{want:?} in {got:?}");
+        }
+        assert!(got.len() >= 7, "process, comm and pid too: {got:?}");
+    }
+
     #[test]
     fn host_series_carry_their_scope_on_the_point_and_no_cgroup() {
         use crate::snapshot::{HostSample, HostUnit, Scope};
