@@ -12,20 +12,17 @@
 //! and hands the snapshot to [`Account::show`], which adds the energy
 //! series; the exporters only present them.
 
+mod ledger;
 pub mod meter;
 pub mod split;
 
 use crate::config::IdlePolicy;
 use crate::plan::EnergyPlan;
-use crate::snapshot::{CgroupActivity, EnergySample, EnergyScope, HostEnergy, Snapshot};
+use crate::snapshot::{EnergySample, EnergyScope, HostEnergy, Snapshot};
+use ledger::Ledger;
 use meter::{Busy, Meter, model::Sockets};
-use split::{Tree, split};
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
-use std::time::SystemTime;
-
-/// Which cgroup: a cgroup removed and made again is another.
-type CgroupKey = (Arc<str>, SystemTime);
+use split::split;
+use std::collections::BTreeMap;
 
 /// Energy attribution across intervals.
 #[derive(Debug)]
@@ -37,10 +34,9 @@ pub struct Account {
     last_times: Option<meter::procstat::Times>,
     /// What the meter and the CPUs did since the last read, for `show`.
     pending: Option<(Vec<u64>, Busy)>,
-    /// Each cgroup's weight totals per CPU at the last `show`.
-    last_weights: HashMap<CgroupKey, Box<[(u32, f64)]>>,
-    /// Each cgroup's micro-Joules per channel since it was first counted.
-    cgroups: HashMap<CgroupKey, Vec<u64>>,
+    /// Each cgroup's weight totals at the last `show` and its
+    /// micro-Joules per channel since it was first counted.
+    ledger: Ledger,
     /// Per channel: meter, idle and system micro-Joules so far.
     host: Vec<[u64; 3]>,
 }
@@ -71,8 +67,7 @@ impl Account {
             sockets: Sockets::new(std::path::Path::new(cpu_root)),
             last_times: None,
             pending: None,
-            last_weights: HashMap::new(),
-            cgroups: HashMap::new(),
+            ledger: Ledger::default(),
             host: vec![[0; 3]; channels],
         }
     }
@@ -154,14 +149,12 @@ impl Account {
         let source = meter.source();
         let weight = snapshot.activity_weight;
         let activity = &snapshot.activity;
-        let keys: Vec<CgroupKey> = activity
-            .iter()
-            .map(|a| (a.cgroup.clone(), a.start_time))
-            .collect();
-        let per_socket = self.interval_weights(activity, &keys);
+        let mut sockets: Vec<u32> = channels.iter().map(|c| c.socket).collect();
+        sockets.sort_unstable();
+        sockets.dedup();
+        let known = &mut self.sockets;
+        self.ledger.update(activity, &sockets, |cpu| known.of(cpu));
         if let Some((deltas, busy)) = self.pending.take() {
-            let paths: Vec<&str> = activity.iter().map(|a| &*a.cgroup).collect();
-            let tree = Tree::of(&paths);
             let mut busy_of: BTreeMap<u32, (Vec<(u64, u64)>, f64)> = BTreeMap::new();
             for (cpu, times) in &busy.cpus {
                 let entry = busy_of.entry(self.sockets.of(*cpu)).or_default();
@@ -176,33 +169,23 @@ impl Account {
                         .min(energy),
                     _ => 0,
                 };
-                let weights: Vec<f64> = per_socket
-                    .iter()
-                    .map(|w| w.get(&channel.socket).copied().unwrap_or(0.0))
-                    .collect();
+                let weights = self.ledger.weights(channel.socket);
                 // Busy time tells the system's share only against time.
                 let busy = match weight {
                     "task-clock" => socket.map(|(_, seconds)| *seconds),
                     _ => None,
                 };
-                let shared = split(energy - idle, &tree, &weights, busy);
-                for (key, part) in keys.iter().zip(&shared.cgroups) {
-                    let total = self.cgroups.entry(key.clone()).or_default();
-                    total.resize(channels.len(), 0);
-                    total[c] += part;
-                }
+                let shared = split(energy - idle, self.ledger.tree(), &weights, busy);
+                self.ledger.add(c, channels.len(), &shared.cgroups);
                 let host = &mut self.host[c];
                 host[0] += energy;
                 host[1] += idle;
                 host[2] += shared.system;
             }
         }
-        let shown: HashSet<&CgroupKey> = keys.iter().collect();
-        self.cgroups.retain(|key, _| shown.contains(key));
-        for (a, key) in activity.iter().zip(&keys) {
-            let Some(totals) = self.cgroups.get(key) else {
-                continue;
-            };
+        snapshot.energy.reserve(activity.len() * channels.len());
+        for (at, totals) in self.ledger.totals() {
+            let a = &activity[at];
             for (channel, uj) in channels.iter().zip(totals) {
                 snapshot.energy.push(EnergySample {
                     cgroup: a.cgroup.clone(),
@@ -233,43 +216,16 @@ impl Account {
             })
             .collect();
     }
-
-    /// What each cgroup did per socket since the last call (a weight total
-    /// that went back counts from 0), and keeps the totals for the next.
-    fn interval_weights(
-        &mut self,
-        activity: &[CgroupActivity],
-        keys: &[CgroupKey],
-    ) -> Vec<BTreeMap<u32, f64>> {
-        let mut out = Vec::with_capacity(activity.len());
-        let mut kept = HashMap::with_capacity(activity.len());
-        for (a, key) in activity.iter().zip(keys) {
-            let last = self.last_weights.remove(key);
-            // Both in CPU order, as the totals keep them.
-            let before = |cpu: u32| {
-                let last = last.as_deref().unwrap_or(&[]);
-                last.binary_search_by_key(&cpu, |(c, _)| *c)
-                    .map_or(0.0, |at| last[at].1)
-            };
-            let mut sockets = BTreeMap::new();
-            for (cpu, total) in a.cpus.iter() {
-                let was = before(*cpu);
-                let delta = if *total >= was { total - was } else { *total };
-                *sockets.entry(self.sockets.of(*cpu)).or_insert(0.0) += delta;
-            }
-            out.push(sockets);
-            kept.insert(key.clone(), a.cpus.clone());
-        }
-        self.last_weights = kept;
-        out
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::{EnergyDef, MeterChoice};
+    use crate::snapshot::CgroupActivity;
     use meter::Channel;
+    use std::sync::Arc;
+    use std::time::SystemTime;
 
     /// A meter that counts 1,000,003 µJ per interval on socket 0's `pkg`.
     #[derive(Debug)]
