@@ -3,11 +3,16 @@
 //! with its template variables substituted, goes to Prometheus' query API.
 
 mod common;
+// Only this test needs a runtime's names: not compiled into every test.
+#[path = "common/cri.rs"]
+mod cri;
 
 use common::prometheus::{Prometheus, encode};
 use common::*;
+use cri::{FakeCri, FakePod};
 use serde::Deserialize;
 use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 #[derive(Deserialize)]
@@ -84,14 +89,44 @@ struct Stacking {
 }
 
 /// Families with one series per cgroup.
-const PER_CGROUP: [&str; 6] = [
+const PER_CGROUP: [&str; 7] = [
     "cgperf_events_total",
     "cgperf_metric{",
     "cgperf_events_lost_total",
     "cgperf_clock_seconds_total",
     "cgperf_group_running_seconds_total",
     "cgperf_group_enabled_seconds_total",
+    "cgperf_energy_joules_total",
 ];
+
+/// What the aggregation whose label list starts at `at` (after `by (`)
+/// aggregates: its parenthesised argument.
+fn aggregated(expr: &str, at: usize) -> &str {
+    let rest = &expr[at..];
+    let Some(open) = rest.find(") (").map(|i| i + 2) else {
+        return "";
+    };
+    let mut depth = 0;
+    for (i, c) in rest[open..].char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return &rest[open..=open + i];
+                }
+            }
+            _ => {}
+        }
+    }
+    &rest[open..]
+}
+
+/// Whether `selection` takes pods' own cgroups only (a `pod_uid`, no
+/// `container_id`): pods never nest, so their sum counts nothing twice.
+fn pods_only(selection: &str) -> bool {
+    selection.contains("pod_uid!=\"\"") && selection.contains("container_id=\"\"")
+}
 
 #[derive(Deserialize)]
 struct Target {
@@ -256,8 +291,7 @@ fn dashboard_is_well_formed_for_grafana() {
             // On a fleet, the same cgroup on two hosts is two series: every
             // aggregation keeps `instance`, and one of a per-cgroup family
             // never sums over `cgroup` (a panel may show machine-wide
-            // series beside per-cgroup ones).
-            let per_cgroup = PER_CGROUP.iter().any(|f| t.expr.contains(f));
+            // series beside per-cgroup ones), but for pods' own cgroups.
             for (i, _) in t.expr.match_indices(" by (") {
                 let labels = &t.expr[i + 5..];
                 let labels = &labels[..labels.find(')').expect("closed by")];
@@ -266,7 +300,9 @@ fn dashboard_is_well_formed_for_grafana() {
                     "{}: by ({labels}) drops instance",
                     p.title
                 );
-                if per_cgroup {
+                let argument = aggregated(&t.expr, i + 5);
+                let per_cgroup = PER_CGROUP.iter().any(|f| argument.contains(f));
+                if per_cgroup && !pods_only(argument) {
                     assert!(
                         labels.contains("cgroup"),
                         "{}: by ({labels}) adds cgroups together",
@@ -304,26 +340,54 @@ fn substitute(expr: &str) -> String {
 fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts() {
     require_root("count cgroups' events for Prometheus to scrape");
     let cg = TestCgroup::create("cgperf-dash");
+    // A pod with one container under the test cgroup, as kubelet's
+    // cgroupfs driver lays them out, and a runtime that names them: for
+    // the energy row's per-pod and per-namespace panels.
+    let pid = std::process::id();
+    let uid = format!("{pid:08x}-0000-4000-8000-000000000042");
+    let id = format!("{pid:064x}");
+    let kubepods = TestCgroup::create_under(&cg.rel, "kubepods");
+    let qos = TestCgroup::create_under(&kubepods.rel, "besteffort");
+    let pod = TestCgroup::create_under(&qos.rel, &format!("pod{uid}"));
+    let container = TestCgroup::create_under(&pod.rel, &id);
+    let cri = FakeCri::serve(vec![FakePod {
+        sandbox: format!("sandbox-{pid}"),
+        uid: uid.clone(),
+        namespace: "shop".into(),
+        name: "web".into(),
+        containers: vec![(id.clone(), "app".into())],
+    }]);
     // The `by:` entry's filter matches nothing: its lost series exists (0)
     // for the losses panel, and no sample can overflow a ring and fire the
     // samples-lost alert while the machine's other workloads run.
     // With the top-down group and metrics of config/topdown-intel.yaml, as
-    // shipped, for the top-down panel.
+    // shipped, for the top-down panel; with energy from the model, the
+    // meter of machines without one (every machine here).
     let (topdown_group, topdown_metrics) = topdown_config();
     let config = format!(
-        "interval: 500ms\ngroups:\n  sched: [task-clock, cs, cpu-migrations, faults]\n  ipc: [cpu-cycles, instructions]\n  cache: [cache-references, cache-misses]\n  branch: [branch-instructions, branch-misses]\n{topdown_group}tracepoints: [sched:sched_switch, syscalls:sys_enter_getppid, {{name: syscalls:sys_enter_getpriority, by: [which], filter: \"which == 99\", as: getpriority_by_which}}]\nmetrics:\n  - {{name: switches_per_cpu_second, expr: cs / task-clock}}\n{topdown_metrics}cgroups:\n  - path: /\n  - path: {}\nhost:\n  groups:\n    energy: [power/energy-pkg/]\n    machine: [cs]\n  metrics:\n    - {{name: host_switches_per_second, expr: cs / duration_time * 1e9}}\nprocesses:\n  - {{name: tests, pid: {}}}\n",
+        "interval: 500ms\ngroups:\n  sched: [task-clock, cs, cpu-migrations, faults]\n  ipc: [cpu-cycles, instructions]\n  cache: [cache-references, cache-misses]\n  branch: [branch-instructions, branch-misses]\n{topdown_group}tracepoints: [sched:sched_switch, syscalls:sys_enter_getppid, {{name: syscalls:sys_enter_getpriority, by: [which], filter: \"which == 99\", as: getpriority_by_which}}]\nmetrics:\n  - {{name: switches_per_cpu_second, expr: cs / task-clock}}\n{topdown_metrics}cgroups:\n  - path: /\n  - path: {}\n  - match: {}/*\n  - match: {}/*/*\nlabels: [kubernetes, containers]\nenergy:\n  meter: model\n  model: {{per: socket, idle_watts: 10, max_watts: 110}}\nhost:\n  groups:\n    energy: [power/energy-pkg/]\n    machine: [cs]\n  metrics:\n    - {{name: host_switches_per_second, expr: cs / duration_time * 1e9}}\nprocesses:\n  - {{name: tests, pid: {}}}\n",
         cg.rel,
+        qos.rel,
+        qos.rel,
         std::process::id()
     );
     // Two hosts of a fleet: the same cgroup path on each. The config
     // writes perf's aliases: the dashboard finds the events all the same.
-    let exporter = Exporter::start(Some(&config));
-    let mut second = Exporter::start(Some(&config));
+    let file = config_file(&config);
+    let start = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+        cmd.arg(format!("--config.file={}", file.path().display()))
+            .arg(cri.flag());
+        Exporter::spawn(cmd)
+    };
+    let exporter = start();
+    let mut second = start();
     let prometheus = Prometheus::start(&[&exporter.addr, &second.addr]);
     // Workloads while Prometheus scrapes, so rates have two points and more.
     let until = Instant::now() + Duration::from_secs(8);
     while Instant::now() < until {
         spin_workload(&cg.dir, 300);
+        spin_workload(&container.dir, 300);
         getppid_workload(Some(&cg.dir), 10_000);
     }
     let pmu = has_hardware_pmu();
@@ -408,6 +472,54 @@ fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts()
     assert_eq!(usage, 2, "one series per host: {body}");
     let (_, ipc, _) = prometheus.query("cgroup:cgperf_ipc:rate1m");
     assert_eq!(ipc > 0, pmu);
+    // Energy: the pod, named by the runtime, draws watts on each host, and
+    // so does its namespace, by panel and by rule.
+    for (what, expr) in [
+        (
+            "the pod's rule",
+            format!(
+                "cgroup:cgperf_energy_watts:rate1m{{pod=\"web\", container_id=\"\", cgroup=\"{}\"}} > 0",
+                pod.rel
+            ),
+        ),
+        (
+            "the namespace's rule",
+            "namespace:cgperf_energy_watts:rate1m{namespace=\"shop\"} > 0".to_owned(),
+        ),
+    ] {
+        let (_, series, body) = prometheus.query(&expr);
+        assert_eq!(series, 2, "{what}: one series per host: {body}");
+    }
+    let panel = |title: &str| {
+        let p = d
+            .panels
+            .iter()
+            .find(|p| p.title == title)
+            .unwrap_or_else(|| panic!("a panel {title}"));
+        p.targets
+            .iter()
+            .map(|t| substitute(&t.expr))
+            .collect::<Vec<_>>()
+    };
+    // The pod's own cgroup, not its container's.
+    let (_, _, body) = prometheus.query(&panel("Power per pod")[0]);
+    assert_eq!(body.matches("\"name\":\"shop/web\"").count(), 2, "{body}");
+    assert!(!body.contains("shop/web/app"), "{body}");
+    let (_, _, body) = prometheus.query(&panel("Power per namespace")[0]);
+    assert_eq!(body.matches("\"namespace\":\"shop\"").count(), 2, "{body}");
+    // The namespace's watts are its one pod's, its container not added.
+    let (_, same, body) = prometheus.query(
+        "abs(namespace:cgperf_energy_watts:rate1m{namespace=\"shop\"} - on (instance, domain) \
+         sum by (instance, domain) (cgroup:cgperf_energy_watts:rate1m{pod=\"web\", container_id=\"\"})) < 1e-9",
+    );
+    assert_eq!(same, 2, "{body}");
+    // The node's meter, and its parts: the pod and the counted cgroups
+    // outside pods (the test cgroup's own work, `/`'s) drew power.
+    let node = panel("Node power: meter vs pods, the rest and unattributed");
+    for part in &node[..3] {
+        let (_, series, body) = prometheus.query(&format!("{part} > 0"));
+        assert_eq!(series, 2, "{part}: {body}");
+    }
 
     // `/`'s task-clock includes the idle task (it is the number of CPUs on
     // an idle machine): neither the rule nor the panel shows it as usage.
@@ -490,7 +602,7 @@ fn every_panel_query_is_valid_promql_and_returns_data_where_the_machine_counts()
     );
     assert_eq!(
         rules.matches("\"type\":\"recording\"").count(),
-        4,
+        6,
         "{rules}"
     );
     assert!(!rules.contains("\"health\":\"err\""), "{rules}");

@@ -60,14 +60,14 @@ fn prometheus_config_and_rules_pass_promtool() {
     assert!(ok, "promtool check config:\n{said}");
     assert!(
         said.contains("2 rule files found")
-            && said.contains("4 rules found")
+            && said.contains("6 rules found")
             && said.contains("10 rules found"),
         "the config loads the recording and alerting rules:\n{said}"
     );
     for (file, rules) in [
-        ("prometheus/rules.yml", 4),
+        ("prometheus/rules.yml", 6),
         ("prometheus/alerts.yml", 10),
-        ("prometheus/workload-alerts.yml", 1),
+        ("prometheus/workload-alerts.yml", 2),
     ] {
         let (ok, said) = tool(
             Command::new("promtool")

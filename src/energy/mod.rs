@@ -15,22 +15,19 @@
 //! series; the exporters only present them.
 
 pub mod cycles;
+mod ledger;
 pub mod meter;
 mod process;
 pub mod split;
 
 use crate::config::IdlePolicy;
 use crate::plan::EnergyPlan;
-use crate::snapshot::{CgroupActivity, EnergySample, EnergyScope, HostEnergy, Snapshot};
+use crate::snapshot::{EnergySample, EnergyScope, HostEnergy, Snapshot};
 use cycles::SystemCount;
+use ledger::Ledger;
 use meter::{Busy, Meter, model::Sockets};
-use split::{Tree, split};
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
-use std::time::SystemTime;
-
-/// Which cgroup: a cgroup removed and made again is another.
-type CgroupKey = (Arc<str>, SystemTime);
+use split::split;
+use std::collections::BTreeMap;
 
 /// What [`Account::read`] read, for [`Account::show`].
 #[derive(Debug, Default)]
@@ -60,16 +57,15 @@ pub struct Account {
     /// weight event changed at a reload): all of its active energy is
     /// then the system's.
     rebase: bool,
-    /// Each cgroup's weight totals per CPU at the last `show`.
-    last_weights: HashMap<CgroupKey, Box<[(u32, f64)]>>,
     /// Every meter scope (socket, domain, source) shown since cgperf
     /// started: totals are kept by scope, so that a series whose meter
     /// went and came back at reloads resumes where it was, never lower.
     scopes: Vec<EnergyScope>,
     /// The scope of each channel of the meter.
     current: Vec<usize>,
-    /// Each cgroup's micro-Joules per scope since it was first counted.
-    cgroups: HashMap<CgroupKey, Vec<u64>>,
+    /// Each cgroup's weight totals at the last `show` and its
+    /// micro-Joules per scope since it was first counted.
+    ledger: Ledger,
     /// Per scope: meter, idle and system micro-Joules so far.
     host: Vec<[u64; 3]>,
     /// The `processes:` series' energy.
@@ -93,8 +89,7 @@ impl Account {
             last_times: None,
             pending: None,
             rebase: false,
-            last_weights: HashMap::new(),
-            cgroups: HashMap::new(),
+            ledger: Ledger::default(),
             scopes: Vec::new(),
             current: Vec::new(),
             host: Vec::new(),
@@ -126,8 +121,7 @@ impl Account {
             self.take_meter(meter);
         }
         if (plan.weight, plan.weight_attr) != (self.plan.weight, self.plan.weight_attr) {
-            self.cgroups.clear();
-            self.last_weights.clear();
+            self.ledger = Ledger::default();
             self.processes = process::Views::default();
             self.system = system_count(&plan);
             self.rebase = true;
@@ -266,23 +260,28 @@ impl Account {
             .map(|at| (*at, self.scopes[*at]))
             .collect();
         let weight = snapshot.activity_weight;
-        let keys: Vec<CgroupKey> = snapshot
-            .activity
-            .iter()
-            .map(|a| (a.cgroup.clone(), a.start_time))
-            .collect();
-        let per_socket = self.interval_weights(&snapshot.activity, &keys);
+        let activity = &snapshot.activity;
+        // The sockets the meter covers, whose weights are kept.
+        let mut sockets: Vec<u32> = match &self.meter {
+            Ok(m) => m.channels().iter().map(|c| c.socket).collect(),
+            Err(_) => Vec::new(),
+        };
+        sockets.sort_unstable();
+        sockets.dedup();
+        let known = &mut self.sockets;
+        self.ledger.update(activity, &sockets, |cpu| known.of(cpu));
         self.processes.weigh(&snapshot.processes, weight);
         if let Some(pending) = self.pending.take() {
             let rebase = std::mem::replace(&mut self.rebase, false);
-            self.attribute(pending, &snapshot.activity, &keys, &per_socket, rebase);
+            self.attribute(pending, rebase);
         }
-        let shown: HashSet<&CgroupKey> = keys.iter().collect();
-        self.cgroups.retain(|key, _| shown.contains(key));
-        for (a, key) in snapshot.activity.iter().zip(&keys) {
-            let Some(totals) = self.cgroups.get(key) else {
+        snapshot.energy.reserve(activity.len() * shown_scopes.len());
+        for (i, totals) in self.ledger.totals() {
+            // None before its first share.
+            if totals.is_empty() {
                 continue;
-            };
+            }
+            let a = &activity[i];
             for (at, scope) in &shown_scopes {
                 snapshot.energy.push(EnergySample {
                     cgroup: a.cgroup.clone(),
@@ -309,22 +308,14 @@ impl Account {
             .collect();
     }
 
-    /// Shares one interval's energy (`pending`) among the cgroups of
-    /// `activity` by their weights `per_socket` (what no top-level cgroup
-    /// did going to `system`; all of it with `rebase`), and gives the
-    /// process series their view of it.
-    fn attribute(
-        &mut self,
-        pending: Pending,
-        activity: &[CgroupActivity],
-        keys: &[CgroupKey],
-        per_socket: &[BTreeMap<u32, f64>],
-        rebase: bool,
-    ) {
+    /// Shares one interval's energy (`pending`) among the counted cgroups
+    /// by what the ledger says each did (what no top-level cgroup did
+    /// going to `system`; all of it with `rebase`), and gives the process
+    /// series their view of it.
+    fn attribute(&mut self, pending: Pending, rebase: bool) {
         let Ok(meter) = &self.meter else { return };
         let channels = meter.channels().to_vec();
-        let paths: Vec<&str> = activity.iter().map(|a| &*a.cgroup).collect();
-        let tree = Tree::of(&paths);
+        let tree = self.ledger.tree();
         let mut busy_of: BTreeMap<u32, (Vec<(u64, u64)>, f64)> = BTreeMap::new();
         for (cpu, times) in &pending.busy.cpus {
             let entry = busy_of.entry(self.sockets.of(*cpu)).or_default();
@@ -338,13 +329,10 @@ impl Account {
             if whole.contains_key(&socket) {
                 continue;
             }
-            let weights: Vec<f64> = per_socket
-                .iter()
-                .map(|w| match rebase {
-                    true => 0.0,
-                    false => w.get(&socket).copied().unwrap_or(0.0),
-                })
-                .collect();
+            let mut weights = self.ledger.weights(socket).into_owned();
+            if rebase {
+                weights.fill(0.0);
+            }
             // The socket's own total tells the system's share, in the
             // weight's unit: busy time against task-clock, the CPUs' own
             // count against cycles.
@@ -372,18 +360,12 @@ impl Account {
             let Some((weights, all)) = whole.get(&channel.socket) else {
                 continue;
             };
-            let shared = split(energy - idle, &tree, weights, Some(*all));
+            let shared = split(energy - idle, self.ledger.tree(), weights, Some(*all));
             let Some(&at) = self.current.get(c) else {
                 continue;
             };
             let scopes = self.scopes.len();
-            // Saturating: no meter reading, however absurd, makes a total
-            // overflow (and none ever goes back).
-            for (key, part) in keys.iter().zip(&shared.cgroups) {
-                let total = self.cgroups.entry(key.clone()).or_default();
-                total.resize(scopes, 0);
-                total[at] = total[at].saturating_add(*part);
-            }
+            self.ledger.add(at, scopes, &shared.cgroups);
             if let Some(host) = self.host.get_mut(at) {
                 for (total, part) in host.iter_mut().zip([energy, idle, shared.system]) {
                     *total = total.saturating_add(part);
@@ -393,36 +375,6 @@ impl Account {
                 self.processes.add(at, scopes, energy - idle, machine);
             }
         }
-    }
-
-    /// What each cgroup did per socket since the last call (a weight total
-    /// that went back counts from 0), and keeps the totals for the next.
-    fn interval_weights(
-        &mut self,
-        activity: &[CgroupActivity],
-        keys: &[CgroupKey],
-    ) -> Vec<BTreeMap<u32, f64>> {
-        let mut out = Vec::with_capacity(activity.len());
-        let mut kept = HashMap::with_capacity(activity.len());
-        for (a, key) in activity.iter().zip(keys) {
-            let last = self.last_weights.remove(key);
-            // Both in CPU order, as the totals keep them.
-            let before = |cpu: u32| {
-                let last = last.as_deref().unwrap_or(&[]);
-                last.binary_search_by_key(&cpu, |(c, _)| *c)
-                    .map_or(0.0, |at| last[at].1)
-            };
-            let mut sockets = BTreeMap::new();
-            for (cpu, total) in a.cpus.iter() {
-                let was = before(*cpu);
-                let delta = if *total >= was { total - was } else { *total };
-                *sockets.entry(self.sockets.of(*cpu)).or_insert(0.0) += delta;
-            }
-            out.push(sockets);
-            kept.insert(key.clone(), a.cpus.clone());
-        }
-        self.last_weights = kept;
-        out
     }
 }
 

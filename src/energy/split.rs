@@ -10,53 +10,84 @@ use std::collections::HashMap;
 /// whole numbers summing to `total` exactly. All of it goes to the last
 /// weight when they sum to 0.
 pub fn shares(total: u64, weights: &[f64]) -> Vec<u64> {
-    let clean: Vec<f64> = weights
-        .iter()
-        .map(|w| if w.is_finite() && *w > 0.0 { *w } else { 0.0 })
-        .collect();
-    let sum: f64 = clean.iter().sum();
-    let mut out = vec![0u64; weights.len()];
-    if out.is_empty() {
-        return out;
-    }
-    if sum <= 0.0 {
-        let last = out.len() - 1;
-        out[last] = total;
-        return out;
-    }
-    let exact: Vec<f64> = clean.iter().map(|w| total as f64 * (w / sum)).collect();
-    for (o, e) in out.iter_mut().zip(&exact) {
-        *o = (e.floor() as u64).min(total);
-    }
-    // Rounding of the products may overshoot by a unit or two: take back
-    // from the largest first.
-    let mut given: u64 = out.iter().sum();
-    while given > total {
-        let Some(i) = (0..out.len()).max_by_key(|i| out[*i]) else {
-            break;
-        };
-        out[i] -= 1;
-        given -= 1;
-    }
-    let mut order: Vec<usize> = (0..out.len()).filter(|i| clean[*i] > 0.0).collect();
-    order.sort_by(|a, b| {
-        let fa = exact[*a] - out[*a] as f64;
-        let fb = exact[*b] - out[*b] as f64;
-        fb.total_cmp(&fa).then(a.cmp(b))
-    });
-    let mut left = total - given;
-    for i in order.iter().cycle() {
-        if left == 0 {
-            break;
-        }
-        out[*i] += 1;
-        left -= 1;
-    }
+    let mut out = Vec::new();
+    Scratch::default().share(total, weights, &mut out);
     out
 }
 
+/// Room [`shares`] works in, kept from one sharing to the next: the tree
+/// of 10,000 cgroups is shared every interval without allocating.
+#[derive(Debug, Default)]
+struct Scratch {
+    exact: Vec<f64>,
+    order: Vec<usize>,
+}
+
+impl Scratch {
+    /// [`shares`] into `out`.
+    fn share(&mut self, total: u64, weights: &[f64], out: &mut Vec<u64>) {
+        let clean = |w: f64| if w.is_finite() && w > 0.0 { w } else { 0.0 };
+        let sum: f64 = weights.iter().map(|w| clean(*w)).sum();
+        out.clear();
+        out.resize(weights.len(), 0);
+        if out.is_empty() {
+            return;
+        }
+        if sum <= 0.0 {
+            let last = out.len() - 1;
+            out[last] = total;
+            return;
+        }
+        let exact = &mut self.exact;
+        exact.clear();
+        exact.extend(weights.iter().map(|w| total as f64 * (clean(*w) / sum)));
+        for (o, e) in out.iter_mut().zip(exact.iter()) {
+            *o = (e.floor() as u64).min(total);
+        }
+        // Rounding of the products may overshoot by a unit or two: take
+        // back from the largest first.
+        let mut given: u64 = out.iter().sum();
+        while given > total {
+            let Some(i) = (0..out.len()).max_by_key(|i| out[*i]) else {
+                break;
+            };
+            out[i] -= 1;
+            given -= 1;
+        }
+        let mut left = total - given;
+        if left == 0 {
+            return;
+        }
+        // The units left go to the largest remainders (the first index
+        // among equal ones): only which ones matter, so a selection does
+        // unless there are more units than weights.
+        let order = &mut self.order;
+        order.clear();
+        order.extend((0..out.len()).filter(|i| clean(weights[*i]) > 0.0));
+        let larger = |a: &usize, b: &usize| {
+            let fa = exact[*a] - out[*a] as f64;
+            let fb = exact[*b] - out[*b] as f64;
+            fb.total_cmp(&fa).then(a.cmp(b))
+        };
+        match usize::try_from(left) {
+            Ok(n) if n < order.len() => {
+                order.select_nth_unstable_by(n, larger);
+                order.truncate(n);
+            }
+            _ => order.sort_by(larger),
+        }
+        for i in order.iter().cycle() {
+            if left == 0 {
+                break;
+            }
+            out[*i] += 1;
+            left -= 1;
+        }
+    }
+}
+
 /// The counted cgroups as a tree: each one's nearest counted ancestor.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Tree {
     /// The cgroups without a counted ancestor.
     pub top: Vec<usize>,
@@ -119,23 +150,26 @@ pub fn split(active: u64, tree: &Tree, weights: &[f64], busy: Option<f64>) -> Sp
     let weight = |i: usize| weights[i].max(0.0);
     let top: f64 = tree.top.iter().map(|i| weight(*i)).sum();
     let outside = busy.map_or(0.0, |b| (b - top).max(0.0));
+    let mut scratch = Scratch::default();
     let mut ws: Vec<f64> = tree.top.iter().map(|i| weight(*i)).collect();
     ws.push(outside);
-    let mut parts = shares(active, &ws);
+    let mut parts = Vec::new();
+    scratch.share(active, &ws, &mut parts);
     let system = parts.pop().unwrap_or(0);
-    let mut queue: Vec<(usize, u64)> = tree.top.iter().copied().zip(parts).collect();
+    let mut queue: Vec<(usize, u64)> = tree.top.iter().copied().zip(parts.drain(..)).collect();
     while let Some((at, share)) = queue.pop() {
         cgroups[at] = share;
         let kids = &tree.children[at];
         if kids.is_empty() {
             continue;
         }
-        let mut ws: Vec<f64> = kids.iter().map(|k| weight(*k)).collect();
+        ws.clear();
+        ws.extend(kids.iter().map(|k| weight(*k)));
         let below: f64 = ws.iter().sum();
         ws.push((weight(at) - below).max(0.0));
-        let mut parts = shares(share, &ws);
+        scratch.share(share, &ws, &mut parts);
         parts.pop();
-        queue.extend(kids.iter().copied().zip(parts));
+        queue.extend(kids.iter().copied().zip(parts.drain(..)));
     }
     Split { cgroups, system }
 }

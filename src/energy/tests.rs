@@ -6,8 +6,10 @@
 
 use super::*;
 use crate::config::{EnergyDef, MeterChoice, ModelScope, PowerModel};
-use crate::snapshot::ProcessSample;
+use crate::snapshot::{CgroupActivity, ProcessSample};
 use meter::Channel;
+use std::sync::Arc;
+use std::time::SystemTime;
 
 /// What the recorded meter counts per interval on socket 0's `pkg`.
 const METER: u64 = 1_000_003;
