@@ -1808,13 +1808,17 @@ fn context_switches_and_clocks_the_program_counts_itself_match_the_kernels_count
                 by_program.expect("a context-switches series"),
                 by_kernel.expect("a context-switches series"),
             );
-            // A switch while its task moves itself in is the cgroup's it
-            // enters for the program, the one's it leaves for the kernel
-            // (until cgroup mode's own switch of the task): the only
-            // difference, a few switches under load.
-            assert!(
-                by_program >= by_kernel && by_program <= by_kernel + 10.0,
-                "{what}, {}: {by_program} switches out of its task, the kernel's {by_kernel}",
+            // Exact, the machine loaded or not: where a switch goes unseen
+            // (a kernel that switches out of some tasks without the
+            // tracepoint), the program's next reading splits what it
+            // counted at the last switch it saw.
+            println!(
+                "{what}, {}: switches {by_program}, the kernel's {by_kernel}",
+                side.rel
+            );
+            assert_eq!(
+                by_program, by_kernel,
+                "{what}, {}: switches out of its task, the program's and the kernel's",
                 side.rel
             );
             assert!(
@@ -1851,14 +1855,11 @@ fn context_switches_and_clocks_the_program_counts_itself_match_the_kernels_count
         "the perf counter leading the group counts: {}",
         faults(&by_bpf_mixed)
     );
-    // A perf counter the program reads at each switch: what the CPU
-    // counted since its last reading goes to the cgroup recorded then, so
-    // a fault or two of a forked child that has not moved in yet may go
-    // with it (5 in 311 once, in a fresh run); never fewer than the kernel's.
     let (by_program, by_kernel) = (faults(&by_bpf_mixed), faults(&by_cgroup_mixed));
-    assert!(
-        by_program >= by_kernel && by_program <= by_kernel + 10.0,
-        "page faults: the program's perf counter {by_program}, the kernel's {by_kernel}"
+    println!("page faults: {by_program}, the kernel's {by_kernel}");
+    assert_eq!(
+        by_program, by_kernel,
+        "page faults through the program's perf counter"
     );
 }
 

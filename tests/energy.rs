@@ -237,25 +237,14 @@ fn cpu_work_in_a_1_to_3_ratio_gets_energy_in_that_ratio_and_every_interval_adds_
             "energy a/b = {ratio}, task-clock a/b = {counted}\n{after}"
         );
     }
-    // Against the known work: within 1 % with the cgroup backend. The bpf
-    // backend's task-clock of a short-lived forked child runs over the
-    // child's own CPU clock (measured: 0 to 33 ms on 300 and 900 ms of
-    // work on a loaded 2-CPU machine; never under), and the energy follows
-    // what it counted (asserted above): there, each count is held to its
-    // known work within that.
-    if backend_asked().as_deref() == Some("bpf") {
-        for (counted, known) in [(ca, 0.3), (cb, 0.9)] {
-            assert!(
-                counted > known - 0.005 && counted < known + 0.05,
-                "task-clock {counted} s for {known} s of work\n{after}"
-            );
-        }
-    } else {
-        assert!(
-            (ratio * 3.0 - 1.0).abs() < 0.01,
-            "a/b = {ratio}, not 1/3 within 1 %\n{after}"
-        );
-    }
+    // Against the known work: within 1 %, whatever the backend (the bpf
+    // backend's task-clock of a short forked child once ran up to 106 ms
+    // over it on a loaded machine, where a switch out of another task went
+    // unseen: see docs/design/bpf.md).
+    assert!(
+        (ratio * 3.0 - 1.0).abs() < 0.01,
+        "a/b = {ratio}, not 1/3 within 1 %\n{after}"
+    );
     let system = value(
         &after,
         "cgperf_energy_unattributed_joules_total",

@@ -96,10 +96,18 @@ struct css_set {
 	struct cgroup *dfl_cgrp;
 } __attribute__((preserve_access_index));
 
+// The scheduler's run time of a task, and that total when it last got a
+// CPU (both on the clock the scheduler keeps for tasks).
+struct sched_entity {
+	__u64 sum_exec_runtime;
+	__u64 prev_sum_exec_runtime;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int pid;
 	int tgid;
 	struct css_set *cgroups;
+	struct sched_entity se;
 } __attribute__((preserve_access_index));
 
 // A function another CPU asked this one to run, and its argument.
@@ -200,6 +208,17 @@ struct progress {
 	// The task recorded as running there since the last reading, whose
 	// cgroup `running` holds.
 	__u64 task;
+	// Switches that went unseen there (see `run`): once one has, every
+	// switch there takes a reading.
+	__u64 unseen;
+	// What the charges of the run in progress add (ALL, HEAD or TAIL
+	// below) and, where a reading is split, what the task that ran last
+	// counted of the program's own counters (FROM_SWITCHES and
+	// FROM_CLOCK, at most their deltas; the perf counters' deltas are all
+	// its own).
+	__u64 part;
+	__u64 tail_switches;
+	__u64 tail_clock;
 };
 
 // Sized by cgperf at load time (the max_entries here are placeholders).
@@ -464,15 +483,32 @@ static __always_inline __u32 chunk_of(__u32 slot, __u32 shift, __u32 *offset)
 	return k;
 }
 
+// Which part of each delta a charge adds: all of it, or, where a reading
+// is split between the cgroup recorded and the one of the task that ran
+// last (see `run`), what came before that task ran (HEAD) or the rest
+// (TAIL).
+#define ALL 0
+#define HEAD 1
+#define TAIL 2
+
 struct charge_loop {
 	__u32 cpu;
 	__u32 top;
 	// The chunk of the slot charged and the slot's cell there.
 	__u32 chunk;
 	__u32 cell;
+	__u64 part;
+	__u64 tail_switches;
+	__u64 tail_clock;
 };
 
-// Adds counter e's delta to the slot `c` names.
+static __always_inline __u64 at_most(__u64 a, __u64 b)
+{
+	return a < b ? a : b;
+}
+
+// Adds counter e's delta, or the part of it `c` says, to the slot `c`
+// names.
 static long charge_one(__u32 e, struct charge_loop *c)
 {
 	if (e >= c->top || e >= MAX_EVENTS)
@@ -481,6 +517,24 @@ static long charge_one(__u32 e, struct charge_loop *c)
 	struct last *l = bpf_map_lookup_elem(&last, &from);
 	if (!l || !(l->delta.value | l->delta.enabled | l->delta.running))
 		return 0;
+	struct reading d = l->delta;
+	if (c->part != ALL && l->source != FROM_COUNTER) {
+		struct reading tail = {
+			.value = at_most(d.value, l->source == FROM_SWITCHES ? c->tail_switches :
+									      c->tail_clock),
+			.enabled = at_most(d.enabled, c->tail_clock),
+			.running = at_most(d.running, c->tail_clock),
+		};
+		if (c->part == TAIL) {
+			d = tail;
+		} else {
+			d.value -= tail.value;
+			d.enabled -= tail.enabled;
+			d.running -= tail.running;
+		}
+	} else if (c->part == HEAD) {
+		return 0;
+	}
 	__u32 at = e * CHUNKS + c->chunk;
 	void *chunk = bpf_map_lookup_elem(&totals, &at);
 	if (!chunk)
@@ -488,21 +542,29 @@ static long charge_one(__u32 e, struct charge_loop *c)
 	struct reading *t = bpf_map_lookup_elem(chunk, &c->cell);
 	if (!t)
 		return 0;
-	t->value += l->delta.value;
-	t->enabled += l->delta.enabled;
-	t->running += l->delta.running;
+	t->value += d.value;
+	t->enabled += d.enabled;
+	t->running += d.running;
 	return 0;
 }
 
-// Adds this CPU's deltas of its counters below `top` to `slot`.
+// Adds this CPU's deltas of its counters below `top` (the part of them
+// its run in progress says) to `slot`.
 __noinline int charge_slot(__u32 cpu, __u32 capacity, __u32 slot, __u32 top)
 {
 	__u32 zero = 0;
 	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
-	if (!cfg || slot >= capacity || cfg->chunk0 > 31)
+	struct progress *pr = bpf_map_lookup_elem(&progress, &cpu);
+	if (!cfg || !pr || slot >= capacity || cfg->chunk0 > 31)
 		return 0;
 	__u32 offset = 0;
-	struct charge_loop c = { .cpu = cpu, .top = top };
+	struct charge_loop c = {
+		.cpu = cpu,
+		.top = top,
+		.part = pr->part,
+		.tail_switches = pr->tail_switches,
+		.tail_clock = pr->tail_clock,
+	};
 	c.chunk = chunk_of(slot, cfg->chunk0, &offset);
 	c.cell = offset * cfg->cpus + cpu;
 	bpf_loop(MAX_EVENTS, charge_one, &c, 0);
@@ -678,13 +740,28 @@ static __always_inline void become(struct chain *r, __u64 cgroup, __u64 id, __u3
 // switched to; at a flush or a move, the running task). `task`, `cgroup`,
 // `id`: the task that ran until now (at a switch, the one switched out)
 // and its cgroup, which lets a switch between two tasks of the cgroup
-// recorded read nothing. If that task is not the one recorded, a switch
-// to it went unseen (some kernels switch to some tasks without the
-// tracepoint): what was counted since is charged to its cgroup, the one
-// known to have run last. A switch is counted first. Returns 1 if a run
+// recorded read nothing. A switch is counted first. Returns 1 if a run
 // was in progress here (this one interrupts it): then it did nothing.
+//
+// If the task that ran until now is not the one recorded, a switch went
+// unseen: some kernels switch out of some tasks (those of a VM's own
+// agent) without the tracepoint and without running any BPF program, while
+// their perf counters count the switch and cgroup mode switches events
+// there. The task recorded ran up to that switch, then the task seen now
+// (`ran`: how long it ran since it got the CPU, on the scheduler's clock,
+// at a switch; ~0 otherwise). The reading is split there: the switches
+// seen since the last reading and the unseen one (the kernel counts it as
+// the switch out of the task recorded) go to the cgroup recorded, as does
+// the clock but for `ran`; the switch out of the task seen now, `ran` and
+// what the perf counters counted (which the program cannot split) go to
+// its cgroup. At a move the task's cgroup is already the one it enters,
+// and what it counted before is the one's it leaves: all of it goes to the
+// cgroup recorded. Once a switch went unseen on a CPU, every switch there
+// takes a reading (none is skipped as a switch within one cgroup), so
+// that what the perf counters counted goes to the cgroup entered from the
+// moment the task recorded got the CPU, not from an earlier switch.
 static __always_inline int run(__u64 task, __u64 cgroup, __u64 id, __u64 next,
-			       __u64 next_cgroup, __u64 next_id, int why)
+			       __u64 next_cgroup, __u64 next_id, int why, __u64 ran)
 {
 	__u32 zero = 0;
 	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
@@ -708,14 +785,19 @@ static __always_inline int run(__u64 task, __u64 cgroup, __u64 id, __u64 next,
 	pr->busy = 1;
 	if (why == SWITCH)
 		pr->switches++;
+	int unseen = pr->task && pr->task != task;
+	if (unseen) {
+		pr->unseen++;
+		pr->switches++;
+	}
 	// The epoch first: cgperf raises `top` and describes the counters of
 	// an epoch before it moves to it.
 	__u64 epoch = *(volatile __u64 *)st;
 	asm volatile("" ::: "memory");
 	__u32 top = *(volatile __u32 *)&cfg->top;
 	__u64 done = pr->done;
-	if (why != FLUSH && epoch == done && r->generation == generation && r->id == id &&
-	    r->cgroup == cgroup && next_id == id && next_cgroup == cgroup) {
+	if (why != FLUSH && !pr->unseen && epoch == done && r->generation == generation &&
+	    r->id == id && r->cgroup == cgroup && next_id == id && next_cgroup == cgroup) {
 		pr->task = next;
 		pr->busy = 0;
 		return 0;
@@ -723,14 +805,26 @@ static __always_inline int run(__u64 task, __u64 cgroup, __u64 id, __u64 next,
 	read_all(cpu, top, done, epoch, pr->switches);
 	// Up to now, for the cgroup recorded as running since the last
 	// reading (a task that moved since without a reading taken at its
-	// move has it charged to the cgroup it left), unless another task
-	// than the one recorded ran until now.
-	if (pr->task != task && id)
+	// move has it charged to the cgroup it left); for the first reading
+	// here, for the cgroup of the task that ran.
+	if (!pr->task && id)
 		become(r, cgroup, id, cpu, capacity, generation);
 	else if (r->id && r->generation != generation)
 		record(cpu, capacity, generation);
+	int split = unseen && id && why != MOVE;
+	if (split) {
+		pr->part = HEAD;
+		pr->tail_switches = why == SWITCH;
+		pr->tail_clock = ran;
+	}
 	if (r->id)
 		charge_chain(cpu, capacity, top);
+	if (split) {
+		pr->part = TAIL;
+		become(r, cgroup, id, cpu, capacity, generation);
+		charge_chain(cpu, capacity, top);
+		pr->part = ALL;
+	}
 	pr->done = epoch;
 	if (next_id)
 		become(r, next_cgroup, next_id, cpu, capacity, generation);
@@ -750,7 +844,8 @@ int charge(__u64 *ctx)
 	__u64 id = 0, next_id = 0;
 	__u64 cgroup = cgroup_of_typed(prev, &id);
 	__u64 next_cgroup = cgroup_of_typed(next, &next_id);
-	return run((__u64)prev, cgroup, id, (__u64)next, next_cgroup, next_id, SWITCH);
+	__u64 ran = prev->se.sum_exec_runtime - prev->se.prev_sum_exec_runtime;
+	return run((__u64)prev, cgroup, id, (__u64)next, next_cgroup, next_id, SWITCH, ran);
 }
 
 // A reading for the task running here, `current`, which goes on running
@@ -759,7 +854,7 @@ static __always_inline int read_for(struct task_struct *current, int why)
 {
 	__u64 id = 0;
 	__u64 cgroup = cgroup_of(current, &id);
-	return run((__u64)current, cgroup, id, (__u64)current, cgroup, id, why);
+	return run((__u64)current, cgroup, id, (__u64)current, cgroup, id, why, ~0ULL);
 }
 
 // The flush: test-run by cgperf on a CPU (a typed program cannot be), it
