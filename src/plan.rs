@@ -12,6 +12,7 @@ use crate::events::{CorePmus, EventAttr, Field, HeldBinary};
 use crate::ids::{EventId, GroupId, SampledId};
 use crate::machine::Machine;
 use crate::snapshot::{NotCountable, Spelling, Support};
+use std::collections::HashSet;
 use std::ffi::CStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -493,25 +494,21 @@ impl Plan {
     /// The metrics to compute for a cgroup chosen by `selectors`, in the
     /// config's order.
     pub fn metrics_for(&self, selectors: &[usize]) -> Vec<Arc<MetricDef>> {
-        let chosen = self.chosen(selectors);
-        self.metrics
-            .iter()
-            .filter(|m| chosen.iter().any(|s| s.metrics.contains(&m.name)))
-            .cloned()
-            .collect()
+        self.metrics_named(self.chosen(selectors).iter().flat_map(|s| &s.metrics))
     }
 
     /// The metrics to compute for the processes of `selector`, in the
     /// config's order.
-    pub fn metrics_of_process(
-        &self,
-        selector: &crate::config::ProcessSelector,
-    ) -> Vec<Arc<MetricDef>> {
-        self.metrics
-            .iter()
-            .filter(|m| selector.metrics.contains(&m.name))
-            .cloned()
-            .collect()
+    pub fn metrics_of_process(&self, s: &crate::config::ProcessSelector) -> Vec<Arc<MetricDef>> {
+        self.metrics_named(s.metrics.iter())
+    }
+
+    /// The metrics of `names` in the config's order (a set: thousands of
+    /// metrics, each against thousands of names, took seconds).
+    fn metrics_named<'a>(&self, names: impl Iterator<Item = &'a String>) -> Vec<Arc<MetricDef>> {
+        let names: HashSet<&str> = names.map(String::as_str).collect();
+        let named = self.metrics.iter().filter(|m| names.contains(&*m.name));
+        named.cloned().collect()
     }
 
     fn chosen(&self, selectors: &[usize]) -> Vec<&CgroupSelector> {

@@ -136,6 +136,23 @@ impl Worker {
                                 getppid_n(n);
                             });
                         }),
+                        // Renames itself `cgpt-forker`, then forks n
+                        // children 0.4 ms apart, each sleeping through
+                        // scans, then calling 1,000 times; not waited for.
+                        b'F' => {
+                            set_comm(b"cgpt-forker");
+                            for _ in 0..n {
+                                fork_child(false, || {
+                                    sleep_ms(1500);
+                                    getppid_n(1000);
+                                });
+                                let t = libc::timespec {
+                                    tv_sec: 0,
+                                    tv_nsec: 400_000,
+                                };
+                                libc::nanosleep(&t, std::ptr::null_mut());
+                            }
+                        }
                         // Reaps every child.
                         b'w' => while libc::waitpid(-1, std::ptr::null_mut(), 0) > 0 {},
                         _ => libc::_exit(0),
@@ -1044,4 +1061,26 @@ fn a_process_whose_comm_is_not_utf8_is_matched_labelled_escaped_and_keeps_its_tr
     assert_eq!(counted(&body, "nu"), 2.0, "{body}");
     assert_eq!(calls_of_all(&body, "lit"), 1_000.0, "{body}");
     common::prometheus::promtool_check(&body);
+}
+
+#[test]
+fn children_forked_while_their_parent_is_found_are_counted_once() {
+    require_root("count other processes");
+    const CHILDREN: u64 = 2_000;
+    let worker = Worker::start("cgpt-prefork");
+    let exporter = Exporter::start(Some(&config("  - {name: forks, comm: cgpt-forker}\n")));
+    exporter.wait_collections(1);
+    // Matches from now on, while it forks: scans find it mid-way.
+    worker.run(b'F', CHILDREN);
+    std::thread::sleep(Duration::from_millis(2_000));
+    worker.run(b'w', 0);
+    let body = exporter.wait_collections(2);
+    let seen = calls(&body, "forks");
+    let lost = (CHILDREN * 1_000) as f64 - seen;
+    eprintln!(
+        "{seen} of {} calls: {} children short",
+        CHILDREN * 1_000,
+        lost / 1_000.0
+    );
+    assert_eq!(seen, (CHILDREN * 1_000) as f64, "{body}");
 }

@@ -162,16 +162,8 @@ pub fn readiness(snap: &Snapshot, now: Instant) -> Result<(), String> {
     {
         return Err(why);
     }
-    let over_budget = snap
-        .skipped
-        .get(&crate::snapshot::SkipReason::FdBudget)
-        .copied()
-        .unwrap_or(0);
-    if snap.monitored_cgroups == 0 && over_budget > 0 {
-        return Err(format!(
-            "no cgroup is counted: the {over_budget} selected are skipped (fd_budget), {}",
-            crate::snapshot::SkipReason::FdBudget.explain()
-        ));
+    if let Some(why) = nothing_monitored(snap) {
+        return Err(why);
     }
     let limit = snap.interval.saturating_mul(3).max(MIN_STALL);
     let age = now.saturating_duration_since(finished);
@@ -185,6 +177,35 @@ pub fn readiness(snap: &Snapshot, now: Instant) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Why no cgroup is counted, where every one selected is skipped (for the
+/// descriptor budget, `max_cgroups` or a path too long): counts that stay
+/// empty would look healthy. `None` while one is counted, or none is
+/// selected (a config that counts processes or the host alone).
+fn nothing_monitored(snap: &Snapshot) -> Option<String> {
+    use crate::snapshot::SkipReason;
+    let skips: Vec<(SkipReason, u64)> = SkipReason::ALL
+        .into_iter()
+        .filter_map(|r| Some((r, snap.skipped.get(&r).copied().filter(|&n| n > 0)?)))
+        .collect();
+    if snap.monitored_cgroups > 0 || skips.is_empty() {
+        return None;
+    }
+    let total: u64 = skips.iter().map(|(_, n)| n).sum();
+    let labels: Vec<String> = match skips.as_slice() {
+        [(reason, _)] => vec![reason.label().to_string()],
+        _ => skips
+            .iter()
+            .map(|(reason, n)| format!("{n} {}", reason.label()))
+            .collect(),
+    };
+    let why: Vec<&str> = skips.iter().map(|(reason, _)| reason.explain()).collect();
+    Some(format!(
+        "no cgroup is counted: the {total} selected are skipped ({}), {}",
+        labels.join(", "),
+        why.join("; ")
+    ))
 }
 
 /// True when the scraper lists OpenMetrics among the types it accepts
@@ -382,6 +403,46 @@ mod tests {
         // Some counted: ready, the skip counter says the rest.
         assert_eq!(with(1, 5).0, 200);
         assert_eq!(with(0, 0).0, 200);
+    }
+
+    #[test]
+    fn not_ready_while_every_cgroup_is_skipped_for_max_cgroups_or_a_path_too_long() {
+        use crate::snapshot::SkipReason;
+        let with = |monitored: u64, skips: &[(SkipReason, u64)]| {
+            let latest = finished(Duration::from_millis(100), Duration::from_secs(1));
+            let mut snap = (*latest.get()).clone();
+            snap.monitored_cgroups = monitored;
+            for &(reason, n) in skips {
+                snap.skipped.insert(reason, n);
+            }
+            latest.publish(snap);
+            serve_and_get(latest, READY_PATH)
+        };
+        let (status, body) = with(0, &[(SkipReason::MaxCgroups, 3)]);
+        assert_eq!(status, 503, "{body}");
+        assert!(
+            body.contains("no cgroup is counted: the 3 selected are skipped (max_cgroups)")
+                && body.contains("`max_cgroups` allows"),
+            "{body}"
+        );
+        let (status, body) = with(0, &[(SkipReason::PathTooLong, 1)]);
+        assert_eq!(status, 503, "{body}");
+        assert!(
+            body.contains("the 1 selected are skipped (path_too_long)")
+                && body.contains("PATH_MAX"),
+            "{body}"
+        );
+        let both = [(SkipReason::PathTooLong, 1), (SkipReason::FdBudget, 2)];
+        let (status, body) = with(0, &both);
+        assert_eq!(status, 503, "{body}");
+        assert!(
+            body.contains("the 3 selected are skipped (2 fd_budget, 1 path_too_long)")
+                && body.contains("ulimit -n")
+                && body.contains("PATH_MAX"),
+            "{body}"
+        );
+        assert_eq!(with(1, &[(SkipReason::MaxCgroups, 9)]).0, 200);
+        assert_eq!(with(1, &both).0, 200);
     }
 
     #[test]

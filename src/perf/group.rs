@@ -35,6 +35,9 @@ pub enum Target<'a> {
     /// the threads and processes it creates after the open (`inherit`):
     /// their counts are added to its own, and a group read sums them all.
     Thread(u32),
+    /// One thread only, on whichever CPU it runs: nothing it creates
+    /// counts with it.
+    ThreadAlone(u32),
 }
 
 /// Event `index` of the group could not be opened.
@@ -212,6 +215,10 @@ pub(crate) fn open_event(
         Target::AllTasks => (-1, cpu, PERF_FLAG_FD_CLOEXEC),
         Target::Thread(tid) => {
             attr.set_inherit(1);
+            let tid = i32::try_from(tid).map_err(|_| Errno(libc::ESRCH))?;
+            (tid, -1, PERF_FLAG_FD_CLOEXEC)
+        }
+        Target::ThreadAlone(tid) => {
             let tid = i32::try_from(tid).map_err(|_| Errno(libc::ESRCH))?;
             (tid, -1, PERF_FLAG_FD_CLOEXEC)
         }

@@ -19,6 +19,7 @@
 //! counts through the entry (see [`regroup`]).
 
 mod cap;
+mod fence;
 mod regroup;
 mod scan;
 mod series;
@@ -310,6 +311,11 @@ impl Processes {
             .retain(|(_, pid, start)| alive.get(pid).is_some_and(|s| s.start == *start));
         let mut skipped = ProcessesSkipped::default();
         skipped.fd_budget += self.open_missing(errors);
+        // Each process's children as the listing found them.
+        let mut found: HashMap<u32, Vec<u32>> = HashMap::new();
+        for s in alive.values() {
+            found.entry(s.ppid).or_default().push(s.pid);
+        }
         for s in seen.iter().filter(|s| !s.dead) {
             for at in 0..self.selected.len() {
                 let selected = &self.selected[at];
@@ -325,7 +331,8 @@ impl Processes {
                     skipped.max_processes += 1;
                     continue;
                 }
-                if !self.admit(at, s, errors) {
+                let found = found.get(&s.pid).map_or(&[][..], Vec::as_slice);
+                if !self.admit(at, (s, found), errors) {
                     skipped.fd_budget += 1;
                 }
             }
@@ -419,30 +426,16 @@ impl Processes {
         None
     }
 
-    /// Says how many children of `s` appeared while its groups opened:
-    /// each was created either before the open, inheriting nothing, or
-    /// after, inheriting them, and the kernel does not say which. They
-    /// are taken to inherit (never counted twice); those that did not are
-    /// not counted.
-    fn note_forks_in_flight(&self, at: usize, s: &Seen, before: &[u32], after: &[u32]) {
-        let unsure = after.iter().filter(|c| !before.contains(c)).count();
-        if unsure > 0 {
-            tracing::warn!(
-                "process {} ({}) of `{}`: {unsure} children appeared while its groups were \
-                 being opened; those whose creation began before the open inherit nothing and \
-                 are not counted (the kernel does not say which)",
-                s.pid,
-                s.comm,
-                self.selected[at].name
-            );
-        }
-    }
-
     /// Opens the groups of entry `at` on every thread of `s`; false when
     /// their descriptors would not fit the budget (nothing is opened).
-    fn admit(&mut self, at: usize, s: &Seen, errors: &mut Errors) -> bool {
+    /// `found` is its children in the listing that found it: those that
+    /// appeared since count through it, as those created later do.
+    fn admit(&mut self, at: usize, (s, found): (&Seen, &[u32]), errors: &mut Errors) -> bool {
         let threads = scan::threads(&self.root, s.pid);
-        if !self.fits(Self::cost(&self.selected[at].groups, threads.len())) {
+        // With a task clock per thread while they open (see [`fence`]).
+        let clocks = threads.len() as u64;
+        let cost = Self::cost(&self.selected[at].groups, threads.len());
+        if !self.fits(cost.saturating_add(clocks)) {
             return false;
         }
         let selected = &self.selected[at];
@@ -456,16 +449,22 @@ impl Processes {
         };
         let slot = self.series_slot(id.clone());
         let specs = self.selected[at].groups.clone();
-        // Its children listed just before its groups open (the scan that
-        // found it listed /proc earlier) were created before, inherit none
-        // of them, and are not counted through it.
-        let before = scan::children(&self.root, s.pid);
-        let (readers, refused) = self.open_groups(&specs, &threads, slot, Start::Now, errors);
-        let after = scan::children(&self.root, s.pid);
+        // Its children made before its groups open (the scan that found it
+        // listed /proc earlier) inherit none of them, and are not counted
+        // through it; every later one inherits them all (see [`fence`]).
+        let fence::Opened {
+            groups: readers,
+            refused,
+            before,
+            during,
+            unsure,
+        } = self.open_quiet((s.pid, found), &specs, slot, Start::Now, errors);
         for child in before.iter().filter_map(|&c| scan::stat(&self.root, c)) {
             self.first_seen.entry(child.id()).or_insert(self.generation);
         }
-        self.note_forks_in_flight(at, s, &before, &after);
+        if let Some((children, threads)) = unsure {
+            self.note_unsure(at, s, &children, &threads);
+        }
         let selected = &self.selected[at];
         let key = (selected.name.clone(), s.pid, s.start);
         if let Some((tid, group, e)) = refused
@@ -496,7 +495,8 @@ impl Processes {
             missing: Vec::new(),
             through: None,
         };
-        self.counted.insert(key, counted);
+        self.counted.insert(key.clone(), counted);
+        self.count_through(at, &key, during, errors);
         true
     }
 }

@@ -12,9 +12,9 @@
 //! version of a changed group is read a last time before it closes (its
 //! read holds what the children it was passed on to counted).
 
+use super::fence::enable_all;
 use super::{Counted, Groups, Key, Processes, Seen, Selected, Start, read_all, scan};
 use crate::ids::GroupId;
-use crate::perf::OpenFailure;
 use crate::plan::GroupSpec;
 use crate::snapshot::{ErrorReason, Errors, Operation};
 use std::collections::HashMap;
@@ -173,15 +173,8 @@ impl Processes {
                     }
                 }
             }
-            for readers in opened.iter_mut().flat_map(|(_, g)| g.values_mut()) {
-                readers.retain(|reader| match reader.enable() {
-                    Ok(()) => true,
-                    Err(errno) => {
-                        let failure = OpenFailure::from_errno(errno);
-                        errors.count(Operation::Open, ErrorReason::Kernel(failure));
-                        false
-                    }
-                });
+            for (_, groups) in opened.iter_mut() {
+                enable_all(groups, errors);
             }
         }
         for (key, new) in opened {

@@ -117,20 +117,69 @@ pub fn cmdline(root: &Path, pid: u32) -> Option<String> {
 /// The children of `pid` now, as its threads' `children` files list them
 /// (ascending); empty when it is gone (or the kernel does not list
 /// children: `CONFIG_PROC_CHILDREN`).
+///
+/// The kernel gives a page of such a file per `read()` and starts the
+/// next at the index where the last stopped, so that a child that goes
+/// away in between makes one listed later skipped: a file longer than a
+/// page is read again until two readings agree (three at most).
 pub fn children(root: &Path, pid: u32) -> Vec<u32> {
+    let (mut last, mut paged) = list_children(root, pid);
+    for _ in 0..2 {
+        if !paged {
+            break;
+        }
+        let again;
+        (again, paged) = list_children(root, pid);
+        if again == last {
+            break;
+        }
+        last = again;
+    }
+    last
+}
+
+/// One reading of the `children` files of every thread of `pid`, and
+/// whether one took more than a read (a page).
+fn list_children(root: &Path, pid: u32) -> (Vec<u32>, bool) {
+    const PAGE: usize = 4096;
     let task = root.join(pid.to_string()).join("task");
-    let mut pids: Vec<u32> = threads(root, pid)
+    let lists: Vec<Vec<u8>> = threads(root, pid)
         .into_iter()
         .filter_map(|tid| std::fs::read(task.join(tid.to_string()).join("children")).ok())
+        .collect();
+    let paged = lists.iter().any(|list| list.len() >= PAGE);
+    let mut pids: Vec<u32> = lists
+        .iter()
         .flat_map(|list| {
             list.split(u8::is_ascii_whitespace)
                 .filter_map(|c| std::str::from_utf8(c).ok()?.parse().ok())
-                .collect::<Vec<u32>>()
         })
         .collect();
     pids.sort_unstable();
     pids.dedup();
-    pids
+    (pids, paged)
+}
+
+/// Whether thread `tid` of `pid` is where it cannot be creating a thread
+/// or process: sleeping interruptibly (`S`) or stopped (`T`, `t`), since
+/// the creation of a task sleeps only uninterruptibly (`D`), or runnable
+/// but never run yet (a child just created, waiting for a CPU). False
+/// when it is gone.
+pub fn resting(root: &Path, pid: u32, tid: u32) -> bool {
+    let task = root
+        .join(pid.to_string())
+        .join("task")
+        .join(tid.to_string());
+    let Ok(bytes) = std::fs::read(task.join("stat")) else {
+        return false;
+    };
+    match split_stat(&bytes).and_then(|(_, fields)| fields.split_ascii_whitespace().next()) {
+        Some("S" | "T" | "t") => true,
+        // `schedstat`: time run, time waited, times run.
+        Some("R") => std::fs::read_to_string(task.join("schedstat"))
+            .is_ok_and(|line| line.split_ascii_whitespace().nth(2) == Some("0")),
+        _ => false,
+    }
 }
 
 /// Process `pid` as its `stat` says; `None` when it is gone.

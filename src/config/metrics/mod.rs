@@ -392,9 +392,9 @@ impl Validator<'_> {
         for (index, (selector, list)) in selectors.iter_mut().zip(explicit).enumerate() {
             let selected = std::mem::take(selector.metrics_mut());
             let mut kept = Vec::with_capacity(selected.len());
-            let defs = metrics
-                .iter()
-                .filter(|m| selected.iter().any(|s| *s == m.name || *s == m.entry));
+            let set: std::collections::HashSet<_> = selected.iter().map(String::as_str).collect();
+            let wanted = |m: &&MetricDef| set.contains(&*m.name) || set.contains(&*m.entry);
+            let defs = metrics.iter().filter(wanted);
             for def in defs {
                 let name = def.name.clone();
                 match missing(selector, def, scheduled) {
