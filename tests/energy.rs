@@ -31,6 +31,18 @@ fn cpu_work(cgroup: &std::path::Path, millis: i64) {
     in_child(Some(cgroup), || burn(millis));
 }
 
+/// The CPU time the kernel accounted to the cgroup at `dir` so far, in
+/// seconds (`usage_usec` of its `cpu.stat`, which every cgroup has).
+fn cpu_usage(dir: &std::path::Path) -> f64 {
+    let stat = std::fs::read_to_string(dir.join("cpu.stat")).expect("cpu.stat");
+    let usec = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("usage_usec "))
+        .and_then(|n| n.trim().parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no usage_usec in cpu.stat:\n{stat}"));
+    usec / 1e6
+}
+
 /// Burns `millis` of this process's CPU time (raw syscalls only: runs in
 /// forked children).
 fn burn(millis: i64) {
@@ -199,6 +211,7 @@ fn cpu_work_in_a_1_to_3_ratio_gets_energy_in_that_ratio_and_every_interval_adds_
         })
     };
     let mut bodies = vec![before.clone()];
+    let (ua, ub) = (cpu_usage(&a.dir), cpu_usage(&b.dir));
     cpu_work(&a.dir, 300);
     bodies.push(exporter.scrape());
     cpu_work(&b.dir, 900);
@@ -209,6 +222,14 @@ fn cpu_work_in_a_1_to_3_ratio_gets_energy_in_that_ratio_and_every_interval_adds_
         bodies.push(exporter.wait_collections(1));
     }
     let after = bodies.last().expect("scrapes").clone();
+    // The known work, as the kernel accounts it to each cgroup: the
+    // children's 300 and 900 ms and what forking and exiting took them
+    // (their exits alone ran 0 to 3 ms over a child's own clock).
+    let (ua, ub) = (cpu_usage(&a.dir) - ua, cpu_usage(&b.dir) - ub);
+    assert!(
+        (ua / ub * 3.0 - 1.0).abs() < 0.03,
+        "the work was not 1:3: the kernel accounted {ua} s and {ub} s"
+    );
     for body in &bodies {
         assert!(assert_conserved(body) > 0, "no meter:\n{body}");
     }
@@ -225,7 +246,7 @@ fn cpu_work_in_a_1_to_3_ratio_gets_energy_in_that_ratio_and_every_interval_adds_
     );
     println!(
         "energy a {ea} µJ, b {eb} µJ: a/b = {ratio:.4} (weight {weight}); \
-         task-clock a {ca:.4} s, b {cb:.4} s"
+         task-clock a {ca:.4} s, b {cb:.4} s; the kernel's a {ua:.4} s, b {ub:.4} s"
     );
     assert!(ea > 0 && eb > 0, "{after}");
     // The attribution itself: energy follows what cgperf counted, to
@@ -241,9 +262,10 @@ fn cpu_work_in_a_1_to_3_ratio_gets_energy_in_that_ratio_and_every_interval_adds_
     // backend's task-clock of a short forked child once ran up to 106 ms
     // over it on a loaded machine, where a switch out of another task went
     // unseen: see docs/design/bpf.md).
+    let known = ua / ub;
     assert!(
-        (ratio * 3.0 - 1.0).abs() < 0.01,
-        "a/b = {ratio}, not 1/3 within 1 %\n{after}"
+        (ratio / known - 1.0).abs() < 0.01,
+        "a/b = {ratio}, not {known} (the kernel's {ua} s / {ub} s) within 1 %\n{after}"
     );
     let system = value(
         &after,
