@@ -6,9 +6,7 @@
 //!   (`backend/bpf/`) included;
 //! - no source file under `src/` holds more than [`MAX_LINES`] lines of
 //!   code before its tests, but the event-syntax parsers of `src/events/`
-//!   ([`PARSERS`]): one grammar reads best in one file. The files in
-//!   [`TOO_LONG`] were longer when the rule was extended to every file;
-//!   each may not grow, and leaves the list once it is split.
+//!   ([`PARSERS`]): one grammar reads best in one file.
 //!
 //! A cycle means neither module can be understood, tested or replaced
 //! without the other; a long file is where the next feature would have to
@@ -35,11 +33,6 @@ const PARSERS: [&str; 3] = [
     "src/events/format.rs",
     "src/events/probe.rs",
 ];
-
-/// Files longer than [`MAX_LINES`] when the rule was extended from the
-/// engine's files to every file, with their length then: each may not
-/// grow past it, and is taken off once split.
-const TOO_LONG: [(&str, usize); 1] = [("src/config/validate.rs", 662)];
 
 /// One source file: where it is, its module path, its code without tests
 /// and comments.
@@ -481,23 +474,19 @@ fn source_files_are_short() {
         if PARSERS.contains(&path.as_str()) {
             continue;
         }
-        let limit = TOO_LONG
-            .iter()
-            .find(|(p, _)| *p == path)
-            .map_or(MAX_LINES, |(_, n)| *n);
-        if source.code_lines > limit {
-            long.push((path, source.code_lines, limit));
+        if source.code_lines > MAX_LINES {
+            long.push((path, source.code_lines));
         }
     }
     assert!(
         long.is_empty(),
-        "files with more lines of code before their tests than allowed \
-         (path, lines, limit; the limit is {MAX_LINES} but for the files of TOO_LONG): {long:?}"
+        "files with more than {MAX_LINES} lines of code before their tests \
+         (path, lines): {long:?}"
     );
 }
 
-/// A file of [`TOO_LONG`] that is split (or gone), and a parser of
-/// [`PARSERS`] that is renamed, would otherwise leave an exemption behind.
+/// A parser of [`PARSERS`] that is renamed would otherwise leave an
+/// exemption behind.
 #[test]
 fn the_exemptions_are_still_needed() {
     let sources = sources();
@@ -509,15 +498,6 @@ fn the_exemptions_are_still_needed() {
     };
     for path in PARSERS {
         assert!(lines(path).is_some(), "{path} is gone: update PARSERS");
-    }
-    for (path, _) in TOO_LONG {
-        match lines(path) {
-            None => panic!("{path} is gone: take it off TOO_LONG"),
-            Some(n) => assert!(
-                n > MAX_LINES,
-                "{path} has {n} lines of code now: take it off TOO_LONG"
-            ),
-        }
     }
 }
 

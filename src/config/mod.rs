@@ -50,6 +50,7 @@ mod metrics;
 mod otlp;
 mod process;
 mod schema;
+mod selector;
 mod tracing;
 mod validate;
 mod written;

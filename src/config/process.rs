@@ -18,7 +18,8 @@ use serde_saphyr::{Location, Spanned};
 
 use super::error::quote;
 use super::schema::{RawProcess, Text};
-use super::validate::{Kind, Validator};
+use super::selector::Kind;
+use super::validate::Validator;
 use super::written::Written;
 use super::{ConfigError, Origin, TracepointDef};
 
