@@ -1956,3 +1956,68 @@ fn tracepoints_a_metric_schedules_never_push_out_those_the_config_names() {
     );
     assert!(out.contains("metric extra = "), "{out}");
 }
+
+/// `perf stat -a -x,` output: the count of `event`.
+fn perf_csv_count(csv: &str, event: &str) -> u64 {
+    csv.lines()
+        .find_map(|line| {
+            let fields: Vec<&str> = line.split(',').collect();
+            (fields.get(2) == Some(&event)).then(|| fields[0].trim().parse::<u64>().ok())?
+        })
+        .unwrap_or_else(|| panic!("no {event} in perf's output:\n{csv}"))
+}
+
+#[test]
+fn switches_the_tracepoint_does_not_show_are_found_and_never_more_than_the_kernel_hid() {
+    let _turn = apart();
+    // The oracle: over a window holding cgperf's, the kernel's own count of
+    // context switches on every CPU against its `sched_switch` tracepoint's
+    // hits. Where the tracepoint misses switches (some VM guest kernels, for
+    // their own threads), the program finds them at the next switch it
+    // sees (two in a row on a CPU as one), so never more than the kernel
+    // hid; where it misses none, the program finds none.
+    let cg = TestCgroup::create("cgperf-bpf-unseen");
+    let yaml = format!(
+        "backend: bpf\ninterval: 1s\ngroups:\n  own: [context-switches]\ncgroups:\n  - path: {}\n",
+        cg.rel
+    );
+    let perf = std::process::Command::new("perf")
+        .args([
+            "stat",
+            "-a",
+            "-x,",
+            "-e",
+            "context-switches,sched:sched_switch",
+        ])
+        .args(["--", "sleep", "8"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let mut perf = perf.expect("perf (linux-perf) runs");
+    std::thread::sleep(Duration::from_millis(500));
+    let (mut engine, latest) = bpf_engine(&yaml, DEFAULT_CAPACITY);
+    for _ in 0..9 {
+        engine.collect();
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    engine.collect();
+    let found = latest.get().bpf_unseen_switches;
+    assert!(
+        perf.try_wait().expect("perf's status").is_none(),
+        "perf's window ended before cgperf's: make it longer"
+    );
+    let out = perf.wait_with_output().expect("perf's output");
+    let csv = String::from_utf8_lossy(&out.stderr);
+    let hidden = perf_csv_count(&csv, "context-switches")
+        .saturating_sub(perf_csv_count(&csv, "sched:sched_switch"));
+    println!("the program found {found} unseen switches; the kernel hid {hidden} in all");
+    assert!(found <= hidden, "found {found}, hidden {hidden}:\n{csv}");
+    if hidden == 0 {
+        assert_eq!(found, 0);
+    }
+    // Hidden by the dozen over 8 s, of which cgperf counted 4.5: it found
+    // some of them.
+    if hidden >= 30 {
+        assert!(found > 0, "found none of {hidden}:\n{csv}");
+    }
+}

@@ -166,6 +166,7 @@ impl<C: Backend, B: Backend> Backend for Composed<C, B> {
             errors,
             bpf_run_ns: c.bpf_run_ns + b.bpf_run_ns,
             bpf_runs: c.bpf_runs + b.bpf_runs,
+            bpf_unseen_switches: c.bpf_unseen_switches + b.bpf_unseen_switches,
         }
     }
 }

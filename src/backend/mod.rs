@@ -91,6 +91,9 @@ pub struct Stats {
     pub bpf_run_ns: u64,
     /// Times its BPF programs ran.
     pub bpf_runs: u64,
+    /// Switches the kernel made without the tracepoint the bpf backend
+    /// counts by, which its program finds (`docs/backends.md`).
+    pub bpf_unseen_switches: u64,
 }
 
 /// The cgroups of `batch` (some of `cgroups`, in their order) that a

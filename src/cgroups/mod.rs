@@ -152,6 +152,7 @@ impl<B: Backend + Send> Target for Cgroups<B> {
         snapshot.samples_undecodable = stats.samples_undecodable;
         snapshot.bpf_run_seconds = stats.bpf_run_ns as f64 / 1e9;
         snapshot.bpf_runs = stats.bpf_runs;
+        snapshot.bpf_unseen_switches = stats.bpf_unseen_switches;
     }
 
     fn drains(&self) -> bool {

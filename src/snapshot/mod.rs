@@ -454,6 +454,9 @@ pub struct Snapshot {
     pub bpf_run_seconds: f64,
     /// Times cgperf's BPF programs ran.
     pub bpf_runs: u64,
+    /// Switches the kernel made without the tracepoint the bpf backend
+    /// counts by, since cgperf started.
+    pub bpf_unseen_switches: u64,
     /// What each counted cgroup did on each CPU, for `energy:`; empty
     /// without.
     pub activity: Vec<CgroupActivity>,
@@ -514,6 +517,7 @@ impl Snapshot {
             backend: BackendInfo::default(),
             bpf_run_seconds: 0.0,
             bpf_runs: 0,
+            bpf_unseen_switches: 0,
             activity: Vec::new(),
             activity_weight: "",
             energy: Vec::new(),

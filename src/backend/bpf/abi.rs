@@ -28,6 +28,22 @@ pub(super) struct Reading {
 // SAFETY: plain integers, no padding.
 unsafe impl Pod for Reading {}
 
+/// `struct progress` of `count.bpf.c`, of which cgperf reads one field.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Progress {
+    /// `done`, `switches`, `busy`, `task`: the program's own.
+    _before: [u64; 4],
+    /// Times the program found there that the kernel had switched out of
+    /// a task without the `sched_switch` tracepoint (a run of such
+    /// switches once).
+    pub unseen: u64,
+    /// `part`, `tail_switches`, `tail_clock`: the program's own.
+    _after: [u64; 3],
+}
+// SAFETY: plain integers, no padding.
+unsafe impl Pod for Progress {}
+
 /// Chains cached per CPU (`CHAINS` in `count.bpf.c`).
 pub(super) const CHAINS: u32 = 64;
 

@@ -9,7 +9,7 @@
 //! `totals` chunks ([`Cells`]); cgperf reads them through read-only
 //! mappings (no syscall per cgroup) after flushing every CPU.
 
-use super::abi::{CHAINS, Config, MAX_EVENTS, Reading};
+use super::abi::{CHAINS, Config, MAX_EVENTS, Progress, Reading};
 use super::chunks::{Cells, first_chunk};
 use super::epochs::{Epochs, LAST_BYTES};
 use super::ids::Ids;
@@ -533,6 +533,27 @@ impl Kernel {
     /// What `slot` was charged on `cpu` for counter `index` so far.
     pub fn reading(&self, cpu: u32, slot: u32, index: usize) -> Reading {
         self.cells.reading(cpu, slot, index)
+    }
+
+    /// Times the program found, on every CPU since it loaded, that the
+    /// kernel had switched out of a task without the `sched_switch`
+    /// tracepoint (a run of such switches once; see `run` in
+    /// `count.bpf.c`): where there are any, what
+    /// the perf counters counted while such a task ran is charged to the
+    /// cgroup of the task that ran next (`docs/backends.md`).
+    pub fn unseen_switches(&self) -> u64 {
+        let Some(map) = self.ebpf.map("progress") else {
+            return 0;
+        };
+        let Ok(progress) = Array::<&MapData, Progress>::try_from(map) else {
+            return 0;
+        };
+        // Every possible CPU's, online or not: the sum never goes down.
+        progress
+            .iter()
+            .filter_map(Result::ok)
+            .map(|p| p.unseen)
+            .sum()
     }
 
     /// The programs' run time and run count so far (while statistics are

@@ -107,6 +107,9 @@ pub struct BpfCounters {
     released: Vec<u32>,
     errors: Errors,
     logged: HashSet<(Arc<str>, OpenFailure)>,
+    /// Switches the kernel made without the program's tracepoint, at the
+    /// last read.
+    unseen: u64,
 }
 
 impl BpfBackend {
@@ -169,6 +172,7 @@ impl BpfCounters {
             released: Vec::new(),
             errors: Errors::default(),
             logged: HashSet::new(),
+            unseen: 0,
         }
     }
 
@@ -219,6 +223,18 @@ impl BpfCounters {
                 }
             }
         }
+        let unseen = kernel.unseen_switches();
+        if unseen > 0 && self.unseen == 0 {
+            tracing::warn!(
+                unseen,
+                "this kernel switched out of tasks without the sched_switch tracepoint the \
+                 bpf backend counts by (a VM guest kernel's own threads, for one): what perf \
+                 counters count while such a task runs is charged to the cgroup of the task \
+                 that runs next (cgperf_bpf_unseen_switches_total counts them; \
+                 docs/backends.md); `backend: cgroup` counts it exactly"
+            );
+        }
+        self.unseen = unseen;
         self.gone.clear();
         // Every run that could still charge a released slot has ended.
         self.free.append(&mut self.released);
@@ -451,6 +467,7 @@ impl Backend for BpfCounters {
             open_fds: self.kernel.as_ref().map_or(0, Kernel::own_fds),
             bpf_run_ns: ns,
             bpf_runs: runs,
+            bpf_unseen_switches: self.unseen,
             errors: self.errors.clone(),
             ..Stats::default()
         }

@@ -103,6 +103,12 @@ pub(super) const BPF_RUNS: Family = Family {
     unit: Unit::Count("{run}"),
     kind: Kind::Counter,
 };
+pub(super) const BPF_UNSEEN_SWITCHES: Family = Family {
+    name: "cgperf_bpf_unseen_switches",
+    help: "Times the bpf backend found, since cgperf started, that the kernel had switched out of a task without the sched_switch tracepoint it counts by (some VM guest kernels hide their own threads' switches; a run of such switches on a CPU is found once). Where it grows, what perf counters count while such a task runs is charged to the cgroup of the task that runs next (docs/backends.md); the cgroup backend counts it exactly. 0 with the cgroup backend.",
+    unit: Unit::Count("{switch}"),
+    kind: Kind::Counter,
+};
 pub(super) const BUILD: Family = Family {
     name: "cgperf_build",
     help: "cgperf build information: version, git revision and Rust toolchain.",
@@ -243,6 +249,10 @@ pub(super) fn figures<V: Visitor>(snap: &Snapshot, v: &mut V) -> Result<(), V::E
     }
     v.family(&BPF_RUN_TIME, scalar(snap.bpf_run_seconds))?;
     v.family(&BPF_RUNS, scalar(snap.bpf_runs as f64))?;
+    v.family(
+        &BPF_UNSEEN_SWITCHES,
+        scalar(snap.bpf_unseen_switches as f64),
+    )?;
     v.family(
         &BUILD,
         std::iter::once(Point::fixed(
