@@ -31,6 +31,47 @@ fn cpu_work(cgroup: &std::path::Path, millis: i64) {
     in_child(Some(cgroup), || burn(millis));
 }
 
+/// A thread of the test (outside every counted cgroup) that spins until
+/// dropped: the CPUs' busy time then stays above what the counted cgroups
+/// did. The model meter's energy follows `/proc/stat`'s busy time, in
+/// 10 ms ticks; in an interval whose ticks fall short of what cgperf
+/// counted, that energy is shared over the counted time, and a second of
+/// work gets less than in the next (up to 4 % over a few intervals). With
+/// others busy too, as on any real machine, the shortfall is the
+/// system's share.
+struct Spinner {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Spinner {
+    fn start() -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+            })
+        };
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.join().expect("spinner");
+        }
+    }
+}
+
 /// The CPU time the kernel accounted to the cgroup at `dir` so far, in
 /// seconds (`usage_usec` of its `cpu.stat`, which every cgroup has).
 fn cpu_usage(dir: &std::path::Path) -> f64 {
@@ -200,24 +241,14 @@ fn cpu_work_in_a_1_to_3_ratio_gets_energy_in_that_ratio_and_every_interval_adds_
     });
     // Work outside the counted cgroups keeps the CPUs busy beyond what
     // the two do, as on any real machine: it is the system's share.
-    let stop = Arc::new(AtomicBool::new(false));
-    let spinner = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let mut x = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                x = std::hint::black_box(x.wrapping_add(1));
-            }
-        })
-    };
+    let spinner = Spinner::start();
     let mut bodies = vec![before.clone()];
     let (ua, ub) = (cpu_usage(&a.dir), cpu_usage(&b.dir));
     cpu_work(&a.dir, 300);
     bodies.push(exporter.scrape());
     cpu_work(&b.dir, 900);
     bodies.push(exporter.wait_collections(2));
-    stop.store(true, Ordering::Relaxed);
-    spinner.join().expect("spinner");
+    drop(spinner);
     for _ in 0..3 {
         bodies.push(exporter.wait_collections(1));
     }
@@ -340,9 +371,11 @@ fn a_parent_gets_its_childs_energy_and_its_own_tasks() {
             .iter()
             .all(|cg| value(body, "cgperf_energy_joules_total", &[("cgroup", cg)]).is_some())
     });
+    let spinner = Spinner::start();
     cpu_work(&child.dir, 400);
     cpu_work(&parent.dir, 200);
     let after = exporter.wait_collections(3);
+    drop(spinner);
     // Only the parent is top-level: the child is inside its share.
     for body in [&before, &after] {
         for (labels, meter) in samples(body, "cgperf_energy_meter_joules_total") {
