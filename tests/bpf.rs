@@ -795,11 +795,24 @@ fn what_a_task_counted_before_moving_itself_stays_with_the_cgroup_it_left() {
         });
     }
     engine.collect();
-    assert_eq!(
-        getppid_counts(&latest, [&from, &to]),
-        [Some(5.0 * before as f64), Some(5.0 * after as f64)],
-        "(the cgroup left, the cgroup entered)"
-    );
+    let counted = getppid_counts(&latest, [&from, &to]);
+    let expected = [Some(5.0 * before as f64), Some(5.0 * after as f64)];
+    let unseen = latest.get().bpf_unseen_switches;
+    if unseen == 0 {
+        assert_eq!(counted, expected, "(the cgroup left, the cgroup entered)");
+    } else {
+        // A kernel that hides some switches from the tracepoint (as the
+        // program found, and says): the first hidden switch on a CPU may
+        // charge what the counters counted there since the last reading
+        // to the task that runs next (docs/backends.md). Never more.
+        println!("{unseen} hidden switches found: {counted:?} of {expected:?}");
+        for (c, e) in counted.iter().zip(expected) {
+            assert!(
+                c.is_some_and(|c| c <= e.unwrap_or(0.0)),
+                "{counted:?} of {expected:?}"
+            );
+        }
+    }
 }
 
 /// Runs `work` in a thread while `engine` collects every few milliseconds
