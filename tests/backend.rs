@@ -344,7 +344,6 @@ fn the_bpf_backend_as_nobody_reloads_into_a_new_group_and_a_by_entry_with_what_i
         config,
         ..
     } = as_nobody("bpf", &BPF_AS_NOBODY, &[]);
-    let loaded = reload_time(&exporter.scrape());
     // One-page rings: a 100,000-hit burst is exact only in the kernel.
     let yaml = format!(
         "interval: 200ms\nbackend: bpf\nring_pages: 1\ngroups:\n  sched: [context-switches]\n  \
@@ -353,15 +352,7 @@ fn the_bpf_backend_as_nobody_reloads_into_a_new_group_and_a_by_entry_with_what_i
          cgroups:\n  - path: {}\n",
         cgroup.rel
     );
-    std::fs::write(config.path(), yaml).expect("rewrite the config");
-    // SAFETY: signalling the child we spawned.
-    assert_eq!(unsafe { libc::kill(exporter.pid(), libc::SIGHUP) }, 0);
-    let body = exporter.wait_for("the reload", |b| reload_time(b) > loaded);
-    assert_eq!(
-        value(&body, "cgperf_config_last_reload_successful", &[]),
-        Some(1.0),
-        "{body}"
-    );
+    reload_to(&exporter, config.path(), &yaml);
     exporter.wait_for("the new group's series", |b| {
         value(
             b,
