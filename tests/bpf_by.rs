@@ -605,7 +605,7 @@ fn an_entry_the_rings_counted_before_the_program_ever_loaded_moves_in_at_a_cut()
 }
 
 /// Counts getpriority by `which` while every CPU makes a paced burst of
-/// it, and reloads `flips` times mid-burst between a config whose entry
+/// it, and reloads up to `flips` times mid-burst between a config whose entry
 /// the program counts and one whose entry only the rings can (starting
 /// with that one if `rings_first`): every hit is counted once.
 fn flipping_mid_burst(name: &str, rings_first: bool, flips: usize) {
@@ -640,15 +640,21 @@ fn flipping_mid_burst(name: &str, rings_first: bool, flips: usize) {
             });
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
+        // Reloads begin only while every burst runs; on a loaded machine
+        // they take longer, and fewer fit, but at least half of them must.
+        let mut begun = 0;
         for flip in 0..flips {
+            if done.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                break;
+            }
             let yaml = if flip % 2 == 0 { second } else { first };
             reload(&exporter, &file, yaml);
+            begun += 1;
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        assert_eq!(
-            done.load(std::sync::atomic::Ordering::SeqCst),
-            0,
-            "a burst ended before the reloads: make it longer"
+        assert!(
+            begun >= flips.div_ceil(2),
+            "{begun} of {flips} reloads began before a burst ended: make the bursts longer"
         );
     });
     let body = exporter.wait_collections(2);

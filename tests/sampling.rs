@@ -100,6 +100,7 @@ impl Sampler {
                         .unwrap_or_else(|e| {
                             panic!("SET_OUTPUT into the cpu {cpu} dummy's ring works: {e}")
                         });
+                event.enable().expect("the event starts");
                 (owner, event)
             })
             .collect();
@@ -148,6 +149,33 @@ fn every_call_in_the_cgroup_is_sampled_with_its_arguments() {
     assert_eq!(whiches.iter().filter(|&&w| w == 1).count() as u64, M);
     // Nothing more arrives once the workload is gone.
     assert_eq!(sampler.drain().0.len(), 0);
+}
+
+#[test]
+fn an_event_counts_and_samples_nothing_until_it_is_enabled() {
+    // The rings hold back the events of an entry handed over to them until
+    // just before the cut they count from: calls before must leave neither
+    // a count nor a sample.
+    let cg = TestCgroup::create("cgperf-sampling-held");
+    let dir = open_dir(&cg.dir);
+    let owner = RingOwner::open(0, 32, 0).unwrap();
+    let target = Target::Cgroup(dir.as_fd());
+    let event = SampledEvent::open(&getpriority_attr(), None, target, 0, &owner).unwrap();
+    let mut sampler = Sampler {
+        rings: vec![(owner, event)],
+    };
+    rounds_in_child(&cg.dir, 0, &[300], || {});
+    let event = &sampler.rings[0].1;
+    assert_eq!(event.read_count(), Ok(0), "held: nothing counted");
+    event.enable().unwrap();
+    rounds_in_child(&cg.dir, 0, &[200], || {});
+    assert_eq!(event.read_count(), Ok(200), "counted from the enable on");
+    let (whiches, lost, _) = sampler.drain();
+    assert_eq!(
+        (whiches.len(), lost),
+        (200, 0),
+        "sampled from the enable on"
+    );
 }
 
 #[test]
@@ -311,6 +339,7 @@ fn one_page_ring(cpu: u32, wakeup: u32, dir: &File) -> (RingOwner, SampledEvent)
         &owner,
     )
     .unwrap();
+    event.enable().unwrap();
     (owner, event)
 }
 

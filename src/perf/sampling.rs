@@ -178,10 +178,11 @@ pub struct SampledEvent {
 impl SampledEvent {
     /// Opens `attr` sampling `target` on `cpu` into the ring of `output`
     /// (which must be on the same CPU: the kernel refuses others with
-    /// `EINVAL`).
+    /// `EINVAL`), stopped: it counts nothing until [`SampledEvent::enable`],
+    /// which the caller may hold back until the moment it must count from.
     ///
     /// `filter`, a tracepoint filter expression such as `which == 1`, is set
-    /// before the event is enabled, so no unfiltered sample is ever written;
+    /// before the event can be enabled, so no unfiltered sample is ever written;
     /// the kernel rejects a malformed one, or one naming a field the
     /// tracepoint does not have, with `EINVAL`.
     pub fn open(
@@ -201,11 +202,17 @@ impl SampledEvent {
             return Err(Errno::last());
         }
         let id = event_id(&fd)?;
+        Ok(Self { fd, id })
+    }
+
+    /// Starts the event, opened stopped: from now on it counts and samples
+    /// every occurrence.
+    pub fn enable(&self) -> Result<(), Errno> {
         // SAFETY: `fd` is a perf event fd owned by us; 0 means this event only.
-        if unsafe { ioctls::ENABLE(fd.as_raw_fd(), 0) } < 0 {
+        if unsafe { ioctls::ENABLE(self.fd.as_raw_fd(), 0) } < 0 {
             return Err(Errno::last());
         }
-        Ok(Self { fd, id })
+        Ok(())
     }
 
     /// The kernel id of the event: the `identifier` of its samples and the

@@ -78,12 +78,19 @@ impl ByRings {
         if !self.budget.fits(self.tally.load(Ordering::Relaxed), 2) {
             return Err(NotOpened::OutOfFds);
         }
+        // The events of an entry handed over to the rings stay stopped
+        // until just before the cut (`ByRings::start_held`).
+        let held = self.rings.held.contains(&spec.id());
         let opened = self
             .rings
             .ensure(cpu, self.ring_pages, &self.tally)
             .and_then(|ring| {
                 let target = Target::Cgroup(dir.as_fd());
                 SampledEvent::open(&spec.attr, spec.filter.as_deref(), target, cpu, ring)
+            })
+            .and_then(|event| match held {
+                true => Ok(event),
+                false => event.enable().map(|()| event),
             });
         match opened {
             Ok(event) => {
@@ -237,6 +244,29 @@ impl ByRings {
     /// until [`ByRings::cut`] says from when.
     pub fn hold(&mut self, arriving: HashSet<SampledId>) {
         self.rings.held = arriving;
+    }
+
+    /// Starts the events of the entries held since they opened
+    /// ([`ByRings::hold`]), then drains the rings: what they hold from now
+    /// on is only what comes after this call. Called right before the
+    /// cut, so that a ring must fill within the hand-over's own few
+    /// milliseconds, not the whole reload's, before it drops a sample that
+    /// the side the cut gives it to does not count (see [`ring`]'s module
+    /// doc on cuts).
+    pub fn start_held(&mut self, totals: &mut Totals) {
+        let held = &self.rings.held;
+        let errors = &mut self.failures.errors;
+        for watched in self.cgroups.values_mut() {
+            for sampled in &mut watched.sampled {
+                if held.contains(&sampled.spec.id()) {
+                    sampled.start(|errno| {
+                        let reason = ErrorReason::Kernel(OpenFailure::from_errno(errno));
+                        errors.count(Operation::Open, reason);
+                    });
+                }
+            }
+        }
+        self.rings.drain(totals);
     }
 
     /// The entries of `ids` that the cgroup `slot` counts here now.

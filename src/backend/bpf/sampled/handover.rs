@@ -60,14 +60,19 @@ impl InKernel {
     /// joins those past it, on each CPU, so that no hit is counted twice
     /// or not at all:
     ///
-    /// 1. The new side starts: the rings open the events of the entries
-    ///    joining them, counting nothing yet, and keep those of the entries
+    /// 1. The new side is made ready: the rings open the events of the
+    ///    entries joining them, stopped, and keep those of the entries
     ///    leaving them; in the kernel, the entries joining it count hits
     ///    past the cut, and those leaving it hits before it (all hits while
     ///    no cut is set, [`InKernel::switch`]).
-    /// 2. The cut is set to now, and every run of the program that might
-    ///    not have seen it ends ([`InKernel::cut`]); on each CPU, the first
-    ///    hit past it records when it came.
+    /// 2. The rings' new events start and the rings are drained; the cut is
+    ///    set to now, and every run of the program that might not have seen
+    ///    it ends ([`InKernel::cut`]); on each CPU, the first hit past it
+    ///    records when it came. Starting and draining here, not at step 1,
+    ///    leaves a ring only the milliseconds of this step to fill up in:
+    ///    a sample it drops between its start (or drain) and the cut is one
+    ///    of a hit the other side counted, which the rings would report
+    ///    lost (see [`crate::backend::rings`] on cuts).
     /// 3. The rings count the samples on their side of that time on each
     ///    CPU, and close the events of the entries leaving them.
     /// 4. The entries leaving the kernel are read one last time and go;
@@ -125,6 +130,7 @@ impl InKernel {
     ) {
         let Some(loaded) = self.loaded.as_ref() else {
             // Nothing counts here: the rings count every hit.
+            rings.start_held(totals);
             rings.cut(to_rings, from_rings, |_, _| 0, totals);
             return;
         };
@@ -132,6 +138,7 @@ impl InKernel {
         // step 1 were published has ended: none counts past the cut an
         // entry leaving.
         settle_runs();
+        rings.start_held(totals);
         let at = monotonic_ns().unwrap_or_else(|e| {
             tracing::error!("cannot read CLOCK_MONOTONIC ({e:?}): the hand-over may count twice");
             1
