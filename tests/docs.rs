@@ -591,8 +591,10 @@ fn served_reasons(body: &str, family: &str) -> BTreeSet<String> {
 
 /// The first scrape of a daemon, before any error: every reason
 /// docs/metrics.md lists for the error counters is there at 0, and no
-/// other; and every flag a HELP text names is one of cgperf's, described
-/// as `--help` describes it (a statistic off by default says so).
+/// other; every flag a HELP text names is one of cgperf's, described as
+/// `--help` describes it (a statistic off by default says so); and every
+/// family `--help` says a flag that is off by default turns on says in its
+/// HELP that it is off unless that flag.
 #[test]
 fn a_first_scrape_has_the_documented_error_reasons_and_help_texts_name_the_flags_as_they_are() {
     require_root("count the root cgroup");
@@ -646,6 +648,58 @@ fn a_first_scrape_has_the_documented_error_reasons_and_help_texts_name_the_flags
         }
     }
     assert!(named >= 2, "no HELP text names a flag:\n{body}");
+    // The other way round: every family a flag's paragraph of `--help`
+    // names, where it says the flag is off by default, has a HELP text
+    // that says it is off unless that flag.
+    let lines: Vec<&str> = help.lines().collect();
+    let mut held = 0;
+    for (i, line) in lines.iter().enumerate() {
+        if !line.trim_start().starts_with('-') {
+            continue;
+        }
+        let Some(flag) = line
+            .split_whitespace()
+            .find(|w| w.starts_with("--"))
+            .and_then(|w| w.split(['=', '<', ',']).next())
+        else {
+            continue;
+        };
+        let said = std::iter::once(*line)
+            .chain(
+                lines[i + 1..]
+                    .iter()
+                    .copied()
+                    .take_while(|l| !l.trim_start().starts_with('-')),
+            )
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !said.contains("Off by default") {
+            continue;
+        }
+        for family in said
+            .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .filter(|w| w.starts_with("cgperf_"))
+        {
+            let text = body
+                .lines()
+                .find(|l| l.starts_with(&format!("# HELP {family} ")))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "`cgperf --help` names {family} under {flag}; /metrics has no such family"
+                    )
+                });
+            assert!(
+                text.contains(&format!("off unless cgperf runs with {flag}"))
+                    || text.contains(&format!("off unless {flag}")),
+                "{text}\ndoes not say it is off unless {flag}, as `cgperf --help` does: {said}"
+            );
+            held += 1;
+        }
+    }
+    assert!(
+        held >= 2,
+        "no family `cgperf --help` calls off by default:\n{help}"
+    );
 }
 
 /// The series docs/troubleshooting.md shows for a tracepoint this kernel
