@@ -590,22 +590,31 @@ fn served_reasons(body: &str, family: &str) -> BTreeSet<String> {
 }
 
 /// The first scrape of a daemon, before any error: every reason
-/// docs/metrics.md lists for the error counters is there at 0, and no
-/// other; every flag a HELP text names is one of cgperf's, described as
+/// docs/metrics.md lists for the error counters (OTLP's with OTLP on) is
+/// there at 0, and no other; every flag a HELP text names is one of cgperf's, described as
 /// `--help` describes it (a statistic off by default says so); and every
 /// family `--help` says a flag that is off by default turns on says in its
 /// HELP that it is off unless that flag.
 #[test]
 fn a_first_scrape_has_the_documented_error_reasons_and_help_texts_name_the_flags_as_they_are() {
     require_root("count the root cgroup");
-    let exporter = Exporter::start(Some(
-        "interval: 1h\ngroups:\n  sched: [task-clock]\ncgroups:\n  - path: /\n",
-    ));
+    // OTLP runs, towards a collector that takes the connection and never
+    // answers within the test: nothing has failed yet.
+    let collector = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 1h\ngroups:\n  sched: [task-clock]\ncgroups:\n  - path: /\n\
+         otlp: {{endpoint: \"http://{}\", interval: 1h, timeout: 1h}}\n",
+        collector.local_addr().expect("its address")
+    )));
     let body = exporter.scrape();
-    for family in ["cgperf_read_errors_total", "cgperf_open_errors_total"] {
+    for (family, least) in [
+        ("cgperf_read_errors_total", 8),
+        ("cgperf_open_errors_total", 8),
+        ("cgperf_otlp_export_failures_total", 5),
+    ] {
         let documented = documented_reasons(family);
         let served = served_reasons(&body, family);
-        assert!(served.len() >= 8, "{family}: {served:?}");
+        assert!(served.len() >= least, "{family}: {served:?}");
         assert_eq!(
             documented, served,
             "{family}: docs/metrics.md against the scrape"
