@@ -350,6 +350,31 @@ fn every_row_of_the_migration_tables_is_a_series_cgperf_serves() {
     }
     // The five software events and the tracepoint count everywhere.
     assert!(live >= 6, "only {live} of {events:?} served");
+    // The page's query, as it becomes in cgperf: it has an answer wherever
+    // instructions and cycles count, and is a valid query everywhere.
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/migrating.md"))
+        .expect("docs/migrating.md");
+    let query = page
+        .split("\nbecomes\n`")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .expect("docs/migrating.md: the query as it becomes in cgperf");
+    assert!(query.contains("cgperf_events_total"), "{query}");
+    // Its events are rows of the table, checked above.
+    for part in query.split("event=\"").skip(1) {
+        let event = part.split('"').next().expect("a quoted event");
+        assert!(events.iter().any(|e| e == event), "{query}: {event}");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (ok, n, answer) = prometheus.query(query);
+        assert!(ok, "{query}: {answer}");
+        if (n > 0) == has_hardware_pmu() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{query}: {answer}");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
 
     // cAdvisor's families and labels, and cgperf's own they map to.
     let mut families = Vec::new();

@@ -590,20 +590,31 @@ fn served_reasons(body: &str, family: &str) -> BTreeSet<String> {
 }
 
 /// The first scrape of a daemon, before any error: every reason
-/// docs/metrics.md lists for the error counters is there at 0, and no
-/// other; and every flag a HELP text names is one of cgperf's, described
-/// as `--help` describes it (a statistic off by default says so).
+/// docs/metrics.md lists for the error counters (OTLP's with OTLP on) is
+/// there at 0, and no other; every flag a HELP text names is one of cgperf's, described as
+/// `--help` describes it (a statistic off by default says so); and every
+/// family `--help` says a flag that is off by default turns on says in its
+/// HELP that it is off unless that flag.
 #[test]
 fn a_first_scrape_has_the_documented_error_reasons_and_help_texts_name_the_flags_as_they_are() {
     require_root("count the root cgroup");
-    let exporter = Exporter::start(Some(
-        "interval: 1h\ngroups:\n  sched: [task-clock]\ncgroups:\n  - path: /\n",
-    ));
+    // OTLP runs, towards a collector that takes the connection and never
+    // answers within the test: nothing has failed yet.
+    let collector = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 1h\ngroups:\n  sched: [task-clock]\ncgroups:\n  - path: /\n\
+         otlp: {{endpoint: \"http://{}\", interval: 1h, timeout: 1h}}\n",
+        collector.local_addr().expect("its address")
+    )));
     let body = exporter.scrape();
-    for family in ["cgperf_read_errors_total", "cgperf_open_errors_total"] {
+    for (family, least) in [
+        ("cgperf_read_errors_total", 8),
+        ("cgperf_open_errors_total", 8),
+        ("cgperf_otlp_export_failures_total", 5),
+    ] {
         let documented = documented_reasons(family);
         let served = served_reasons(&body, family);
-        assert!(served.len() >= 8, "{family}: {served:?}");
+        assert!(served.len() >= least, "{family}: {served:?}");
         assert_eq!(
             documented, served,
             "{family}: docs/metrics.md against the scrape"
@@ -646,6 +657,58 @@ fn a_first_scrape_has_the_documented_error_reasons_and_help_texts_name_the_flags
         }
     }
     assert!(named >= 2, "no HELP text names a flag:\n{body}");
+    // The other way round: every family a flag's paragraph of `--help`
+    // names, where it says the flag is off by default, has a HELP text
+    // that says it is off unless that flag.
+    let lines: Vec<&str> = help.lines().collect();
+    let mut held = 0;
+    for (i, line) in lines.iter().enumerate() {
+        if !line.trim_start().starts_with('-') {
+            continue;
+        }
+        let Some(flag) = line
+            .split_whitespace()
+            .find(|w| w.starts_with("--"))
+            .and_then(|w| w.split(['=', '<', ',']).next())
+        else {
+            continue;
+        };
+        let said = std::iter::once(*line)
+            .chain(
+                lines[i + 1..]
+                    .iter()
+                    .copied()
+                    .take_while(|l| !l.trim_start().starts_with('-')),
+            )
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !said.contains("Off by default") {
+            continue;
+        }
+        for family in said
+            .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .filter(|w| w.starts_with("cgperf_"))
+        {
+            let text = body
+                .lines()
+                .find(|l| l.starts_with(&format!("# HELP {family} ")))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "`cgperf --help` names {family} under {flag}; /metrics has no such family"
+                    )
+                });
+            assert!(
+                text.contains(&format!("off unless cgperf runs with {flag}"))
+                    || text.contains(&format!("off unless {flag}")),
+                "{text}\ndoes not say it is off unless {flag}, as `cgperf --help` does: {said}"
+            );
+            held += 1;
+        }
+    }
+    assert!(
+        held >= 2,
+        "no family `cgperf --help` calls off by default:\n{help}"
+    );
 }
 
 /// The series docs/troubleshooting.md shows for a tracepoint this kernel

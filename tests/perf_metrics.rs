@@ -352,3 +352,78 @@ fn every_metric_perf_lists_for_this_cpu_is_cgperfs_with_the_same_value() {
     );
     assert!(values * 2 >= perf.len(), "only {values} with a value");
 }
+
+/// docs/configuration.md's `named-metrics.yaml` example names metrics of
+/// perf's tables by name, and says which CPUs' tables have them: in the
+/// tables of the installed perf, every CPU whose tables have all of them
+/// (matched in any case, each a metric or a metric group, as cgperf
+/// matches a name) is an Intel one, and there are some; the page says
+/// so before the example.
+#[test]
+fn the_named_metrics_example_is_in_intels_tables_as_its_page_says() {
+    let page = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/configuration.md"),
+    )
+    .expect("docs/configuration.md");
+    let (before, example) = page
+        .split_once("```yaml named-metrics.yaml\n")
+        .expect("the named-metrics.yaml example");
+    let example = example.split("```").next().expect("a block");
+    let names: Vec<&str> = example
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- "))
+        .map(|l| l.split(" #").next().expect("a name").trim())
+        .filter(|l| !l.contains(':'))
+        .collect();
+    assert!(names.len() >= 2, "{example}");
+    let said = before
+        .trim_end()
+        .rsplit("\n\n")
+        .next()
+        .expect("the paragraph before");
+    assert!(
+        said.contains("Intel") && said.contains("--event-tables"),
+        "docs/configuration.md does not say before the example that it needs an Intel CPU's \
+         tables:\n{said}"
+    );
+    let dir = tables_dir();
+    let mut cpus = Vec::new();
+    let mut models = 0;
+    for arch in std::fs::read_dir(&dir).expect("the tables") {
+        let arch = arch.expect("an entry").path();
+        let Ok(mapfile) = std::fs::read_to_string(arch.join("mapfile.csv")) else {
+            continue;
+        };
+        for row in mapfile
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.starts_with("Family-model"))
+        {
+            let fields: Vec<&str> = row.split(',').collect();
+            let [cpuid, _, model, "core", ..] = fields[..] else {
+                continue;
+            };
+            let Ok(metrics) = read_metrics(&arch.join(model)) else {
+                continue;
+            };
+            models += 1;
+            let has = |name: &str| {
+                metrics.iter().any(|m| {
+                    m.name.eq_ignore_ascii_case(name)
+                        || m.groups.iter().any(|g| g.eq_ignore_ascii_case(name))
+                })
+            };
+            if names.iter().all(|n| has(n)) {
+                cpus.push(format!("{cpuid} ({})", arch.join(model).display()));
+            }
+        }
+    }
+    assert!(models >= 50, "only {models} CPUs' tables read");
+    assert!(!cpus.is_empty(), "no CPU's tables have all of {names:?}");
+    println!("{} CPUs have {names:?}", cpus.len());
+    for cpu in &cpus {
+        assert!(
+            cpu.starts_with("GenuineIntel-"),
+            "{cpu} has all of {names:?}: the page says Intel's CPUs"
+        );
+    }
+}

@@ -52,18 +52,15 @@ fn the_tarball_holds_the_binary_config_unit_and_licence_and_the_sums_match() {
         .collect();
     names.sort_unstable();
     let top = format!("cgperf-{VERSION}.linux-amd64");
-    let want: Vec<String> = [
-        "",
-        "LICENSE",
-        "LICENSE.event-tables",
-        "README.md",
-        "cgperf",
-        "cgperf.service",
-        "cgperf.yaml",
-    ]
-    .iter()
-    .map(|f| format!("{top}/{f}"))
-    .collect();
+    // What the getting-started page's table of release files says the
+    // tarball holds, in its directory.
+    let mut want: Vec<String> = release_table_files(&format!("{top}.tar.gz"))
+        .iter()
+        .map(|f| format!("{top}/{f}"))
+        .collect();
+    want.push(format!("{top}/"));
+    want.sort_unstable();
+    assert!(want.len() >= 7, "{want:?}");
     assert_eq!(names, want, "{listing}");
     for line in listing.lines() {
         assert!(line.contains("0/0"), "owned by root in the archive: {line}");
@@ -132,6 +129,29 @@ fn the_tarball_holds_the_binary_config_unit_and_licence_and_the_sums_match() {
         4,
         "{checked}"
     );
+}
+
+/// The files docs/getting-started.md's table of release files lists for
+/// the artifact `name`: the backquoted words of its row's second cell,
+/// sorted, each once.
+fn release_table_files(name: &str) -> Vec<String> {
+    let page = std::fs::read_to_string(repo("docs/getting-started.md")).expect("the page");
+    let row = page
+        .lines()
+        .skip_while(|l| !l.starts_with("| file | what |"))
+        .take_while(|l| l.starts_with('|'))
+        .find(|l| l.starts_with(&format!("| `{name}`")))
+        .unwrap_or_else(|| panic!("docs/getting-started.md's release table has no row {name}"));
+    let what = row.split('|').nth(2).expect("a second cell");
+    let mut files: Vec<String> = what
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect();
+    files.sort_unstable();
+    files.dedup();
+    files
 }
 
 /// The binary needs no shared library and no file of the machine it runs
@@ -233,6 +253,21 @@ fn in_root(root: &Path, script: &str) -> (i32, String) {
 #[test]
 fn the_deb_installs_runs_and_goes_on_debian_11() {
     let r = release::built();
+    // The package's files are those the getting-started page's table of
+    // release files lists.
+    let contents = run(Command::new("dpkg-deb").arg("--contents").arg(&r.deb));
+    let mut files: Vec<&str> = contents
+        .lines()
+        .filter(|l| l.starts_with('-'))
+        .filter_map(|l| l.split_whitespace().last())
+        .map(|f| f.trim_start_matches('.'))
+        .collect();
+    files.sort_unstable();
+    assert_eq!(
+        files,
+        release_table_files(&format!("cgperf_{VERSION}_amd64.deb")),
+        "{contents}"
+    );
     let info = run(Command::new("dpkg-deb").arg("--field").arg(&r.deb));
     assert!(info.contains("Package: cgperf\n"), "{info}");
     assert!(info.contains(&format!("Version: {VERSION}\n")), "{info}");
