@@ -592,7 +592,16 @@ fn per_value(body: &str, cgroup: &str) -> std::collections::BTreeMap<String, f64
 #[test]
 fn an_entry_flipping_between_kernel_and_rings_mid_burst_counts_every_hit_once() {
     let _turn = alone();
-    flipping_mid_burst("cgperf-by-flip", false, 6);
+    flipping_mid_burst("cgperf-by-flip", false, 6, 512);
+}
+
+#[test]
+fn an_entry_flipping_through_rings_that_overflow_all_along_accounts_for_every_hit_once() {
+    // One-page rings drop samples before, during and after every
+    // hand-over: those of hits on the program's side of a cut are not
+    // lost (it counted them), the others are, exactly.
+    let _turn = alone();
+    flipping_mid_burst("cgperf-by-flip-full", false, 6, 1);
 }
 
 #[test]
@@ -601,19 +610,20 @@ fn an_entry_the_rings_counted_before_the_program_ever_loaded_moves_in_at_a_cut()
     // it never loads, and the rings count the entry until a reload moves
     // it into the kernel, at a cut like any other move.
     let _turn = alone();
-    flipping_mid_burst("cgperf-by-first-load", true, 1);
+    flipping_mid_burst("cgperf-by-first-load", true, 1, 512);
 }
 
 /// Counts getpriority by `which` while every CPU makes a paced burst of
 /// it, and reloads up to `flips` times mid-burst between a config whose entry
 /// the program counts and one whose entry only the rings can (starting
-/// with that one if `rings_first`): every hit is counted once.
-fn flipping_mid_burst(name: &str, rings_first: bool, flips: usize) {
+/// with that one if `rings_first`), with rings of `ring_pages` pages: every
+/// hit is counted once, or reported lost if a ring dropped its sample.
+fn flipping_mid_burst(name: &str, rings_first: bool, flips: usize, ring_pages: usize) {
     // Per CPU, a burst of getpriority(cpu % 3, 0), pinned there.
     const BURST: u64 = 600_000;
     let cg = TestCgroup::create(name);
-    // Rings large enough that a burst on every CPU loses nothing.
-    let kernel = config(&[&cg.rel], "").replace("ring_pages: 1\n", "ring_pages: 512\n");
+    let pages = format!("ring_pages: {ring_pages}\n");
+    let kernel = config(&[&cg.rel], "").replace("ring_pages: 1\n", &pages);
     // A filter the program cannot evaluate (a negation), true for every
     // hit: the same series goes on through the rings.
     let rings = kernel.replace(
@@ -663,9 +673,10 @@ fn flipping_mid_burst(name: &str, rings_first: bool, flips: usize) {
     eprintln!("counted {counted:?} lost {lost} of {expected:?}");
     // Every hit once: counted by the side in force when it happened,
     // neither both (the new side starts before the old one stops) nor
-    // none. Rings this large keep up with the bursts, unless the machine
-    // is so busy that cgperf cannot drain them in time: what they drop is
-    // then reported lost, exactly, and no value has more than its hits.
+    // none. Rings of 512 pages keep up with the bursts, unless the
+    // machine is so busy that cgperf cannot drain them in time: what they
+    // drop is then reported lost, exactly, and no value has more than its
+    // hits.
     for (v, n) in &expected {
         assert!(counted.get(v).is_some_and(|c| c <= n), "which={v}:\n{body}");
     }

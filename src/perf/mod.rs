@@ -25,6 +25,6 @@ pub use record::{
 };
 pub use ring::{DrainStats, Ring, page_size, walk_records};
 pub use sampling::{
-    Readiness, RingOwner, SAMPLE_TYPE, SampledEvent, monotonic_ns, wait_for_samples_in_flight,
-    wait_readable,
+    Readiness, RingOwner, SAMPLE_TYPE, SampledCount, SampledEvent, monotonic_ns,
+    wait_for_samples_in_flight, wait_readable,
 };

@@ -15,11 +15,13 @@ use super::group::{Target, event_id, open_event, set_filter};
 use super::ring::Ring;
 use crate::events::{EventAttr, PERF_TYPE_SOFTWARE};
 use perf_event_open_sys::bindings::{
-    PERF_COUNT_SW_DUMMY, PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_RAW, PERF_SAMPLE_TIME,
+    PERF_COUNT_SW_DUMMY, PERF_FORMAT_LOST, PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_RAW,
+    PERF_SAMPLE_TIME,
 };
 use perf_event_open_sys::ioctls;
 use std::ffi::CStr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// The `sample_type` of every sampled event and of the ring owner: the
@@ -173,7 +175,24 @@ pub struct SampledEvent {
     /// Closing it stops the sampling.
     fd: OwnedFd,
     id: u64,
+    /// Whether a read gives its lost samples too (`PERF_FORMAT_LOST`,
+    /// Linux 6.0 on).
+    reads_lost: bool,
 }
+
+/// One read of a [`SampledEvent`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampledCount {
+    /// Occurrences since it opened, written or dropped.
+    pub count: u64,
+    /// Of them, samples the kernel dropped because the ring was full; `None`
+    /// where the kernel cannot say (before 6.0).
+    pub lost: Option<u64>,
+}
+
+/// Whether the kernel refused `PERF_FORMAT_LOST` once: it is not asked for
+/// again.
+static NO_LOST_FORMAT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 impl SampledEvent {
     /// Opens `attr` sampling `target` on `cpu` into the ring of `output`
@@ -192,7 +211,22 @@ impl SampledEvent {
         cpu: u32,
         output: &RingOwner,
     ) -> Result<Self, Errno> {
-        let fd = open_event(&mut sampling_attr(attr, SAMPLE_TYPE), target, cpu, None)?;
+        let mut sampling = sampling_attr(attr, SAMPLE_TYPE);
+        let mut reads_lost = !NO_LOST_FORMAT.load(Ordering::Relaxed);
+        if reads_lost {
+            sampling.read_format = u64::from(PERF_FORMAT_LOST);
+        }
+        let fd = match open_event(&mut sampling.clone(), target, cpu, None) {
+            // A kernel before 6.0 refuses the read format it does not know.
+            Err(Errno(libc::EINVAL)) if reads_lost => {
+                sampling.read_format = 0;
+                let fd = open_event(&mut sampling, target, cpu, None)?;
+                NO_LOST_FORMAT.store(true, Ordering::Relaxed);
+                reads_lost = false;
+                fd
+            }
+            opened => opened?,
+        };
         if let Some(filter) = filter {
             set_filter(&fd, filter)?;
         }
@@ -202,7 +236,7 @@ impl SampledEvent {
             return Err(Errno::last());
         }
         let id = event_id(&fd)?;
-        Ok(Self { fd, id })
+        Ok(Self { fd, id, reads_lost })
     }
 
     /// Starts the event, opened stopped: from now on it counts and samples
@@ -224,18 +258,22 @@ impl SampledEvent {
     /// The event's count: occurrences since it was opened, one `read()`
     /// (the event has no read format flags, so the kernel answers one u64).
     pub fn read_count(&self) -> Result<u64, Errno> {
-        let mut count = 0u64;
-        // SAFETY: `fd` is a perf event fd owned by us; the buffer is a
-        // valid, writable u64.
-        let n = unsafe {
-            libc::read(
-                self.fd.as_raw_fd(),
-                (&raw mut count).cast(),
-                std::mem::size_of::<u64>(),
-            )
-        };
+        self.read().map(|read| read.count)
+    }
+
+    /// Its count and, where the kernel keeps it, how many of its samples
+    /// were dropped: one `read()` of one or two u64s, as its read format.
+    pub fn read(&self) -> Result<SampledCount, Errno> {
+        let mut words = [0u64; 2];
+        let len = if self.reads_lost { 16 } else { 8 };
+        // SAFETY: `fd` is a perf event fd owned by us; the buffer is
+        // valid and writable for `len` bytes.
+        let n = unsafe { libc::read(self.fd.as_raw_fd(), words.as_mut_ptr().cast(), len) };
         match usize::try_from(n) {
-            Ok(8) => Ok(count),
+            Ok(got) if got == len => Ok(SampledCount {
+                count: words[0],
+                lost: self.reads_lost.then_some(words[1]),
+            }),
             Ok(_) => Err(Errno(libc::EIO)),
             Err(_) => Err(Errno::last()),
         }

@@ -247,13 +247,13 @@ impl ByRings {
     }
 
     /// Starts the events of the entries held since they opened
-    /// ([`ByRings::hold`]), then drains the rings: what they hold from now
+    /// ([`ByRings::hold`]), drains the rings, and notes what the events of
+    /// the entries `leaving` dropped so far: what the rings hold from now
     /// on is only what comes after this call. Called right before the
-    /// cut, so that a ring must fill within the hand-over's own few
-    /// milliseconds, not the whole reload's, before it drops a sample that
-    /// the side the cut gives it to does not count (see [`ring`]'s module
-    /// doc on cuts).
-    pub fn start_held(&mut self, totals: &mut Totals) {
+    /// cut, so that a ring must fill within the hand-over's own grace
+    /// period, not the whole reload, before it drops a sample, and then
+    /// only of a hit past the cut (see [`ring`]'s module doc on cuts).
+    pub fn start_held(&mut self, leaving: &HashSet<SampledId>, totals: &mut Totals) {
         let held = &self.rings.held;
         let errors = &mut self.failures.errors;
         for watched in self.cgroups.values_mut() {
@@ -267,6 +267,13 @@ impl ByRings {
             }
         }
         self.rings.drain(totals);
+        for watched in self.cgroups.values_mut() {
+            for sampled in &mut watched.sampled {
+                if leaving.contains(&sampled.spec.id()) {
+                    sampled.note_drops();
+                }
+            }
+        }
     }
 
     /// The entries of `ids` that the cgroup `slot` counts here now.

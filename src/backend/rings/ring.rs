@@ -57,13 +57,14 @@
 //! the other counter counted, yet it is in this event's count, so the
 //! entry would report it lost. An arriving event therefore starts only
 //! just before the cut, and every ring is drained there
-//! ([`super::ByRings::start_held`]): from then to the cut on its CPU, and
-//! from the cut to a leaving event's disable, is the hand-over itself,
-//! about one RCU grace period (milliseconds), not the whole reload. A ring
-//! that fills within it still drops such samples, and `lost` then counts
-//! those hits too: at the default 64 pages (about 4,000 samples) that takes
-//! a tracepoint hit over 500,000 times a second on one CPU through a grace
-//! period of 8 ms.
+//! ([`super::ByRings::start_held`]): a ring then fills up again only well
+//! after the cut (it holds at least 64 samples, and only the hits of the
+//! microseconds before the cut come first), so what it drops from then on
+//! is of hits past the cut. An arriving event counts them, rightly, as
+//! lost; a leaving event's are counted by the other side, and are taken
+//! out of its count by the kernel's own count of its dropped samples
+//! (`PERF_FORMAT_LOST`), noted at that drain and read again at the end.
+//! Where the kernel cannot say (before Linux 6.0), they are reported lost.
 
 use crate::backend::budget::Tally;
 use crate::ids::SampledId;
@@ -136,6 +137,9 @@ struct OpenSampled {
     event: SampledEvent,
     /// Its count at the last read (a new event starts from 0).
     last: u64,
+    /// Of an event leaving at a cut: its samples dropped as of the drain
+    /// right before the cut, where the kernel says ([`SampledState::note_drops`]).
+    dropped_before_cut: Option<u64>,
     _fd: Tally,
 }
 
@@ -330,6 +334,7 @@ impl SampledState {
             cpu,
             event,
             last: 0,
+            dropped_before_cut: None,
             _fd: tally,
         });
     }
@@ -342,6 +347,17 @@ impl SampledState {
             if let Err(errno) = open.event.enable() {
                 failed(errno);
             }
+        }
+    }
+
+    /// Notes, of an event leaving at the cut about to be set, how many of
+    /// its samples were dropped so far. The rings were just drained: a ring
+    /// fills up again only long after the cut, so every sample it drops
+    /// from now on is of a hit past the cut, which the other side counts
+    /// ([`SampledState::end_window`] takes them out).
+    pub fn note_drops(&mut self) {
+        for open in &mut self.open {
+            open.dropped_before_cut = open.event.read().ok().and_then(|r| r.lost);
         }
     }
 
@@ -407,9 +423,11 @@ impl SampledState {
     /// Once every sample outside its window is drained (see
     /// [`SampledState::window`]), takes them out of what it counts: an
     /// event arriving counted since it opened (and was not read since)
-    /// the hits before its cut, all drained now, unless a full ring
-    /// dropped some, which are then reported lost; one leaving has its
-    /// last count read, less the hits past its cut.
+    /// the hits before its cut, all drained now; one leaving has its last
+    /// count read, less the hits past its cut: those it sampled (skipped)
+    /// and those whose samples a full ring dropped since the cut
+    /// ([`SampledState::note_drops`]; where the kernel cannot say, they are
+    /// reported lost).
     pub fn end_window(&mut self, rings: &mut Rings, arriving: bool, totals: &mut Totals) {
         let mut counts = totals.sampled_mut(self.counts);
         for open in &mut self.open {
@@ -418,12 +436,17 @@ impl SampledState {
                 open.last = open.last.saturating_add(skipped);
                 continue;
             }
-            if let Ok(now) = open.event.read_count() {
-                let before = now.saturating_sub(open.last).saturating_sub(skipped);
+            if let Ok(now) = open.event.read() {
+                let dropped_past = match (now.lost, open.dropped_before_cut.take()) {
+                    (Some(lost), Some(before)) => lost.saturating_sub(before),
+                    _ => 0,
+                };
+                let before = now.count.saturating_sub(open.last);
+                let before = before.saturating_sub(skipped).saturating_sub(dropped_past);
                 if let Some(counts) = counts.as_mut() {
                     counts.counted(before);
                 }
-                open.last = now;
+                open.last = now.count;
             }
         }
     }

@@ -69,10 +69,9 @@ impl InKernel {
     ///    set to now, and every run of the program that might not have seen
     ///    it ends ([`InKernel::cut`]); on each CPU, the first hit past it
     ///    records when it came. Starting and draining here, not at step 1,
-    ///    leaves a ring only the milliseconds of this step to fill up in:
-    ///    a sample it drops between its start (or drain) and the cut is one
-    ///    of a hit the other side counted, which the rings would report
-    ///    lost (see [`crate::backend::rings`] on cuts).
+    ///    means a ring fills up again only past the cut, so that the rings
+    ///    can tell the samples they drop of hits this program counts from
+    ///    those they lose (the rings' module on cuts).
     /// 3. The rings count the samples on their side of that time on each
     ///    CPU, and close the events of the entries leaving them.
     /// 4. The entries leaving the kernel are read one last time and go;
@@ -130,7 +129,7 @@ impl InKernel {
     ) {
         let Some(loaded) = self.loaded.as_ref() else {
             // Nothing counts here: the rings count every hit.
-            rings.start_held(totals);
+            rings.start_held(&HashSet::new(), totals);
             rings.cut(to_rings, from_rings, |_, _| 0, totals);
             return;
         };
@@ -138,7 +137,7 @@ impl InKernel {
         // step 1 were published has ended: none counts past the cut an
         // entry leaving.
         settle_runs();
-        rings.start_held(totals);
+        rings.start_held(from_rings, totals);
         let at = monotonic_ns().unwrap_or_else(|e| {
             tracing::error!("cannot read CLOCK_MONOTONIC ({e:?}): the hand-over may count twice");
             1
