@@ -802,9 +802,11 @@ fn what_a_task_counted_before_moving_itself_stays_with_the_cgroup_it_left() {
         assert_eq!(counted, expected, "(the cgroup left, the cgroup entered)");
     } else {
         // A kernel that hides some switches from the tracepoint (as the
-        // program found, and says): the first hidden switch on a CPU may
-        // charge what the counters counted there since the last reading
-        // to the task that runs next (docs/backends.md). Never more.
+        // program found, and says; `auto` counts with the cgroup backend
+        // there): a child that got its CPU through a hidden switch and
+        // moves before that CPU's next switch has what it counted since
+        // charged to the hidden task's cgroup, not to `from`
+        // (docs/backends.md). Never more than it counted.
         println!("{unseen} hidden switches found: {counted:?} of {expected:?}");
         for (c, e) in counted.iter().zip(expected) {
             assert!(

@@ -249,11 +249,8 @@ fn the_units_capabilities_are_enough_to_count_exactly_as_nobody() {
         "{body}"
     );
     assert_eq!(total(&body, "cgperf_open_errors_total"), 0.0, "{body}");
-    assert_eq!(
-        backend_info(&body),
-        ("bpf".into(), String::new()),
-        "the unit's capabilities are enough for `auto` to count through BPF"
-    );
+    // The unit's capabilities are enough for `auto` to count through BPF.
+    auto_backend(&body);
 }
 
 /// cgperf as nobody with exactly the systemd unit's capabilities (ambient,
@@ -1092,8 +1089,8 @@ fn config_arg(argv: &[String]) -> &str {
         .expect("the deployment names its config file")
 }
 
-/// The backend a shipped config counts with, under capabilities that
-/// allow BPF (the deployments grant CAP_BPF).
+/// The backend a shipped config asks for (`auto`: see [`auto_backend`]),
+/// under capabilities that allow BPF (the deployments grant CAP_BPF).
 fn deployed_backend(config: &str) -> &'static str {
     use cgperf::config::BackendChoice;
     match cgperf::config::parse("shipped config", config)
@@ -1101,7 +1098,8 @@ fn deployed_backend(config: &str) -> &'static str {
         .backend
     {
         BackendChoice::Cgroup => "cgroup",
-        BackendChoice::Auto | BackendChoice::Bpf => "bpf",
+        BackendChoice::Auto => "auto",
+        BackendChoice::Bpf => "bpf",
     }
 }
 
@@ -1397,11 +1395,12 @@ fn the_systemd_unit_runs_as_written_and_counts_exactly() {
     });
     exec_workload(&cg.dir, 321);
     let body = exporter.wait_collections(2);
-    assert_eq!(
-        backend_info(&body),
-        (deployed_backend(&config).into(), String::new()),
-        "the backend the shipped config asks for, under the unit's capabilities"
-    );
+    // The backend the shipped config asks for, under the unit's
+    // capabilities.
+    match deployed_backend(&config) {
+        "auto" => drop(auto_backend(&body)),
+        asked => assert_eq!(backend_info(&body), (asked.into(), String::new())),
+    }
     warns_only_of_counters_this_machine_lacks(&exporter.log());
     for event in ["sched:sched_process_exec", "sched:sched_process_fork"] {
         assert_eq!(
@@ -1714,7 +1713,7 @@ fn the_daemonset_runs_as_written_with_the_pods_capabilities_and_counts_exactly()
         "--config.file is in the ConfigMap volume"
     );
     let key = config.file_name().expect("a file").to_string_lossy();
-    let backend = deployed_backend(cm.data.get(key.as_ref()).expect("the ConfigMap key read"));
+    let asked = deployed_backend(cm.data.get(key.as_ref()).expect("the ConfigMap key read"));
 
     cgperf::tracefs::Tracefs::locate().expect("tracefs mounted");
     // A pod cgroup of kubelet's cgroupfs driver (the systemd driver's
@@ -1759,6 +1758,12 @@ fn the_daemonset_runs_as_written_with_the_pods_capabilities_and_counts_exactly()
     );
     assert_read_only(exporter.pid(), &read_only);
     let pid = exporter.pid();
+    let backend = match asked {
+        "auto" => {
+            auto_backend(&exporter.wait_for("the backend", |b| b.contains("cgperf_backend_info{")))
+        }
+        asked => asked.to_string(),
+    };
     let want = sc
         .capabilities
         .add
@@ -1813,11 +1818,11 @@ fn the_daemonset_runs_as_written_with_the_pods_capabilities_and_counts_exactly()
     });
     exec_workload(&cg.dir, 123);
     let body = exporter.wait_collections(2);
-    assert_eq!(
-        backend_info(&body),
-        (backend.into(), String::new()),
-        "the backend the ConfigMap asks for, under the pod's capabilities"
-    );
+    // The backend the ConfigMap asks for, under the pod's capabilities
+    // (`auto`'s reason to fall back checked above).
+    let (counting, fallback) = backend_info(&body);
+    assert_eq!(counting, backend, "{body}");
+    assert!(asked == "auto" || fallback.is_empty(), "{fallback}");
     warns_only_of_counters_this_machine_lacks(&exporter.log());
     assert_eq!(
         value(

@@ -110,12 +110,26 @@ fn auto_choice(available: Result<Option<String>, Unavailable>) -> (Kind, Option<
     }
 }
 
+/// How the bpf backend's counts would differ on a kernel where its program
+/// found `found` switches without the `sched_switch` tracepoint.
+fn hidden(found: u64) -> String {
+    format!(
+        "this kernel switched out of tasks without the sched_switch tracepoint the bpf backend \
+         counts by ({found} such switches in the {} s after its program loaded; some VM guest \
+         kernels do so for some of their tasks), and what perf counters count while such a \
+         task runs would be charged to the cgroup of the task that runs next",
+        bpf::WATCH.as_secs_f64()
+    )
+}
+
 impl Chosen {
     /// The plan of `config` on `machine`, asking this backend's probe (see
     /// [`Plan::build_in_time`]), and that probe. Under `auto`, a config
     /// whose groups need more counters per CPU than the BPF backend holds
     /// is counted by the cgroup backend instead, which counts them all,
-    /// and says why.
+    /// and says why; so is any config on a kernel that the program, watched
+    /// for [`bpf::WATCH`] after it loaded, found switching out of tasks
+    /// without the tracepoint it counts by ([`bpf::hidden_switches`]).
     pub fn plan(
         &mut self,
         config: &Config,
@@ -123,25 +137,29 @@ impl Chosen {
     ) -> anyhow::Result<(Plan, Arc<dyn Probe>)> {
         let probe = self.probe(machine);
         let plan = Plan::build_in_time(config, machine, probe.clone())?;
-        let room = probe.counters_per_cpu();
-        match room {
-            Some(room) if self.auto && plan.counters > room => {
-                bpf::unload();
-                self.kind = Kind::Cgroup;
-                self.fallback = Some(Unavailable {
-                    missing: format!(
-                        "room for the config's counters (its groups need {} per CPU, the bpf \
-                         backend holds {room})",
-                        plan.counters
-                    ),
-                    fix: "count fewer events, or set `backend: cgroup` to say so".into(),
-                });
-                let probe = self.probe(machine);
-                let plan = Plan::build_in_time(config, machine, probe.clone())?;
-                Ok((plan, probe))
-            }
-            _ => Ok((plan, probe)),
+        if !self.auto || self.kind != Kind::Bpf {
+            return Ok((plan, probe));
         }
+        let why = match probe.counters_per_cpu() {
+            Some(room) if plan.counters > room => Some(Unavailable {
+                missing: format!(
+                    "room for the config's counters (its groups need {} per CPU, the bpf \
+                     backend holds {room})",
+                    plan.counters
+                ),
+                fix: "count fewer events, or set `backend: cgroup` to say so".into(),
+            }),
+            _ => bpf::hidden_switches().and_then(|n| auto_choice(Ok(Some(hidden(n)))).1),
+        };
+        let Some(why) = why else {
+            return Ok((plan, probe));
+        };
+        bpf::unload();
+        self.kind = Kind::Cgroup;
+        self.fallback = Some(why);
+        let probe = self.probe(machine);
+        let plan = Plan::build_in_time(config, machine, probe.clone())?;
+        Ok((plan, probe))
     }
 
     /// What planning, `cgperf check` and `cgperf list` ask: this backend's
@@ -215,6 +233,17 @@ mod tests {
             why,
             "cannot count through BPF: counts equal to the cgroup backend's: a task moved by \
              another …; set `backend: bpf` to count through BPF all the same"
+        );
+        let (kind, why) = auto_choice(Ok(Some(hidden(3))));
+        assert_eq!(kind, Kind::Cgroup);
+        assert_eq!(
+            why.expect("a reason").to_string(),
+            "cannot count through BPF: counts equal to the cgroup backend's: this kernel switched \
+             out of tasks without the sched_switch tracepoint the bpf backend counts by (3 such \
+             switches in the 1 s after its program loaded; some VM guest kernels do so for some \
+             of their tasks), and what perf counters count while such a task runs would be \
+             charged to the cgroup of the task that runs next; set `backend: bpf` to count \
+             through BPF all the same"
         );
         let refused = Unavailable {
             missing: "permission (loading)".into(),

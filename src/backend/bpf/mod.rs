@@ -34,7 +34,7 @@ mod statistics;
 mod sys;
 mod unavailable;
 
-pub use available::{available, unload};
+pub use available::{WATCH, available, hidden_switches, unload};
 pub use placement::{CountedBy, counted_by};
 pub use probe::BpfProbe;
 pub use sampled::{ByInKernel, counted_in_kernel};
@@ -231,7 +231,9 @@ impl BpfCounters {
                  bpf backend counts by (a VM guest kernel's own threads, for one): what perf \
                  counters count while such a task runs is charged to the cgroup of the task \
                  that runs next (cgperf_bpf_unseen_switches_total counts them; \
-                 docs/backends.md); `backend: cgroup` counts it exactly"
+                 docs/backends.md); `backend: cgroup` counts it exactly (`backend: auto` \
+                 watched for such switches for a second at start, saw none and chose bpf: set \
+                 `backend: cgroup`)"
             );
         }
         self.unseen = unseen;
