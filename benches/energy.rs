@@ -1,23 +1,29 @@
 //! Cost of energy attribution per interval at 10,000 cgroups: the model
 //! meter read (`/proc/stat`) and its energy shared among the cgroups by
-//! what each did on each CPU, down their tree, into their series
+//! what each did on each socket, down their tree, into their series
 //! (`Account::read` and `Account::show`, as the engine calls them at each
 //! collection). The cgroups are a Kubernetes node's: 2,000 pods of 4
 //! containers each, every one busy on every CPU in every interval (the
 //! worst case: no cgroup's share is 0).
 //!
-//! Measured at this machine's CPUs and at 128 (a large node: each cgroup
-//! carries a total per CPU); the reference in the same run is the
-//! OpenMetrics exposition of the same cgroups' energy series, which every
-//! scrape does. Besides criterion's wall time, it prints the thread's CPU
-//! time per interval over 50 intervals of each (the target is CPU time:
-//! on a shared machine wall time counts other programs' turns too).
+//! Measured at this machine's CPUs and at 128 (a large node). The
+//! snapshot gives each cgroup's activity summed per socket, which the
+//! engine sums from its per-CPU totals as it makes the snapshot
+//! ([`Sockets::sum`]): that summing is measured too, apart, since it is
+//! the one step whose cost grows with the CPUs. The reference in the same
+//! run is the OpenMetrics exposition of the same cgroups' energy series,
+//! which every scrape does. Besides criterion's wall time, it prints the
+//! thread's CPU time per interval over 50 intervals of each (the target
+//! is CPU time: on a shared machine wall time counts other programs'
+//! turns too).
 //!
 //! Run: `cargo bench --bench energy`.
 
+use cgperf::backend::budget::Fds;
 use cgperf::config::{EnergyDef, IdlePolicy, MeterChoice, ModelScope, PowerModel};
 use cgperf::energy::Account;
 use cgperf::exporter::prometheus::Exposition;
+use cgperf::host::Sockets;
 use cgperf::plan::EnergyPlan;
 use cgperf::snapshot::{CgroupActivity, Labels, Latest, Snapshot};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
@@ -31,7 +37,7 @@ const CONTAINERS: usize = 4;
 const CGROUPS: usize = PODS * (CONTAINERS + 1);
 
 fn account() -> Account {
-    Account::new(EnergyPlan {
+    let plan = EnergyPlan {
         def: EnergyDef {
             meter: MeterChoice::Model,
             model: Some(PowerModel {
@@ -44,7 +50,8 @@ fn account() -> Account {
         weight: Some("cycles"),
         // No system-wide counters: what is measured is the attribution.
         weight_attr: None,
-    })
+    };
+    Account::new(plan, Default::default(), Fds::unbounded())
 }
 
 /// The counted cgroups, in path order as the engine keeps them: each
@@ -72,18 +79,16 @@ fn cgroups() -> Vec<(Arc<str>, Labels)> {
     out
 }
 
-/// The activity of `cgroups` after `interval` intervals on `cpus` CPUs:
-/// every cgroup grows on every CPU, a pod by its containers' growth and a
-/// little of its own.
-fn activity(cgroups: &[(Arc<str>, Labels)], cpus: u32, interval: u64) -> Vec<CgroupActivity> {
+/// What `cgroups` counted on each of `cpus` CPUs after `interval`
+/// intervals, as the engine's totals hold it: every cgroup grows on every
+/// CPU, a pod by its containers' growth and a little of its own.
+fn per_cpu(cgroups: &[(Arc<str>, Labels)], cpus: u32, interval: u64) -> Vec<Vec<(u32, f64)>> {
     let total =
         |seed: usize, cpu: u32| ((interval + 1) * (1_000 + seed as u64) * (cpu as u64 + 1)) as f64;
-    cgroups
-        .iter()
-        .enumerate()
-        .map(|(i, (path, labels))| {
+    (0..cgroups.len())
+        .map(|i| {
             let (pod, container) = (i / (CONTAINERS + 1), i % (CONTAINERS + 1));
-            let cpus = (0..cpus)
+            (0..cpus)
                 .map(|cpu| {
                     let value = match container {
                         0 => {
@@ -96,13 +101,26 @@ fn activity(cgroups: &[(Arc<str>, Labels)], cpus: u32, interval: u64) -> Vec<Cgr
                     };
                     (cpu, value)
                 })
-                .collect();
-            CgroupActivity {
-                cgroup: path.clone(),
-                labels: labels.clone(),
-                start_time: SystemTime::UNIX_EPOCH,
-                cpus,
-            }
+                .collect()
+        })
+        .collect()
+}
+
+/// The activity of `cgroups` from their totals per CPU, summed per socket
+/// as the engine sums them.
+fn activity(
+    cgroups: &[(Arc<str>, Labels)],
+    per_cpu: &[Vec<(u32, f64)>],
+    sockets: &mut Sockets,
+) -> Vec<CgroupActivity> {
+    cgroups
+        .iter()
+        .zip(per_cpu)
+        .map(|((path, labels), cpus)| CgroupActivity {
+            cgroup: path.clone(),
+            labels: labels.clone(),
+            start_time: SystemTime::UNIX_EPOCH,
+            sockets: sockets.sum(cpus.iter().copied()),
         })
         .collect()
 }
@@ -134,7 +152,8 @@ fn cpu_per_call<T>(n: u32, mut prepare: impl FnMut() -> T, mut f: impl FnMut(&mu
 /// A snapshot of `cgroups`' activity after `interval` intervals.
 fn snapshot(cgroups: &[(Arc<str>, Labels)], cpus: u32, interval: u64) -> Snapshot {
     let mut snap = Snapshot::empty();
-    snap.activity = activity(cgroups, cpus, interval);
+    let mut sockets = Sockets::new(std::path::Path::new(cgperf::host::CPU_ROOT));
+    snap.activity = activity(cgroups, &per_cpu(cgroups, cpus, interval), &mut sockets);
     snap.activity_weight = "cycles";
     snap
 }
@@ -163,6 +182,16 @@ fn bench(c: &mut Criterion) {
             attribute(&mut account, &mut next());
         }
         let attribution = cpu_per_call(50, &mut next, |snap| attribute(&mut account, snap));
+        // The engine's part: each cgroup's totals per CPU summed per socket.
+        let mut sockets = Sockets::new(std::path::Path::new(cgperf::host::CPU_ROOT));
+        let totals = per_cpu(&cgroups, cpus, 3);
+        let summing = cpu_per_call(
+            50,
+            || (),
+            |()| {
+                black_box(activity(&cgroups, &totals, &mut sockets));
+            },
+        );
         group.bench_function(format!("attribution, {cpus} CPUs"), |b| {
             b.iter_batched_ref(
                 &mut next,
@@ -186,10 +215,13 @@ fn bench(c: &mut Criterion) {
         );
         eprintln!(
             "{CGROUPS} cgroups x {cpus} CPUs: attribution {:.3} ms of CPU per interval, \
-             exposition of their series {:.3} ms: ratio {:.2}",
+             exposition of their series {:.3} ms: ratio {:.2}; the engine's summing per \
+             socket {:.3} ms: ratio {:.2}",
             attribution * 1e3,
             reference * 1e3,
-            attribution / reference
+            attribution / reference,
+            summing * 1e3,
+            summing / reference
         );
         group.bench_function(format!("exposition of their series, {cpus} CPUs"), |b| {
             b.iter(|| black_box(exposition.openmetrics()))

@@ -640,3 +640,42 @@ fn after_sigkill_a_new_cgperf_counts_from_its_own_start() {
     }
     assert_conserved(&second.scrape());
 }
+
+/// `cgperf_open_fds` is every perf descriptor the exporter holds, with
+/// energy on: what `/proc/PID/fd` shows (perf events, and the bpf
+/// backend's BPF maps, programs and links, which it counts too), counted
+/// before and after a collection that left them as they were. Where the
+/// PMU counts `cycles`, that includes the weight event's system-wide
+/// counter on every CPU (and where the `power/` PMU exists, its meter's);
+/// without, the cgroups' and the hotplug canaries only.
+#[test]
+fn open_fds_are_every_perf_descriptor_with_energy_on() {
+    require_root("open perf events");
+    let a = TestCgroup::create("cgperf-energy-fds-a");
+    let b = TestCgroup::create("cgperf-energy-fds-b");
+    let exporter = Exporter::start(Some(&config(&a.rel, &b.rel)));
+    let held = || {
+        std::fs::read_dir(format!("/proc/{}/fd", exporter.pid()))
+            .expect("procfs")
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|target| {
+                let target = target.to_string_lossy();
+                target == "anon_inode:[perf_event]" || target.starts_with("anon_inode:bpf")
+            })
+            .count() as f64
+    };
+    let fds = |body: &str| value(body, "cgperf_open_fds", &[]).expect("cgperf_open_fds");
+    exporter.wait_for("energy series", |body| {
+        value(body, "cgperf_energy_joules_total", &[("cgroup", &a.rel)]).is_some()
+    });
+    let mut seen = Vec::new();
+    for _ in 0..20 {
+        let (before, body, after) = (held(), exporter.wait_collections(1), held());
+        if before == after {
+            assert_eq!(fds(&body), before, "{body}");
+            return;
+        }
+        seen.push((before, after));
+    }
+    panic!("the exporter's descriptors never held still over a collection: {seen:?}");
+}

@@ -63,6 +63,41 @@ impl FdBudget {
     }
 }
 
+/// Where perf descriptors are counted and how many may be open: what an
+/// owner of descriptors beside the targets (energy's system-wide counters
+/// and meter) opens against, so that `cgperf_open_fds` and the budget
+/// count every descriptor of the process.
+#[derive(Debug, Clone)]
+pub struct Fds {
+    /// Every perf descriptor of the process.
+    pub tally: Arc<AtomicU64>,
+    /// How many of them cgperf may hold.
+    pub budget: FdBudget,
+}
+
+impl Fds {
+    /// A tally of its own and no budget: for descriptors opened only to be
+    /// looked at and closed (`cgperf check`).
+    pub fn unbounded() -> Self {
+        Self {
+            tally: Arc::default(),
+            budget: FdBudget {
+                max_perf_fds: u64::MAX,
+            },
+        }
+    }
+
+    /// Whether `more` descriptors fit next to those open.
+    pub fn fit(&self, more: u64) -> bool {
+        self.budget.fits(self.tally.load(Ordering::Relaxed), more)
+    }
+
+    /// `group`, its descriptors counted for as long as it lives.
+    pub fn hold(&self, group: CounterGroup) -> Held {
+        Held::new(group, &self.tally)
+    }
+}
+
 /// Keeps the count of open perf descriptors honest: adds `n` to the tally
 /// when created and takes it away when dropped, whatever path drops the
 /// owner of the descriptors.

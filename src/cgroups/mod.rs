@@ -22,6 +22,7 @@ use crate::backend::Backend;
 use crate::cpus::CpuChanges;
 use crate::cri::Names;
 use crate::discovery::Discovery;
+use crate::host::Sockets;
 use crate::plan::Plan;
 use crate::snapshot::{ErrorReason, Errors, Operation, SkipReason, Snapshot};
 use crate::target::Target;
@@ -35,6 +36,8 @@ pub struct Cgroups<B> {
     counting: Counting<B>,
     /// Pod and container names from the container runtime, if asked for.
     names: Option<Names>,
+    /// Each CPU's socket, which the cgroups' energy weights are summed by.
+    sockets: Sockets,
 }
 
 /// Without the backend, which need not say what it holds.
@@ -57,6 +60,7 @@ impl<B: Backend> Cgroups<B> {
             discovery,
             counting: Counting::new(backend, None, Vec::new()),
             names,
+            sockets: Sockets::new(std::path::Path::new(crate::host::CPU_ROOT)),
         }
     }
 
@@ -139,7 +143,12 @@ impl<B: Backend + Send> Target for Cgroups<B> {
         snapshot.events_lost = series.events_lost;
         snapshot.metrics = series.metrics;
         if let Some(weight) = plan.energy.and_then(|e| e.weight) {
-            snapshot.activity = activity::of(&counting.entries, &counting.totals, weight);
+            snapshot.activity = activity::of(
+                &counting.entries,
+                &counting.totals,
+                weight,
+                &mut self.sockets,
+            );
             snapshot.activity_weight = weight;
         }
         snapshot.skipped = counting.skipped.clone();

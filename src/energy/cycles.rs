@@ -1,9 +1,11 @@
 //! What each socket's CPUs did in all, in the weight event's unit, when
 //! shares are weighed by `cycles`: one system-wide counter of the weight
 //! event per online CPU (the event exactly as the cgroups' groups count
-//! it, modifiers included), so that cycles no counted top-level cgroup
-//! ran (kernel threads, interrupts, cgroups not counted) go to the
-//! `system` share instead of being spread over the cgroups.
+//! it, modifiers included, and on a hybrid CPU with the extended type of
+//! that CPU's core PMU, as theirs: [`CorePmus::on_cpu`]), so that cycles
+//! no counted top-level cgroup ran (kernel threads, interrupts, cgroups
+//! not counted) go to the `system` share instead of being spread over the
+//! cgroups.
 //!
 //! Each reading is scaled per interval as every count is
 //! (`raw × enabled / running`, [`Delta::scaled`]); an interval in which a
@@ -11,16 +13,23 @@
 //! (a CPU come online) tells nothing of that CPU, and its socket's total
 //! is then unknown for that interval: its top-level cgroups share all of
 //! its active energy, as without a total.
+//!
+//! The counters' descriptors are counted with every other perf descriptor
+//! of the process (`cgperf_open_fds`) and kept within the same budget: a
+//! CPU whose counter would not fit gets none, and its socket's total is
+//! unknown, as where the kernel refuses one.
 
-use crate::events::EventAttr;
+use crate::backend::budget::{Fds, Held};
+use crate::events::{CorePmus, EventAttr};
 use crate::perf::{CounterGroup, Target};
 use crate::totals::{Baseline, Delta};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// One CPU's counter and its last reading.
 #[derive(Debug)]
 struct Counter {
-    group: CounterGroup,
+    held: Held,
     baseline: Baseline,
     /// Opened since the last read: its first delta covers part of an
     /// interval only.
@@ -32,17 +41,25 @@ struct Counter {
 pub struct SystemCount {
     attr: EventAttr,
     cpus: BTreeMap<u32, Counter>,
+    /// Where the counters' descriptors are counted, and their budget.
+    fds: Fds,
+    /// The core PMUs, which a hybrid CPU's counters are opened on.
+    cores: Arc<CorePmus>,
     /// Whether a refusal to open was said (once).
     said: bool,
     delta: Delta,
 }
 
 impl SystemCount {
-    /// Counts `attr` on every CPU from the first [`SystemCount::read`].
-    pub fn new(attr: EventAttr) -> Self {
+    /// Counts `attr` on every CPU from the first [`SystemCount::read`],
+    /// on each as `cores` opens it there, its descriptors counted in and
+    /// kept within `fds`.
+    pub fn new(attr: EventAttr, cores: Arc<CorePmus>, fds: Fds) -> Self {
         Self {
             attr,
             cpus: BTreeMap::new(),
+            fds,
+            cores,
             said: false,
             delta: Delta::default(),
         }
@@ -56,21 +73,28 @@ impl SystemCount {
         let mut out = Vec::with_capacity(online.len());
         for &cpu in online {
             if !self.cpus.contains_key(&cpu) {
-                match CounterGroup::open(std::slice::from_ref(&self.attr), Target::AllTasks, cpu) {
+                let opened = match self.cores.on_cpu(&self.attr, cpu) {
+                    None => Err("no core PMU of this CPU counts it".to_owned()),
+                    Some(_) if !self.fds.fit(1) => Err("over the descriptor budget".to_owned()),
+                    Some(attr) => {
+                        CounterGroup::open(std::slice::from_ref(&attr), Target::AllTasks, cpu)
+                            .map_err(|e| e.errno.to_string())
+                    }
+                };
+                match opened {
                     Ok(group) => {
                         let counter = Counter {
-                            group,
+                            held: self.fds.hold(group),
                             baseline: Baseline::new(1),
                             fresh: true,
                         };
                         self.cpus.insert(cpu, counter);
                     }
-                    Err(e) => {
+                    Err(why) => {
                         if !std::mem::replace(&mut self.said, true) {
                             tracing::warn!(
                                 "energy: the weight event cannot be counted system-wide on CPU \
-                                 {cpu} ({}): no `system` share where it is not",
-                                e.errno
+                                 {cpu} ({why}): no `system` share where it is not"
                             );
                         }
                         out.push((cpu, None));
@@ -81,7 +105,7 @@ impl SystemCount {
             let Some(counter) = self.cpus.get_mut(&cpu) else {
                 continue;
             };
-            let value = match counter.group.read() {
+            let value = match counter.held.group.read() {
                 Ok((read, ids)) => {
                     counter.baseline.delta(&read, ids, &mut self.delta);
                     let fresh = std::mem::replace(&mut counter.fresh, false);
@@ -168,6 +192,14 @@ mod tests {
         );
     }
 
+    /// A tally of its own, and room for `max` descriptors.
+    fn fds(max: u64) -> Fds {
+        Fds {
+            tally: Default::default(),
+            budget: crate::backend::budget::FdBudget { max_perf_fds: max },
+        }
+    }
+
     fn attr(name: &str) -> EventAttr {
         let event = crate::events::parse_event(name).unwrap_or_else(|e| panic!("{name}: {e}"));
         let pmus = std::path::Path::new(crate::events::PMU_ROOT);
@@ -183,7 +215,7 @@ mod tests {
     #[test]
     fn each_cpu_counts_from_its_second_reading_and_follows_the_online_cpus() {
         let online = crate::cpus::online().expect("online CPUs");
-        let mut count = SystemCount::new(attr("cpu-clock"));
+        let mut count = SystemCount::new(attr("cpu-clock"), Arc::default(), fds(u64::MAX));
         let first = count.read(&online);
         assert!(first.iter().all(|(_, c)| c.is_none()), "{first:?}");
         let started = std::time::Instant::now();
@@ -207,7 +239,7 @@ mod tests {
     #[test]
     fn cycles_count_where_the_pmu_does_and_are_unknown_where_not() {
         let cycles = attr("cycles");
-        let mut count = SystemCount::new(cycles);
+        let mut count = SystemCount::new(cycles, Arc::default(), fds(u64::MAX));
         assert_eq!(count.read(&[0]), [(0, None)]);
         std::thread::sleep(std::time::Duration::from_millis(20));
         let second = count.read(&[0]);
@@ -221,5 +253,32 @@ mod tests {
                 assert_eq!(second, [(0, None)]);
             }
         }
+    }
+
+    /// Live, with `cpu-clock`: each CPU's counter is counted in the tally
+    /// for as long as it is open, and one that would not fit in the budget
+    /// is not opened (that CPU unknown, every interval, until room comes).
+    #[test]
+    fn each_counter_is_counted_while_open_and_kept_within_the_budget() {
+        use std::sync::atomic::Ordering;
+        let online = crate::cpus::online().expect("online CPUs");
+        let room = online.len() as u64 - 1;
+        let fds = fds(room);
+        let mut count = SystemCount::new(attr("cpu-clock"), Arc::default(), fds.clone());
+        count.read(&online);
+        assert_eq!(fds.tally.load(Ordering::Relaxed), room);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let got = count.read(&online);
+        let (last, first) = got.split_last().expect("a CPU");
+        assert_eq!(last.1, None, "no room for the last CPU: {got:?}");
+        assert!(first.iter().all(|(_, c)| c.is_some()), "{got:?}");
+        assert_eq!(fds.tally.load(Ordering::Relaxed), room);
+        // A CPU gone closes its counter: room for the last one.
+        let (gone, rest) = online.split_first().expect("a CPU");
+        count.read(rest);
+        assert_eq!(fds.tally.load(Ordering::Relaxed), room);
+        assert!(!count.cpus.contains_key(gone));
+        drop(count);
+        assert_eq!(fds.tally.load(Ordering::Relaxed), 0, "all closed");
     }
 }

@@ -1,16 +1,17 @@
 //! Each counted cgroup's state between intervals: its weight totals per
-//! CPU at the last interval and its micro-Joules per meter scope, kept in
-//! path order as the snapshot's activity comes. A new interval's cgroups
-//! are matched with the last ones by walking both lists in that order
-//! (one comparison of pointers per cgroup that stays), so that an
+//! socket at the last interval and its micro-Joules per meter scope, kept
+//! in path order as the snapshot's activity comes. A new interval's
+//! cgroups are matched with the last ones by walking both lists in that
+//! order (one comparison of pointers per cgroup that stays), so that an
 //! interval neither hashes a path nor allocates for a cgroup already
 //! known, and the tree of counted cgroups is made again only when the set
-//! of cgroups changed: attribution at 10,000 cgroups stays well within a
-//! millisecond of CPU per interval (benches/energy.rs).
+//! of cgroups changed. The activity comes summed per socket, so that an
+//! interval costs the same on 2 CPUs as on 128: at 10,000 cgroups, well
+//! within a millisecond of CPU (benches/energy.rs).
 
+use super::meter::Over;
 use super::split::Tree;
 use crate::snapshot::CgroupActivity;
-use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -21,7 +22,7 @@ use std::time::SystemTime;
 struct Known {
     path: Arc<str>,
     start: SystemTime,
-    /// Its weight totals per CPU at the last interval, in CPU order.
+    /// Its weight totals per socket at the last interval, in socket order.
     totals: Vec<(u32, f64)>,
     /// Its micro-Joules per meter scope since it was first counted.
     joules: Vec<u64>,
@@ -52,40 +53,26 @@ pub struct Ledger {
     tree: Tree,
     /// The sockets the meter covers, whose weights are kept.
     sockets: Vec<u32>,
-    /// Per CPU, the index in `sockets` of its socket (`NONE`: unmetered).
-    slot_of_cpu: Vec<usize>,
-    /// Per known cgroup, then per socket: what it did in the last interval.
+    /// Per known cgroup, what it did in the last interval: on each socket
+    /// of `sockets`, then on every socket.
     weights: Vec<f64>,
 }
 
-/// A CPU of no metered socket.
-const NONE: usize = usize::MAX;
-
 impl Ledger {
-    /// Takes in `activity` (each cgroup's weight totals per CPU): each
-    /// cgroup's growth since the last call per socket of `sockets` (a
-    /// total that went back counts from 0; a new cgroup's whole total),
-    /// `socket_of` telling each CPU's socket. Cgroups no longer in
-    /// `activity` are forgotten with their energy.
-    pub fn update(
-        &mut self,
-        activity: &[CgroupActivity],
-        sockets: &[u32],
-        mut socket_of: impl FnMut(u32) -> u32,
-    ) {
+    /// Takes in `activity` (each cgroup's weight totals per socket): each
+    /// cgroup's growth since the last call on each socket of `sockets`, and
+    /// on all sockets (a total that went back counts from 0; a new
+    /// cgroup's whole total). Cgroups no longer in `activity` are
+    /// forgotten with their energy.
+    pub fn update(&mut self, activity: &[CgroupActivity], sockets: &[u32]) {
         if self.sockets != sockets {
             self.sockets = sockets.to_vec();
-            self.slot_of_cpu.clear();
         }
-        let width = self.sockets.len();
+        let width = self.sockets.len() + 1;
         self.weights.clear();
         self.weights.resize(activity.len() * width, 0.0);
-        let mut rows = self.weights.chunks_mut(width.max(1));
-        let mut slots = Slots {
-            sockets: &self.sockets,
-            of_cpu: &mut self.slot_of_cpu,
-            socket_of: &mut socket_of,
-        };
+        let mut rows = self.weights.chunks_mut(width);
+        let metered = &self.sockets;
         let same = activity.len() == self.known.len()
             && activity
                 .iter()
@@ -94,7 +81,7 @@ impl Ledger {
         if same {
             // The same cgroups as last time, in the same order: in place.
             for (k, a) in self.known.iter_mut().zip(activity) {
-                k.weigh(a, rows.next().unwrap_or_default(), &mut slots);
+                k.weigh(a, rows.next().unwrap_or_default(), metered);
             }
             self.at.clear();
             self.at.extend(0..activity.len());
@@ -116,10 +103,10 @@ impl Ledger {
                 .unwrap_or_else(|| Known {
                     path: a.cgroup.clone(),
                     start: a.start_time,
-                    totals: Vec::with_capacity(a.cpus.len()),
+                    totals: Vec::with_capacity(a.sockets.len()),
                     joules: Vec::new(),
                 });
-            k.weigh(a, rows.next().unwrap_or_default(), &mut slots);
+            k.weigh(a, rows.next().unwrap_or_default(), metered);
             known.push(k);
             self.at.push(i);
         }
@@ -134,20 +121,23 @@ impl Ledger {
         &self.tree
     }
 
-    /// What each cgroup did in the last interval on `socket`'s CPUs (0
-    /// for a socket the meter does not cover).
-    pub fn weights(&self, socket: u32) -> Cow<'_, [f64]> {
-        let width = self.sockets.len();
-        match self.sockets.iter().position(|s| *s == socket) {
-            Some(_) if width == 1 => Cow::Borrowed(&self.weights),
-            Some(slot) => self
+    /// What each cgroup did in the last interval on the CPUs `over` names
+    /// (0 for a socket the meter does not cover).
+    pub fn weights(&self, over: Over) -> Vec<f64> {
+        let width = self.sockets.len() + 1;
+        let column = match over {
+            Over::Machine => Some(width - 1),
+            Over::Socket(socket) => self.sockets.iter().position(|s| *s == socket),
+        };
+        match column {
+            Some(column) => self
                 .weights
                 .iter()
-                .skip(slot)
+                .skip(column)
                 .step_by(width)
                 .copied()
                 .collect(),
-            None => Cow::Owned(vec![0.0; self.known.len()]),
+            None => vec![0.0; self.known.len()],
         }
     }
 
@@ -173,55 +163,30 @@ impl Ledger {
     }
 }
 
-/// Each CPU's index among the metered sockets, found once per CPU.
-struct Slots<'a, F> {
-    sockets: &'a [u32],
-    /// Per CPU, the index in `sockets` of its socket (`NONE`: unmetered).
-    of_cpu: &'a mut Vec<usize>,
-    socket_of: &'a mut F,
-}
-
-impl<F: FnMut(u32) -> u32> Slots<'_, F> {
-    /// The index of `cpu`'s socket among the metered ones, if metered.
-    fn of(&mut self, cpu: u32) -> usize {
-        let c = cpu as usize;
-        if c >= self.of_cpu.len() {
-            let from = self.of_cpu.len() as u32;
-            let (sockets, socket_of) = (self.sockets, &mut *self.socket_of);
-            self.of_cpu.extend((from..=cpu).map(|cpu| {
-                let socket = socket_of(cpu);
-                sockets.iter().position(|s| *s == socket).unwrap_or(NONE)
-            }));
-        }
-        self.of_cpu[c]
-    }
-}
-
 impl Known {
     /// Adds what `a` did since this one's last totals to `row` (per
-    /// metered socket), and keeps `a`'s totals.
-    fn weigh<F: FnMut(u32) -> u32>(
-        &mut self,
-        a: &CgroupActivity,
-        row: &mut [f64],
-        slots: &mut Slots<'_, F>,
-    ) {
-        for (n, &(cpu, total)) in a.cpus.iter().enumerate() {
-            // Both in CPU order: mostly the same CPUs as last time.
+    /// socket of `metered`, then over all sockets), and keeps `a`'s
+    /// totals.
+    fn weigh(&mut self, a: &CgroupActivity, row: &mut [f64], metered: &[u32]) {
+        for (n, &(socket, total)) in a.sockets.iter().enumerate() {
+            // Both in socket order: mostly the same sockets as last time.
             let was = match self.totals.get(n) {
-                Some(&(c, t)) if c == cpu => t,
+                Some(&(s, t)) if s == socket => t,
                 _ => self
                     .totals
-                    .binary_search_by_key(&cpu, |(c, _)| *c)
+                    .binary_search_by_key(&socket, |(s, _)| *s)
                     .map_or(0.0, |at| self.totals[at].1),
             };
             let delta = if total >= was { total - was } else { total };
-            if let Some(w) = row.get_mut(slots.of(cpu)) {
-                *w += delta;
+            let slot = metered.iter().position(|s| *s == socket);
+            for at in slot.into_iter().chain([metered.len()]) {
+                if let Some(w) = row.get_mut(at) {
+                    *w += delta;
+                }
             }
         }
         self.totals.clear();
-        self.totals.extend_from_slice(&a.cpus);
+        self.totals.extend_from_slice(&a.sockets);
     }
 }
 
@@ -245,46 +210,52 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn activity(cgroup: &str, start: u64, cpus: &[(u32, f64)]) -> CgroupActivity {
+    /// A cgroup's totals per socket.
+    fn activity(cgroup: &str, start: u64, sockets: &[(u32, f64)]) -> CgroupActivity {
         CgroupActivity {
             cgroup: cgroup.into(),
             labels: Arc::from(Vec::new()),
             start_time: SystemTime::UNIX_EPOCH + Duration::from_secs(start),
-            cpus: cpus.into(),
+            sockets: sockets.into(),
         }
-    }
-
-    /// CPUs 0 and 1 on socket 0, 2 on socket 1, 3 on socket 2 (no meter).
-    fn socket_of(cpu: u32) -> u32 {
-        [0, 0, 1, 2][cpu as usize]
     }
 
     #[test]
     fn growth_per_socket_follows_each_cgroup_whatever_the_order_and_a_new_one_starts_whole() {
         let mut ledger = Ledger::default();
         let first = vec![
-            activity("/b", 1, &[(0, 5.0), (2, 1.0)]),
-            activity("/a", 1, &[(1, 2.0), (3, 9.0)]),
+            activity("/b", 1, &[(0, 5.0), (1, 1.0)]),
+            activity("/a", 1, &[(0, 2.0), (2, 9.0)]),
         ];
-        ledger.update(&first, &[0, 1], socket_of);
+        // Sockets 0 and 1 metered, 2 not.
+        ledger.update(&first, &[0, 1]);
         // Given out of order: kept in path order, each with its index.
-        assert_eq!(*ledger.weights(0), [2.0, 5.0]);
-        assert_eq!(*ledger.weights(1), [0.0, 1.0]);
-        assert_eq!(*ledger.weights(2), [0.0, 0.0], "socket 2 is not metered");
+        assert_eq!(*ledger.weights(Over::Socket(0)), [2.0, 5.0]);
+        assert_eq!(*ledger.weights(Over::Socket(1)), [0.0, 1.0]);
+        assert_eq!(
+            *ledger.weights(Over::Socket(2)),
+            [0.0, 0.0],
+            "socket 2 is not metered"
+        );
+        assert_eq!(
+            *ledger.weights(Over::Machine),
+            [11.0, 6.0],
+            "every socket, metered or not"
+        );
         let at: Vec<usize> = ledger.totals().map(|(i, _)| i).collect();
         assert_eq!(at, [1, 0]);
         ledger.add(0, 2, &[10, 20]);
         let tree = ledger.tree().clone();
-        // a grew on CPU 1 and gained CPU 0; b's CPU 2 went back (counted
-        // from 0); c appeared under a; b was made again (later start).
+        // a grew by 3 on socket 0 and no longer shows socket 2; c
+        // appeared under a; b was made again (later start).
         let second = vec![
-            activity("/a", 1, &[(0, 1.0), (1, 4.0)]),
-            activity("/a/c", 3, &[(2, 7.0)]),
-            activity("/b", 2, &[(0, 6.0), (2, 0.5)]),
+            activity("/a", 1, &[(0, 5.0)]),
+            activity("/a/c", 3, &[(1, 7.0)]),
+            activity("/b", 2, &[(0, 6.0), (1, 0.5)]),
         ];
-        ledger.update(&second, &[0, 1], socket_of);
-        assert_eq!(*ledger.weights(0), [3.0, 0.0, 6.0]);
-        assert_eq!(*ledger.weights(1), [0.0, 7.0, 0.5]);
+        ledger.update(&second, &[0, 1]);
+        assert_eq!(*ledger.weights(Over::Socket(0)), [3.0, 0.0, 6.0]);
+        assert_eq!(*ledger.weights(Over::Socket(1)), [0.0, 7.0, 0.5]);
         let totals: Vec<(usize, Vec<u64>)> =
             ledger.totals().map(|(i, j)| (i, j.to_vec())).collect();
         assert_eq!(
@@ -295,21 +266,25 @@ mod tests {
         assert_ne!(*ledger.tree(), tree, "the tree is made again");
         assert_eq!(ledger.tree().children[0], [1]);
         // The same cgroups (their paths shared, as the engine's entries
-        // share them), updated in place: c grew by 1; b went back on CPU 2
-        // since, counted from 0.
+        // share them), updated in place: c grew by 1; b went back on
+        // socket 1 since, counted from 0.
         let mut third = second.clone();
-        third[1].cpus = [(2, 8.0)].into();
-        third[2].cpus = [(0, 6.0), (2, 0.25)].into();
+        third[1].sockets = [(1, 8.0)].into();
+        third[2].sockets = [(0, 6.0), (1, 0.25)].into();
         ledger.add(1, 2, &[1, 2, 3]);
-        ledger.update(&third, &[0, 1], socket_of);
-        assert_eq!(*ledger.weights(1), [0.0, 1.0, 0.25]);
+        ledger.update(&third, &[0, 1]);
+        assert_eq!(*ledger.weights(Over::Socket(1)), [0.0, 1.0, 0.25]);
         let totals: Vec<(usize, Vec<u64>)> =
             ledger.totals().map(|(i, j)| (i, j.to_vec())).collect();
         assert_eq!(totals, [(0, vec![10, 1]), (1, vec![0, 2]), (2, vec![0, 3])]);
         assert_eq!(ledger.tree().children[0], [1]);
-        // The meter's sockets change: CPU 3's socket is now metered.
-        ledger.update(&third, &[2], socket_of);
-        assert_eq!(*ledger.weights(2), [0.0, 0.0, 0.0]);
-        assert_eq!(*ledger.weights(0), [0.0; 3], "no longer metered");
+        // The meter's sockets change: socket 2 is now metered.
+        ledger.update(&third, &[2]);
+        assert_eq!(*ledger.weights(Over::Socket(2)), [0.0, 0.0, 0.0]);
+        assert_eq!(
+            *ledger.weights(Over::Socket(0)),
+            [0.0; 3],
+            "no longer metered"
+        );
     }
 }

@@ -20,14 +20,18 @@ pub mod meter;
 mod process;
 pub mod split;
 
+use crate::backend::budget::Fds;
 use crate::config::IdlePolicy;
+use crate::events::CorePmus;
+use crate::host::Sockets;
 use crate::plan::EnergyPlan;
 use crate::snapshot::{EnergySample, EnergyScope, HostEnergy, Snapshot};
 use cycles::SystemCount;
 use ledger::Ledger;
-use meter::{Busy, Meter, model::Sockets};
+use meter::{Busy, Channel, Meter, Over};
 use split::split;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// What [`Account::read`] read, for [`Account::show`].
 #[derive(Debug, Default)]
@@ -49,6 +53,11 @@ pub struct Account {
     sockets: Sockets,
     /// With `cycles` as the weight, each CPU's own count of it.
     system: Option<SystemCount>,
+    /// Where the meter's and the CPUs' counters' descriptors are counted,
+    /// with every other of the process, and their budget.
+    fds: Fds,
+    /// The core PMUs, which the CPUs' counters are opened on.
+    cores: Arc<CorePmus>,
     /// `/proc/stat` at the last read.
     last_times: Option<meter::procstat::Times>,
     /// What the meter and the CPUs did since the last read, for `show`.
@@ -74,15 +83,25 @@ pub struct Account {
 
 impl Account {
     /// Attribution as `plan` asks, with the meter it names; where there is
-    /// none, the account shows nothing and the log says why.
-    pub fn new(plan: EnergyPlan) -> Self {
-        Self::with_meter(plan, open_logged(&plan), crate::host::CPU_ROOT)
+    /// none, the account shows nothing and the log says why. Its perf
+    /// descriptors are counted in, and kept within, `fds`; `cores` are the
+    /// plan's core PMUs.
+    pub fn new(plan: EnergyPlan, cores: Arc<CorePmus>, fds: Fds) -> Self {
+        let meter = open_logged(&plan, &fds);
+        Self::with_meter(plan, meter, crate::host::CPU_ROOT, (cores, fds))
     }
 
     /// Attribution with `meter`, CPUs' sockets from `cpu_root`.
-    fn with_meter(plan: EnergyPlan, meter: Result<Box<dyn Meter>, String>, cpu_root: &str) -> Self {
+    fn with_meter(
+        plan: EnergyPlan,
+        meter: Result<Box<dyn Meter>, String>,
+        cpu_root: &str,
+        (cores, fds): (Arc<CorePmus>, Fds),
+    ) -> Self {
         let mut account = Self {
-            system: system_count(&plan),
+            system: system_count(&plan, &cores, &fds),
+            fds,
+            cores,
             plan,
             meter: Err(String::new()),
             sockets: Sockets::new(std::path::Path::new(cpu_root)),
@@ -112,7 +131,7 @@ impl Account {
             return self;
         }
         if (plan.def.meter, plan.def.model) != (self.plan.def.meter, self.plan.def.model) {
-            let mut meter = open_logged(&plan);
+            let mut meter = open_logged(&plan, &self.fds);
             if let Ok(m) = &mut meter {
                 // Starts counting now: the new meter counted nothing
                 // before.
@@ -123,7 +142,10 @@ impl Account {
         if (plan.weight, plan.weight_attr) != (self.plan.weight, self.plan.weight_attr) {
             self.ledger = Ledger::default();
             self.processes = process::Views::default();
-            self.system = system_count(&plan);
+            // The old counters close before the new ones open: both never
+            // count against the budget at once.
+            self.system = None;
+            self.system = system_count(&plan, &self.cores, &self.fds);
             self.rebase = true;
         }
         self.plan = plan;
@@ -160,7 +182,9 @@ impl Account {
     /// domains and why not the meters passed over, what shares are
     /// weighed by, and what is idle.
     pub fn describe(plan: &EnergyPlan) -> Vec<String> {
-        let (meter, passed) = meter::open(&plan.def);
+        // Opened to be named, and closed at once: no budget to keep to.
+        let fds = Fds::unbounded();
+        let (meter, passed) = meter::open(&plan.def, &fds);
         let mut lines = Vec::new();
         match &meter {
             Ok(m) => {
@@ -268,8 +292,7 @@ impl Account {
         };
         sockets.sort_unstable();
         sockets.dedup();
-        let known = &mut self.sockets;
-        self.ledger.update(activity, &sockets, |cpu| known.of(cpu));
+        self.ledger.update(activity, &sockets);
         self.processes.weigh(&snapshot.processes, weight);
         if let Some(pending) = self.pending.take() {
             let rebase = std::mem::replace(&mut self.rebase, false);
@@ -322,33 +345,47 @@ impl Account {
             entry.0.push(*times);
             entry.1 += times.0 as f64 / 1e9;
         }
-        // What each socket's activity was shared over: its top-level
-        // cgroups' weight, and the system's where it is known.
-        let mut whole: BTreeMap<u32, (Vec<f64>, f64)> = BTreeMap::new();
-        for socket in channels.iter().map(|c| c.socket) {
-            if whole.contains_key(&socket) {
+        // The CPUs' own total tells the system's share, in the weight's
+        // unit: busy time against task-clock, the CPUs' own count against
+        // cycles.
+        let seconds = |(_, seconds): &(Vec<(u64, u64)>, f64)| *seconds;
+        let total_of = |over: Over| match (rebase, &pending.counted, over) {
+            (true, _, _) => Some(0.0),
+            (false, Some(counted), Over::Socket(socket)) => counted.get(&socket).copied().flatten(),
+            (false, Some(counted), Over::Machine) => counted.values().copied().sum(),
+            (false, None, over) if self.plan.weight == Some("task-clock") => match over {
+                Over::Socket(socket) => busy_of.get(&socket).map(seconds),
+                Over::Machine => Some(busy_of.values().map(seconds).sum()),
+            },
+            (false, None, _) => None,
+        };
+        // What each channel's activity was shared over (a socket's, or
+        // every CPU's): the top-level cgroups' weight there, and the
+        // system's where it is known.
+        let mut whole: BTreeMap<Over, (Vec<f64>, f64)> = BTreeMap::new();
+        for over in channels.iter().map(Channel::over) {
+            if whole.contains_key(&over) {
                 continue;
             }
-            let mut weights = self.ledger.weights(socket).into_owned();
+            let mut weights = self.ledger.weights(over);
             if rebase {
                 weights.fill(0.0);
             }
-            // The socket's own total tells the system's share, in the
-            // weight's unit: busy time against task-clock, the CPUs' own
-            // count against cycles.
-            let total = match (rebase, &pending.counted) {
-                (true, _) => Some(0.0),
-                (false, Some(counted)) => counted.get(&socket).copied().flatten(),
-                (false, None) if self.plan.weight == Some("task-clock") => {
-                    busy_of.get(&socket).map(|(_, seconds)| *seconds)
-                }
-                (false, None) => None,
-            };
             let top: f64 = tree.top.iter().map(|i| weights[*i].max(0.0)).sum();
-            let all = total.map_or(top, |t| t.max(top));
-            whole.insert(socket, (weights, all));
+            let all = total_of(over).map_or(top, |t| t.max(top));
+            whole.insert(over, (weights, all));
         }
-        let machine: f64 = whole.values().map(|(_, all)| all).sum();
+        // The machine's activity, for the processes' view: over the
+        // metered sockets, or every CPU where the platform alone is.
+        let sockets: Vec<f64> = whole
+            .iter()
+            .filter(|(over, _)| matches!(over, Over::Socket(_)))
+            .map(|(_, (_, all))| *all)
+            .collect();
+        let machine: f64 = match whole.get(&Over::Machine) {
+            Some((_, all)) if sockets.is_empty() => *all,
+            _ => sockets.iter().sum(),
+        };
         for (c, (channel, energy)) in channels.iter().zip(pending.deltas).enumerate() {
             let idle = match (self.plan.def.idle, self.plan.def.model) {
                 (IdlePolicy::Model, Some(model)) if channel.domain == "pkg" => busy_of
@@ -357,7 +394,7 @@ impl Account {
                     .min(energy),
                 _ => 0,
             };
-            let Some((weights, all)) = whole.get(&channel.socket) else {
+            let Some((weights, all)) = whole.get(&channel.over()) else {
                 continue;
             };
             let shared = split(energy - idle, self.ledger.tree(), weights, Some(*all));
@@ -378,9 +415,10 @@ impl Account {
     }
 }
 
-/// The meter `plan` names, the reason for each passed over logged.
-fn open_logged(plan: &EnergyPlan) -> Result<Box<dyn Meter>, String> {
-    let (meter, passed) = meter::open(&plan.def);
+/// The meter `plan` names (its descriptors counted in `fds`), the reason
+/// for each passed over logged.
+fn open_logged(plan: &EnergyPlan, fds: &Fds) -> Result<Box<dyn Meter>, String> {
+    let (meter, passed) = meter::open(&plan.def, fds);
     match &meter {
         Ok(m) => tracing::info!(
             source = m.source(),
@@ -395,9 +433,9 @@ fn open_logged(plan: &EnergyPlan) -> Result<Box<dyn Meter>, String> {
 
 /// The system-wide count of the weight event, when it is `cycles`
 /// (against `task-clock`, the CPUs' busy time is the total).
-fn system_count(plan: &EnergyPlan) -> Option<SystemCount> {
+fn system_count(plan: &EnergyPlan, cores: &Arc<CorePmus>, fds: &Fds) -> Option<SystemCount> {
     match (plan.weight, plan.weight_attr) {
-        (Some("cycles"), Some(attr)) => Some(SystemCount::new(attr)),
+        (Some("cycles"), Some(attr)) => Some(SystemCount::new(attr, cores.clone(), fds.clone())),
         _ => None,
     }
 }

@@ -49,15 +49,21 @@ fn account() -> Account {
     }]);
     // CPUs without topology are on socket 0.
     let root = std::env::temp_dir().join("cgperf-no-such-cpu-root");
-    Account::with_meter(plan("cycles"), Ok(Box::new(meter)), &root.to_string_lossy())
+    Account::with_meter(
+        plan("cycles"),
+        Ok(Box::new(meter)),
+        &root.to_string_lossy(),
+        (Arc::default(), Fds::unbounded()),
+    )
 }
 
-fn activity(cgroup: &str, start: u64, cpus: &[(u32, f64)]) -> CgroupActivity {
+/// A cgroup's totals per socket (socket 0: the meter's).
+fn activity(cgroup: &str, start: u64, sockets: &[(u32, f64)]) -> CgroupActivity {
     CgroupActivity {
         cgroup: cgroup.into(),
         labels: Arc::from(Vec::new()),
         start_time: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(start),
-        cpus: cpus.into(),
+        sockets: sockets.into(),
     }
 }
 
@@ -131,19 +137,19 @@ fn shares_follow_each_intervals_growth_and_a_new_cgroup_starts_from_zero() {
         &mut account,
         vec![
             activity("/a", 1, &[(0, 1.0)]),
-            activity("/b", 1, &[(1, 3.0)]),
+            activity("/b", 1, &[(0, 3.0)]),
         ],
     );
     assert_eq!(got, [("/a".into(), 250_001), ("/b".into(), 750_002)]);
     assert!(conserved);
-    // Second: a grew by 3 on CPU 1 only, b not at all; a child of a
+    // Second: a grew by 3, b not at all; a child of a
     // appears having done 1.
     let (got, conserved) = interval(
         &mut account,
         vec![
-            activity("/a", 1, &[(0, 1.0), (1, 3.0)]),
-            activity("/a/c", 5, &[(1, 1.0)]),
-            activity("/b", 1, &[(1, 3.0)]),
+            activity("/a", 1, &[(0, 4.0)]),
+            activity("/a/c", 5, &[(0, 1.0)]),
+            activity("/b", 1, &[(0, 3.0)]),
         ],
     );
     assert!(conserved);
@@ -152,7 +158,7 @@ fn shares_follow_each_intervals_growth_and_a_new_cgroup_starts_from_zero() {
     assert_eq!(got[1].1.abs_diff(333_334), 0, "a third of a's share");
     // b is made again (a later start): it starts from 0, its total
     // smaller than before counts whole; a is gone.
-    let (got, conserved) = interval(&mut account, vec![activity("/b", 9, &[(1, 2.0)])]);
+    let (got, conserved) = interval(&mut account, vec![activity("/b", 9, &[(0, 2.0)])]);
     assert_eq!(got, [("/b".into(), METER)]);
     assert!(!conserved, "a's and the first b's energy went with them");
 }
@@ -168,7 +174,7 @@ fn cycles_no_top_level_cgroup_counted_are_the_systems() {
         vec![
             activity("/a", 1, &[(0, a)]),
             activity("/a/x", 1, &[(0, x)]),
-            activity("/b", 1, &[(1, b)]),
+            activity("/b", 1, &[(0, b)]),
         ]
     };
     let system = |s: &Snapshot| whole(s.host_energy[0].system_joules);
@@ -279,7 +285,7 @@ fn process_series_see_the_cgroups_rate_without_adding_to_the_meter() {
             &mut account,
             vec![
                 activity("/a", 1, &[(0, 1.0 * r)]),
-                activity("/b", 1, &[(1, 3.0 * r)]),
+                activity("/b", 1, &[(0, 3.0 * r)]),
             ],
             vec![
                 process("like-b", "cycles", 3.0 * r),
@@ -507,4 +513,91 @@ fn an_absurd_meter_saturates_and_never_goes_back() {
         last = meter;
     }
     assert_eq!(last, u64::MAX);
+}
+
+/// A meter of recorded channels, whose readings each test gives.
+#[derive(Debug)]
+struct Recorded(Vec<Channel>);
+
+impl Meter for Recorded {
+    fn source(&self) -> &'static str {
+        "powercap"
+    }
+    fn channels(&self) -> &[Channel] {
+        &self.0
+    }
+    fn read(&mut self, _busy: &Busy) -> (Vec<u64>, Option<String>) {
+        (vec![0; self.0.len()], None)
+    }
+}
+
+/// A two-socket machine with `pkg` on each socket and `psys` (read on
+/// socket 0's CPU): `/a` runs on socket 0 only, `/b` on socket 1 only,
+/// 1:3, and each socket's CPUs counted one more than its cgroups did (the
+/// system's). `pkg` is shared by its socket's activity; `psys`, which
+/// meters the whole platform, by every CPU's: `/b` gets three times
+/// `/a`'s, and the system its part of both sockets, never all of socket
+/// 0's alone. Each channel adds up exactly.
+#[test]
+fn psys_is_shared_by_every_cpus_activity_and_pkg_by_its_sockets() {
+    let channel = |domain, socket| Channel { domain, socket };
+    let meter = Recorded(vec![
+        channel("pkg", 0),
+        channel("pkg", 1),
+        channel("psys", 0),
+    ]);
+    let root = std::env::temp_dir().join("cgperf-no-such-cpu-root");
+    let mut account = Account::with_meter(
+        plan("cycles"),
+        Ok(Box::new(meter)),
+        &root.to_string_lossy(),
+        (Arc::default(), Fds::unbounded()),
+    );
+    for round in 1..=3u64 {
+        let r = round as f64;
+        account.pending = Some(Pending {
+            deltas: vec![1_000_000, 3_000_000, 8_000_000],
+            busy: Busy::default(),
+            counted: Some(BTreeMap::from([(0, Some(2.0)), (1, Some(4.0))])),
+        });
+        let mut snap = Snapshot::empty();
+        snap.activity = vec![
+            activity("/a", 1, &[(0, 1.0 * r)]),
+            activity("/b", 1, &[(1, 3.0 * r)]),
+        ];
+        snap.activity_weight = "cycles";
+        account.show(&mut snap);
+        let got = |cgroup: &str, domain: &str, socket: u32| {
+            snap.energy
+                .iter()
+                .find(|e| {
+                    &*e.cgroup == cgroup && e.scope.domain == domain && e.scope.socket == socket
+                })
+                .map(|e| whole(e.joules))
+        };
+        let host = |domain: &str, socket: u32| {
+            let h = snap
+                .host_energy
+                .iter()
+                .find(|h| h.scope.domain == domain && h.scope.socket == socket)
+                .expect("host energy");
+            (whole(h.meter_joules), whole(h.system_joules))
+        };
+        // Per socket: a did 1 of socket 0's 2, b 3 of socket 1's 4.
+        assert_eq!(got("/a", "pkg", 0), Some(500_000 * round));
+        assert_eq!(got("/b", "pkg", 0), Some(0));
+        assert_eq!(got("/b", "pkg", 1), Some(2_250_000 * round));
+        // The platform: a did 1 and b 3 of the CPUs' 6.
+        assert_eq!(got("/a", "psys", 0), Some(1_333_333 * round));
+        assert_eq!(got("/b", "psys", 0), Some(4_000_000 * round));
+        let (meter, system) = host("psys", 0);
+        assert_eq!(system, 2_666_667 * round);
+        for (domain, socket) in [("pkg", 0), ("pkg", 1), ("psys", 0)] {
+            let (meter, system) = host(domain, socket);
+            let cgroups =
+                got("/a", domain, socket).unwrap_or(0) + got("/b", domain, socket).unwrap_or(0);
+            assert_eq!(cgroups + system, meter, "{domain} {socket}");
+        }
+        assert_eq!(meter, 8_000_000 * round);
+    }
 }

@@ -11,6 +11,7 @@ pub use crate::backend::budget::{FdBudget, raise_nofile_limit};
 pub use hotplug::CpuTracker;
 
 use crate::backend::Backend;
+use crate::backend::budget::Fds;
 use crate::backend::choose::Opened;
 use crate::cgroups::Cgroups;
 use crate::config::MetricDef;
@@ -71,6 +72,9 @@ pub struct Engine {
     backend: BackendInfo,
     /// Energy per cgroup, when the plan asks for it.
     energy: Option<Account>,
+    /// Where energy's perf descriptors are counted, with the targets', and
+    /// their budget.
+    fds: Fds,
 }
 
 /// The table of targets: the cgroups, counted by the backend chosen for
@@ -103,7 +107,11 @@ impl Engine {
     ) -> Self {
         let cpus = CpuTracker::new(opened.tally);
         let targets = targets(opened.backend, discovery, names, &cpus, opened.budget);
-        let mut engine = Self::of(plan, targets, cpus, latest);
+        let fds = Fds {
+            tally: cpus.tally(),
+            budget: opened.budget,
+        };
+        let mut engine = Self::of(plan, targets, cpus, latest, fds);
         engine.backend = opened.info;
         engine
     }
@@ -118,12 +126,25 @@ impl Engine {
         latest: Latest,
     ) -> Self {
         let targets = targets(backend, discovery, None, &cpus, budget);
-        Self::of(plan, targets, cpus, latest)
+        let fds = Fds {
+            tally: cpus.tally(),
+            budget,
+        };
+        Self::of(plan, targets, cpus, latest, fds)
     }
 
-    fn of(plan: Plan, targets: Vec<Box<dyn Target>>, cpus: CpuTracker, latest: Latest) -> Self {
+    /// An engine of `targets`; energy's descriptors are counted in `fds`.
+    fn of(
+        plan: Plan,
+        targets: Vec<Box<dyn Target>>,
+        cpus: CpuTracker,
+        latest: Latest,
+        fds: Fds,
+    ) -> Self {
         log_support(&plan);
-        let energy = plan.energy.map(Account::new);
+        let energy = plan
+            .energy
+            .map(|e| Account::new(e, plan.cores(), fds.clone()));
         Self {
             metric_defs: plan.described_metrics(),
             plan,
@@ -137,6 +158,7 @@ impl Engine {
             collections: 0,
             backend: BackendInfo::default(),
             energy,
+            fds,
         }
     }
 
@@ -227,7 +249,12 @@ impl Engine {
         // back at a reload.
         self.energy = match (self.energy.take(), plan.energy) {
             (Some(account), Some(energy)) => Some(account.reload(energy)),
-            (_, energy) => energy.map(Account::new),
+            (account, energy) => {
+                // The old account's descriptors close before the new one's
+                // open.
+                drop(account);
+                energy.map(|e| Account::new(e, plan.cores(), self.fds.clone()))
+            }
         };
         self.plan = plan;
         self.metric_defs = self.plan.described_metrics();

@@ -4,6 +4,7 @@
 //! the snapshot holds the engine's figures and each target's series.
 
 use super::{Control, Engine};
+use crate::backend::budget::{FdBudget, Fds};
 use crate::config::Config;
 use crate::cpus::CpuChanges;
 use crate::engine::CpuTracker;
@@ -102,7 +103,11 @@ fn engine(interval: &str, drains: bool) -> (Engine, Calls, Latest) {
     let targets = vec![target("a", drains, 1), target("b", false, 10)];
     let cpus = CpuTracker::new(Arc::new(AtomicU64::new(0)));
     let latest = Latest::new();
-    let engine = Engine::of(plan(interval), targets, cpus, latest.clone());
+    let fds = Fds {
+        tally: cpus.tally(),
+        budget: FdBudget::from_limit(u64::MAX),
+    };
+    let engine = Engine::of(plan(interval), targets, cpus, latest.clone(), fds);
     (engine, calls, latest)
 }
 
@@ -207,7 +212,11 @@ fn the_collection_duration_is_the_whole_collection_showing_included() {
     });
     let cpus = CpuTracker::new(Arc::new(AtomicU64::new(0)));
     let latest = Latest::new();
-    let mut engine = Engine::of(plan("1s"), vec![target], cpus, latest.clone());
+    let fds = Fds {
+        tally: cpus.tally(),
+        budget: FdBudget::from_limit(u64::MAX),
+    };
+    let mut engine = Engine::of(plan("1s"), vec![target], cpus, latest.clone(), fds);
     let began = Instant::now();
     engine.collect();
     let took = began.elapsed().as_secs_f64();

@@ -6,7 +6,7 @@
 //! socket and die it is on.
 
 use crate::snapshot::Scope;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Where the kernel describes each CPU.
 pub const CPU_ROOT: &str = "/sys/devices/system/cpu";
@@ -34,6 +34,60 @@ pub fn of_cpumask(cpu_root: &Path, cpus: &[u32]) -> Vec<Scope> {
 /// The socket of `cpu`, where its topology says.
 pub fn socket_of(cpu_root: &Path, cpu: u32) -> Option<u32> {
     place(cpu_root, cpu).map(|(socket, _)| socket)
+}
+
+/// Which socket each CPU is on, read from its topology once per CPU and
+/// then found by index: the engine asks it for every CPU of every cgroup
+/// whose weight it sums per socket, the energy account for every CPU.
+#[derive(Debug)]
+pub struct Sockets {
+    cpu_root: PathBuf,
+    /// Per CPU number, its socket once read.
+    known: Vec<Option<u32>>,
+}
+
+impl Sockets {
+    /// The sockets of the CPUs under `cpu_root`.
+    pub fn new(cpu_root: &Path) -> Self {
+        Self {
+            cpu_root: cpu_root.to_path_buf(),
+            known: Vec::new(),
+        }
+    }
+
+    /// The socket of `cpu`; 0 where the kernel does not say.
+    pub fn of(&mut self, cpu: u32) -> u32 {
+        let at = cpu as usize;
+        if at >= self.known.len() {
+            self.known.resize(at + 1, None);
+        }
+        let root = &self.cpu_root;
+        *self.known[at].get_or_insert_with(|| socket_of(root, cpu).unwrap_or(0))
+    }
+
+    /// `per_cpu`'s values (in any order) summed per socket, in socket
+    /// order. Each socket's sum is folded in the order its CPUs come, so
+    /// that totals that never go back make sums that never go back.
+    pub fn sum(&mut self, per_cpu: impl IntoIterator<Item = (u32, f64)>) -> Box<[(u32, f64)]> {
+        let mut sums: Vec<(u32, f64)> = Vec::with_capacity(1);
+        // Usually one or two sockets: the last one found is tried first.
+        let mut last = 0;
+        for (cpu, value) in per_cpu {
+            let socket = self.of(cpu);
+            if sums.get(last).is_none_or(|(s, _)| *s != socket) {
+                last = match sums.iter().position(|(s, _)| *s == socket) {
+                    Some(at) => at,
+                    None => {
+                        sums.push((socket, 0.0));
+                        sums.len() - 1
+                    }
+                };
+            }
+            sums[last].1 += value;
+        }
+        sums.sort_unstable_by_key(|(s, _)| *s);
+        sums.into_boxed_slice()
+    }
 }
 
 /// The socket and die of `cpu`; a kernel without `die_id` has one die
@@ -66,6 +120,18 @@ mod tests {
             std::fs::write(dir.join("die_id"), format!("{}\n", (cpu / 2) % 2)).unwrap();
         }
         root
+    }
+
+    /// CPUs of two sockets interleaved, and one the topology does not
+    /// know (socket 0): summed per socket, in socket order.
+    #[test]
+    fn per_cpu_values_sum_per_socket_whatever_their_order() {
+        let root = two_sockets_two_dies();
+        let mut sockets = Sockets::new(root.path());
+        let per_cpu = [(4, 1.0), (0, 2.0), (5, 3.0), (1, 4.0), (9, 5.0)];
+        assert_eq!(*sockets.sum(per_cpu), [(0, 11.0), (1, 4.0)]);
+        assert_eq!(*sockets.sum([(7, 0.5)]), [(1, 0.5)]);
+        assert!(sockets.sum([]).is_empty());
     }
 
     #[test]

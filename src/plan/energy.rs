@@ -3,7 +3,7 @@
 
 use super::{GroupSpec, Plan};
 use crate::config::{EnergyDef, MetricDef, WEIGHT_EVENTS};
-use crate::events::EventAttr;
+use crate::events::{CorePmus, EventAttr};
 use crate::ids::GroupId;
 use std::sync::Arc;
 
@@ -42,6 +42,16 @@ impl EnergyPlan {
 }
 
 impl Plan {
+    /// The core PMUs the groups were planned over (the machine's; none
+    /// where no group can be counted): on a hybrid CPU, how the weight
+    /// event is opened on each CPU, as the groups open it.
+    pub fn cores(&self) -> Arc<CorePmus> {
+        self.groups
+            .iter()
+            .find_map(|(_, spec)| Some(spec.as_ref()?.cores.clone()))
+            .unwrap_or_default()
+    }
+
     /// Every metric the snapshot describes (`cgperf_metric_definition_info`):
     /// the top level's, then the host's, one per (name, description, unit),
     /// as the host may define a metric the cgroups do.

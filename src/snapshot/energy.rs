@@ -1,4 +1,4 @@
-//! Energy in a snapshot: what each counted cgroup did on each CPU (its
+//! Energy in a snapshot: what each counted cgroup did on each socket (its
 //! weight, which the cgroups target shows), and the energy shares the
 //! engine's attribution (`crate::energy`) made of it.
 
@@ -6,9 +6,12 @@ use super::Labels;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-/// What one counted cgroup did on each CPU since it was first counted: the
-/// total of the weight event (`cycles`, or `task-clock` in nanoseconds),
-/// per CPU, as the counters' totals hold it (scaled where multiplexed).
+/// What one counted cgroup did on each socket since it was first counted:
+/// the total of the weight event (`cycles`, or `task-clock` in seconds)
+/// over the socket's CPUs, as the counters' totals hold it (scaled where
+/// multiplexed). Per socket, not per CPU: attribution shares a socket's
+/// energy, and a cgroup's few sockets cost it the same on 2 CPUs as on
+/// 128.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CgroupActivity {
     /// cgroup path.
@@ -17,8 +20,9 @@ pub struct CgroupActivity {
     pub labels: Labels,
     /// When the cgroup began counting: a new start is a new cgroup.
     pub start_time: SystemTime,
-    /// The weight event's total on each CPU it counted on, in CPU order.
-    pub cpus: Box<[(u32, f64)]>,
+    /// The weight event's total on each socket whose CPUs it counted on,
+    /// in socket order.
+    pub sockets: Box<[(u32, f64)]>,
 }
 
 /// Where a share of energy was measured, and how it was shared.

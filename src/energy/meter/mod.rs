@@ -15,6 +15,7 @@ pub use perf::PowerPmu;
 pub use powercap::Powercap;
 pub use procstat::{Busy, read_busy};
 
+use crate::backend::budget::Fds;
 use crate::config::{EnergyDef, MeterChoice};
 
 /// One thing a meter measures: a domain of one socket.
@@ -22,8 +23,30 @@ use crate::config::{EnergyDef, MeterChoice};
 pub struct Channel {
     /// `pkg`, `cores`, `ram` or `psys`.
     pub domain: &'static str,
-    /// The socket it covers (`psys`: the socket of the CPU it is read on).
+    /// The socket it covers (`psys`: the socket of the CPU it is read on,
+    /// the platform's counter's label).
     pub socket: u32,
+}
+
+/// The CPUs whose activity a channel's energy is shared by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Over {
+    /// Its socket's.
+    Socket(u32),
+    /// Every CPU of the machine.
+    Machine,
+}
+
+impl Channel {
+    /// The CPUs whose activity its energy is shared by: its socket's, and
+    /// for `psys`, which meters the whole platform (every socket, and
+    /// more), every CPU's.
+    pub fn over(&self) -> Over {
+        match self.domain {
+            "psys" => Over::Machine,
+            _ => Over::Socket(self.socket),
+        }
+    }
 }
 
 /// What a meter counted on one channel over an interval.
@@ -52,12 +75,13 @@ pub trait Meter: std::fmt::Debug + Send {
 }
 
 /// The meter `def` asks for on this machine, or why there is none; and
-/// why each meter `auto` tried before it was passed over.
-pub fn open(def: &EnergyDef) -> (Result<Box<dyn Meter>, String>, Vec<String>) {
+/// why each meter `auto` tried before it was passed over. A meter's perf
+/// descriptors are counted in, and kept within, `fds`.
+pub fn open(def: &EnergyDef, fds: &Fds) -> (Result<Box<dyn Meter>, String>, Vec<String>) {
     let mut why = Vec::new();
     let mut try_one = |choice: MeterChoice| -> Option<Box<dyn Meter>> {
         let found: Result<Box<dyn Meter>, String> = match choice {
-            MeterChoice::Perf => PowerPmu::open(std::path::Path::new(perf::POWER_PMU))
+            MeterChoice::Perf => PowerPmu::open(std::path::Path::new(perf::POWER_PMU), fds)
                 .map(|m| Box::new(m) as Box<dyn Meter>),
             MeterChoice::Powercap => Powercap::open(std::path::Path::new(powercap::POWERCAP))
                 .map(|m| Box::new(m) as Box<dyn Meter>),

@@ -5,8 +5,9 @@
 
 use super::{Busy, Channel, Meter};
 use crate::config::{ModelScope, PowerModel};
+use crate::host::Sockets;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The model's meter: one `pkg` channel per socket.
 #[derive(Debug)]
@@ -14,32 +15,6 @@ pub struct Model {
     model: PowerModel,
     channels: Vec<Channel>,
     sockets: Sockets,
-}
-
-/// Which socket each CPU is on, read from its topology once.
-#[derive(Debug)]
-pub struct Sockets {
-    cpu_root: PathBuf,
-    known: BTreeMap<u32, u32>,
-}
-
-impl Sockets {
-    /// The sockets of the CPUs under `cpu_root`.
-    pub fn new(cpu_root: &Path) -> Self {
-        Self {
-            cpu_root: cpu_root.to_path_buf(),
-            known: BTreeMap::new(),
-        }
-    }
-
-    /// The socket of `cpu`; 0 where the kernel does not say.
-    pub fn of(&mut self, cpu: u32) -> u32 {
-        let root = &self.cpu_root;
-        *self
-            .known
-            .entry(cpu)
-            .or_insert_with(|| crate::host::socket_of(root, cpu).unwrap_or(0))
-    }
 }
 
 /// Micro-Joules a model draws over `busy`'s CPUs of one socket: `idle`

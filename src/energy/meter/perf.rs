@@ -2,9 +2,13 @@
 //! `energy-ram` and `energy-psys` (AMD has `energy-pkg`), each counted
 //! system-wide on the CPUs of the PMU's `cpumask` (one per socket), in
 //! units of the event's `.scale` Joules (`.unit` is `Joules`). The kernel
-//! keeps the 64-bit total, so a reading never wraps.
+//! keeps the 64-bit total, so a reading never wraps. `energy-psys` counts
+//! the whole platform's energy, whichever CPU reads it: it is read once,
+//! on the first CPU of the `cpumask`, not once per socket (which would
+//! count the platform as many times as it has sockets).
 
 use super::{Busy, Carry, Channel, Meter};
+use crate::backend::budget::{Fds, Held};
 use crate::events::{EventAttr, EventTables, cpumask, parse_event, scale_unit};
 use crate::perf::{CounterGroup, Target};
 use crate::snapshot::Scope;
@@ -68,7 +72,8 @@ pub(crate) fn describe(pmu_root: &Path, cpu_root: &Path) -> Result<Vec<Described
             ));
         }
         let scopes = crate::host::scope_of_cpumask(cpu_root, &cpus);
-        for (cpu, scope) in cpus.into_iter().zip(scopes) {
+        let once = if domain == "psys" { 1 } else { cpus.len() };
+        for (cpu, scope) in cpus.into_iter().zip(scopes).take(once) {
             let socket = match scope {
                 Scope::Socket(s) | Scope::Die { socket: s, .. } => s,
                 Scope::Cpu(_) | Scope::Machine => 0,
@@ -111,14 +116,22 @@ impl Reading {
 #[derive(Debug)]
 pub struct PowerPmu {
     channels: Vec<Channel>,
-    counters: Vec<(CounterGroup, f64, Reading)>,
+    counters: Vec<(Held, f64, Reading)>,
 }
 
 impl PowerPmu {
-    /// Opens every `power/` event of `pmu` (normally [`POWER_PMU`]).
-    pub fn open(pmu: &Path) -> Result<Self, String> {
+    /// Opens every `power/` event of `pmu` (normally [`POWER_PMU`]), its
+    /// descriptors counted in `fds`; refused where they would not fit in
+    /// its budget.
+    pub fn open(pmu: &Path, fds: &Fds) -> Result<Self, String> {
         let root = pmu.parent().unwrap_or(Path::new("/"));
         let described = describe(root, Path::new(crate::host::CPU_ROOT))?;
+        if !fds.fit(described.len() as u64) {
+            return Err(format!(
+                "its {} descriptors do not fit in the descriptor budget",
+                described.len()
+            ));
+        }
         let mut channels = Vec::new();
         let mut counters = Vec::new();
         for d in described {
@@ -127,7 +140,7 @@ impl PowerPmu {
                     format!("power/{}/ on CPU {}: {}", d.channel.domain, d.cpu, e.errno)
                 })?;
             channels.push(d.channel);
-            counters.push((group, d.scale, Reading::default()));
+            counters.push((fds.hold(group), d.scale, Reading::default()));
         }
         Ok(Self { channels, counters })
     }
@@ -147,8 +160,8 @@ impl Meter for PowerPmu {
         let deltas = self
             .counters
             .iter_mut()
-            .map(|(group, scale, reading)| {
-                let count = match group.read() {
+            .map(|(held, scale, reading)| {
+                let count = match held.group.read() {
                     Ok((read, ids)) => ids.first().and_then(|id| read.value_of(*id, 0)),
                     Err(e) => {
                         error.get_or_insert(e.to_string());
@@ -176,7 +189,11 @@ mod tests {
         std::fs::write(power.join("type"), "23\n").unwrap();
         std::fs::write(power.join("cpumask"), "0,4\n").unwrap();
         std::fs::write(power.join("format/event"), "config:0-7\n").unwrap();
-        for (name, config) in [("energy-pkg", "0x02"), ("energy-ram", "0x03")] {
+        for (name, config) in [
+            ("energy-pkg", "0x02"),
+            ("energy-ram", "0x03"),
+            ("energy-psys", "0x05"),
+        ] {
             let events = power.join("events");
             std::fs::write(events.join(name), format!("event={config}\n")).unwrap();
             std::fs::write(
@@ -195,6 +212,8 @@ mod tests {
         (pmus, cpus)
     }
 
+    /// Per socket, but `psys` once: the platform's counter, whichever
+    /// socket's CPU reads it.
     #[test]
     fn each_energy_event_is_read_once_per_socket_in_joules() {
         let (pmus, cpus) = recorded();
@@ -217,7 +236,8 @@ mod tests {
                 ("pkg", 0, 0, 23, 2),
                 ("pkg", 1, 4, 23, 2),
                 ("ram", 0, 0, 23, 3),
-                ("ram", 1, 4, 23, 3)
+                ("ram", 1, 4, 23, 3),
+                ("psys", 0, 0, 23, 5)
             ]
         );
         assert_eq!(found[0].scale, 2f64.powi(-32));
@@ -275,8 +295,11 @@ mod tests {
     /// reason is one line.
     #[test]
     fn the_live_pmu_counts_where_it_exists() {
-        match PowerPmu::open(Path::new(POWER_PMU)) {
+        let fds = Fds::unbounded();
+        match PowerPmu::open(Path::new(POWER_PMU), &fds) {
             Ok(mut meter) => {
+                let open = fds.tally.load(std::sync::atomic::Ordering::Relaxed);
+                assert_eq!(open, meter.channels().len() as u64, "each counted");
                 meter.read(&Busy::default());
                 std::thread::sleep(std::time::Duration::from_millis(200));
                 let (deltas, error) = meter.read(&Busy::default());
