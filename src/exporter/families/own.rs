@@ -57,7 +57,7 @@ pub(super) const RELOAD_TIME: Family = Family {
 };
 pub(super) const OPEN_FDS: Family = Family {
     name: "cgperf_open_fds",
-    help: "perf event file descriptors held now.",
+    help: "perf event file descriptors held now, and under the bpf backend its BPF maps, programs and links.",
     unit: Unit::Count("{file_descriptor}"),
     kind: Kind::Gauge,
 };
