@@ -1226,12 +1226,12 @@ fn a_process_that_never_rests_while_it_is_opened_counts_what_it_may_have_lost() 
         value(b, "cgperf_processes_counted", &[("process", "rests")]) == Some(1.0)
     });
     assert_eq!(possibly_uncounted(&body, "busy"), 0.0, "{body}");
-    // Matches from now on, while it forks without a pause for 5 s: the
+    // Matches from now on, while it forks without a pause for 10 s: the
     // scan that finds it, and each reload that changes `sw`, find no
     // moment its thread rests, and open it at the last try; a child that
     // appears during that open (one in a few) is counted as possibly lost.
     let (reloads, unsure) = std::thread::scope(|scope| {
-        let forking = scope.spawn(|| busy.run(b'B', 5_000));
+        let forking = scope.spawn(|| busy.run(b'B', 10_000));
         let mut reloads = 0;
         let mut unsure = 0.0;
         while !forking.is_finished() && unsure == 0.0 {

@@ -153,6 +153,9 @@ impl Processes {
             let rested = resting
                 && clocks.as_mut().and_then(Clocks::read) == first
                 && threads.iter().all(|&t| scan::resting(&self.root, pid, t));
+            // Listed at once after the open: a child or thread that shows
+            // later was created after it, and inherits.
+            let unsure = (last && !rested).then(|| appeared(&self.root, pid, &before, &threads));
             // The last read of the try before's, then these start: what
             // happens between is not seen, nothing is counted twice.
             close(&mut self.totals, previous.take(), errors);
@@ -160,7 +163,6 @@ impl Processes {
                 enable_all(&mut groups, errors);
             }
             if rested || last {
-                let unsure = (!rested).then(|| appeared(&self.root, pid, &before, &threads));
                 let found: HashSet<&u32> = found.iter().collect();
                 let during = before
                     .iter()
