@@ -178,8 +178,10 @@ impl Worker {
                             gates = gate[1];
                         }
                         // Renames itself `cgpt-busy`, then forks for n ms
-                        // without a pause (it never rests), each child
-                        // living 50 ms; reaps them all.
+                        // (or until the next command comes) without a
+                        // pause: it yields the CPU between forks, but never
+                        // sleeps (it never rests); each child lives 50 ms.
+                        // Reaps them all.
                         b'B' => {
                             set_comm(b"cgpt-busy");
                             let now = || {
@@ -191,9 +193,15 @@ impl Worker {
                                 t.tv_sec * 1_000 + t.tv_nsec / 1_000_000
                             };
                             let end = now() + n as i64;
-                            while now() < end {
+                            let mut next = libc::pollfd {
+                                fd: commands[0],
+                                events: libc::POLLIN,
+                                revents: 0,
+                            };
+                            while now() < end && libc::poll(&mut next, 1, 0) == 0 {
                                 fork_child(false, || sleep_ms(50));
                                 while libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) > 0 {}
+                                libc::sched_yield();
                             }
                             while libc::waitpid(-1, std::ptr::null_mut(), 0) > 0 {}
                         }
@@ -1239,6 +1247,8 @@ fn a_process_that_never_rests_while_it_is_opened_counts_what_it_may_have_lost() 
             unsure = possibly_uncounted(&body, "busy");
             reloads += 1;
         }
+        // Stops it (the next command): it and `B` are both answered.
+        busy.run(b'w', 0);
         (reloads, unsure)
     });
     resting.run(b'p', 1_000);
