@@ -584,6 +584,81 @@ fn a_cgroup_path_longer_than_path_max_does_not_stop_discovery() {
     });
 }
 
+/// The `match:` glob of the cgroups of `chain` (under `parent`) exactly
+/// `levels` deep.
+fn at_depth(parent: &TestCgroup, levels: usize) -> String {
+    format!("{}{}", parent.rel, "/*".repeat(levels))
+}
+
+#[test]
+fn with_every_selected_cgroup_skipped_cgperf_is_not_ready_and_says_why() {
+    require_root("creates cgroups");
+    let parent = TestCgroup::create("cgperf-unready");
+    let _chain = DeepChain::new(&parent.dir, 18, &"d".repeat(250));
+    // The first level past PATH_MAX (its NUL included).
+    let deep = (1..=18)
+        .find(|level| parent.dir.as_os_str().len() + 251 * level >= 4096)
+        .expect("a level past PATH_MAX");
+    let ready = |exporter: &Exporter| {
+        let (status, said) = get_within(
+            &exporter.addr,
+            "/-/ready",
+            std::time::Duration::from_secs(5),
+        );
+        assert!(status.contains(" 503 "), "{status}\n{said}");
+        said
+    };
+    // Only a cgroup whose path is too long to open is selected.
+    let exporter = Exporter::start(Some(&format!(
+        "interval: 200ms\ngroups:\n  sw: [context-switches]\ncgroups:\n  - match: {}\n",
+        at_depth(&parent, deep)
+    )));
+    let body = exporter.wait_collections(2);
+    assert_eq!(
+        value(&body, "cgperf_monitored_cgroups", &[]),
+        Some(0.0),
+        "{body}"
+    );
+    let said = ready(&exporter);
+    assert!(
+        said.contains("no cgroup is counted: the 1 selected are skipped (path_too_long)")
+            && said.contains("PATH_MAX"),
+        "{said}"
+    );
+    drop(exporter);
+    // Two reasons at once: `/` and the parent past the open-files limit,
+    // the deep one too long. (`max_cgroups` is at least 1: one within it
+    // is skipped for another reason, or counted.)
+    let config = config_file(&format!(
+        "interval: 200ms\ngroups:\n  sw: [context-switches]\ncgroups:\n  \
+         - path: /\n  - path: {}\n  - match: {}\n",
+        parent.rel,
+        at_depth(&parent, deep)
+    ));
+    let exporter = spawn_with_nofile(config.path(), 60, &[]);
+    let body = exporter.wait_collections(2);
+    for (reason, n) in [
+        ("max_cgroups", 0.0),
+        ("fd_budget", 2.0),
+        ("path_too_long", 1.0),
+    ] {
+        assert_eq!(
+            value(&body, "cgperf_cgroups_skipped", &[("reason", reason)]),
+            Some(n),
+            "{reason}:\n{body}"
+        );
+    }
+    let said = ready(&exporter);
+    assert!(
+        said.contains(
+            "no cgroup is counted: the 3 selected are skipped \
+             (2 fd_budget, 1 path_too_long)"
+        ) && said.contains("ulimit -n")
+            && said.contains("PATH_MAX"),
+        "{said}"
+    );
+}
+
 /// A directory made by a test under the cgroup2 root by its raw name, and
 /// removed when dropped (drop those below it first).
 struct RawCgroup(std::path::PathBuf);

@@ -2086,6 +2086,24 @@ fn named_metric_mistakes_name_the_place_and_the_fix() {
 }
 
 #[test]
+fn a_duplicate_among_thousands_of_metrics_is_refused_where_it_is() {
+    // `metrics:` is on line 8 of the text; metric i on line 9 + i.
+    let mut text = format!("{METRIC_BASE}metrics:\n");
+    for i in 0..5_000 {
+        text.push_str(&format!("  - {{name: m{i}, expr: cycles}}\n"));
+    }
+    let config = ok(&text);
+    assert_eq!(config.metrics.len(), 5_000);
+    text.push_str("  - {name: m4321, expr: instructions}\n");
+    check(
+        &text,
+        Some((5_009, 12)),
+        &["metric \"m4321\" is defined twice (first at line 4330, column 12)"],
+        "rename or remove one of them",
+    );
+}
+
+#[test]
 fn a_configs_own_formula_may_use_the_machines_literals() {
     let c = ok_with("metrics:\n  - name: per_thread\n    expr: \"cycles / (1 + #smt_on)\"\n");
     // Unquoted, ` #` starts a YAML comment: the hint says so.

@@ -23,6 +23,7 @@ use crate::events::{Event, TracepointName, parse_event, parse_tracepoint};
 use crate::metrics::Catalog;
 use crate::suggest::did_you_mean;
 use std::cell::RefCell;
+use std::collections::HashSet;
 
 use crate::labels::Extractor;
 
@@ -86,8 +87,9 @@ pub(crate) fn validate(
     let (metrics, scheduled) = v.metrics(written_metrics, (&groups, &tracepoints, &probes));
     // A selector may name a metric of a group the top level names
     // (`tma_retiring` of `TopdownL1`), or one core type's.
+    let mut known: HashSet<String> = written.metrics.iter().cloned().collect();
     for m in &metrics {
-        if !written.metrics.contains(&m.name) {
+        if known.insert(m.name.clone()) {
             written.metrics.push(m.name.clone());
         }
     }

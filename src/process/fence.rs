@@ -14,15 +14,20 @@
 //! opens them again a moment later (those of the try before close then,
 //! and the copies children took go with them); a process that never
 //! rests is opened unfenced at the last try, and its children and threads
-//! that appeared meanwhile are taken to inherit, with a warning.
+//! that appeared meanwhile are taken to inherit, with a warning, and
+//! counted in `cgperf_processes_possibly_uncounted_total`.
+//!
+//! A process is opened this way when a scan finds it, and when a reload
+//! opens its entry's changed groups on it anew (see [`super::regroup`]).
 
-use super::{Counted, Groups, Key, Processes, Seen, Start, read_all, scan};
+use super::{Counted, Groups, Key, Processes, Start, read_all, scan};
 use crate::events::{EventAttr, PERF_TYPE_SOFTWARE};
 use crate::ids::{CgroupSlot, GroupId};
 use crate::perf::{self, CounterGroup, OpenError, OpenFailure};
 use crate::plan::GroupSpec;
 use crate::snapshot::{ErrorReason, Errors, Operation};
 use crate::totals::Totals;
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -148,6 +153,9 @@ impl Processes {
             let rested = resting
                 && clocks.as_mut().and_then(Clocks::read) == first
                 && threads.iter().all(|&t| scan::resting(&self.root, pid, t));
+            // Listed at once after the open: a child or thread that shows
+            // later was created after it, and inherits.
+            let unsure = (last && !rested).then(|| appeared(&self.root, pid, &before, &threads));
             // The last read of the try before's, then these start: what
             // happens between is not seen, nothing is counted twice.
             close(&mut self.totals, previous.take(), errors);
@@ -155,7 +163,7 @@ impl Processes {
                 enable_all(&mut groups, errors);
             }
             if rested || last {
-                let unsure = (!rested).then(|| appeared(&self.root, pid, &before, &threads));
+                let found: HashSet<&u32> = found.iter().collect();
                 let during = before
                     .iter()
                     .filter(|c| !found.contains(c))
@@ -212,6 +220,7 @@ pub(super) fn enable_all(groups: &mut Groups, errors: &mut Errors) {
 /// and `threads`.
 fn appeared(root: &Path, pid: u32, children: &[u32], threads: &[u32]) -> (Vec<u32>, Vec<u32>) {
     let new = |now: Vec<u32>, then: &[u32]| -> Vec<u32> {
+        let then: HashSet<&u32> = then.iter().collect();
         now.into_iter().filter(|p| !then.contains(p)).collect()
     };
     (
@@ -221,48 +230,64 @@ fn appeared(root: &Path, pid: u32, children: &[u32], threads: &[u32]) -> (Vec<u3
 }
 
 impl Processes {
-    /// Says how many children and threads of `s` appeared while its groups
-    /// opened without a moment when none of its threads ran (see
-    /// [`fence`]): each was created either before the open, inheriting
-    /// nothing, or after, inheriting them, and the kernel does not say
-    /// which. They are taken to inherit (never counted twice); those that
-    /// did not are not counted.
-    pub(super) fn note_unsure(&self, at: usize, s: &Seen, children: &[u32], threads: &[u32]) {
-        if !children.is_empty() || !threads.is_empty() {
-            tracing::warn!(
-                "process {} ({}) of `{}`: {} children and {} threads appeared while its groups \
-                 were being opened, and its threads never rested long enough to open them \
-                 between two forks; those whose creation began before the open inherit nothing \
-                 and are not counted (the kernel does not say which)",
-                s.pid,
-                s.comm,
-                self.selected[at].name,
-                children.len(),
-                threads.len()
-            );
+    /// Says how many children and threads of process `pid` (named `comm`)
+    /// appeared while its groups opened without a moment when none of its
+    /// threads ran (see the module's doc): each was created either before the
+    /// open, inheriting nothing, or after, inheriting them, and the kernel
+    /// does not say which. They are taken to inherit (never counted
+    /// twice); those that did not are not counted, and each is counted in
+    /// `cgperf_processes_possibly_uncounted_total` of entry `at`, so that
+    /// no such loss is silent.
+    pub(super) fn note_unsure(
+        &mut self,
+        at: usize,
+        (pid, comm): (u32, &str),
+        (children, threads): &(Vec<u32>, Vec<u32>),
+    ) {
+        let appeared = (children.len() + threads.len()) as u64;
+        if appeared == 0 {
+            return;
         }
+        let name = &self.selected[at].name;
+        *self.unsure.entry(name.clone()).or_default() += appeared;
+        tracing::warn!(
+            "process {pid} ({comm}) of `{name}`: {} children and {} threads appeared while its \
+             groups were being opened, and its threads never rested long enough to open them \
+             between two forks; those whose creation began before the open inherit nothing \
+             and are not counted (the kernel does not say which; \
+             cgperf_processes_possibly_uncounted_total counts them)",
+            children.len(),
+            threads.len()
+        );
     }
 
-    /// Gives groups of their own to `children` of the counted process
-    /// `of` (entry `at`) that appeared while its groups were being opened,
-    /// and so hold none of them, and to their children: they count
-    /// through it from now on, as those created later do. One whose
+    /// Gives `specs` of entry `at` of their own to `children` of the
+    /// counted process `of` that appeared while `specs` were being opened
+    /// on it, and so hold none of them, and to their children: they count
+    /// through it from now on (in its series, and closed with the matching
+    /// process it counts through), as those created later do. They open
+    /// as `start` says; returns the processes given groups. One whose
     /// groups do not fit the descriptor budget misses them until a scan
     /// finds room (`fd_budget`).
     pub(super) fn count_through(
         &mut self,
-        at: usize,
+        (at, specs): (usize, &[Arc<GroupSpec>]),
         of: &Key,
         mut children: Vec<u32>,
+        start: Start,
         errors: &mut Errors,
-    ) {
-        let Some(series) = self.counted.get(of).map(|c| c.series.clone()) else {
-            return;
+    ) -> Vec<Key> {
+        let mut given = Vec::new();
+        let Some((series, through)) = self
+            .counted
+            .get(of)
+            .map(|c| (c.series.clone(), c.through.clone().unwrap_or(of.clone())))
+        else {
+            return given;
         };
         let Some(slot) = self.series.get(&series).map(|s| s.slot) else {
-            return;
+            return given;
         };
-        let specs = self.selected[at].groups.clone();
         while let Some(pid) = children.pop() {
             let Some(s) = scan::stat(&self.root, pid).filter(|s| !s.dead) else {
                 continue;
@@ -273,18 +298,18 @@ impl Processes {
             }
             self.first_seen.entry(s.id()).or_insert(self.generation);
             let threads = scan::threads(&self.root, pid).len();
-            let cost = Self::cost(&specs, threads);
+            let cost = Self::cost(specs, threads);
             let mut counted = Counted {
                 admitted: self.generation,
                 series: series.clone(),
                 groups: Groups::new(),
                 missing: Vec::new(),
-                through: Some(of.clone()),
+                through: Some(through.clone()),
             };
             if self.fits(cost.saturating_add(threads as u64)) {
-                let opened = self.open_quiet((pid, &[]), &specs, slot, Start::Now, errors);
-                if let Some((children, threads)) = &opened.unsure {
-                    self.note_unsure(at, &s, children, threads);
+                let opened = self.open_quiet((pid, &[]), specs, slot, start, errors);
+                if let Some(unsure) = &opened.unsure {
+                    self.note_unsure(at, (s.pid, &s.comm), unsure);
                 }
                 // Each of its children appeared after `of` was found.
                 children.extend(opened.before);
@@ -292,7 +317,9 @@ impl Processes {
             } else {
                 counted.missing = specs.iter().map(|g| g.name.clone()).collect();
             }
-            self.counted.insert(key, counted);
+            self.counted.insert(key.clone(), counted);
+            given.push(key);
         }
+        given
     }
 }

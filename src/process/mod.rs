@@ -78,6 +78,10 @@ pub struct Processes {
     exe_denied: std::cell::Cell<bool>,
     /// Live processes whose groups the kernel refused (said once each).
     refused: HashSet<Key>,
+    /// Per entry, the children and threads that appeared while one of its
+    /// processes was opened without a moment of rest, and may not be
+    /// counted (`cgperf_processes_possibly_uncounted_total`).
+    unsure: HashMap<Arc<str>, u64>,
 }
 
 /// One entry of `processes:` and the groups it counts.
@@ -151,6 +155,7 @@ impl Processes {
             budget,
             exe_denied: std::cell::Cell::new(false),
             refused: HashSet::new(),
+            unsure: HashMap::new(),
         }
     }
 
@@ -175,6 +180,8 @@ impl Processes {
             })
             .collect();
         let old = std::mem::replace(&mut self.selected, selected);
+        let names: HashSet<Arc<str>> = self.selected.iter().map(|s| s.name.clone()).collect();
+        self.unsure.retain(|name, _| names.contains(name));
         let find = |list: &[Selected], name: &str| list.iter().position(|s| &*s.name == name);
         // Same processes, same series: what matches and what labels them.
         let same_match = |name: &str| match (find(&old, name), find(&self.selected, name)) {
@@ -462,8 +469,8 @@ impl Processes {
         for child in before.iter().filter_map(|&c| scan::stat(&self.root, c)) {
             self.first_seen.entry(child.id()).or_insert(self.generation);
         }
-        if let Some((children, threads)) = unsure {
-            self.note_unsure(at, s, &children, &threads);
+        if let Some(unsure) = &unsure {
+            self.note_unsure(at, (s.pid, &s.comm), unsure);
         }
         let selected = &self.selected[at];
         let key = (selected.name.clone(), s.pid, s.start);
@@ -496,7 +503,7 @@ impl Processes {
             through: None,
         };
         self.counted.insert(key.clone(), counted);
-        self.count_through(at, &key, during, errors);
+        self.count_through((at, &specs), &key, during, Start::Now, errors);
         true
     }
 }

@@ -11,6 +11,12 @@
 //! untouched, and go on counting parent and children alike. The old
 //! version of a changed group is read a last time before it closes (its
 //! read holds what the children it was passed on to counted).
+//!
+//! Each process gets them as a scan's find does (see [`super::fence`]):
+//! at a moment none of its threads runs, so that its children listed
+//! then, made before the open, hold the old groups only, and every later
+//! one inherits the new. Those of them that appeared since `/proc` was
+//! listed get groups of their own, as the listed ones do.
 
 use super::fence::enable_all;
 use super::{Counted, Groups, Key, Processes, Seen, Selected, Start, read_all, scan};
@@ -20,9 +26,10 @@ use crate::snapshot::{ErrorReason, Errors, Operation};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// A process whose groups are opened anew: its key and threads.
+/// A process whose groups are opened anew: its key, name and threads.
 struct Member {
     key: Key,
+    comm: String,
     threads: Vec<u32>,
 }
 
@@ -134,7 +141,13 @@ impl Processes {
             self.close(&members, groups, errors);
         }
         let start = if beside { Start::Paused } else { Start::Now };
+        // Each process's children as the listing found them.
+        let mut found: HashMap<u32, Vec<u32>> = HashMap::new();
+        for s in seen.iter().filter(|s| !s.dead) {
+            found.entry(s.ppid).or_default().push(s.pid);
+        }
         let mut opened: Vec<(Key, Groups)> = Vec::new();
+        let mut given: Vec<Key> = Vec::new();
         for member in &members {
             let Some(slot) = self
                 .counted
@@ -144,14 +157,25 @@ impl Processes {
             else {
                 continue;
             };
-            let fits = self.fits(Self::cost(&specs, member.threads.len()));
-            let readers = match fits {
-                true => {
-                    self.open_groups(&specs, &member.threads, slot, start, errors)
-                        .0
+            // With a task clock per thread while they open (see [`fence`]).
+            let threads = member.threads.len();
+            let cost = Self::cost(&specs, threads).saturating_add(threads as u64);
+            let fits = self.fits(cost);
+            let mut readers = Groups::new();
+            if fits {
+                let pid = member.key.1;
+                let children = found.get(&pid).map_or(&[][..], Vec::as_slice);
+                let quiet = self.open_quiet((pid, children), &specs, slot, start, errors);
+                if let Some(unsure) = &quiet.unsure {
+                    self.note_unsure(at, (pid, &member.comm), unsure);
                 }
-                false => Groups::new(),
-            };
+                // Those that appeared since the listing hold the old
+                // groups, not these: they get their own.
+                let through =
+                    self.count_through((at, &specs), &member.key, quiet.during, start, errors);
+                given.extend(through);
+                readers = quiet.groups;
+            }
             if let Some(counted) = self.counted.get_mut(&member.key) {
                 counted.missing.retain(|g| !groups.contains(g));
                 if !fits {
@@ -175,6 +199,11 @@ impl Processes {
             }
             for (_, groups) in opened.iter_mut() {
                 enable_all(groups, errors);
+            }
+            for key in &given {
+                if let Some(counted) = self.counted.get_mut(key) {
+                    enable_all(&mut counted.groups, errors);
+                }
             }
         }
         for (key, new) in opened {
@@ -242,6 +271,7 @@ impl Processes {
             .into_iter()
             .map(|key| Member {
                 threads: scan::threads(&self.root, key.1),
+                comm: alive.get(&key.1).map_or(String::new(), |s| s.comm.clone()),
                 key,
             })
             .collect()

@@ -125,6 +125,7 @@ impl Processes {
                     .keys()
                     .filter(|(name, _, _)| *name == s.name)
                     .count() as u64,
+                possibly_uncounted: self.unsure.get(&s.name).copied().unwrap_or(0),
             })
             .collect();
         shown

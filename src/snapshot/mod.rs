@@ -263,6 +263,10 @@ pub struct ProcessCount {
     pub process: Arc<str>,
     /// Processes counted (their children and threads not included).
     pub counted: u64,
+    /// Children and threads that appeared while one of its processes had
+    /// its groups opened without a moment of rest, so far: each may not
+    /// be counted.
+    pub possibly_uncounted: u64,
 }
 
 /// Enabled and running time of one group in one cgroup.

@@ -13,6 +13,7 @@
 mod schedule;
 
 use serde_saphyr::{Location, Spanned};
+use std::collections::HashMap;
 
 use super::error::{ConfigError, quote};
 use super::schema::{RawMetric, RawMetricItem, metric_entry};
@@ -46,14 +47,40 @@ struct Counted<'a> {
     tracepoints: Vec<TracepointDef>,
 }
 
-/// The metrics defined so far, with every metric's name and those of the
-/// entries that define one metric (not a group): a name defined twice is
-/// a mistake, a metric of two groups is computed once.
+/// The metrics defined so far, with where every metric's name and those
+/// of the entries that define one metric (not a group) first appear: a
+/// name defined twice is a mistake, a metric of two groups is computed
+/// once. Maps, so that thousands of metrics load in linear time.
 #[derive(Default)]
 struct Defined {
     defs: Vec<MetricDef>,
-    names: Vec<(String, Location)>,
-    explicit: Vec<(String, Location)>,
+    /// Where each of `defs` is, by name.
+    index: HashMap<String, usize>,
+    names: HashMap<String, Location>,
+    /// By the name in ASCII lowercase (the CPU's tables ignore case).
+    explicit: HashMap<String, Location>,
+}
+
+impl Defined {
+    /// Adds `def`, first defined where `names` says.
+    fn push(&mut self, def: MetricDef) {
+        self.index.insert(def.name.clone(), self.defs.len());
+        self.defs.push(def);
+    }
+
+    /// The metric named `name`, if defined.
+    fn get(&self, name: &str) -> Option<&MetricDef> {
+        self.index.get(name).map(|&i| &self.defs[i])
+    }
+
+    /// Notes that `name` is defined at `at` (where it is first, if more
+    /// than once), and by an entry of its own if `explicit`.
+    fn name(&mut self, name: &str, at: Location, explicit: bool) {
+        if explicit {
+            self.explicit.entry(name.to_ascii_lowercase()).or_insert(at);
+        }
+        self.names.entry(name.to_owned()).or_insert(at);
+    }
 }
 
 /// What the metrics scheduled: the groups of their events, and their
@@ -129,10 +156,9 @@ impl Validator<'_> {
             if self.keep(self.metric_name(name, &defined.names)).is_none() {
                 continue;
             }
-            defined.names.push((name.value.clone(), name.referenced));
-            defined.explicit.push((name.value.clone(), name.referenced));
+            defined.name(&name.value, name.referenced, true);
             if let Some(def) = self.keep(self.metric(raw, &expr, counted)) {
-                defined.defs.push(def);
+                defined.push(def);
             }
         }
         let scheduled = Scheduled {
@@ -156,10 +182,9 @@ impl Validator<'_> {
                 .all(|m| !m.name.eq_ignore_ascii_case(&raw.name.value));
         let at = raw.name.referenced;
         for metric in found {
-            if let Some(def) = defined.defs.iter().find(|d| d.name == metric.name) {
-                let first = defined.names.iter().find(|(n, _)| *n == def.name);
+            if let Some(def) = defined.get(&metric.name) {
                 if def.formula != metric.formula
-                    && let Some((_, first)) = first
+                    && let Some(first) = defined.names.get(&def.name)
                 {
                     self.keep::<()>(Err(self
                         .error(
@@ -176,12 +201,9 @@ impl Validator<'_> {
                 }
                 continue;
             }
-            if !group {
-                defined.explicit.push((metric.name.clone(), at));
-            }
-            defined.names.push((metric.name.clone(), at));
+            defined.name(&metric.name, at, !group);
             if let Some(def) = self.keep(self.schedule(&raw.name.value, metric, at, counted)) {
-                defined.defs.push(def);
+                defined.push(def);
             }
         }
     }
@@ -191,7 +213,7 @@ impl Validator<'_> {
     fn named(
         &self,
         raw: &RawMetric,
-        seen: &[(String, Location)],
+        seen: &HashMap<String, Location>,
     ) -> Result<Vec<NamedMetric>, ConfigError> {
         let name = &raw.name;
         if raw.description.is_some() || raw.unit.is_some() {
@@ -226,9 +248,8 @@ impl Validator<'_> {
             };
             self.error(name.referenced, e.to_string()).hint(hint)
         })?;
-        if let Some((_, first)) = seen
-            .iter()
-            .find(|(n, _)| found.len() == 1 && found.iter().any(|m| m.name.eq_ignore_ascii_case(n)))
+        if let [one] = found.as_slice()
+            && let Some(first) = seen.get(&one.name.to_ascii_lowercase())
         {
             return Err(self
                 .error(
@@ -248,7 +269,7 @@ impl Validator<'_> {
     fn metric_name(
         &self,
         name: &Spanned<String>,
-        seen: &[(String, Location)],
+        seen: &HashMap<String, Location>,
     ) -> Result<(), ConfigError> {
         let text = &name.value;
         let mut chars = text.chars();
@@ -264,7 +285,7 @@ impl Validator<'_> {
                 )
                 .hint(NAME_HINT));
         }
-        if let Some((_, first)) = seen.iter().find(|(n, _)| n == text) {
+        if let Some(first) = seen.get(text) {
             return Err(self
                 .error(
                     name.referenced,

@@ -47,6 +47,12 @@ pub(super) const PROCESSES_COUNTED: Family = Family {
     unit: Unit::Count("{process}"),
     kind: Kind::Gauge,
 };
+pub(super) const PROCESSES_POSSIBLY_UNCOUNTED: Family = Family {
+    name: "cgperf_processes_possibly_uncounted",
+    help: "Children and threads of the processes of each entry of `processes:` that appeared while cgperf opened groups on a process whose threads did not rest during the tries (up to 20 ms): each is taken to inherit them, and one whose creation began before the open is not counted; 0 where none may have been lost.",
+    unit: Unit::Count("{task}"),
+    kind: Kind::Counter,
+};
 pub(super) const PROCESSES_SKIPPED: Family = Family {
     name: "cgperf_processes_skipped",
     help: "Processes an entry of `processes:` matched at the last scan but cgperf does not count, by reason: more than max_processes (max_processes), or their perf descriptors would exceed the open-files limit (fd_budget).",
@@ -129,6 +135,15 @@ pub(super) fn series<V: Visitor>(snap: &Snapshot, v: &mut V) -> Result<(), V::Er
         snap.process_counts
             .iter()
             .map(|c| Point::fixed(Labels::one("process", &c.process), c.counted as f64)),
+    )?;
+    v.family(
+        &PROCESSES_POSSIBLY_UNCOUNTED,
+        snap.process_counts.iter().map(|c| {
+            Point::fixed(
+                Labels::one("process", &c.process),
+                c.possibly_uncounted as f64,
+            )
+        }),
     )?;
     let skipped = &snap.processes_skipped;
     v.family(
