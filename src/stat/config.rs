@@ -3,8 +3,17 @@
 use crate::config::{self, CgroupPattern, CgroupSelector, Config, Origin, TracepointDef};
 use crate::stat::args::Selection;
 
+/// The backend `cgperf stat` counts with when no config names one: the
+/// cgroup backend, as `perf stat -G` counts. `auto` would watch the bpf
+/// backend's program for a second before trusting it (whether the kernel
+/// hides switches from it), four times what counting a short command
+/// takes, and the few cgroups `stat` counts are where the cgroup backend
+/// costs least.
+const STAT_BACKEND: config::BackendChoice = config::BackendChoice::Cgroup;
+
 /// The config to count with: `file` (from `--config.file`) if given, else
-/// `selection` with the daemon's defaults; counting `cgroups` (every group
+/// `selection` with the daemon's defaults but the cgroup backend (see
+/// [`STAT_BACKEND`]); counting `cgroups` (every group
 /// and tracepoint in each) when there are any, else `file`'s cgroups.
 /// With `energy`, energy is shared as `energy: {meter: auto}` would
 /// where `file` has no `energy:` of its own.
@@ -41,7 +50,7 @@ pub fn build(
             .collect(),
         probes: Vec::new(),
         ring_pages: config::DEFAULT_RING_PAGES,
-        backend: config::BackendChoice::default(),
+        backend: STAT_BACKEND,
         cgroups: Vec::new(),
         max_cgroups: None,
         labels: Vec::new(),
@@ -77,4 +86,23 @@ pub fn build(
             .collect();
     }
     config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn with_no_config_stat_counts_with_the_cgroup_backend_and_a_config_keeps_its_own() {
+        let selection = || Selection {
+            groups: Vec::new(),
+            tracepoints: Vec::new(),
+        };
+        let built = build(None, selection(), &[], false, false);
+        assert_eq!(built.backend, config::BackendChoice::Cgroup);
+        let mut file = build(None, selection(), &[], false, false);
+        file.backend = config::BackendChoice::Bpf;
+        let built = build(Some(file), selection(), &[], false, false);
+        assert_eq!(built.backend, config::BackendChoice::Bpf);
+    }
 }
