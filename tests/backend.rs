@@ -569,14 +569,7 @@ fn auto_counts_through_the_cgroup_backend_where_the_kernel_hides_switches_from_t
     let cg = TestCgroup::create("cgperf-auto-hidden");
     let file = counting_config("auto", &cg.rel);
     let path = file.path().display().to_string();
-    let out = Command::new("perf")
-        .args([
-            "stat",
-            "-a",
-            "-x,",
-            "-e",
-            "context-switches,sched:sched_switch",
-        ])
+    let out = perf_counting_switches()
         .args([
             "--",
             env!("CARGO_BIN_EXE_cgperf"),
@@ -591,15 +584,7 @@ fn auto_counts_through_the_cgroup_backend_where_the_kernel_hides_switches_from_t
         String::from_utf8_lossy(&out.stderr),
     );
     assert!(out.status.success(), "{said}{csv}");
-    let count = |event: &str| {
-        csv.lines()
-            .find_map(|line| {
-                let fields: Vec<&str> = line.split(',').collect();
-                (fields.get(2) == Some(&event)).then(|| fields[0].trim().parse::<u64>().ok())?
-            })
-            .unwrap_or_else(|| panic!("no {event} in perf's output:\n{csv}"))
-    };
-    let hidden = count("context-switches").saturating_sub(count("sched:sched_switch"));
+    let hidden = hidden_switches(&csv);
     let line = said
         .lines()
         .find(|l| l.starts_with("backend:"))

@@ -1972,16 +1972,6 @@ fn tracepoints_a_metric_schedules_never_push_out_those_the_config_names() {
     assert!(out.contains("metric extra = "), "{out}");
 }
 
-/// `perf stat -a -x,` output: the count of `event`.
-fn perf_csv_count(csv: &str, event: &str) -> u64 {
-    csv.lines()
-        .find_map(|line| {
-            let fields: Vec<&str> = line.split(',').collect();
-            (fields.get(2) == Some(&event)).then(|| fields[0].trim().parse::<u64>().ok())?
-        })
-        .unwrap_or_else(|| panic!("no {event} in perf's output:\n{csv}"))
-}
-
 #[test]
 fn switches_the_tracepoint_does_not_show_are_found_and_never_more_than_the_kernel_hid() {
     let _turn = apart();
@@ -1996,14 +1986,7 @@ fn switches_the_tracepoint_does_not_show_are_found_and_never_more_than_the_kerne
         "backend: bpf\ninterval: 1s\ngroups:\n  own: [context-switches]\ncgroups:\n  - path: {}\n",
         cg.rel
     );
-    let perf = std::process::Command::new("perf")
-        .args([
-            "stat",
-            "-a",
-            "-x,",
-            "-e",
-            "context-switches,sched:sched_switch",
-        ])
+    let perf = perf_counting_switches()
         .args(["--", "sleep", "8"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -2023,8 +2006,7 @@ fn switches_the_tracepoint_does_not_show_are_found_and_never_more_than_the_kerne
     );
     let out = perf.wait_with_output().expect("perf's output");
     let csv = String::from_utf8_lossy(&out.stderr);
-    let hidden = perf_csv_count(&csv, "context-switches")
-        .saturating_sub(perf_csv_count(&csv, "sched:sched_switch"));
+    let hidden = hidden_switches(&csv);
     println!("the program found {found} unseen switches; the kernel hid {hidden} in all");
     assert!(found <= hidden, "found {found}, hidden {hidden}:\n{csv}");
     if hidden == 0 {

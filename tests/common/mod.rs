@@ -905,3 +905,37 @@ pub fn this_machine() -> cgperf::machine::Machine {
         metrics: Default::default(),
     }
 }
+
+/// `perf stat -a -x, -e context-switches,sched:sched_switch`, to which the
+/// caller adds `-- COMMAND`: over the command's run, the kernel's own count
+/// of switches on every CPU and its `sched_switch` tracepoint's hits, whose
+/// difference is the switches that tracepoint did not show
+/// ([`hidden_switches`]).
+pub fn perf_counting_switches() -> Command {
+    let mut perf = Command::new("perf");
+    perf.args([
+        "stat",
+        "-a",
+        "-x,",
+        "-e",
+        "context-switches,sched:sched_switch",
+    ]);
+    perf
+}
+
+/// From the CSV (`-x,`) `perf stat` printed, the count of `event`.
+pub fn perf_csv_count(csv: &str, event: &str) -> u64 {
+    csv.lines()
+        .find_map(|line| {
+            let fields: Vec<&str> = line.split(',').collect();
+            (fields.get(2) == Some(&event)).then(|| fields[0].trim().parse::<u64>().ok())?
+        })
+        .unwrap_or_else(|| panic!("no {event} in perf's output:\n{csv}"))
+}
+
+/// The switches the kernel made without its `sched_switch` tracepoint, from
+/// what [`perf_counting_switches`] printed.
+pub fn hidden_switches(csv: &str) -> u64 {
+    perf_csv_count(csv, "context-switches")
+        .saturating_sub(perf_csv_count(csv, "sched:sched_switch"))
+}
