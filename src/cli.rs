@@ -20,9 +20,11 @@ use std::process::ExitCode;
 /// plus CAP_DAC_READ_SEARCH.
 ///
 /// It counts through BPF (one counter per event and CPU, charged to cgroups
-/// at context switches) where the kernel and CAP_BPF allow it, else with a
-/// perf event per cgroup, event and CPU, and says which at start; the
-/// config's `backend:` (auto, bpf, cgroup) chooses.
+/// at context switches) where the kernel and CAP_BPF allow it and the
+/// kernel shows every switch to it (watched for a second at start), else
+/// with a perf event per cgroup, event and CPU, and says which at start;
+/// the config's `backend:` (auto, bpf, cgroup) chooses. `cgperf stat`
+/// counts with the latter unless its config says otherwise.
 ///
 /// The config's `processes:` counts processes by name, executable, command
 /// line or pid, with their children and threads, and its `host:` the whole
