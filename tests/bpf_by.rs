@@ -577,6 +577,23 @@ fn descriptors_do_not_grow_with_the_cgroups_counted() {
     }
 }
 
+/// The samples that cgperf's log `log` warns were dropped at a cut, of
+/// hits that could be on either side of it.
+fn unsure_drops(log: &str) -> u64 {
+    log.lines()
+        .filter(|line| line.contains("either side of the cut"))
+        .map(|line| {
+            let (_, rest) = line
+                .split_once("samples=")
+                .unwrap_or_else(|| panic!("no samples= in {line}"));
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits
+                .parse::<u64>()
+                .unwrap_or_else(|e| panic!("{e}: {line}"))
+        })
+        .sum()
+}
+
 /// Under `by_which` in `body`: the hits of each value of `which`.
 fn per_value(body: &str, cgroup: &str) -> std::collections::BTreeMap<String, f64> {
     series(body, cgroup, "by_which")
@@ -670,19 +687,26 @@ fn flipping_mid_burst(name: &str, rings_first: bool, flips: usize, ring_pages: u
     let body = exporter.wait_collections(2);
     let lost = lost(&body, &cg.rel, "by_which").unwrap_or(0.0);
     let counted = per_value(&body, &cg.rel);
-    eprintln!("counted {counted:?} lost {lost} of {expected:?}");
+    let unsure = unsure_drops(&exporter.log());
+    eprintln!("counted {counted:?} lost {lost} of {expected:?}, {unsure} unsure");
     // Every hit once: counted by the side in force when it happened,
     // neither both (the new side starts before the old one stops) nor
     // none. Rings of 512 pages keep up with the bursts, unless the
     // machine is so busy that cgperf cannot drain them in time: what they
     // drop is then reported lost, exactly, and no value has more than its
-    // hits.
+    // hits. The only drops not accounted for are those a warning names:
+    // of hits either side of a cut, made while cgperf set it.
     for (v, n) in &expected {
         assert!(counted.get(v).is_some_and(|c| c <= n), "which={v}:\n{body}");
     }
     let all: f64 = counted.values().sum();
-    assert_eq!(all + lost, expected.values().sum::<f64>(), "{body}");
-    if lost == 0.0 {
+    let hits: f64 = expected.values().sum();
+    assert!(
+        all + lost <= hits && all + lost >= hits - unsure as f64,
+        "{all} counted + {lost} lost of {hits} hits, {unsure} unsure:\n{body}\n{}",
+        exporter.log()
+    );
+    if lost == 0.0 && unsure == 0 {
         assert_eq!(counted, expected, "{body}");
     }
     assert_eq!(

@@ -14,6 +14,7 @@ use crate::perf::{OpenFailure, SampledEvent, Target};
 use crate::plan::{Plan, SampledSpec};
 use crate::snapshot::{ErrorReason, Operation, SkipReason};
 use crate::totals::{Handle, SampledKey, Totals};
+pub use ring::DropMark;
 use ring::{Rings, SampledState, wait_for_writers};
 use std::collections::{BTreeMap, HashSet};
 use std::os::fd::AsFd;
@@ -247,13 +248,12 @@ impl ByRings {
     }
 
     /// Starts the events of the entries held since they opened
-    /// ([`ByRings::hold`]), drains the rings, and notes what the events of
-    /// the entries `leaving` dropped so far: what the rings hold from now
-    /// on is only what comes after this call. Called right before the
-    /// cut, so that a ring must fill within the hand-over's own grace
-    /// period, not the whole reload, before it drops a sample, and then
-    /// only of a hit past the cut (see [`ring`]'s module doc on cuts).
-    pub fn start_held(&mut self, leaving: &HashSet<SampledId>, totals: &mut Totals) {
+    /// ([`ByRings::hold`]) and drains the rings: what they hold from now on
+    /// is only what comes after this call. Called right before the cut,
+    /// so that a ring must fill within the cut itself, not the whole
+    /// reload, before it drops a sample (see [`ring`]'s module doc on
+    /// cuts).
+    pub fn start_held(&mut self, totals: &mut Totals) {
         let held = &self.rings.held;
         let errors = &mut self.failures.errors;
         for watched in self.cgroups.values_mut() {
@@ -267,10 +267,16 @@ impl ByRings {
             }
         }
         self.rings.drain(totals);
+    }
+
+    /// Notes how many samples the events of the entries `moving` dropped
+    /// as of `mark`: the two reads of a cut that tell the drops of hits
+    /// before it from those past it.
+    pub fn note_drops(&mut self, moving: &HashSet<SampledId>, mark: DropMark) {
         for watched in self.cgroups.values_mut() {
             for sampled in &mut watched.sampled {
-                if leaving.contains(&sampled.spec.id()) {
-                    sampled.note_drops();
+                if moving.contains(&sampled.spec.id()) {
+                    sampled.note_drops(mark);
                 }
             }
         }
@@ -318,10 +324,20 @@ impl ByRings {
         rings.drain(totals);
         for watched in self.cgroups.values_mut() {
             for sampled in &mut watched.sampled {
-                match moving(sampled) {
+                let unsure = match moving(sampled) {
                     (true, _) => sampled.end_window(rings, true, totals),
                     (_, true) => sampled.end_window(rings, false, totals),
-                    _ => {}
+                    _ => 0,
+                };
+                if unsure > 0 {
+                    tracing::warn!(
+                        event = %sampled.spec.label,
+                        cgroup = %watched.path,
+                        samples = unsure,
+                        "a full ring dropped samples of `by:` hits as the entry was handed over \
+                         (cgperf was likely preempted right then): they could be of hits on \
+                         either side of the cut, and are not reported lost"
+                    );
                 }
             }
         }

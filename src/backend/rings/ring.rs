@@ -55,16 +55,24 @@
 //!
 //! A sample the ring drops (full) on the other side of the cut is of a hit
 //! the other counter counted, yet it is in this event's count, so the
-//! entry would report it lost. An arriving event therefore starts only
-//! just before the cut, and every ring is drained there
-//! ([`super::ByRings::start_held`]): a ring then fills up again only well
-//! after the cut (it holds at least 64 samples, and only the hits of the
-//! microseconds before the cut come first), so what it drops from then on
-//! is of hits past the cut. An arriving event counts them, rightly, as
-//! lost; a leaving event's are counted by the other side, and are taken
-//! out of its count by the kernel's own count of its dropped samples
-//! (`PERF_FORMAT_LOST`), noted at that drain and read again at the end.
-//! Where the kernel cannot say (before Linux 6.0), they are reported lost.
+//! entry would report it lost. No time comes with a drop, but the kernel
+//! counts each event's drops (`PERF_FORMAT_LOST`), and the hand-over reads
+//! that count twice: right after every ring is drained, just before the cut
+//! ([`super::ByRings::start_held`]), and right after the cut is set
+//! ([`DropMark`]). What an event dropped by the first read is of hits
+//! before the cut, and what it dropped after the second of hits past it:
+//! an arriving event takes the first out of its count (the other side
+//! counted them) and reports the rest lost, rightly; a leaving event keeps
+//! the first as lost and takes the rest out.
+//!
+//! Drops between the two reads could be of hits on either side. A ring
+//! drops there only if it fills in those few microseconds (cgperf
+//! preempted right then, or rings far too small for the rate): they are
+//! taken out, so that `lost` stays never above the truth, and a warning
+//! says how many (values + `other` + `lost` may then fall short of the
+//! hits by that much). Where the kernel cannot count drops (before Linux
+//! 6.0), every drop of an arriving event is reported lost, and none of a
+//! leaving event's.
 
 use crate::backend::budget::Tally;
 use crate::ids::SampledId;
@@ -137,9 +145,10 @@ struct OpenSampled {
     event: SampledEvent,
     /// Its count at the last read (a new event starts from 0).
     last: u64,
-    /// Of an event leaving at a cut: its samples dropped as of the drain
-    /// right before the cut, where the kernel says ([`SampledState::note_drops`]).
-    dropped_before_cut: Option<u64>,
+    /// Of an event moving at a cut: its samples dropped as of each
+    /// [`DropMark`], where the kernel says ([`SampledState::note_drops`]).
+    drops_at_drain: Option<u64>,
+    drops_at_cut: Option<u64>,
     _fd: Tally,
 }
 
@@ -334,7 +343,8 @@ impl SampledState {
             cpu,
             event,
             last: 0,
-            dropped_before_cut: None,
+            drops_at_drain: None,
+            drops_at_cut: None,
             _fd: tally,
         });
     }
@@ -350,14 +360,14 @@ impl SampledState {
         }
     }
 
-    /// Notes, of an event leaving at the cut about to be set, how many of
-    /// its samples were dropped so far. The rings were just drained: a ring
-    /// fills up again only long after the cut, so every sample it drops
-    /// from now on is of a hit past the cut, which the other side counts
-    /// ([`SampledState::end_window`] takes them out).
-    pub fn note_drops(&mut self) {
+    /// Notes how many samples each open event dropped as of `mark`.
+    pub fn note_drops(&mut self, mark: DropMark) {
         for open in &mut self.open {
-            open.dropped_before_cut = open.event.read().ok().and_then(|r| r.lost);
+            let lost = open.event.read().ok().and_then(|r| r.lost);
+            match mark {
+                DropMark::Drain => open.drops_at_drain = lost,
+                DropMark::Cut => open.drops_at_cut = lost,
+            }
         }
     }
 
@@ -423,38 +433,54 @@ impl SampledState {
     /// Once every sample outside its window is drained (see
     /// [`SampledState::window`]), takes them out of what it counts: an
     /// event arriving counted since it opened (and was not read since)
-    /// the hits before its cut, all drained now; one leaving has its last
-    /// count read, less the hits past its cut: those it sampled (skipped)
-    /// and those whose samples a full ring dropped since the cut
-    /// ([`SampledState::note_drops`]; where the kernel cannot say, they are
-    /// reported lost).
-    pub fn end_window(&mut self, rings: &mut Rings, arriving: bool, totals: &mut Totals) {
+    /// the hits before its cut, all drained now or dropped by the cut's
+    /// [`DropMark`]; one leaving has its last count read, less the hits
+    /// past its cut: those it sampled (skipped) and those it dropped since
+    /// the drain before the cut. Returns how many of those drops came
+    /// between the two marks, of hits that could be on either side (see
+    /// the module doc on cuts).
+    pub fn end_window(&mut self, rings: &mut Rings, arriving: bool, totals: &mut Totals) -> u64 {
         let mut counts = totals.sampled_mut(self.counts);
+        let mut unsure = 0;
         for open in &mut self.open {
             let skipped = rings.take_skipped(open.event.id());
+            let (drain, cut) = (open.drops_at_drain.take(), open.drops_at_cut.take());
+            let (drain, cut) = match (drain, cut) {
+                (Some(drain), Some(cut)) => (drain, cut.max(drain)),
+                _ => (0, 0),
+            };
+            unsure += cut - drain;
             if arriving {
-                open.last = open.last.saturating_add(skipped);
+                open.last = open.last.saturating_add(skipped).saturating_add(cut);
                 continue;
             }
             if let Ok(now) = open.event.read() {
-                let dropped_past = match (now.lost, open.dropped_before_cut.take()) {
-                    (Some(lost), Some(before)) => lost.saturating_sub(before),
-                    _ => 0,
-                };
+                let dropped_since = now.lost.map_or(0, |lost| lost.saturating_sub(drain));
                 let before = now.count.saturating_sub(open.last);
-                let before = before.saturating_sub(skipped).saturating_sub(dropped_past);
+                let before = before.saturating_sub(skipped).saturating_sub(dropped_since);
                 if let Some(counts) = counts.as_mut() {
                     counts.counted(before);
                 }
                 open.last = now.count;
             }
         }
+        unsure
     }
 
     /// The ids of the open events.
     pub fn ids(&self) -> impl Iterator<Item = u64> + '_ {
         self.open.iter().map(|o| o.event.id())
     }
+}
+
+/// When a hand-over reads how many samples each moving event dropped (see
+/// the module doc on cuts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropMark {
+    /// Every ring just drained, the cut not yet set.
+    Drain,
+    /// The cut just set.
+    Cut,
 }
 
 /// Waits for the samples in flight (see the module doc); where the kernel

@@ -5,7 +5,7 @@
 
 use super::rules::Window;
 use super::{Entry, InKernel, settle_runs};
-use crate::backend::rings::ByRings;
+use crate::backend::rings::{ByRings, DropMark};
 use crate::backend::{Backend, Cgroup, Outcome, Wanted};
 use crate::ids::SampledId;
 use crate::perf::monotonic_ns;
@@ -68,10 +68,11 @@ impl InKernel {
     /// 2. The rings' new events start and the rings are drained; the cut is
     ///    set to now, and every run of the program that might not have seen
     ///    it ends ([`InKernel::cut`]); on each CPU, the first hit past it
-    ///    records when it came. Starting and draining here, not at step 1,
-    ///    means a ring fills up again only past the cut, so that the rings
-    ///    can tell the samples they drop of hits this program counts from
-    ///    those they lose (the rings' module on cuts).
+    ///    records when it came. The moving events' drops, read right before
+    ///    and right after the cut is set, tell the samples the rings drop
+    ///    of hits this program counts from those they lose (the rings'
+    ///    module on cuts); starting and draining here, not at step 1, keeps
+    ///    a ring from filling up in between.
     /// 3. The rings count the samples on their side of that time on each
     ///    CPU, and close the events of the entries leaving them.
     /// 4. The entries leaving the kernel are read one last time and go;
@@ -129,7 +130,7 @@ impl InKernel {
     ) {
         let Some(loaded) = self.loaded.as_ref() else {
             // Nothing counts here: the rings count every hit.
-            rings.start_held(&HashSet::new(), totals);
+            rings.start_held(totals);
             rings.cut(to_rings, from_rings, |_, _| 0, totals);
             return;
         };
@@ -137,12 +138,15 @@ impl InKernel {
         // step 1 were published has ended: none counts past the cut an
         // entry leaving.
         settle_runs();
-        rings.start_held(from_rings, totals);
+        rings.start_held(totals);
+        let moving: HashSet<SampledId> = to_rings.union(from_rings).cloned().collect();
+        rings.note_drops(&moving, DropMark::Drain);
         let at = monotonic_ns().unwrap_or_else(|e| {
             tracing::error!("cannot read CLOCK_MONOTONIC ({e:?}): the hand-over may count twice");
             1
         });
         loaded.set_cut(at);
+        rings.note_drops(&moving, DropMark::Cut);
         // Every hit the program counted before the cut has ended, its
         // sample written: on a CPU where no hit came past the cut yet, the
         // next one comes after now.
