@@ -249,16 +249,25 @@ impl Processes {
             return;
         }
         let name = &self.selected[at].name;
+        let first = !self.unsure.contains_key(name);
         *self.unsure.entry(name.clone()).or_default() += appeared;
-        tracing::warn!(
-            "process {pid} ({comm}) of `{name}`: {} children and {} threads appeared while its \
-             groups were being opened, and its threads never rested long enough to open them \
-             between two forks; those whose creation began before the open inherit nothing \
-             and are not counted (the kernel does not say which; \
-             cgperf_processes_possibly_uncounted_total counts them)",
-            children.len(),
-            threads.len()
-        );
+        let (children, threads) = (children.len(), threads.len());
+        // A process that forks all the time meets this at every open: the
+        // first time is a warning, the rest are in the metric (and debug).
+        match first {
+            true => tracing::warn!(
+                "process {pid} ({comm}) of `{name}`: {children} children and {threads} threads \
+                 appeared while its groups were being opened, and its threads never rested long \
+                 enough to open them between two forks; those whose creation began before the \
+                 open inherit nothing and are not counted (the kernel does not say which; \
+                 cgperf_processes_possibly_uncounted_total counts them, and this entry's later \
+                 ones are logged at debug level only)"
+            ),
+            false => tracing::debug!(
+                "process {pid} ({comm}) of `{name}`: {children} children and {threads} threads \
+                 appeared while its groups were being opened; possibly uncounted"
+            ),
+        }
     }
 
     /// Gives `specs` of entry `at` of their own to `children` of the
