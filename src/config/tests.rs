@@ -2128,6 +2128,38 @@ fn a_configs_own_formula_may_use_the_machines_literals() {
             .contains("uses \"#num_gpus\", which is no literal"),
         "{e}"
     );
+    // The hint lists every literal a formula may use, each accepted.
+    let hint = e.hint.unwrap_or_default();
+    let listed: Vec<&str> = hint
+        .split(|c: char| c != '#' && c != '_' && !c.is_ascii_alphanumeric())
+        .filter(|w| w.starts_with('#'))
+        .collect();
+    assert!(listed.len() >= 8, "{hint}");
+    for literal in listed {
+        ok_with(&format!(
+            "metrics:\n  - name: x\n    expr: \"cycles / {literal}\"\n"
+        ));
+    }
+}
+
+#[test]
+fn a_literal_this_machine_does_not_know_the_value_of_is_valid_and_has_no_value() {
+    // A DaemonSet's config is the same on every node; a node whose
+    // /proc/cpuinfo gives no TSC frequency must not refuse it.
+    let literals = crate::metrics::Literals {
+        system_tsc_freq: None,
+        ..crate::metrics::Literals::default()
+    };
+    assert_eq!(literals.get("#system_tsc_freq"), None);
+    assert!(crate::metrics::Literals::knows("#SYSTEM_TSC_FREQ"));
+    let catalog = Catalog::new(Vec::new(), literals, "no tables".into());
+    let c = parse_for(
+        SOURCE,
+        "metrics:\n  - name: ghz\n    expr: \"cycles / #system_tsc_freq\"\n",
+        &catalog,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(c.metrics[0].inputs[1].is_literal());
 }
 
 #[test]

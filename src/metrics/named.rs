@@ -41,24 +41,55 @@ pub struct Literals {
     pub nmi_watchdog: bool,
 }
 
+/// A literal's value on a machine, `None` where the machine does not say.
+type LiteralValue = fn(&Literals) -> Option<f64>;
+
+/// Every `#` literal cgperf knows (lowercase, as perf's tables write them)
+/// and its value on a machine, `None` where the machine does not say: one
+/// table for [`Literals::get`], for the config's check of a formula's
+/// literals ([`Literals::knows`]) and for the hint that lists them
+/// ([`Literals::names`]).
+///
+/// `#core_wide` is 1: cgperf counts each cgroup on every CPU, as
+/// `perf stat -a -G` does, so every thread of a core is counted (perf's
+/// rule for system-wide counting).
+const LITERALS: &[(&str, LiteralValue)] = &[
+    ("smt_on", |l| Some(f64::from(u8::from(l.smt_on)))),
+    ("core_wide", |_| Some(1.0)),
+    ("num_cpus", |l| Some(l.num_cpus_online)),
+    ("num_cpus_online", |l| Some(l.num_cpus_online)),
+    ("num_cores", |l| Some(l.num_cores)),
+    ("num_dies", |l| Some(l.num_dies)),
+    ("num_packages", |l| Some(l.num_packages)),
+    ("system_tsc_freq", |l| l.system_tsc_freq),
+];
+
 impl Literals {
-    /// The value of literal `name` (`#SMT_on`, any case).
-    ///
-    /// `#core_wide` is 1: cgperf counts each cgroup on every CPU, as
-    /// `perf stat -a -G` does, so every thread of a core is counted
-    /// (perf's rule for system-wide counting).
+    /// The value of literal `name` (`#SMT_on`, any case), if cgperf knows
+    /// it and this machine says it.
     pub fn get(&self, name: &str) -> Option<f64> {
-        let name = name.strip_prefix('#')?.to_ascii_lowercase();
-        Some(match name.as_str() {
-            "smt_on" => f64::from(u8::from(self.smt_on)),
-            "core_wide" => 1.0,
-            "num_cpus" | "num_cpus_online" => self.num_cpus_online,
-            "num_cores" => self.num_cores,
-            "num_dies" => self.num_dies,
-            "num_packages" => self.num_packages,
-            "system_tsc_freq" => self.system_tsc_freq?,
-            _ => return None,
-        })
+        Self::find(name).and_then(|value| value(self))
+    }
+
+    /// Whether `name` (`#smt_on`, any case) is a literal cgperf knows,
+    /// whatever its value on this machine: a formula naming one is valid
+    /// everywhere, and has no value where the machine does not say it.
+    pub fn knows(name: &str) -> bool {
+        Self::find(name).is_some()
+    }
+
+    /// Every literal cgperf knows, as a formula writes them.
+    pub fn names() -> String {
+        let names: Vec<String> = LITERALS.iter().map(|(n, _)| format!("#{n}")).collect();
+        names.join(", ")
+    }
+
+    fn find(name: &str) -> Option<LiteralValue> {
+        let name = name.strip_prefix('#')?;
+        let (_, value) = LITERALS
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))?;
+        Some(*value)
     }
 }
 

@@ -22,7 +22,7 @@ use super::{
     GroupDef, MetricDef, MetricInput, PROBE_GROUP, ProbeDef, Selection, TRACEPOINT_GROUP,
     TracepointDef,
 };
-use crate::metrics::{Expr, MAX_LEN, NamedError, NamedMetric};
+use crate::metrics::{Expr, Literals, MAX_LEN, NamedError, NamedMetric};
 
 /// The start of the name of the group a metric's scheduled events are
 /// counted in (`metric:ipc`): a `:` no group under `groups:` may have.
@@ -328,9 +328,9 @@ impl Validator<'_> {
                 }
                 // Kept a name, whose value is the machine's when the
                 // metric is computed: CPUs go offline and come back.
-                match self.catalog.literals().get(name) {
-                    Some(_) => Ok(None),
-                    None => Err(ExprOrConfig::Config(
+                match Literals::knows(name) {
+                    true => Ok(None),
+                    false => Err(ExprOrConfig::Config(
                         self.error(
                             expr_text.referenced,
                             format!(
@@ -338,11 +338,10 @@ impl Validator<'_> {
                                 quote(name)
                             ),
                         )
-                        .hint(
-                            "the literals of perf's metrics are #smt_on, #core_wide, \
-                             #num_cpus_online, #num_cores, #num_dies, #num_packages and \
-                             #system_tsc_freq",
-                        ),
+                        .hint(format!(
+                            "the literals of perf's metrics are {}",
+                            Literals::names()
+                        )),
                     )),
                 }
             })
