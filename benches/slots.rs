@@ -23,7 +23,7 @@
 use cgperf::backend::bpf::BpfBackend;
 use cgperf::backend::{Backend, Cgroup, Wanted};
 use cgperf::discovery::CgroupFs;
-use cgperf::engine::{FdBudget, raise_nofile_limit};
+use cgperf::engine::{FdBudget, Fds, raise_nofile_limit};
 use cgperf::ids::CgroupSlot;
 use cgperf::machine::Machine;
 use cgperf::plan::Plan;
@@ -80,9 +80,11 @@ fn plan() -> Plan {
 
 /// A backend laid out for `cpus` CPUs, all online, counting `n` cgroups.
 fn backend(plan: &Plan, cpus: u32, n: usize, totals: &mut Totals) -> BpfBackend {
-    let tally = Arc::new(AtomicU64::new(0));
-    let budget = FdBudget::from_limit(raise_nofile_limit());
-    let mut backend = BpfBackend::laid_out_for(cpus, n, budget, tally, plan.ring_pages);
+    let fds = Fds {
+        tally: Arc::new(AtomicU64::new(0)),
+        budget: FdBudget::from_limit(raise_nofile_limit()),
+    };
+    let mut backend = BpfBackend::laid_out_for(cpus, n, fds, plan.ring_pages);
     backend.configure(plan);
     let online: Vec<u32> = (0..cpus).collect();
     // Loads the program, then grows its maps once for every cgroup, as

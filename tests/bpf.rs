@@ -10,7 +10,7 @@ mod common;
 use cgperf::backend::bpf::{BpfBackend, BpfProbe, DEFAULT_CAPACITY};
 use cgperf::backend::cgroup::CgroupProbe;
 use cgperf::discovery::{CgroupFs, Discovery};
-use cgperf::engine::{CpuTracker, Engine, FdBudget, raise_nofile_limit};
+use cgperf::engine::{CpuTracker, Engine, FdBudget, Fds, raise_nofile_limit};
 use cgperf::machine::Machine;
 use cgperf::plan::{Plan, Probe};
 use cgperf::snapshot::Latest;
@@ -56,7 +56,11 @@ fn bpf_engine_on(yaml: &str, capacity: usize, machine: &Machine) -> (Engine, Lat
     let budget = FdBudget::from_limit(raise_nofile_limit());
     cgperf::backend::bpf::available(capacity)
         .unwrap_or_else(|e| panic!("this machine counts through BPF: {e}"));
-    let backend = BpfBackend::new(capacity, budget, tally.clone(), plan.ring_pages)
+    let fds = Fds {
+        tally: tally.clone(),
+        budget,
+    };
+    let backend = BpfBackend::new(capacity, fds, plan.ring_pages)
         .unwrap_or_else(|e| panic!("this machine counts through BPF: {e}"));
     let latest = Latest::new();
     let engine = Engine::with_backend(

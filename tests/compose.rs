@@ -8,7 +8,7 @@ mod common;
 
 use cgperf::backend::cgroup::{CgroupBackend, CgroupProbe};
 use cgperf::backend::{Backend, Cgroup, Outcome, Wanted};
-use cgperf::engine::FdBudget;
+use cgperf::engine::{FdBudget, Fds};
 use cgperf::ids::{CgroupSlot, EventId, GroupId};
 use cgperf::plan::Plan;
 use cgperf::snapshot::SkipReason;
@@ -99,7 +99,11 @@ fn a_cgroup_whose_by_entries_do_not_fit_after_its_groups_is_held_by_neither() {
         max_perf_fds: first_needs + 2 * n,
     };
     let tally = Arc::new(AtomicU64::new(0));
-    let mut backend = CgroupBackend::new(budget, tally.clone(), plan.ring_pages);
+    let fds = Fds {
+        tally: tally.clone(),
+        budget,
+    };
+    let mut backend = CgroupBackend::new(fds, plan.ring_pages);
     backend.configure(&plan);
     let mut totals = Totals::default();
 

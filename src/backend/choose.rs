@@ -5,7 +5,7 @@
 
 use super::Backend;
 use super::bpf::{self, BpfBackend, BpfProbe, Unavailable};
-use super::budget::FdBudget;
+use super::budget::{FdBudget, Fds};
 use super::cgroup::{CgroupBackend, CgroupProbe};
 use crate::config::{BackendChoice, Config};
 use crate::machine::Machine;
@@ -37,11 +37,10 @@ impl Kind {
 pub struct Opened {
     /// The backend.
     pub backend: Box<dyn Backend + Send>,
-    /// Every perf descriptor of the process, the backend's included.
-    pub tally: Arc<AtomicU64>,
-    /// How many of them cgperf may hold: the backend's budget, which the
+    /// Every perf descriptor of the process, the backend's included, and
+    /// how many of them cgperf may hold: the backend's budget, which the
     /// other targets keep to as well.
-    pub budget: FdBudget,
+    pub fds: Fds,
     /// What it is, for `cgperf_backend_info`.
     pub info: BackendInfo,
 }
@@ -182,29 +181,22 @@ impl Chosen {
         budget: FdBudget,
     ) -> Result<Opened, Unavailable> {
         // Every perf descriptor, the hotplug canaries' and rings' included.
-        let tally = Arc::new(AtomicU64::new(0));
+        let fds = Fds {
+            tally: Arc::new(AtomicU64::new(0)),
+            budget,
+        };
         let backend: Box<dyn Backend + Send> = match self.kind {
-            Kind::Cgroup => Box::new(CgroupBackend::new(budget, tally.clone(), plan.ring_pages)),
+            Kind::Cgroup => Box::new(CgroupBackend::new(fds.clone(), plan.ring_pages)),
             Kind::Bpf => {
                 let capacity = config.max_cgroups.unwrap_or(bpf::DEFAULT_CAPACITY);
-                Box::new(BpfBackend::new(
-                    capacity,
-                    budget,
-                    tally.clone(),
-                    plan.ring_pages,
-                )?)
+                Box::new(BpfBackend::new(capacity, fds.clone(), plan.ring_pages)?)
             }
         };
         let info = BackendInfo {
             name: self.kind.name(),
             fallback: self.fallback.as_ref().map(|why| why.to_string().into()),
         };
-        Ok(Opened {
-            backend,
-            tally,
-            budget,
-            info,
-        })
+        Ok(Opened { backend, fds, info })
     }
 
     /// One line for the log and `cgperf check`.

@@ -4,15 +4,14 @@
 //! one of them cannot count is counted by neither, as the [`Backend`]
 //! contract asks.
 
-use super::budget::FdBudget;
+use super::budget::Fds;
 use super::{Backend, Cgroup, Outcome, Stats, Wanted, refused};
 use crate::cpus::CpuChanges;
 use crate::ids::CgroupSlot;
 use crate::plan::Plan;
 use crate::snapshot::SkipReason;
 use crate::totals::Totals;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// A mechanism counting groups (`C`) beside one counting `by:`
@@ -21,21 +20,16 @@ use std::time::Duration;
 pub struct Composed<C, B> {
     counters: C,
     by: B,
-    budget: FdBudget,
-    /// Every perf descriptor of the process, both mechanisms' included.
-    tally: Arc<AtomicU64>,
+    /// Every perf descriptor of the process, both mechanisms' included,
+    /// and how many cgperf may hold.
+    fds: Fds,
 }
 
 impl<C, B> Composed<C, B> {
-    /// `counters` and `by` within `budget` perf descriptors, all of the
-    /// process's counted in `tally`.
-    pub fn of(counters: C, by: B, budget: FdBudget, tally: Arc<AtomicU64>) -> Self {
-        Self {
-            counters,
-            by,
-            budget,
-            tally,
-        }
+    /// `counters` and `by` within the budget of `fds`, all of the
+    /// process's descriptors counted in its tally.
+    pub fn of(counters: C, by: B, fds: Fds) -> Self {
+        Self { counters, by, fds }
     }
 }
 
@@ -67,7 +61,7 @@ impl<C: Backend, B: Backend> Backend for Composed<C, B> {
         self.by.admits(&sampled, cpus)?;
         let per_cpu = self.counters.fds_per_cpu(&groups) + self.by.fds_per_cpu(&sampled);
         let cost = per_cpu.saturating_mul(cpus as u64);
-        match self.budget.fits(self.tally.load(Ordering::Relaxed), cost) {
+        match self.fds.fit(cost) {
             true => Ok(()),
             false => Err(SkipReason::FdBudget),
         }
@@ -160,7 +154,7 @@ impl<C: Backend, B: Backend> Backend for Composed<C, B> {
         let mut errors = c.errors;
         errors.add(&b.errors);
         Stats {
-            open_fds: self.tally.load(Ordering::Relaxed) + c.open_fds + b.open_fds,
+            open_fds: self.fds.tally.load(Ordering::Relaxed) + c.open_fds + b.open_fds,
             samples_lost: c.samples_lost + b.samples_lost,
             samples_undecodable: c.samples_undecodable + b.samples_undecodable,
             errors,
@@ -174,9 +168,12 @@ impl<C: Backend, B: Backend> Backend for Composed<C, B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::budget::FdBudget;
     use crate::events::EventAttr;
     use crate::plan::SampledSpec;
     use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicU64;
 
     /// A mechanism in memory: what it was asked, and the outcomes it gives.
     #[derive(Default)]
@@ -294,9 +291,11 @@ mod tests {
 
     fn composed(max_perf_fds: u64) -> (Composed<Fake, Fake>, Arc<AtomicU64>) {
         let tally = Arc::new(AtomicU64::new(0));
-        let budget = FdBudget { max_perf_fds };
-        let composed = Composed::of(Fake::default(), Fake::default(), budget, tally.clone());
-        (composed, tally)
+        let fds = Fds {
+            tally: tally.clone(),
+            budget: FdBudget { max_perf_fds },
+        };
+        (Composed::of(Fake::default(), Fake::default(), fds), tally)
     }
 
     #[test]

@@ -7,11 +7,10 @@ mod hotplug;
 #[cfg(test)]
 mod tests;
 
-pub use crate::backend::budget::{FdBudget, raise_nofile_limit};
+pub use crate::backend::budget::{FdBudget, Fds, raise_nofile_limit};
 pub use hotplug::CpuTracker;
 
 use crate::backend::Backend;
-use crate::backend::budget::Fds;
 use crate::backend::choose::Opened;
 use crate::cgroups::Cgroups;
 use crate::config::MetricDef;
@@ -85,13 +84,12 @@ fn targets<B: Backend + Send + 'static>(
     backend: B,
     discovery: Discovery,
     names: Option<Names>,
-    cpus: &CpuTracker,
-    budget: FdBudget,
+    fds: &Fds,
 ) -> Vec<Box<dyn Target>> {
     vec![
         Box::new(Cgroups::new(backend, discovery, names)),
-        Box::new(Host::new(cpus.tally(), budget)),
-        Box::new(Processes::new(cpus.tally(), budget)),
+        Box::new(Host::new(fds.clone())),
+        Box::new(Processes::new(fds.clone())),
     ]
 }
 
@@ -105,12 +103,12 @@ impl Engine {
         latest: Latest,
         names: Option<Names>,
     ) -> Self {
-        let cpus = CpuTracker::new(opened.tally);
-        let targets = targets(opened.backend, discovery, names, &cpus, opened.budget);
+        let cpus = CpuTracker::new(opened.fds.tally);
         let fds = Fds {
             tally: cpus.tally(),
-            budget: opened.budget,
+            budget: opened.fds.budget,
         };
+        let targets = targets(opened.backend, discovery, names, &fds);
         let mut engine = Self::of(plan, targets, cpus, latest, fds);
         engine.backend = opened.info;
         engine
@@ -125,11 +123,11 @@ impl Engine {
         cpus: CpuTracker,
         latest: Latest,
     ) -> Self {
-        let targets = targets(backend, discovery, None, &cpus, budget);
         let fds = Fds {
             tally: cpus.tally(),
             budget,
         };
+        let targets = targets(backend, discovery, None, &fds);
         Self::of(plan, targets, cpus, latest, fds)
     }
 

@@ -15,7 +15,7 @@ mod scope;
 use scope::of_cpumask;
 pub use scope::{CPU_ROOT, Sockets, of_cpumask as scope_of_cpumask, socket_of};
 
-use crate::backend::budget::FdBudget;
+use crate::backend::budget::Fds;
 use crate::backend::reading::Reader;
 use crate::config::MetricDef;
 use crate::cpus::CpuChanges;
@@ -33,7 +33,6 @@ use crate::totals::{GroupKey, GroupTimes, GroupTotals, Totals, exported_total};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime};
 
 /// The key of the host's totals: the host is the only target they hold.
@@ -54,10 +53,9 @@ pub struct Host {
     /// When counting began (the first plan applied), from which the
     /// metrics' `duration_time` is measured.
     began: Option<Instant>,
-    /// Where every descriptor is counted (`cgperf_open_fds`).
-    tally: Arc<AtomicU64>,
-    /// How many perf descriptors cgperf may hold, with everything else's.
-    budget: FdBudget,
+    /// Where every descriptor is counted (`cgperf_open_fds`), and how
+    /// many cgperf may hold, with everything else's.
+    fds: Fds,
 }
 
 /// One group of `host:` and what counts it.
@@ -73,17 +71,16 @@ struct Counted {
 }
 
 impl Host {
-    /// Counts nothing yet; descriptors are counted in `tally`, and a group
-    /// that would take more than `budget` leaves is not opened.
-    pub fn new(tally: Arc<AtomicU64>, budget: FdBudget) -> Self {
+    /// Counts nothing yet; descriptors are counted in `fds`, and a group
+    /// that would take more than its budget leaves is not opened.
+    pub fn new(fds: Fds) -> Self {
         Self {
             groups: Vec::new(),
             totals: Totals::default(),
             metrics: Vec::new(),
             last: LastTotals::default(),
             began: None,
-            tally,
-            budget,
+            fds,
         }
     }
 
@@ -156,7 +153,7 @@ impl Host {
             // All of its CPUs or none: a sum over some would pass for the
             // whole machine's.
             let cost = (spec.events.len() * missing.len()) as u64;
-            if !self.budget.fits(self.tally.load(Ordering::Relaxed), cost) {
+            if !self.fds.fit(cost) {
                 errors.count(
                     Operation::Open,
                     ErrorReason::Kernel(OpenFailure::TooManyOpenFiles),
@@ -186,7 +183,7 @@ impl Host {
                             cpu,
                         };
                         let reader =
-                            Reader::new(group, &self.tally, &mut self.totals, &key, &events);
+                            Reader::new(group, &self.fds.tally, &mut self.totals, &key, &events);
                         counted.open.insert(cpu, reader);
                     }
                     Err(e) => {

@@ -28,7 +28,7 @@ pub use scan::{PROC_ROOT, Seen, all_processes, parse_stat, split_stat};
 
 use series::{Series, SeriesId};
 
-use crate::backend::budget::FdBudget;
+use crate::backend::budget::Fds;
 use crate::backend::reading::Reader;
 use crate::config::MetricDef;
 use crate::config::{ProcessLabel, ProcessMatch, ProcessSelector};
@@ -42,7 +42,6 @@ use crate::totals::{GroupKey, Totals};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// How far up its ancestry a process is looked at for a counted ancestor:
@@ -63,16 +62,15 @@ pub struct Processes {
     series: BTreeMap<SeriesId, Series>,
     totals: Totals,
     next_slot: u64,
-    /// Where every descriptor is counted (`cgperf_open_fds`).
-    tally: Arc<AtomicU64>,
+    /// Where every descriptor is counted (`cgperf_open_fds`), and how
+    /// many cgperf may hold, with everything else's.
+    fds: Fds,
     /// Where processes are listed (`/proc`).
     root: PathBuf,
     /// At most this many processes are counted at once.
     max: usize,
     /// Matching processes left uncounted by the last scan, and why.
     skipped: ProcessesSkipped,
-    /// How many perf descriptors cgperf may hold, with everything else's.
-    budget: FdBudget,
     /// Whether an executable could not be read for want of privileges
     /// (said once).
     exe_denied: std::cell::Cell<bool>,
@@ -136,10 +134,9 @@ impl Counted {
 }
 
 impl Processes {
-    /// Counts nothing yet; descriptors are counted in `tally`, and a
-    /// process whose groups would take more than `budget` leaves is not
-    /// counted.
-    pub fn new(tally: Arc<AtomicU64>, budget: FdBudget) -> Self {
+    /// Counts nothing yet; descriptors are counted in `fds`, and a process
+    /// whose groups would take more than its budget leaves is not counted.
+    pub fn new(fds: Fds) -> Self {
         Self {
             selected: Vec::new(),
             counted: BTreeMap::new(),
@@ -148,11 +145,10 @@ impl Processes {
             series: BTreeMap::new(),
             totals: Totals::default(),
             next_slot: 0,
-            tally,
+            fds,
             root: PathBuf::from(PROC_ROOT),
             max: crate::config::DEFAULT_MAX_PROCESSES,
             skipped: ProcessesSkipped::default(),
-            budget,
             exe_denied: std::cell::Cell::new(false),
             refused: HashSet::new(),
             unsure: HashMap::new(),
@@ -263,7 +259,7 @@ impl Processes {
                         };
                         let events = spec.event_ids();
                         let reader =
-                            Reader::new(group, &self.tally, &mut self.totals, &key, &events);
+                            Reader::new(group, &self.fds.tally, &mut self.totals, &key, &events);
                         groups.entry(spec.name.clone()).or_default().push(reader);
                     }
                     // The thread is gone already.
@@ -369,7 +365,7 @@ impl Processes {
 
     /// Whether `more` descriptors fit beside every one cgperf holds now.
     fn fits(&self, more: u64) -> bool {
-        self.budget.fits(self.tally.load(Ordering::Relaxed), more)
+        self.fds.fit(more)
     }
 
     /// Reads and closes what counted processes that are gone (or dead),

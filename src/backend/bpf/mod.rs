@@ -41,7 +41,7 @@ pub use sampled::{ByInKernel, counted_in_kernel};
 pub use statistics::run_statistics;
 pub use unavailable::Unavailable;
 
-use super::budget::FdBudget;
+use super::budget::Fds;
 use super::compose::Composed;
 use super::rings::ByRings;
 use super::{Backend, Cgroup, Outcome, Stats, Wanted};
@@ -114,18 +114,11 @@ pub struct BpfCounters {
 
 impl BpfBackend {
     /// A backend counting at most `capacity` cgroups (at least one); `by:`
-    /// tracepoints within `budget` perf descriptors, with `ring_pages`
-    /// pages per ring, every perf descriptor counted in `tally`.
-    pub fn new(
-        capacity: usize,
-        budget: FdBudget,
-        tally: Arc<AtomicU64>,
-        ring_pages: usize,
-    ) -> Result<Self, Unavailable> {
+    /// tracepoints within the budget of `fds`, with `ring_pages` pages per
+    /// ring, every perf descriptor counted in its tally.
+    pub fn new(capacity: usize, fds: Fds, ring_pages: usize) -> Result<Self, Unavailable> {
         let cpus = available::possible_cpus()?;
-        Ok(Self::laid_out_for(
-            cpus, capacity, budget, tally, ring_pages,
-        ))
+        Ok(Self::laid_out_for(cpus, capacity, fds, ring_pages))
     }
 
     /// The same with the program's maps laid out for `cpus` possible CPUs
@@ -135,17 +128,11 @@ impl BpfBackend {
     /// maps out for a large one (`benches/slots.rs`). A CPU this machine
     /// lacks opens no counter, is flushed as an offline one (nothing to
     /// charge) and its slots stay empty.
-    pub fn laid_out_for(
-        cpus: u32,
-        capacity: usize,
-        budget: FdBudget,
-        tally: Arc<AtomicU64>,
-        ring_pages: usize,
-    ) -> Self {
-        let counters = BpfCounters::new(cpus, capacity, tally.clone());
-        let rings = ByRings::new(budget, tally.clone(), ring_pages);
-        let by = ByInKernel::new(capacity, tally.clone(), rings);
-        Composed::of(counters, by, budget, tally)
+    pub fn laid_out_for(cpus: u32, capacity: usize, fds: Fds, ring_pages: usize) -> Self {
+        let counters = BpfCounters::new(cpus, capacity, fds.tally.clone());
+        let rings = ByRings::new(fds.clone(), ring_pages);
+        let by = ByInKernel::new(capacity, fds.tally.clone(), rings);
+        Composed::of(counters, by, fds)
     }
 }
 

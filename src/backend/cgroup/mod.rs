@@ -11,7 +11,7 @@ mod reconcile;
 
 pub use probe::CgroupProbe;
 
-use super::budget::FdBudget;
+use super::budget::Fds;
 use super::compose::Composed;
 use super::opening::{NotOpened, or_later};
 use super::rings::ByRings;
@@ -27,19 +27,18 @@ use reconcile::{Reconciling, reconcile};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 /// The cgroup backend: cgroup-mode counters, `by:` tracepoints on rings.
 pub type CgroupBackend = Composed<CgroupCounters, ByRings>;
 
 impl CgroupBackend {
-    /// A backend that holds at most `budget` perf descriptors, all of the
-    /// process's counted in `tally` (the engine's own included), with
-    /// `ring_pages` data pages per `by:` ring.
-    pub fn new(budget: FdBudget, tally: Arc<AtomicU64>, ring_pages: usize) -> Self {
-        let counters = CgroupCounters::new(budget, tally.clone());
-        let by = ByRings::new(budget, tally.clone(), ring_pages);
-        Composed::of(counters, by, budget, tally)
+    /// A backend that holds at most the budget of `fds` perf descriptors,
+    /// all of the process's counted in its tally (the engine's own
+    /// included), with `ring_pages` data pages per `by:` ring.
+    pub fn new(fds: Fds, ring_pages: usize) -> Self {
+        let counters = CgroupCounters::new(fds.clone());
+        let by = ByRings::new(fds.clone(), ring_pages);
+        Composed::of(counters, by, fds)
     }
 }
 
@@ -59,11 +58,11 @@ pub struct CgroupCounters {
 }
 
 impl CgroupCounters {
-    /// Counters within `budget` perf descriptors, all of the process's
-    /// counted in `tally` (the engine's own included).
-    pub fn new(budget: FdBudget, tally: Arc<AtomicU64>) -> Self {
+    /// Counters within the budget of `fds`, all of the process's
+    /// descriptors counted in its tally (the engine's own included).
+    pub fn new(fds: Fds) -> Self {
         Self {
-            opener: Opener::new(budget, tally),
+            opener: Opener::new(fds),
             cgroups: BTreeMap::new(),
         }
     }

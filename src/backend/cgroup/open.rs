@@ -1,33 +1,26 @@
 //! Opening counter groups within the descriptor budget.
 
-use crate::backend::budget::{FdBudget, Held};
+use crate::backend::budget::{Fds, Held};
 use crate::backend::opening::{Failures, NotOpened};
 use crate::perf::{CounterGroup, Target};
 use crate::plan::GroupSpec;
 use std::os::fd::AsFd;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Opens groups within the descriptor budget, and counts and logs failures.
 #[derive(Debug)]
 pub(super) struct Opener {
-    pub budget: FdBudget,
-    /// Every perf descriptor of the process, the engine's own included.
-    pub tally: Arc<AtomicU64>,
+    /// Every perf descriptor of the process, the engine's own included,
+    /// and how many cgperf may hold.
+    pub fds: Fds,
     pub failures: Failures,
 }
 
 impl Opener {
-    pub fn new(budget: FdBudget, tally: Arc<AtomicU64>) -> Self {
+    pub fn new(fds: Fds) -> Self {
         Self {
-            budget,
-            tally,
+            fds,
             failures: Failures::default(),
         }
-    }
-
-    pub fn used(&self) -> u64 {
-        self.tally.load(Ordering::Relaxed)
     }
 
     /// Opens `spec` for the cgroup whose directory is `dir` on `cpu`.
@@ -44,12 +37,12 @@ impl Opener {
             return Err(NotOpened::NotHere);
         };
         let n = spec.events.len() as u64;
-        if !self.budget.fits(self.used(), n) {
+        if !self.fds.fit(n) {
             return Err(NotOpened::OutOfFds);
         }
         let target = Target::Cgroup(dir.as_fd());
         CounterGroup::open_filtered(&attrs, &spec.filters(), target, cpu)
-            .map(|group| Held::new(group, &self.tally))
+            .map(|group| self.fds.hold(group))
             .map_err(|e| {
                 let name = spec.name.shared_label();
                 self.failures.failed(&name, cgroup, cpu, e.errno)

@@ -5,7 +5,7 @@
 
 mod ring;
 
-use super::budget::{FdBudget, Tally};
+use super::budget::{Fds, Tally};
 use super::opening::{Failures, NotOpened, OutOfFds, or_give_up, or_later};
 use super::{Backend, Cgroup, Outcome, Stats, Wanted};
 use crate::cpus::CpuChanges;
@@ -20,7 +20,6 @@ use std::collections::{BTreeMap, HashSet};
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The `by:` tracepoints of one cgroup.
@@ -34,9 +33,8 @@ struct Watched {
 /// Counts `by:` tracepoints per cgroup through per-CPU rings.
 #[derive(Debug)]
 pub struct ByRings {
-    budget: FdBudget,
-    /// Every perf descriptor of the process.
-    tally: Arc<AtomicU64>,
+    /// Every perf descriptor of the process, and how many cgperf may hold.
+    fds: Fds,
     failures: Failures,
     rings: Rings,
     /// Data pages of a new ring.
@@ -49,12 +47,11 @@ pub struct ByRings {
 }
 
 impl ByRings {
-    /// Rings within `budget` perf descriptors, all of the process's counted
-    /// in `tally`, with `ring_pages` data pages each.
-    pub fn new(budget: FdBudget, tally: Arc<AtomicU64>, ring_pages: usize) -> Self {
+    /// Rings within the budget of `fds`, all of the process's descriptors
+    /// counted in its tally, with `ring_pages` data pages each.
+    pub fn new(fds: Fds, ring_pages: usize) -> Self {
         Self {
-            budget,
-            tally,
+            fds,
             failures: Failures::default(),
             rings: Rings::default(),
             ring_pages,
@@ -76,7 +73,7 @@ impl ByRings {
         cpu: u32,
     ) -> Result<(SampledEvent, Tally), NotOpened> {
         // One for the event, one for the ring if this CPU has none yet.
-        if !self.budget.fits(self.tally.load(Ordering::Relaxed), 2) {
+        if !self.fds.fit(2) {
             return Err(NotOpened::OutOfFds);
         }
         // The events of an entry handed over to the rings stay stopped
@@ -84,7 +81,7 @@ impl ByRings {
         let held = self.rings.held.contains(&spec.id());
         let opened = self
             .rings
-            .ensure(cpu, self.ring_pages, &self.tally)
+            .ensure(cpu, self.ring_pages, &self.fds.tally)
             .and_then(|ring| {
                 let target = Target::Cgroup(dir.as_fd());
                 SampledEvent::open(&spec.attr, spec.filter.as_deref(), target, cpu, ring)
@@ -96,7 +93,7 @@ impl ByRings {
         match opened {
             Ok(event) => {
                 self.rings.register(event.id(), counts, spec);
-                Ok((event, Tally::new(&self.tally, 1)))
+                Ok((event, Tally::new(&self.fds.tally, 1)))
             }
             Err(errno) => Err(self.failures.failed(&spec.label, cgroup, cpu, errno)),
         }

@@ -220,7 +220,7 @@ impl InKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::budget::FdBudget;
+    use crate::backend::budget::{FdBudget, Fds};
     use crate::events::{EventAttr, Field, FieldKind, PERF_TYPE_TRACEPOINT};
     use crate::plan::SampledSpec;
     use std::sync::Arc;
@@ -267,8 +267,11 @@ mod tests {
     }
 
     fn rings() -> ByRings {
-        let budget = FdBudget::from_limit(1 << 20);
-        ByRings::new(budget, Arc::new(AtomicU64::new(0)), 1)
+        let fds = Fds {
+            tally: Arc::new(AtomicU64::new(0)),
+            budget: FdBudget::from_limit(1 << 20),
+        };
+        ByRings::new(fds, 1)
     }
 
     /// (label, index, home, window) of each entry.
