@@ -8,9 +8,10 @@ use super::CgroupSelector;
 use super::cgroup::{CgroupPattern, PatternError};
 use super::error::{ConfigError, quote};
 use super::schema::{RawSelector, Text, TextList};
-use super::validate::Validator;
+use super::validate::{Listed, Validator};
 use super::written::Written;
 use crate::suggest::did_you_mean;
+use std::collections::HashSet;
 
 impl Validator<'_> {
     /// Validates one `cgroups:` entry; `here` names it (`` `cgroups[2]` ``).
@@ -119,13 +120,14 @@ impl Validator<'_> {
         let Some(list) = list else {
             return defined.iter().map(|name| (*name).to_owned()).collect();
         };
-        let mut wanted: Vec<(&str, Location)> = Vec::with_capacity(list.value.len());
+        let known: HashSet<&str> = defined.iter().copied().collect();
+        let mut wanted: Listed<&str> = Listed::with_capacity(list.value.len());
         for item in &list.value {
-            self.keep(self.wanted(here, kind, item, defined, &mut wanted));
+            self.keep(self.wanted(here, kind, item, (defined, &known), &mut wanted));
         }
         defined
             .iter()
-            .filter(|name| wanted.iter().any(|(w, _)| w == *name))
+            .filter(|name| wanted.contains(*name))
             .map(|name| (*name).to_owned())
             .collect()
     }
@@ -137,11 +139,11 @@ impl Validator<'_> {
         here: &str,
         kind: Kind,
         item: &'a Text,
-        defined: &[&str],
-        wanted: &mut Vec<(&'a str, Location)>,
+        (defined, known): (&[&str], &HashSet<&str>),
+        wanted: &mut Listed<&'a str>,
     ) -> Result<(), ConfigError> {
         let name = item.value.as_str();
-        if !defined.contains(&name) {
+        if !known.contains(name) {
             let listing = if defined.is_empty() {
                 format!("no {}s are defined under `{}:`", kind.noun(), kind.key())
             } else {

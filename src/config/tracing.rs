@@ -9,7 +9,7 @@ use serde_saphyr::{Location, Spanned};
 
 use super::error::{ConfigError, quote};
 use super::schema::{RawProbe, RawTracepoint, RawTracepointEntry, Text};
-use super::validate::Validator;
+use super::validate::{Listed, Validator};
 use super::{
     DEFAULT_MAX_SERIES, MAX_RING_PAGES, MAX_SERIES_LIMIT, Origin, ProbeDef, TracepointDef,
 };
@@ -43,10 +43,10 @@ impl Validator<'_> {
     /// left out.
     pub(super) fn tracepoints(&self, list: Vec<Spanned<RawTracepoint>>) -> Vec<TracepointDef> {
         let mut defs: Vec<TracepointDef> = Vec::with_capacity(list.len());
-        let mut labels: Vec<(String, Location)> = Vec::with_capacity(list.len());
+        let mut labels: Listed<String> = Listed::with_capacity(list.len());
         for item in list {
             if let Some(def) = self.keep(self.tracepoint_item(item, &labels)) {
-                labels.push((def.label.clone(), def.label_at));
+                labels.push(def.label.clone(), def.label_at);
                 defs.push(def.def);
             }
         }
@@ -58,7 +58,7 @@ impl Validator<'_> {
     fn tracepoint_item(
         &self,
         item: Spanned<RawTracepoint>,
-        labels: &[(String, Location)],
+        labels: &Listed<String>,
     ) -> Result<Labelled, ConfigError> {
         let at = item.referenced;
         let (def, label_text) = match item.value {
@@ -81,11 +81,7 @@ impl Validator<'_> {
             }
             RawTracepoint::Entry(entry) => self.tracepoint_entry(at, *entry)?,
         };
-        if labels.iter().any(|(l, _)| *l == def.label) {
-            let first = labels
-                .iter()
-                .find(|(l, _)| *l == def.label)
-                .map_or(at, |(_, first)| *first);
+        if let Some(first) = labels.first(def.label.as_str()) {
             let message = format!(
                 "tracepoint event label {} is used twice (first at line {}, column {})",
                 quote(&def.label),
@@ -210,7 +206,7 @@ impl Validator<'_> {
                 .error(list.referenced, "`by` is empty")
                 .hint("list at least one field, or remove `by:` for a plain count"));
         }
-        let mut seen: Vec<(String, Location)> = Vec::with_capacity(list.value.len());
+        let mut seen: Listed<String> = Listed::with_capacity(list.value.len());
         for item in &list.value {
             if !is_identifier(&item.value) {
                 let message = format!("{} is not a field name", quote(&item.value));
@@ -218,7 +214,7 @@ impl Validator<'_> {
             }
             self.unique("field", " in `by`", &mut seen, item.value.clone(), item)?;
         }
-        Ok(seen.into_iter().map(|(field, _)| field).collect())
+        Ok(seen.into_values())
     }
 
     fn max_series(&self, n: &Spanned<i64>) -> Result<usize, ConfigError> {
@@ -259,7 +255,7 @@ impl Validator<'_> {
     /// out.
     pub(super) fn probes(&self, list: Vec<Spanned<RawProbe>>) -> Vec<ProbeDef> {
         let mut defs = Vec::with_capacity(list.len());
-        let mut labels: Vec<(String, Location)> = Vec::with_capacity(list.len());
+        let mut labels: Listed<String> = Listed::with_capacity(list.len());
         for item in list {
             if let Some(def) = self.keep(self.probe(item, &mut labels)) {
                 defs.push(def);
@@ -273,7 +269,7 @@ impl Validator<'_> {
     fn probe(
         &self,
         item: Spanned<RawProbe>,
-        labels: &mut Vec<(String, Location)>,
+        labels: &mut Listed<String>,
     ) -> Result<ProbeDef, ConfigError> {
         let at = item.referenced;
         let raw = item.value;

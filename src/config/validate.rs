@@ -23,7 +23,8 @@ use crate::events::{Event, TracepointName, parse_event, parse_tracepoint};
 use crate::metrics::Catalog;
 use crate::suggest::did_you_mean;
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
 
 use crate::labels::Extractor;
 
@@ -306,7 +307,7 @@ impl Validator<'_> {
     /// [`Extractor::ALL`] order so that equal configs compare equal.
     fn labels(&self, list: &TextList) -> Result<Vec<Extractor>, ConfigError> {
         let names = Extractor::ALL.map(Extractor::name);
-        let mut seen: Vec<(Extractor, Location)> = Vec::with_capacity(list.value.len());
+        let mut seen: Listed<Extractor> = Listed::with_capacity(list.value.len());
         for item in &list.value {
             let Some(extractor) = Extractor::parse(&item.value) else {
                 let listing = format!("label extractors: {}", names.join(", "));
@@ -327,7 +328,7 @@ impl Validator<'_> {
         }
         Ok(Extractor::ALL
             .into_iter()
-            .filter(|e| seen.iter().any(|(s, _)| s == e))
+            .filter(|e| seen.contains(e))
             .collect())
     }
 
@@ -386,11 +387,11 @@ impl Validator<'_> {
                 .hint("list at least one event, e.g. `ipc: [cycles, instructions]`, or remove the group")));
         }
         let before = self.mistakes();
-        let mut events: Vec<(Event, Location)> = Vec::with_capacity(list.value.len());
+        let mut events: Listed<Event> = Listed::with_capacity(list.value.len());
         for item in &list.value {
             self.keep(self.group_event(group, item, &mut events));
         }
-        (self.mistakes() == before).then(|| events.into_iter().map(|(event, _)| event).collect())
+        (self.mistakes() == before).then(|| events.into_values())
     }
 
     /// One event of `group`, appended to `events` unless it is wrong or
@@ -399,7 +400,7 @@ impl Validator<'_> {
         &self,
         group: &str,
         item: &Text,
-        events: &mut Vec<(Event, Location)>,
+        events: &mut Listed<Event>,
     ) -> Result<(), ConfigError> {
         let context = format!(" in group `{group}`");
         let event = parse_event(&item.value).map_err(|e| {
@@ -435,15 +436,15 @@ impl Validator<'_> {
 
     /// Appends `value` to `seen`, or rejects it as a duplicate, pointing at
     /// both occurrences.
-    pub(super) fn unique<T: PartialEq>(
+    pub(super) fn unique<T: Hash + Eq + Clone>(
         &self,
         kind: &str,
         context: &str,
-        seen: &mut Vec<(T, Location)>,
+        seen: &mut Listed<T>,
         value: T,
         item: &Text,
     ) -> Result<(), ConfigError> {
-        if let Some((_, first)) = seen.iter().find(|(other, _)| *other == value) {
+        if let Some(first) = seen.first(&value) {
             let message = format!(
                 "{kind} {} is listed twice{context} (first at line {}, column {})",
                 quote(&item.value),
@@ -454,8 +455,62 @@ impl Validator<'_> {
                 .error(item.referenced, message)
                 .hint("remove the duplicate"));
         }
-        seen.push((value, item.referenced));
+        seen.push(value, item.referenced);
         Ok(())
+    }
+}
+
+/// The values of one list so far, in order, each with where it was
+/// written: a repeat is found by hashing, so that a list of thousands is
+/// checked in linear time.
+#[derive(Debug)]
+pub(super) struct Listed<T> {
+    order: Vec<T>,
+    at: HashMap<T, Location>,
+}
+
+impl<T: Hash + Eq + Clone> Listed<T> {
+    pub fn with_capacity(n: usize) -> Self {
+        Self {
+            order: Vec::with_capacity(n),
+            at: HashMap::with_capacity(n),
+        }
+    }
+
+    /// Where `value` was written, if it was.
+    pub fn first<Q: Hash + Eq + ?Sized>(&self, value: &Q) -> Option<Location>
+    where
+        T: std::borrow::Borrow<Q>,
+    {
+        self.at.get(value).copied()
+    }
+
+    /// Whether `value` was written.
+    pub fn contains<Q: Hash + Eq + ?Sized>(&self, value: &Q) -> bool
+    where
+        T: std::borrow::Borrow<Q>,
+    {
+        self.at.contains_key(value)
+    }
+
+    /// Adds `value`, written at `at` (the first place is kept).
+    pub fn push(&mut self, value: T, at: Location) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.at.entry(value.clone()) {
+            slot.insert(at);
+            self.order.push(value);
+        }
+    }
+
+    /// The values and where each was, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&T, Location)> + '_ {
+        self.order
+            .iter()
+            .filter_map(|v| self.at.get(v).map(|at| (v, *at)))
+    }
+
+    /// The values, in order.
+    pub fn into_values(self) -> Vec<T> {
+        self.order
     }
 }
 
