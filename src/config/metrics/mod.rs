@@ -13,7 +13,7 @@
 mod schedule;
 
 use serde_saphyr::{Location, Spanned};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::error::{ConfigError, quote};
 use super::schema::{RawMetric, RawMetricItem, metric_entry};
@@ -38,9 +38,12 @@ struct Counted<'a> {
     /// (group label, event label, as written): `cs` is counted as
     /// `context-switches`, and a metric may use either name.
     counted: Vec<(String, String, String)>,
+    /// The first of `counted` each name (label or as written) finds: a
+    /// config's thousands of metrics look their inputs up in linear time.
+    by_name: HashMap<String, usize>,
     /// Tracepoints counted `by:` fields: their counts are split, not one
     /// number.
-    split: Vec<&'a str>,
+    split: HashSet<&'a str>,
     /// The groups of events metrics scheduled, one per metric.
     groups: Vec<GroupDef>,
     /// The tracepoints metrics scheduled.
@@ -96,43 +99,44 @@ impl<'a> Counted<'a> {
         tracepoints: &'a [TracepointDef],
         probes: &'a [ProbeDef],
     ) -> Self {
-        let mut counted = Vec::new();
-        for g in groups {
-            counted.extend(
-                g.events
-                    .iter()
-                    .map(|e| (g.name.clone(), e.label(), e.text.clone())),
-            );
-        }
         let (plain, split): (Vec<_>, Vec<_>) = tracepoints.iter().partition(|t| t.by.is_empty());
-        counted.extend(plain.iter().map(|t| {
-            (
-                TRACEPOINT_GROUP.to_owned(),
-                t.label.clone(),
-                t.label.clone(),
-            )
-        }));
-        counted.extend(
-            probes
-                .iter()
-                .map(|p| (PROBE_GROUP.to_owned(), p.label.clone(), p.label.clone())),
-        );
-        Self {
-            counted,
+        let mut counted = Self {
+            counted: Vec::new(),
+            by_name: HashMap::new(),
             split: split.iter().map(|t| t.label.as_str()).collect(),
             groups: Vec::new(),
             tracepoints: Vec::new(),
+        };
+        for g in groups {
+            for e in &g.events {
+                counted.add(&g.name, e.label(), &e.text);
+            }
         }
+        for t in plain {
+            counted.add(TRACEPOINT_GROUP, t.label.clone(), &t.label);
+        }
+        for p in probes {
+            counted.add(PROBE_GROUP, p.label.clone(), &p.label);
+        }
+        counted
+    }
+
+    /// Notes that `group` counts the event labelled `label`, written
+    /// `written`; a name found earlier keeps its first place.
+    fn add(&mut self, group: &str, label: String, written: &str) {
+        let at = self.counted.len();
+        self.by_name.entry(label.clone()).or_insert(at);
+        self.by_name.entry(written.to_owned()).or_insert(at);
+        self.counted
+            .push((group.to_owned(), label, written.to_owned()));
     }
 
     fn find(&self, name: &str) -> Option<MetricInput> {
-        self.counted
-            .iter()
-            .find(|(_, label, written)| label == name || written == name)
-            .map(|(group, event, _)| MetricInput {
-                group: group.as_str().into(),
-                event: event.as_str().into(),
-            })
+        let &i = self.by_name.get(name)?;
+        self.counted.get(i).map(|(group, event, _)| MetricInput {
+            group: group.as_str().into(),
+            event: event.as_str().into(),
+        })
     }
 }
 

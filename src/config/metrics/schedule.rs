@@ -37,7 +37,7 @@ impl Validator<'_> {
                 inputs.push(input);
                 continue;
             }
-            if counted.split.contains(&name.as_str()) {
+            if counted.split.contains(name.as_str()) {
                 return Err(self.uncounted(&here, at, name, counted, None));
             }
             if name == DURATION_TIME {
@@ -120,16 +120,11 @@ impl Validator<'_> {
         }
         for g in &new_groups {
             for e in &g.events {
-                counted
-                    .counted
-                    .push((g.name.clone(), e.label(), e.text.clone()));
+                counted.add(&g.name, e.label(), &e.text);
             }
         }
         for t in &tracepoints {
-            let label = t.label.clone();
-            counted
-                .counted
-                .push((TRACEPOINT_GROUP.to_owned(), label.clone(), label));
+            counted.add(TRACEPOINT_GROUP, t.label.clone(), &t.label);
         }
         counted.groups.extend(new_groups);
         counted.tracepoints.extend(tracepoints);
@@ -153,7 +148,7 @@ impl Validator<'_> {
         counted: &Counted<'_>,
         not_an_event: Option<String>,
     ) -> ConfigError {
-        if counted.split.contains(&name) {
+        if counted.split.contains(name) {
             return self
                 .error(
                     at,
