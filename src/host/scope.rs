@@ -7,6 +7,7 @@
 
 use crate::snapshot::Scope;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Where the kernel describes each CPU.
 pub const CPU_ROOT: &str = "/sys/devices/system/cpu";
@@ -44,6 +45,8 @@ pub struct Sockets {
     cpu_root: PathBuf,
     /// Per CPU number, its socket once read.
     known: Vec<Option<u32>>,
+    /// Reused by [`Sockets::sum`]: a sum allocates only what it returns.
+    sums: Vec<(u32, f64)>,
 }
 
 impl Sockets {
@@ -52,6 +55,7 @@ impl Sockets {
         Self {
             cpu_root: cpu_root.to_path_buf(),
             known: Vec::new(),
+            sums: Vec::new(),
         }
     }
 
@@ -68,8 +72,11 @@ impl Sockets {
     /// `per_cpu`'s values (in any order) summed per socket, in socket
     /// order. Each socket's sum is folded in the order its CPUs come, so
     /// that totals that never go back make sums that never go back.
-    pub fn sum(&mut self, per_cpu: impl IntoIterator<Item = (u32, f64)>) -> Box<[(u32, f64)]> {
-        let mut sums: Vec<(u32, f64)> = Vec::with_capacity(1);
+    /// Shared: a snapshot shows a cgroup's sums again, unchanged, while
+    /// its totals do not change.
+    pub fn sum(&mut self, per_cpu: impl IntoIterator<Item = (u32, f64)>) -> Arc<[(u32, f64)]> {
+        let mut sums = std::mem::take(&mut self.sums);
+        sums.clear();
         // Usually one or two sockets: the last one found is tried first.
         let mut last = 0;
         for (cpu, value) in per_cpu {
@@ -86,7 +93,9 @@ impl Sockets {
             sums[last].1 += value;
         }
         sums.sort_unstable_by_key(|(s, _)| *s);
-        sums.into_boxed_slice()
+        let out = Arc::from(&sums[..]);
+        self.sums = sums;
+        out
     }
 }
 
