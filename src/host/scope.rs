@@ -77,21 +77,25 @@ impl Sockets {
     pub fn sum(&mut self, per_cpu: impl IntoIterator<Item = (u32, f64)>) -> Arc<[(u32, f64)]> {
         let mut sums = std::mem::take(&mut self.sums);
         sums.clear();
-        // Usually one or two sockets: the last one found is tried first.
-        let mut last = 0;
+        // Usually one or two sockets: the last one found is added to
+        // until another comes.
+        let mut last: Option<(u32, f64)> = None;
         for (cpu, value) in per_cpu {
-            let socket = self.of(cpu);
-            if sums.get(last).is_none_or(|(s, _)| *s != socket) {
-                last = match sums.iter().position(|(s, _)| *s == socket) {
-                    Some(at) => at,
-                    None => {
-                        sums.push((socket, 0.0));
-                        sums.len() - 1
-                    }
-                };
+            let socket = match self.known.get(cpu as usize) {
+                Some(Some(socket)) => *socket,
+                _ => self.of(cpu),
+            };
+            match &mut last {
+                Some((s, sum)) if *s == socket => *sum += value,
+                _ => {
+                    sums.extend(last);
+                    let at = sums.iter().position(|(s, _)| *s == socket);
+                    let sum = at.map_or(0.0, |at| sums.swap_remove(at).1);
+                    last = Some((socket, sum + value));
+                }
             }
-            sums[last].1 += value;
         }
+        sums.extend(last);
         sums.sort_unstable_by_key(|(s, _)| *s);
         let out = Arc::from(&sums[..]);
         self.sums = sums;
