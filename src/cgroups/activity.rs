@@ -1,44 +1,60 @@
 //! What each counted cgroup did on each socket, for `energy:`: the totals
 //! of the event its energy share is weighed by, summed over each socket's
-//! CPUs, from the same totals its series are made of. Summed here, once
-//! per cgroup and CPU, so that attribution takes a few numbers per cgroup
-//! whatever the number of CPUs.
+//! CPUs, from the same totals its series are made of. Summed once per
+//! cgroup and CPU, so that attribution takes a few numbers per cgroup
+//! whatever the number of CPUs; and summed in the pass that makes the
+//! cgroup's series (`series.rs`), from the totals that pass has just read,
+//! and kept with those series: a cgroup whose totals did not change since
+//! the last snapshot shows the same sums again without reading its totals
+//! (recomputed, never adjusted by a difference, so that they are exactly
+//! what a sum of the exported totals per CPU gives).
 
 use super::counting::Entry;
 use crate::host::Sockets;
+use crate::plan::GroupSpec;
 use crate::snapshot::CgroupActivity;
-use crate::totals::{Totals, exported_total};
-use std::collections::BTreeMap;
+use crate::totals::{GroupTotals, exported_sum};
+use std::sync::Arc;
 
-/// The activity of every entry that counts `weight` (the `event` label of
-/// `cycles` or `task-clock`), in path order; an entry whose groups do not
-/// count it has none (its work goes to its counted ancestor's own share,
-/// or to `system`). `sockets` tells each CPU's socket.
-pub(super) fn of(
-    entries: &BTreeMap<String, Entry>,
-    totals: &Totals,
-    weight: &str,
+/// The event cgroups' energy shares are weighed by (the `event` label of
+/// `cycles` or `task-clock`), and each CPU's socket.
+#[derive(Debug)]
+pub(super) struct Weight<'a> {
+    pub label: &'static str,
+    pub sockets: &'a mut Sockets,
+}
+
+/// Of `groups`, the first that counts the event labelled `weight`, and the
+/// event's position in it; `None` where none does (the cgroup's work goes
+/// to its counted ancestor's own share, or to `system`).
+pub(super) fn weighed(groups: &[Arc<GroupSpec>], weight: &str) -> Option<(usize, usize)> {
+    groups.iter().enumerate().find_map(|(n, spec)| {
+        let at = spec.events.iter().position(|e| &*e.label == weight)?;
+        Some((n, at))
+    })
+}
+
+/// The totals `weights` of event `at` of `spec` on each CPU of `parts`
+/// (the group's totals per CPU, in CPU order, as read for its series), as
+/// each CPU's would be exported, summed per socket.
+pub(super) fn per_socket(
+    spec: &GroupSpec,
+    at: usize,
+    parts: &[(u32, &GroupTotals)],
+    weights: &[f64],
     sockets: &mut Sockets,
-) -> Vec<CgroupActivity> {
-    let mut out = Vec::with_capacity(entries.len());
-    for entry in entries.values() {
-        let found = entry.wanted().groups.iter().find_map(|spec| {
-            let at = spec.events.iter().position(|e| &*e.label == weight)?;
-            Some((spec, at))
-        });
-        let Some((spec, at)) = found else { continue };
-        let event = &spec.events[at];
-        let id = spec.id();
-        let per_cpu = totals
-            .per_cpu(entry.slot, &id)
-            .map(|(cpu, t)| (cpu, exported_total([t], at, &event.label, event.clock)));
-        let sockets = sockets.sum(per_cpu);
-        out.push(CgroupActivity {
-            cgroup: entry.path.clone(),
-            labels: entry.labels().clone(),
-            start_time: entry.created,
-            sockets,
-        });
+) -> Arc<[(u32, f64)]> {
+    let clock = spec.events.get(at).is_some_and(|e| e.clock);
+    let per_cpu = parts.iter().zip(weights);
+    sockets.sum(per_cpu.map(|(&(cpu, _), &v)| (cpu, exported_sum([v], clock))))
+}
+
+/// What `entry` did on each socket, as the snapshot shows it.
+pub(super) fn sample(entry: &Entry, sockets: Arc<[(u32, f64)]>) -> CgroupActivity {
+    CgroupActivity {
+        cgroup: entry.path.clone(),
+        labels: entry.labels().clone(),
+        start_time: entry.created,
+        sockets,
     }
-    out
 }

@@ -18,6 +18,11 @@ pub(super) struct Shown {
     pub events_lost: Arc<[CounterSample]>,
     /// Whether they are per CPU.
     pub per_cpu: bool,
+    /// The event its activity was summed of, if any was asked for.
+    pub weight: Option<&'static str>,
+    /// What it did on each socket, summed of that event's totals; `None`
+    /// where none of its groups counts it.
+    pub activity: Option<Arc<[(u32, f64)]>>,
 }
 
 /// What names every series of a counted cgroup.

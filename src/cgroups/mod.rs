@@ -26,6 +26,7 @@ use crate::host::Sockets;
 use crate::plan::Plan;
 use crate::snapshot::{ErrorReason, Errors, Operation, SkipReason, Snapshot};
 use crate::target::Target;
+use activity::Weight;
 use counting::Counting;
 use series::AllSeries;
 use std::time::{Duration, Instant};
@@ -132,23 +133,23 @@ impl<B: Backend + Send> Target for Cgroups<B> {
 
     fn show(&mut self, plan: &Plan, now: Instant, snapshot: &mut Snapshot) {
         let counting = &mut self.counting;
+        let weight = plan.energy.and_then(|e| e.weight);
         let series = AllSeries::of(
             &mut counting.entries,
             &mut counting.totals,
             plan.per_cpu,
+            weight.map(|label| Weight {
+                label,
+                sockets: &mut self.sockets,
+            }),
             now,
         );
         snapshot.counters = series.counters;
         snapshot.group_times = series.group_times;
         snapshot.events_lost = series.events_lost;
         snapshot.metrics = series.metrics;
-        if let Some(weight) = plan.energy.and_then(|e| e.weight) {
-            snapshot.activity = activity::of(
-                &counting.entries,
-                &counting.totals,
-                weight,
-                &mut self.sockets,
-            );
+        if let Some(weight) = weight {
+            snapshot.activity = series.activity;
             snapshot.activity_weight = weight;
         }
         snapshot.skipped = counting.skipped.clone();

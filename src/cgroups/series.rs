@@ -1,12 +1,18 @@
-//! From the counted cgroups and their totals to the series of a snapshot.
+//! From the counted cgroups and their totals to the series of a snapshot,
+//! and to what each did on each socket (`activity.rs`), in the same pass.
 
+use super::activity::{self, Weight};
 use super::counting::Entry;
 use super::keys::{CgroupNames, GroupKeys, Shown};
 use crate::events::{SYSCALL_LABEL, syscall_name};
 use crate::ids::GroupId;
 use crate::plan::{GroupSpec, SampledSpec};
-use crate::snapshot::{CounterSample, GroupTimeSample, MetricSample, Parts, SeriesKey};
-use crate::totals::{Counts, GroupTimes, GroupTotals, SampledKey, Totals, exported_total};
+use crate::snapshot::{
+    CgroupActivity, CounterSample, GroupTimeSample, MetricSample, Parts, SeriesKey,
+};
+use crate::totals::{
+    Counts, GroupTimes, GroupTotals, SampledKey, Totals, exported_sum, exported_total,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,6 +24,8 @@ pub(super) struct AllSeries {
     pub group_times: Parts<GroupTimeSample>,
     pub events_lost: Parts<CounterSample>,
     pub metrics: Vec<MetricSample>,
+    /// What each entry that counts the weight event did on each socket.
+    pub activity: Vec<CgroupActivity>,
 }
 
 /// The series of one cgroup being made; reused from one cgroup to the
@@ -27,41 +35,57 @@ struct Making {
     counters: Vec<CounterSample>,
     group_times: Vec<GroupTimeSample>,
     events_lost: Vec<CounterSample>,
+    /// The weight event's totals on each CPU of the group that counts it.
+    weights: Vec<f64>,
 }
 
 impl AllSeries {
     /// The series of every entry, per CPU or summed over CPUs, at `now`.
-    /// An entry whose totals did not change since the last call (`totals`
-    /// knows) and that still has the series it showed then (it loses them
-    /// when what names them changes) shows them again: a collection makes
-    /// only the series of cgroups that counted something. Each entry keeps
-    /// its keys and series for the next time.
+    /// With a `weight`, also what each entry that counts it did on each
+    /// socket. An entry whose totals did not change since the last call
+    /// (`totals` knows) and that still has the series it showed then (it
+    /// loses them when what names them changes) shows them again, and its
+    /// sums per socket: a collection reads only the totals of cgroups that
+    /// counted something. Each entry keeps its keys, series and sums for
+    /// the next time.
     pub fn of(
         entries: &mut BTreeMap<String, Entry>,
         totals: &mut Totals,
         per_cpu: bool,
+        mut weight: Option<Weight<'_>>,
         now: Instant,
     ) -> Self {
         let changed = totals.take_changed();
         let totals: &Totals = totals;
+        let label = weight.as_ref().map(|w| w.label);
         // Reused for every group: summing over CPUs allocates nothing.
-        let mut sums = Vec::new();
+        let mut parts = Vec::new();
         let mut all = Self {
             counters: Parts::with_capacity(entries.len()),
             group_times: Parts::with_capacity(entries.len()),
             events_lost: Parts::default(),
             metrics: Vec::new(),
+            activity: Vec::with_capacity(if label.is_some() { entries.len() } else { 0 }),
         };
         let mut making = Making::default();
         for entry in entries.values_mut() {
             let shown = match entry.shown.take() {
-                Some(shown) if shown.per_cpu == per_cpu && !changed.contains(&entry.slot) => shown,
-                _ => making.shown(entry, totals, &mut sums, per_cpu),
+                Some(shown)
+                    if shown.per_cpu == per_cpu
+                        && shown.weight == label
+                        && !changed.contains(&entry.slot) =>
+                {
+                    shown
+                }
+                _ => making.shown(entry, totals, &mut parts, per_cpu, weight.as_mut()),
             };
             all.counters.push_part(shown.counters.clone());
             all.group_times.push_part(shown.group_times.clone());
             all.events_lost.push_part(shown.events_lost.clone());
             all.push_metrics(entry, &shown.counters, now);
+            if let Some(sockets) = &shown.activity {
+                all.activity.push(activity::sample(entry, sockets.clone()));
+            }
             entry.shown = Some(shown);
         }
         all
@@ -90,15 +114,23 @@ impl AllSeries {
 
 impl Making {
     /// Makes the series of `entry` from `totals`, and keeps their keys in
-    /// it for the next time.
-    /// `sums` is scratch room for the totals of a group on every CPU.
+    /// it for the next time; with a `weight`, sums the weight event per
+    /// socket from the same totals, as they are read for its series.
+    /// `parts` is scratch room for the totals of a group on every CPU.
     fn shown<'t>(
         &mut self,
         entry: &mut Entry,
         totals: &'t Totals,
-        sums: &mut Vec<&'t GroupTotals>,
+        parts: &mut Vec<(u32, &'t GroupTotals)>,
         per_cpu: bool,
+        mut weight: Option<&mut Weight<'_>>,
     ) -> Shown {
+        let weighed = weight
+            .as_ref()
+            .and_then(|w| activity::weighed(&entry.wanted().groups, w.label));
+        // A cgroup none of whose groups counts the weight shows no
+        // activity; one that does and has no totals yet, none on any socket.
+        let mut sockets = weighed.map(|_| Arc::from([]));
         let mut keys = std::mem::take(&mut entry.keys);
         keys.check_labels(entry.labels());
         let names = CgroupNames {
@@ -107,22 +139,40 @@ impl Making {
             created: entry.created,
         };
         let mut n = 0;
-        for spec in &entry.wanted().groups {
+        for (g, spec) in entry.wanted().groups.iter().enumerate() {
             let id = spec.id();
-            let cpus = totals.per_cpu(entry.slot, &id);
+            parts.clear();
+            parts.extend(totals.per_cpu(entry.slot, &id));
+            // The weight event's totals, read once for its series and its
+            // sums per socket.
+            let at = weighed.filter(|&(w, _)| w == g).map(|(_, at)| at);
+            let mut weights = std::mem::take(&mut self.weights);
+            weights.clear();
+            if let Some(at) = at
+                && let Some(event) = spec.events.get(at)
+            {
+                let value =
+                    |&(_, t): &(u32, &GroupTotals)| t.value_at(at, &event.label, event.clock);
+                weights.extend(parts.iter().map(value));
+            }
             if per_cpu {
-                for (cpu, t) in cpus {
-                    let group = keys.group(n, &names, spec, Some(cpu));
-                    self.push_group(entry, spec, group, &[t]);
+                for (k, part) in parts.chunks(1).enumerate() {
+                    let cpu = part.first().map(|&(cpu, _)| cpu);
+                    let group = keys.group(n, &names, spec, cpu);
+                    let weight = at.zip(weights.get(k..=k));
+                    self.push_group(entry, spec, group, part, weight);
                     n += 1;
                 }
             } else {
-                sums.clear();
-                sums.extend(cpus.map(|(_, t)| t));
                 let group = keys.group(n, &names, spec, None);
-                self.push_group(entry, spec, group, sums);
+                self.push_group(entry, spec, group, parts, at.zip(Some(&weights[..])));
                 n += 1;
             }
+            if let (Some(at), Some(weight)) = (at, weight.as_mut()) {
+                let summed = activity::per_socket(spec, at, parts, &weights, weight.sockets);
+                sockets = Some(summed);
+            }
+            self.weights = weights;
         }
         let groups = n;
         for (n, spec) in entry.wanted().sampled.iter().enumerate() {
@@ -142,20 +192,29 @@ impl Making {
             group_times: self.group_times.drain(..).collect(),
             events_lost: self.events_lost.drain(..).collect(),
             per_cpu,
+            weight: weight.map(|w| w.label),
+            activity: sockets,
         }
     }
 
     /// Adds one group's series (named by `names`): the sum of `parts` (one
-    /// CPU's totals, or every CPU's).
+    /// CPU's totals, or every CPU's). `weight` is the position of the
+    /// weight event, if the group counts it, and its totals in `parts`,
+    /// already read.
     fn push_group(
         &mut self,
         entry: &Entry,
         spec: &GroupSpec,
         names: &GroupKeys,
-        parts: &[&GroupTotals],
+        parts: &[(u32, &GroupTotals)],
+        weight: Option<(usize, &[f64])>,
     ) {
+        let parts = || parts.iter().map(|&(_, t)| t);
         for (i, event) in spec.events.iter().enumerate() {
-            let value = exported_total(parts.iter().copied(), i, &event.label, event.clock);
+            let value = match weight {
+                Some((at, values)) if at == i => exported_sum(values.iter().copied(), event.clock),
+                _ => exported_total(parts(), i, &event.label, event.clock),
+            };
             self.counters
                 .extend(CounterSample::of(&names.events, i, value));
         }
@@ -163,7 +222,7 @@ impl Making {
             .events
             .first()
             .map_or_else(|| spec.id().shared_label(), |k| k.group.clone());
-        let times = GroupTimes::of(parts.iter().copied());
+        let times = GroupTimes::of(parts());
         self.group_times.push(GroupTimeSample {
             cgroup: entry.path.clone(),
             labels: entry.labels().clone(),

@@ -2,17 +2,19 @@
 //! it decides (admission, reconciling on reload, CPUs changing) and what it
 //! exports, checked against a model of what the kernel counted.
 
+use super::activity::Weight;
 use super::counting::Counting;
 use super::series::AllSeries;
 use crate::backend::{Backend, Cgroup, Outcome, Stats, Wanted};
 use crate::config::Config;
 use crate::cpus::CpuChanges;
 use crate::discovery::{CgroupFs, Found};
+use crate::host::Sockets;
 use crate::ids::{CgroupSlot, GroupId};
 use crate::perf::GroupRead;
 use crate::plan::{GroupSpec, Plan};
 use crate::snapshot::{CounterSample, SkipReason};
-use crate::totals::{Baseline, GroupKey, Handle, Totals};
+use crate::totals::{Baseline, GroupKey, Handle, Totals, exported_total};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -453,6 +455,7 @@ fn group_times_summed_over_cpus_saturate_rather_than_wrap() {
         &mut h.counting.entries,
         &mut h.counting.totals,
         false,
+        None,
         Instant::now(),
     );
     let times = series
@@ -483,6 +486,7 @@ fn an_interval_enabled_but_never_run_adds_nothing_and_is_counted() {
         &mut h.counting.entries,
         &mut h.counting.totals,
         true,
+        None,
         Instant::now(),
     );
     let times = series
@@ -508,6 +512,7 @@ fn keys(
         &mut h.counting.entries,
         &mut h.counting.totals,
         per_cpu,
+        None,
         Instant::now(),
     );
     series
@@ -725,6 +730,7 @@ fn a_snapshot_shares_the_series_of_idle_cgroups_and_makes_those_that_counted_ane
         &mut h.counting.entries,
         &mut h.counting.totals,
         false,
+        None,
         Instant::now(),
     );
     assert!(h.happen("/a", "sw", "page-faults", 1, 5));
@@ -733,6 +739,7 @@ fn a_snapshot_shares_the_series_of_idle_cgroups_and_makes_those_that_counted_ane
         &mut h.counting.entries,
         &mut h.counting.totals,
         false,
+        None,
         Instant::now(),
     );
     assert_eq!(find(&first, "/b1"), find(&second, "/b1"), "/b1 is shared");
@@ -751,9 +758,152 @@ fn a_snapshot_shares_the_series_of_idle_cgroups_and_makes_those_that_counted_ane
         &mut h.counting.entries,
         &mut h.counting.totals,
         false,
+        None,
         Instant::now(),
     );
     for cgroup in ["/a", "/b1"] {
         assert_eq!(find(&second, cgroup), find(&third, cgroup), "{cgroup}");
+    }
+}
+
+/// CPUs 0 and 1 on socket 0, 2 and 3 on socket 1.
+fn two_sockets() -> tempfile::TempDir {
+    let root = tempfile::tempdir().expect("temporary directory");
+    for cpu in 0..4u32 {
+        let dir = root.path().join(format!("cpu{cpu}/topology"));
+        std::fs::create_dir_all(&dir).expect("topology directory");
+        std::fs::write(dir.join("physical_package_id"), format!("{}\n", cpu / 2))
+            .expect("socket file");
+    }
+    root
+}
+
+/// Each counted cgroup's activity per socket, as the snapshot shows it
+/// (summed where its series are made, or kept from the last snapshot),
+/// checked bit for bit against a sum of every total per CPU made anew.
+fn activity(
+    h: &mut Harness,
+    weight: &'static str,
+    per_cpu: bool,
+    sockets: &mut Sockets,
+    fresh: &mut Sockets,
+) -> BTreeMap<String, Vec<(u32, f64)>> {
+    let series = AllSeries::of(
+        &mut h.counting.entries,
+        &mut h.counting.totals,
+        per_cpu,
+        Some(Weight {
+            label: weight,
+            sockets,
+        }),
+        Instant::now(),
+    );
+    let shown: BTreeMap<String, Vec<(u32, f64)>> = series
+        .activity
+        .iter()
+        .map(|a| (a.cgroup.to_string(), a.sockets.to_vec()))
+        .collect();
+    let mut full = BTreeMap::new();
+    for entry in h.counting.entries.values() {
+        let found = entry.wanted().groups.iter().find_map(|spec| {
+            let at = spec.events.iter().position(|e| &*e.label == weight)?;
+            Some((spec, at))
+        });
+        let Some((spec, at)) = found else { continue };
+        let (event, id) = (&spec.events[at], spec.id());
+        let per_cpu = h
+            .counting
+            .totals
+            .per_cpu(entry.slot, &id)
+            .map(|(cpu, t)| (cpu, exported_total([t], at, &event.label, event.clock)));
+        full.insert(entry.path.to_string(), fresh.sum(per_cpu).to_vec());
+    }
+    let bits = |m: &BTreeMap<String, Vec<(u32, f64)>>| -> Vec<(String, Vec<(u32, u64)>)> {
+        m.iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.iter().map(|(s, x)| (*s, x.to_bits())).collect(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        bits(&shown),
+        bits(&full),
+        "kept sums drifted from the totals"
+    );
+    shown
+}
+
+/// The sums per socket a snapshot keeps for cgroups whose totals did not
+/// change are exactly those of every total summed anew, across intervals
+/// in which only some cgroups and CPUs count, a cgroup removed and counted
+/// again under the same path, a CPU going offline, reloads that change
+/// the groups, and a change of the weight event.
+#[test]
+fn activity_kept_between_snapshots_is_what_the_totals_sum_to() {
+    let root = two_sockets();
+    for per_cpu in [false, true] {
+        let mut sockets = Sockets::new(root.path());
+        let mut fresh = Sockets::new(root.path());
+        let mut h = Harness::new(0, &[("/a", 1), ("/b1", 2), ("/b2", 3)]);
+        h.online = vec![0, 1, 2, 3];
+        h.counting.cpus_changed(&CpuChanges {
+            open: vec![2, 3],
+            closed: vec![],
+        });
+        let mut check = |h: &mut Harness, weight| {
+            h.counting.read();
+            activity(h, weight, per_cpu, &mut sockets, &mut fresh)
+        };
+        let w = "context-switches";
+        for (path, cpu, n) in [("/a", 0, 3), ("/a", 2, 5), ("/b1", 1, 2), ("/b2", 3, 4)] {
+            assert!(h.happen(path, "sw", w, cpu, n));
+        }
+        let first = check(&mut h, w);
+        assert_eq!(first["/a"], [(0, 3.0), (1, 5.0)]);
+        // Only /a counts, on one CPU of socket 1.
+        assert!(h.happen("/a", "sw", w, 3, 7));
+        let second = check(&mut h, w);
+        assert_eq!(second["/a"], [(0, 3.0), (1, 12.0)]);
+        assert_eq!(second["/b1"], first["/b1"]);
+        // Nothing counts; then another event of the group only.
+        check(&mut h, w);
+        assert!(h.happen("/b2", "sw", "page-faults", 0, 9));
+        assert_eq!(check(&mut h, w)["/b2"], [(0, 0.0), (1, 4.0)]);
+        // /b1 goes, and comes back under the same path: from zero.
+        h.cgroups.retain(|(path, _)| *path != "/b1");
+        h.scan();
+        assert!(!check(&mut h, w).contains_key("/b1"));
+        h.cgroups.push(("/b1", 4));
+        h.scan();
+        assert!(h.happen("/b1", "sw", w, 2, 1));
+        assert_eq!(check(&mut h, w)["/b1"], [(0, 0.0), (1, 1.0)]);
+        // CPU 3 goes offline: what it counted stays in socket 1's sum.
+        assert!(h.happen("/a", "sw", w, 3, 2));
+        h.counting.cpus_changed(&CpuChanges {
+            open: vec![],
+            closed: vec![3],
+        });
+        h.online.retain(|&cpu| cpu != 3);
+        assert!(!h.happen("/a", "sw", w, 3, 100), "offline");
+        assert!(h.happen("/b2", "sw", w, 0, 1));
+        let offline = check(&mut h, w);
+        assert_eq!(offline["/a"], [(0, 3.0), (1, 14.0)]);
+        assert_eq!(offline["/b2"], [(0, 1.0), (1, 4.0)]);
+        // Reloads that move the weight within its group, and the groups.
+        h.reload(1);
+        assert!(h.happen("/a", "sw", w, 1, 1));
+        assert_eq!(check(&mut h, w)["/a"], [(0, 4.0), (1, 14.0)]);
+        h.reload(2);
+        check(&mut h, w);
+        // Another weight, nothing counted since: summed of that event.
+        assert!(h.happen("/a", "sw", "page-faults", 2, 6));
+        h.counting.read();
+        check(&mut h, w);
+        let other = check(&mut h, "page-faults");
+        assert_eq!(other["/a"], [(0, 0.0), (1, 6.0)]);
+        assert_eq!(check(&mut h, "cpu-migrations")["/a"], [(0, 0.0), (1, 0.0)]);
     }
 }

@@ -7,6 +7,7 @@
 
 use crate::snapshot::Scope;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Where the kernel describes each CPU.
 pub const CPU_ROOT: &str = "/sys/devices/system/cpu";
@@ -44,6 +45,8 @@ pub struct Sockets {
     cpu_root: PathBuf,
     /// Per CPU number, its socket once read.
     known: Vec<Option<u32>>,
+    /// Reused by [`Sockets::sum`]: a sum allocates only what it returns.
+    sums: Vec<(u32, f64)>,
 }
 
 impl Sockets {
@@ -52,6 +55,7 @@ impl Sockets {
         Self {
             cpu_root: cpu_root.to_path_buf(),
             known: Vec::new(),
+            sums: Vec::new(),
         }
     }
 
@@ -68,25 +72,34 @@ impl Sockets {
     /// `per_cpu`'s values (in any order) summed per socket, in socket
     /// order. Each socket's sum is folded in the order its CPUs come, so
     /// that totals that never go back make sums that never go back.
-    pub fn sum(&mut self, per_cpu: impl IntoIterator<Item = (u32, f64)>) -> Box<[(u32, f64)]> {
-        let mut sums: Vec<(u32, f64)> = Vec::with_capacity(1);
-        // Usually one or two sockets: the last one found is tried first.
-        let mut last = 0;
+    /// Shared: a snapshot shows a cgroup's sums again, unchanged, while
+    /// its totals do not change.
+    pub fn sum(&mut self, per_cpu: impl IntoIterator<Item = (u32, f64)>) -> Arc<[(u32, f64)]> {
+        let mut sums = std::mem::take(&mut self.sums);
+        sums.clear();
+        // Usually one or two sockets: the last one found is added to
+        // until another comes.
+        let mut last: Option<(u32, f64)> = None;
         for (cpu, value) in per_cpu {
-            let socket = self.of(cpu);
-            if sums.get(last).is_none_or(|(s, _)| *s != socket) {
-                last = match sums.iter().position(|(s, _)| *s == socket) {
-                    Some(at) => at,
-                    None => {
-                        sums.push((socket, 0.0));
-                        sums.len() - 1
-                    }
-                };
+            let socket = match self.known.get(cpu as usize) {
+                Some(Some(socket)) => *socket,
+                _ => self.of(cpu),
+            };
+            match &mut last {
+                Some((s, sum)) if *s == socket => *sum += value,
+                _ => {
+                    sums.extend(last);
+                    let at = sums.iter().position(|(s, _)| *s == socket);
+                    let sum = at.map_or(0.0, |at| sums.swap_remove(at).1);
+                    last = Some((socket, sum + value));
+                }
             }
-            sums[last].1 += value;
         }
+        sums.extend(last);
         sums.sort_unstable_by_key(|(s, _)| *s);
-        sums.into_boxed_slice()
+        let out = Arc::from(&sums[..]);
+        self.sums = sums;
+        out
     }
 }
 

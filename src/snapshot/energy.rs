@@ -22,7 +22,7 @@ pub struct CgroupActivity {
     pub start_time: SystemTime,
     /// The weight event's total on each socket whose CPUs it counted on,
     /// in socket order.
-    pub sockets: Box<[(u32, f64)]>,
+    pub sockets: Arc<[(u32, f64)]>,
 }
 
 /// Where a share of energy was measured, and how it was shared.

@@ -276,7 +276,12 @@ impl GroupTotals {
     /// `clock`), looked up at `position` first: where an event of a group
     /// that never changed is.
     pub fn value_at(&self, position: usize, label: &Arc<str>, clock: bool) -> f64 {
-        let is = |c: &Column| c.live && c.id.clock == clock && c.id.label == *label;
+        // The same label is most often the same string: no need to read it.
+        let is = |c: &Column| {
+            c.live
+                && c.id.clock == clock
+                && (Arc::ptr_eq(&c.id.label, label) || c.id.label == *label)
+        };
         let at = self
             .columns
             .get(position)
@@ -299,9 +304,16 @@ pub fn exported_total<'a>(
     label: &Arc<str>,
     clock: bool,
 ) -> f64 {
-    let value = parts
+    let values = parts
         .into_iter()
-        .fold(0.0, |sum, t| sum + t.value_at(position, label, clock));
+        .map(|t| t.value_at(position, label, clock));
+    exported_sum(values, clock)
+}
+
+/// [`exported_total`] of the totals `values` (each [`GroupTotals::value_at`]
+/// of one part), for a caller that reads them once for several sums.
+pub fn exported_sum(values: impl IntoIterator<Item = f64>, clock: bool) -> f64 {
+    let value = values.into_iter().fold(0.0, |sum, v| sum + v);
     if clock { value / 1e9 } else { value }
 }
 
