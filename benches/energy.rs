@@ -293,8 +293,18 @@ impl Engine {
     }
 }
 
+/// Intervals each figure is measured over: 50 under `cargo bench`; 2 when
+/// `cargo test` runs the bench once to see that it works (the test suite's
+/// debug build took 90 s for 50).
+fn rounds() -> u32 {
+    match std::env::args().any(|a| a == "--bench") {
+        true => 50,
+        false => 2,
+    }
+}
+
 /// The thread's CPU time per interval of the engine's summing per socket
-/// over 50 intervals in which every `every`-th cgroup counts: (the series
+/// over [`rounds`] intervals in which every `every`-th cgroup counts: (the series
 /// pass with the sums less the same pass without them, the latter, the
 /// walk of every cgroup as it was before). Both passes run on each
 /// interval's changes, in turn first.
@@ -304,7 +314,8 @@ fn summing(cgroups: &[(Arc<str>, Labels)], cpus: u32, every: usize) -> (f64, f64
     let changed = engine.totals.take_changed();
     engine.series(cgroups, &changed, true);
     let (mut without, mut with, mut before) = (0.0, 0.0, 0.0);
-    for round in 0..50 {
+    let rounds = rounds();
+    for round in 0..rounds as usize {
         engine.count(round % every, every);
         let changed = engine.totals.take_changed();
         let order = if round % 2 == 0 {
@@ -326,7 +337,8 @@ fn summing(cgroups: &[(Arc<str>, Labels)], cpus: u32, every: usize) -> (f64, f64
         black_box(engine.walk_all(cgroups));
         before += cpu_seconds() - start;
     }
-    ((with - without) / 50.0, without / 50.0, before / 50.0)
+    let n = f64::from(rounds);
+    ((with - without) / n, without / n, before / n)
 }
 
 /// This thread's CPU time, in seconds.
@@ -385,7 +397,7 @@ fn bench(c: &mut Criterion) {
         for _ in 0..2 {
             attribute(&mut account, &mut next());
         }
-        let attribution = cpu_per_call(50, &mut next, |snap| attribute(&mut account, snap));
+        let attribution = cpu_per_call(rounds(), &mut next, |snap| attribute(&mut account, snap));
         // The engine's part: each cgroup's totals per CPU summed per socket.
         let worst = summing(&cgroups, cpus, 1);
         let some = summing(&cgroups, cpus, 10);
@@ -404,7 +416,7 @@ fn bench(c: &mut Criterion) {
         latest.publish(snap);
         let exposition = Exposition::new(latest);
         let reference = cpu_per_call(
-            50,
+            rounds(),
             || (),
             |()| {
                 black_box(exposition.openmetrics()).ok();
