@@ -111,6 +111,21 @@ pub struct Cli {
     #[arg(long = "bpf.run-statistics")]
     bpf_run_statistics: bool,
 
+    /// How long `backend: auto` watches the BPF program it loaded, at
+    /// start, for context switches the kernel makes without the
+    /// sched_switch tracepoint (some VM guest kernels do); where it finds
+    /// one it counts with the cgroup backend from the start. Start-up
+    /// waits for it. `0s` skips the watch. Either way, a hidden switch
+    /// found later moves counting to the cgroup backend at that
+    /// collection, nothing lost. At most 1m.
+    #[arg(
+        long = "bpf.auto-watch",
+        value_name = "DURATION",
+        default_value = "1s",
+        value_parser = auto_watch
+    )]
+    bpf_auto_watch: std::time::Duration,
+
     /// Log level: error, warn, info, debug or trace.
     #[arg(
         long = "log.level",
@@ -239,10 +254,21 @@ pub fn main() -> ExitCode {
             endpoint,
             cri_sockets,
             bpf_run_statistics: cli.bpf_run_statistics,
+            bpf_auto_watch: cli.bpf_auto_watch,
         })
         .and_then(Daemon::run_until_signal)
     };
     exit_status(result)
+}
+
+/// `--bpf.auto-watch`: a duration as the config writes them, 0 to 1m.
+fn auto_watch(text: &str) -> Result<std::time::Duration, String> {
+    let watch =
+        crate::config::parse_duration(text).map_err(|e| format!("{} ({})", e.message, e.hint))?;
+    match watch <= std::time::Duration::from_secs(60) {
+        true => Ok(watch),
+        false => Err(format!("{text} is longer than 1m; give 0s to 1m")),
+    }
 }
 
 /// What a flag cgperf does not know, a missing or bad value, or `--help`

@@ -77,6 +77,9 @@ pub struct Options {
     pub cri_sockets: Vec<PathBuf>,
     /// `--bpf.run-statistics`: keep the kernel's BPF run-time statistics on.
     pub bpf_run_statistics: bool,
+    /// `--bpf.auto-watch`: how long `backend: auto` watches the program it
+    /// loaded for hidden switches at start.
+    pub bpf_auto_watch: std::time::Duration,
 }
 
 /// A running daemon: sampler, reload thread and OTLP push are running;
@@ -149,6 +152,7 @@ impl Daemon {
             endpoint,
             cri_sockets,
             bpf_run_statistics,
+            bpf_auto_watch,
         } = options;
         let Endpoint {
             listen,
@@ -187,6 +191,7 @@ impl Daemon {
         );
         let latest = Latest::new();
         let mut chosen = choose(config.backend, config.max_cgroups).context("backend: bpf")?;
+        chosen.watch = bpf_auto_watch;
         let (plan, _) = chosen.plan(&config, &machine)?;
         tracing::info!("counting with the {} backend", chosen.describe());
         let opened = chosen

@@ -211,7 +211,7 @@ fn plan(
             "`backend: {}` takes effect when cgperf restarts; counting goes on with the {} \
              backend",
             config.backend.name(),
-            chosen.kind.name()
+            chosen.now().name()
         );
     }
     let probe = chosen.probe(machine);

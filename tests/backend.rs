@@ -611,3 +611,172 @@ fn auto_counts_through_the_cgroup_backend_where_the_kernel_hides_switches_from_t
         }
     }
 }
+
+/// Forks one child per CPU in `cgpath`, each pinned to its CPU and making
+/// `getppid` until `millis` have passed; returns them and the shared word
+/// they add their calls to when they end.
+fn getppid_on_every_cpu(cgroup: &std::path::Path, millis: i64) -> (Vec<i32>, SharedWord) {
+    let made = SharedWord::new();
+    let cpus = cgperf::cpus::online().expect("online CPUs");
+    let procs = std::ffi::CString::new(
+        cgroup
+            .join("cgroup.procs")
+            .into_os_string()
+            .into_encoded_bytes(),
+    )
+    .expect("path has no NUL");
+    let end = monotonic_millis() + millis;
+    let mut children = Vec::new();
+    for cpu in cpus {
+        let word = made.get();
+        // SAFETY: the child makes raw syscalls only, then _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+        if pid == 0 {
+            pin_or_exit(cpu as usize);
+            // SAFETY: raw syscalls on a path made before the fork.
+            unsafe {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    libc::_exit(3);
+                }
+                libc::close(fd);
+                let mut calls = 0u64;
+                while monotonic_millis() < end {
+                    for _ in 0..1000 {
+                        libc::syscall(libc::SYS_getppid);
+                    }
+                    calls += 1000;
+                }
+                word.fetch_add(calls, std::sync::atomic::Ordering::SeqCst);
+                libc::_exit(0);
+            }
+        }
+        children.push(pid);
+    }
+    (children, made)
+}
+
+#[test]
+fn auto_moves_to_the_cgroup_backend_when_the_kernel_hides_a_switch_later_losing_nothing() {
+    let _serial = serial();
+    require_root("count through BPF");
+    // `--bpf.auto-watch=0s`: `auto` counts through BPF from the start, as it
+    // does on a kernel that hid no switch while watched. This machine's
+    // kernel hides some (about ten a second, in bursts): the collection
+    // that finds the first moves every group to cgroup-mode counters, on
+    // each CPU, while a child per CPU makes getppid without a pause.
+    for attempt in 1..=5 {
+        let cg = TestCgroup::create("cgperf-auto-later");
+        let config = counting_config("auto", &cg.rel);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+        cmd.arg(config_arg(&config)).arg("--bpf.auto-watch=0s");
+        let exporter = Exporter::spawn(cmd);
+        let body = exporter.wait_for("the cgroup's series", |b| getppid_of(b, &cg.rel).is_some());
+        if backend_info(&body).0 != "bpf" {
+            println!("attempt {attempt}: left BPF before the workload started; again");
+            continue;
+        }
+        let (children, made) = getppid_on_every_cpu(&cg.dir, 3000);
+        // Never backwards, BPF's counts and the cgroup backend's alike.
+        let mut last = (0.0, 0.0);
+        let mut seen_bpf_during = false;
+        let mut running = children.len();
+        while running > 0 {
+            let body = exporter.scrape();
+            let now = (
+                getppid_of(&body, &cg.rel).unwrap_or(0.0),
+                total(&body, "cgperf_bpf_unseen_switches_total"),
+            );
+            assert!(now.0 >= last.0 && now.1 >= last.1, "{last:?} then {now:?}");
+            last = now;
+            seen_bpf_during |= backend_info(&body).0 == "bpf" && now.0 > 0.0;
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            running = children
+                .iter()
+                .filter(|&&pid| {
+                    // SAFETY: asking about our own child without reaping it.
+                    unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) == 0 }
+                })
+                .count();
+        }
+        let made = made.get().load(std::sync::atomic::Ordering::SeqCst);
+        let body = exporter.wait_collections(2);
+        let (backend, why) = backend_info(&body);
+        let counted = getppid_of(&body, &cg.rel).unwrap_or(0.0);
+        println!(
+            "attempt {attempt}: {made} calls, {counted} counted; counted through BPF during \
+             the run: {seen_bpf_during}; now {backend}: {why}"
+        );
+        assert_eq!(counted, made as f64, "{body}");
+        if total(&body, "cgperf_bpf_unseen_switches_total") == 0.0 {
+            println!(
+                "this kernel hid no switch from the program in 3 s: the move is not exercised"
+            );
+            return;
+        }
+        assert_eq!(backend, "cgroup", "{body}");
+        assert!(
+            why.contains("switched out of tasks without the sched_switch tracepoint")
+                && why.contains("such switches found while counting"),
+            "{why}"
+        );
+        assert!(total(&body, "cgperf_bpf_unseen_switches_total") > 0.0);
+        assert_eq!(total(&body, "cgperf_open_errors_total"), 0.0, "{body}");
+        assert!(
+            exporter
+                .log()
+                .contains("counting with the cgroup backend from now on"),
+            "{}",
+            exporter.log()
+        );
+        if seen_bpf_during {
+            return;
+        }
+        println!("attempt {attempt}: left BPF before the workload counted; again");
+    }
+    panic!("in 5 attempts, cgperf never counted the workload through BPF before it left BPF");
+}
+
+#[test]
+fn auto_stays_on_bpf_and_says_so_once_where_the_cgroup_backends_events_would_not_fit() {
+    let _serial = serial();
+    require_root("count through BPF");
+    // 20 cgroups × 2 events × each CPU for cgroup-mode events, against 40
+    // descriptors (256 are kept in reserve): the BPF program's counters
+    // (one per CPU for the tracepoint) fit, the cgroup backend's do not.
+    let parent = TestCgroup::create("cgperf-auto-noroom");
+    let children: Vec<TestCgroup> = (0..20)
+        .map(|i| TestCgroup::create_under(&parent.rel, &format!("c{i}")))
+        .collect();
+    let config = config_file(&format!(
+        "interval: 200ms\nbackend: auto\ngroups:\n  sched: [context-switches]\n\
+         tracepoints: [syscalls:sys_enter_getppid]\ncgroups:\n  - match: {}/*\n",
+        parent.rel
+    ));
+    let exporter = spawn_with_nofile(config.path(), 256 + 40, &["--bpf.auto-watch=0s"]);
+    let first = &children[0];
+    exporter.wait_for("the cgroup's series", |b| {
+        getppid_of(b, &first.rel).is_some()
+    });
+    let hid = (0..50).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        total(&exporter.scrape(), "cgperf_bpf_unseen_switches_total") > 0.0
+    });
+    if !hid {
+        println!("this kernel hid no switch from the program in 5 s: the move is not exercised");
+        return;
+    }
+    getppid_workload(Some(&first.dir), 2500);
+    let body = exporter.wait_collections(3);
+    assert_eq!(getppid_of(&body, &first.rel), Some(2500.0), "{body}");
+    assert_eq!(backend_info(&body), ("bpf".into(), String::new()), "{body}");
+    assert_eq!(value(&body, "cgperf_monitored_cgroups", &[]), Some(20.0));
+    let log = exporter.log();
+    assert_eq!(
+        log.matches("but the cgroup backend's counters do not fit the open-files limit")
+            .count(),
+        1,
+        "{log}"
+    );
+}

@@ -85,11 +85,8 @@ fn cgroup_engine_on(yaml: &str, machine: &Machine) -> (Engine, Latest) {
     let plan = plan_on(&config, &probe, machine);
     let latest = Latest::new();
     let budget = FdBudget::from_limit(raise_nofile_limit());
-    let chosen = cgperf::backend::choose::Chosen {
-        kind: cgperf::backend::choose::Kind::Cgroup,
-        fallback: None,
-        auto: false,
-    };
+    let chosen = cgperf::backend::choose::choose(cgperf::config::BackendChoice::Cgroup, None)
+        .expect("the cgroup backend is always there");
     let opened = chosen
         .open(&config, &plan, budget)
         .unwrap_or_else(|e| panic!("the cgroup backend opens: {e}"));

@@ -4,6 +4,7 @@
 //! the log, `cgperf check` and `cgperf_backend_info`.
 
 use super::Backend;
+use super::auto::{AutoBackend, Left};
 use super::bpf::{self, BpfBackend, BpfProbe, Unavailable};
 use super::budget::{FdBudget, Fds};
 use super::cgroup::{CgroupBackend, CgroupProbe};
@@ -13,6 +14,7 @@ use crate::plan::{Plan, Probe};
 use crate::snapshot::BackendInfo;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
 /// A counting mechanism cgperf has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +45,9 @@ pub struct Opened {
     pub fds: Fds,
     /// What it is, for `cgperf_backend_info`.
     pub info: BackendInfo,
+    /// Why `auto` left BPF for the cgroup backend while it ran, once it
+    /// did ([`super::auto`]).
+    pub left: Left,
 }
 
 impl std::fmt::Debug for Opened {
@@ -58,8 +63,15 @@ pub struct Chosen {
     pub kind: Kind,
     /// For `auto` on a machine that cannot count through BPF: why not.
     pub fallback: Option<Unavailable>,
-    /// Chosen by `auto`: [`Chosen::plan`] may still fall back.
+    /// Chosen by `auto`: [`Chosen::plan`] may still fall back, and so may
+    /// the backend it opens, while it counts ([`Chosen::now`]).
     pub auto: bool,
+    /// Why the backend `auto` opened left BPF while it ran, once it did.
+    pub left: Left,
+    /// How long `auto` watches the program it loaded for hidden switches
+    /// ([`bpf::hidden_switches`]): [`bpf::WATCH`] unless the daemon is
+    /// told otherwise.
+    pub watch: Duration,
 }
 
 /// The backend `choice` means on this machine, for this process, counting
@@ -70,6 +82,8 @@ pub fn choose(choice: BackendChoice, max_cgroups: Option<usize>) -> Result<Chose
         kind,
         fallback,
         auto,
+        left: Left::default(),
+        watch: bpf::WATCH,
     };
     let capacity = max_cgroups.unwrap_or(bpf::DEFAULT_CAPACITY);
     match choice {
@@ -111,13 +125,13 @@ fn auto_choice(available: Result<Option<String>, Unavailable>) -> (Kind, Option<
 
 /// How the bpf backend's counts would differ on a kernel where its program
 /// found `found` switches without the `sched_switch` tracepoint.
-fn hidden(found: u64) -> String {
+fn hidden(found: u64, watch: Duration) -> String {
     format!(
         "this kernel switched out of tasks without the sched_switch tracepoint the bpf backend \
          counts by ({found} such switches in the {} s after its program loaded; some VM guest \
          kernels do so for some of their tasks), and what perf counters count while such a \
          task runs would be charged to the cgroup of the task that runs next",
-        bpf::WATCH.as_secs_f64()
+        watch.as_secs_f64()
     )
 }
 
@@ -148,7 +162,8 @@ impl Chosen {
                 ),
                 fix: "count fewer events, or set `backend: cgroup` to say so".into(),
             }),
-            _ => bpf::hidden_switches().and_then(|n| auto_choice(Ok(Some(hidden(n)))).1),
+            _ => bpf::hidden_switches(self.watch)
+                .and_then(|n| auto_choice(Ok(Some(hidden(n, self.watch)))).1),
         };
         let Some(why) = why else {
             return Ok((plan, probe));
@@ -164,9 +179,18 @@ impl Chosen {
     /// What planning, `cgperf check` and `cgperf list` ask: this backend's
     /// probe.
     pub fn probe(&self, machine: &Machine) -> Arc<dyn Probe> {
-        match self.kind {
+        match self.now() {
             Kind::Cgroup => Arc::new(CgroupProbe::new(machine)),
             Kind::Bpf => Arc::new(BpfProbe::new(machine)),
+        }
+    }
+
+    /// What counts now: the backend chosen, or the cgroup backend once
+    /// `auto`'s left BPF while it ran.
+    pub fn now(&self) -> Kind {
+        match self.left.get() {
+            Some(_) => Kind::Cgroup,
+            None => self.kind,
         }
     }
 
@@ -189,18 +213,30 @@ impl Chosen {
             Kind::Cgroup => Box::new(CgroupBackend::new(fds.clone(), plan.ring_pages)),
             Kind::Bpf => {
                 let capacity = config.max_cgroups.unwrap_or(bpf::DEFAULT_CAPACITY);
-                Box::new(BpfBackend::new(capacity, fds.clone(), plan.ring_pages)?)
+                let (fds, pages) = (fds.clone(), plan.ring_pages);
+                match self.auto {
+                    true => Box::new(AutoBackend::new(capacity, fds, pages, self.left.clone())?),
+                    false => Box::new(BpfBackend::new(capacity, fds, pages)?),
+                }
             }
         };
         let info = BackendInfo {
             name: self.kind.name(),
             fallback: self.fallback.as_ref().map(|why| why.to_string().into()),
         };
-        Ok(Opened { backend, fds, info })
+        Ok(Opened {
+            backend,
+            fds,
+            info,
+            left: self.left.clone(),
+        })
     }
 
     /// One line for the log and `cgperf check`.
     pub fn describe(&self) -> String {
+        if let Some(why) = self.left.get() {
+            return format!("cgroup (`auto`, after bpf: {why})");
+        }
         match (&self.fallback, self.kind) {
             (None, Kind::Bpf) => "bpf (one counter per event and CPU, charged to cgroups at \
                                   context switches)"
@@ -226,7 +262,7 @@ mod tests {
             "cannot count through BPF: counts equal to the cgroup backend's: a task moved by \
              another …; set `backend: bpf` to count through BPF all the same"
         );
-        let (kind, why) = auto_choice(Ok(Some(hidden(3))));
+        let (kind, why) = auto_choice(Ok(Some(hidden(3, bpf::WATCH))));
         assert_eq!(kind, Kind::Cgroup);
         assert_eq!(
             why.expect("a reason").to_string(),

@@ -150,18 +150,10 @@ impl<C: Backend, B: Backend> Backend for Composed<C, B> {
     }
 
     fn stats(&self) -> Stats {
-        let (c, b) = (self.counters.stats(), self.by.stats());
-        let mut errors = c.errors;
-        errors.add(&b.errors);
-        Stats {
-            open_fds: self.fds.tally.load(Ordering::Relaxed) + c.open_fds + b.open_fds,
-            samples_lost: c.samples_lost + b.samples_lost,
-            samples_undecodable: c.samples_undecodable + b.samples_undecodable,
-            errors,
-            bpf_run_ns: c.bpf_run_ns + b.bpf_run_ns,
-            bpf_runs: c.bpf_runs + b.bpf_runs,
-            bpf_unseen_switches: c.bpf_unseen_switches + b.bpf_unseen_switches,
-        }
+        let mut stats = self.counters.stats();
+        stats.add(&self.by.stats());
+        stats.open_fds += self.fds.tally.load(Ordering::Relaxed);
+        stats
     }
 }
 

@@ -9,6 +9,7 @@
 //! other its `by:` tracepoints (through rings, [`rings`]; or in the kernel
 //! where it can, [`bpf::ByInKernel`]), as [`choose`]'s table pairs them.
 
+pub mod auto;
 pub mod bpf;
 pub mod budget;
 pub mod cgroup;
@@ -96,6 +97,20 @@ pub struct Stats {
     pub bpf_unseen_switches: u64,
 }
 
+impl Stats {
+    /// Adds `other`'s figures to these: two mechanisms as one, or one
+    /// and what another said before it was dropped.
+    pub fn add(&mut self, other: &Stats) {
+        self.open_fds += other.open_fds;
+        self.samples_lost += other.samples_lost;
+        self.samples_undecodable += other.samples_undecodable;
+        self.errors.add(&other.errors);
+        self.bpf_run_ns += other.bpf_run_ns;
+        self.bpf_runs += other.bpf_runs;
+        self.bpf_unseen_switches += other.bpf_unseen_switches;
+    }
+}
+
 /// The cgroups of `batch` (some of `cgroups`, in their order) that a
 /// mechanism refused, `outcomes` being its outcome for each of `batch`:
 /// their index in `cgroups`, and why.
@@ -113,6 +128,19 @@ pub(crate) fn refused(
         }
     }
     refused
+}
+
+/// A mechanism handing the groups it counts over to cgroup-mode counters
+/// (`backend: auto` leaving BPF, [`auto`]): asked on each CPU, by a thread
+/// running there where it may, right after each new group started there.
+pub trait Outgoing {
+    /// The handing-over thread is now on `cpu` (if it could move there):
+    /// what ran there before and is not yet taken in is taken in now.
+    fn arrived(&mut self, cpu: u32);
+
+    /// Adds what it counted of group `spec` of the cgroup in `slot` on
+    /// `cpu` since its last read to the totals.
+    fn read(&mut self, slot: CgroupSlot, spec: &GroupSpec, cpu: u32, totals: &mut Totals);
 }
 
 /// A counting mechanism.

@@ -67,6 +67,7 @@ use crate::labels::Extractor;
 pub use crate::metrics::{Catalog, MetricDef, MetricInput};
 
 pub use cgroup::CgroupPattern;
+pub(crate) use duration::parse_duration;
 pub use duration::{MAX_INTERVAL, MIN_INTERVAL};
 pub use energy::{
     EnergyDef, IdlePolicy, MAX_MODEL_WATTS, MeterChoice, ModelScope, PowerModel, WEIGHT_EVENTS,

@@ -11,7 +11,8 @@ pub use crate::backend::budget::{FdBudget, Fds, raise_nofile_limit};
 pub use hotplug::CpuTracker;
 
 use crate::backend::Backend;
-use crate::backend::choose::Opened;
+use crate::backend::auto::Left;
+use crate::backend::choose::{Kind, Opened};
 use crate::cgroups::Cgroups;
 use crate::config::MetricDef;
 use crate::cri::Names;
@@ -69,6 +70,9 @@ pub struct Engine {
     collections: u64,
     /// Which backend counts, and why `auto` fell back.
     backend: BackendInfo,
+    /// Why `auto` left BPF for the cgroup backend while it ran, once it
+    /// did: then that is the backend that counts.
+    left: Left,
     /// Energy per cgroup, when the plan asks for it.
     energy: Option<Account>,
     /// Where energy's perf descriptors are counted, with the targets', and
@@ -111,6 +115,7 @@ impl Engine {
         let targets = targets(opened.backend, discovery, names, &fds);
         let mut engine = Self::of(plan, targets, cpus, latest, fds);
         engine.backend = opened.info;
+        engine.left = opened.left;
         engine
     }
 
@@ -155,6 +160,7 @@ impl Engine {
             latest,
             collections: 0,
             backend: BackendInfo::default(),
+            left: Left::default(),
             energy,
             fds,
         }
@@ -305,6 +311,12 @@ impl Engine {
         snapshot.collections = self.collections;
         snapshot.reload_ok = self.reload_ok;
         snapshot.reload_success_time = self.reload_success_time;
+        if let Some(why) = self.left.get() {
+            self.backend = BackendInfo {
+                name: Kind::Cgroup.name(),
+                fallback: Some(why.clone()),
+            };
+        }
         snapshot.backend = self.backend.clone();
         let now = Instant::now();
         for target in &mut self.targets {

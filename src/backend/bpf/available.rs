@@ -40,14 +40,17 @@ pub(super) fn loaded(capacity: usize, cpus: u32) -> Option<Kernel> {
 }
 
 /// Switches the kernel made without the `sched_switch` tracepoint, as the
-/// program [`available`] loaded found them from its load until [`WATCH`]
+/// program [`available`] loaded found them from its load until `watch`
 /// after it (waiting for the rest of that window), if it is still loaded
-/// and found any. On such a kernel the bpf backend cannot count what perf
+/// and found any; none asked for a zero `watch`. On such a kernel the bpf backend cannot count what perf
 /// counters count while such a task runs as the cgroup backend does
 /// (`docs/backends.md`).
-pub fn hidden_switches() -> Option<u64> {
+pub fn hidden_switches(watch: Duration) -> Option<u64> {
+    if watch.is_zero() {
+        return None;
+    }
     let since = LOADED.lock().ok()?.as_ref().map(|(_, _, at)| *at)?;
-    std::thread::sleep(WATCH.saturating_sub(since.elapsed()));
+    std::thread::sleep(watch.saturating_sub(since.elapsed()));
     let slot = LOADED.lock().ok()?;
     let found = slot.as_ref()?.1.unseen_switches();
     (found > 0).then_some(found)

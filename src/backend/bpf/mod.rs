@@ -44,11 +44,11 @@ pub use unavailable::Unavailable;
 use super::budget::Fds;
 use super::compose::Composed;
 use super::rings::ByRings;
-use super::{Backend, Cgroup, Outcome, Stats, Wanted};
+use super::{Backend, Cgroup, Outcome, Outgoing, Stats, Wanted};
 use crate::cpus::CpuChanges;
 use crate::ids::CgroupSlot;
 use crate::perf::{OpenFailure, open_failure_reason};
-use crate::plan::Plan;
+use crate::plan::{GroupSpec, Plan};
 use crate::snapshot::{ErrorReason, Errors, Operation, SkipReason};
 use crate::totals::Totals;
 use fed::Charged;
@@ -121,6 +121,14 @@ impl BpfBackend {
         Ok(Self::laid_out_for(cpus, capacity, fds, ring_pages))
     }
 
+    /// The mechanism counting `by:` tracepoints beside the program's
+    /// counters: in the kernel for at most `capacity` cgroups, else on
+    /// rings of `ring_pages` pages, within the budget of `fds`.
+    pub fn by(capacity: usize, fds: &Fds, ring_pages: usize) -> ByInKernel {
+        let rings = ByRings::new(fds.clone(), ring_pages);
+        ByInKernel::new(capacity, fds.tally.clone(), rings)
+    }
+
     /// The same with the program's maps laid out for `cpus` possible CPUs
     /// rather than this machine's: every collection reads each counted
     /// cgroup's slot on each CPU it is told is online, and how that cost
@@ -130,13 +138,17 @@ impl BpfBackend {
     /// charge) and its slots stay empty.
     pub fn laid_out_for(cpus: u32, capacity: usize, fds: Fds, ring_pages: usize) -> Self {
         let counters = BpfCounters::new(cpus, capacity, fds.tally.clone());
-        let rings = ByRings::new(fds.clone(), ring_pages);
-        let by = ByInKernel::new(capacity, fds.tally.clone(), rings);
-        Composed::of(counters, by, fds)
+        Composed::of(counters, Self::by(capacity, &fds, ring_pages), fds)
     }
 }
 
 impl BpfCounters {
+    /// Counters for at most `capacity` cgroups on this machine, every perf
+    /// descriptor counted in `tally`.
+    pub fn on_this_machine(capacity: usize, tally: Arc<AtomicU64>) -> Result<Self, Unavailable> {
+        Ok(Self::new(available::possible_cpus()?, capacity, tally))
+    }
+
     /// Counters for at most `capacity` cgroups, the program's maps laid
     /// out for `cpus` possible CPUs (see [`BpfBackend::laid_out_for`]).
     fn new(cpus: u32, capacity: usize, tally: Arc<AtomicU64>) -> Self {
@@ -219,8 +231,7 @@ impl BpfCounters {
                  counters count while such a task runs is charged to the cgroup of the task \
                  that runs next (cgperf_bpf_unseen_switches_total counts them; \
                  docs/backends.md); `backend: cgroup` counts it exactly (`backend: auto` \
-                 watched for such switches for a second at start, saw none and chose bpf: set \
-                 `backend: cgroup`)"
+                 moves to it at once, `backend: bpf` counts on through BPF)"
             );
         }
         self.unseen = unseen;
@@ -298,6 +309,32 @@ impl BpfCounters {
         };
         self.cgroups.insert(cgroup.slot, counted);
         Outcome::Counted
+    }
+}
+
+/// `backend: auto` leaving BPF hands each counted group over to
+/// cgroup-mode counters (`backend::auto`).
+impl Outgoing for BpfCounters {
+    /// Charges the interval in progress on `cpu`, that of the thread
+    /// handing over, which runs there now: what ran there before it was
+    /// charged at its switch in, or, on a kernel that hid that switch, is
+    /// charged now.
+    fn arrived(&mut self, cpu: u32) {
+        if let Some(kernel) = &self.kernel {
+            for errno in kernel.flush(std::iter::once(cpu)) {
+                let reason = ErrorReason::Kernel(OpenFailure::from_errno(errno));
+                self.errors.count(Operation::Read, reason);
+            }
+        }
+    }
+
+    fn read(&mut self, slot: CgroupSlot, spec: &GroupSpec, cpu: u32, totals: &mut Totals) {
+        let (Some(kernel), Some(counted)) = (&self.kernel, self.cgroups.get_mut(&slot)) else {
+            return;
+        };
+        for charged in counted.groups.iter_mut().filter(|c| *c.spec == *spec) {
+            charged.read(kernel, (slot, cpu, counted.slot), totals);
+        }
     }
 }
 

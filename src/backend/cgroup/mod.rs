@@ -15,7 +15,7 @@ use super::budget::Fds;
 use super::compose::Composed;
 use super::opening::{NotOpened, or_later};
 use super::rings::ByRings;
-use super::{Backend, Cgroup, Outcome, Stats, Wanted};
+use super::{Backend, Cgroup, Outcome, Outgoing, Stats, Wanted};
 use crate::cpus::CpuChanges;
 use crate::ids::CgroupSlot;
 use crate::plan::Plan;
@@ -66,24 +66,29 @@ impl CgroupCounters {
             cgroups: BTreeMap::new(),
         }
     }
-}
 
-impl Backend for CgroupCounters {
-    fn configure(&mut self, _plan: &Plan) {}
-
-    /// One per event of its groups.
-    fn fds_per_cpu(&self, wanted: &Wanted) -> u64 {
-        wanted.groups.iter().map(|s| s.events.len() as u64).sum()
-    }
-
-    fn counts(&self, slot: CgroupSlot) -> bool {
-        self.cgroups.contains_key(&slot)
-    }
-
-    fn apply(
+    /// Takes over counting `cgroups` (none of them counted here yet) from
+    /// `outgoing`, which counted their groups until now: on each CPU,
+    /// each group starts here and `outgoing` reads it a last time there
+    /// right after, as a reload hands over a changed group
+    /// ([`reconcile`]). One outcome per cgroup, as [`Backend::apply`].
+    pub fn take_over(
         &mut self,
         cgroups: &[(Cgroup, Wanted)],
         online: &[u32],
+        outgoing: &mut dyn Outgoing,
+        totals: &mut Totals,
+    ) -> Vec<Outcome> {
+        self.apply_from(cgroups, online, Some(outgoing), totals)
+    }
+
+    /// [`Backend::apply`], groups new to a cgroup handed over from
+    /// `outgoing` if given.
+    fn apply_from(
+        &mut self,
+        cgroups: &[(Cgroup, Wanted)],
+        online: &[u32],
+        outgoing: Option<&mut dyn Outgoing>,
         totals: &mut Totals,
     ) -> Vec<Outcome> {
         let mut outcomes = vec![Outcome::Counted; cgroups.len()];
@@ -141,7 +146,7 @@ impl Backend for CgroupCounters {
                 open: open.take(),
             })
             .collect();
-        let evicted = reconcile(&mut batch, online, &mut self.opener, totals);
+        let evicted = reconcile(&mut batch, online, &mut self.opener, outgoing, totals);
         drop(batch);
         self.cgroups
             .extend(taken.into_iter().map(|(slot, state, _, _)| (slot, state)));
@@ -154,6 +159,28 @@ impl Backend for CgroupCounters {
             }
         }
         outcomes
+    }
+}
+
+impl Backend for CgroupCounters {
+    fn configure(&mut self, _plan: &Plan) {}
+
+    /// One per event of its groups.
+    fn fds_per_cpu(&self, wanted: &Wanted) -> u64 {
+        wanted.groups.iter().map(|s| s.events.len() as u64).sum()
+    }
+
+    fn counts(&self, slot: CgroupSlot) -> bool {
+        self.cgroups.contains_key(&slot)
+    }
+
+    fn apply(
+        &mut self,
+        cgroups: &[(Cgroup, Wanted)],
+        online: &[u32],
+        totals: &mut Totals,
+    ) -> Vec<Outcome> {
+        self.apply_from(cgroups, online, None, totals)
     }
 
     fn remove(&mut self, slot: CgroupSlot) {
