@@ -146,9 +146,9 @@ struct OpenSampled {
     /// Its count at the last read (a new event starts from 0).
     last: u64,
     /// Of an event moving at a cut: its samples dropped as of each
-    /// [`DropMark`], where the kernel says ([`SampledState::note_drops`]).
-    drops_at_drain: Option<u64>,
-    drops_at_cut: Option<u64>,
+    /// [`DropMark`] (indexed by it), where the kernel says
+    /// ([`SampledState::note_drops`]).
+    drops: [Option<u64>; 2],
     _fd: Tally,
 }
 
@@ -343,8 +343,7 @@ impl SampledState {
             cpu,
             event,
             last: 0,
-            drops_at_drain: None,
-            drops_at_cut: None,
+            drops: [None; 2],
             _fd: tally,
         });
     }
@@ -363,11 +362,7 @@ impl SampledState {
     /// Notes how many samples each open event dropped as of `mark`.
     pub fn note_drops(&mut self, mark: DropMark) {
         for open in &mut self.open {
-            let lost = open.event.read().ok().and_then(|r| r.lost);
-            match mark {
-                DropMark::Drain => open.drops_at_drain = lost,
-                DropMark::Cut => open.drops_at_cut = lost,
-            }
+            open.drops[mark as usize] = open.event.read().ok().and_then(|r| r.lost);
         }
     }
 
@@ -444,9 +439,8 @@ impl SampledState {
         let mut unsure = 0;
         for open in &mut self.open {
             let skipped = rings.take_skipped(open.event.id());
-            let (drain, cut) = (open.drops_at_drain.take(), open.drops_at_cut.take());
-            let (drain, cut) = match (drain, cut) {
-                (Some(drain), Some(cut)) => (drain, cut.max(drain)),
+            let (drain, cut) = match std::mem::take(&mut open.drops) {
+                [Some(drain), Some(cut)] => (drain, cut.max(drain)),
                 _ => (0, 0),
             };
             unsure += cut - drain;
@@ -478,9 +472,9 @@ impl SampledState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DropMark {
     /// Every ring just drained, the cut not yet set.
-    Drain,
+    Drain = 0,
     /// The cut just set.
-    Cut,
+    Cut = 1,
 }
 
 /// Waits for the samples in flight (see the module doc); where the kernel
