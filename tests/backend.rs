@@ -730,10 +730,38 @@ fn auto_moves_to_the_cgroup_backend_when_the_kernel_hides_a_switch_later_losing_
             "{}",
             exporter.log()
         );
-        if seen_bpf_during {
-            return;
+        if !seen_bpf_during {
+            println!("attempt {attempt}: left BPF before the workload counted; again");
+            continue;
         }
-        println!("attempt {attempt}: left BPF before the workload counted; again");
+        // A reload after the move plans for the cgroup backend and hands
+        // over the changed group there; the unchanged tracepoint counts on.
+        let yaml = std::fs::read_to_string(config.path()).expect("the config");
+        let changed = yaml.replace(
+            "sched: [context-switches]",
+            "sched: [context-switches, page-faults]",
+        );
+        assert_ne!(changed, yaml);
+        reload_to(&exporter, config.path(), &changed);
+        getppid_workload(Some(&cg.dir), 2500);
+        let body = exporter.wait_collections(2);
+        assert_eq!(
+            getppid_of(&body, &cg.rel),
+            Some(made as f64 + 2500.0),
+            "{body}"
+        );
+        assert_eq!(backend_info(&body).0, "cgroup", "{body}");
+        assert!(
+            value(
+                &body,
+                "cgperf_events_total",
+                &[("cgroup", &cg.rel), ("event", "page-faults")]
+            )
+            .is_some_and(|faults| faults > 0.0),
+            "{body}"
+        );
+        assert!(!exporter.log().contains("takes effect when cgperf restarts"));
+        return;
     }
     panic!("in 5 attempts, cgperf never counted the workload through BPF before it left BPF");
 }
