@@ -150,17 +150,10 @@ impl AutoCounters {
              that runs next"
         )
         .into();
-        let Counting::Bpf(mut bpf) =
-            std::mem::replace(&mut self.now, Counting::Cgroup(cgroup_mode))
-        else {
-            return;
-        };
-        let Counting::Cgroup(cgroup_mode) = &mut self.now else {
-            return;
-        };
+        let mut cgroup_mode = cgroup_mode;
         let handed: Vec<(Cgroup, Wanted)> = self.cgroups.values().cloned().collect();
         let started = std::time::Instant::now();
-        let outcomes = cgroup_mode.take_over(&handed, &self.online, &mut *bpf, totals);
+        let outcomes = cgroup_mode.take_over(&handed, &self.online, &mut **bpf, totals);
         for ((cgroup, wanted), outcome) in handed.iter().zip(outcomes) {
             if outcome == Outcome::Counted {
                 continue;
@@ -169,22 +162,34 @@ impl AutoCounters {
             // counts again once its groups open.
             for spec in &wanted.groups {
                 for &cpu in &self.online {
-                    Outgoing::read(&mut *bpf, cgroup.slot, spec, cpu, totals);
+                    Outgoing::read(&mut **bpf, cgroup.slot, spec, cpu, totals);
                 }
             }
             self.pending.push(cgroup.slot);
         }
         self.before = bpf.stats();
         self.before.open_fds = 0;
-        drop(bpf);
-        tracing::warn!(
-            cgroups = handed.len(),
-            not_yet = self.pending.len(),
-            took = ?started.elapsed(),
-            "counting with the cgroup backend from now on (`backend: auto`): {why}; every group \
-             was handed over on each CPU, nothing lost or counted twice \
-             (cgperf_backend_info says so; docs/backends.md)"
-        );
+        // The program's counters close and it unloads with them.
+        self.now = Counting::Cgroup(cgroup_mode);
+        let took = started.elapsed();
+        match self.pending.len() {
+            0 => tracing::warn!(
+                cgroups = handed.len(),
+                ?took,
+                "counting with the cgroup backend from now on (`backend: auto`): {why}; every \
+                 group was handed over on each CPU, nothing lost or counted twice \
+                 (cgperf_backend_info says so; docs/backends.md)"
+            ),
+            not_yet => tracing::warn!(
+                cgroups = handed.len(),
+                not_yet,
+                ?took,
+                "counting with the cgroup backend from now on (`backend: auto`): {why}; every \
+                 group was handed over on each CPU but those of {not_yet} cgroups, which could \
+                 not open theirs: they count again once they do, and what they do until then \
+                 is not counted (cgperf_backend_info says so; docs/backends.md)"
+            ),
+        }
         let _ = self.left.set(why);
     }
 
