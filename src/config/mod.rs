@@ -47,6 +47,7 @@ mod energy;
 mod error;
 mod host;
 mod metrics;
+mod node_count;
 mod otlp;
 mod process;
 mod schema;

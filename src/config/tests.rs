@@ -571,6 +571,29 @@ fn alias_budget_is_tight() {
 }
 
 #[test]
+fn past_the_node_cap_the_error_names_the_settings_holding_most_nodes() {
+    // 6,000 tracepoints and 5,000 metrics, written out: 5 nodes an item.
+    let mut doc = String::from("cgroups: [{path: /}]\ntracepoints:\n");
+    for i in 0..6000 {
+        doc.push_str(&format!(
+            "  - {{name: syscalls:sys_enter_getppid, as: t{i}}}\n"
+        ));
+    }
+    doc.push_str("metrics:\n");
+    for i in 0..5000 {
+        doc.push_str(&format!("  - {{name: m{i}, expr: t{i}}}\n"));
+    }
+    let err = parse(SOURCE, &doc).expect_err("past the node cap");
+    assert!(
+        err.message.ends_with(
+            "the YAML document is too complex: more than 50000 nodes (`tracepoints:` 30001, \
+             `metrics:` 25001)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
 fn size_cap() {
     let big = format!("{GROUPS}#{}\n", "x".repeat(MAX_CONFIG_BYTES));
     check(&big, None, &["larger than 1024 KiB"], "a few KiB");

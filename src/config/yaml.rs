@@ -88,6 +88,14 @@ fn convert(source: &str, text: &str, err: &Error) -> ConfigError {
             breach: BudgetBreach::Depth { .. },
             ..
         } => too_deep(error),
+        Error::Budget {
+            breach: BudgetBreach::Nodes { .. },
+            ..
+        } => error(format!(
+            "the YAML document is too complex: more than {MAX_NODES} nodes{}",
+            super::node_count::largest_settings(text)
+        ))
+        .hint(LIMITS_HINT),
         Error::Budget { breach, .. } => error(format!(
             "the YAML document is too complex: {}",
             describe_breach(breach)
