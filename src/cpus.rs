@@ -235,6 +235,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_online_cpus_follow_changes_in_order_each_once() {
+        let mut online = vec![0, 1, 2];
+        let changes = CpuChanges {
+            open: vec![3, 0],
+            closed: vec![1],
+        };
+        changes.follow(&mut online);
+        assert_eq!(online, [0, 2, 3]);
+    }
+
+    #[test]
     fn a_cpu_going_offline_or_online_is_told_from_other_uevents() {
         let online = b"online@/devices/system/cpu/cpu1\0ACTION=online\0\
                        DEVPATH=/devices/system/cpu/cpu1\0SUBSYSTEM=cpu\0SEQNUM=4012\0";
@@ -301,4 +312,18 @@ pub struct CpuChanges {
     pub open: Vec<u32>,
     /// CPUs that went offline: their events are dead.
     pub closed: Vec<u32>,
+}
+
+impl CpuChanges {
+    /// Makes `online` (in order) what it is after these changes: without
+    /// the CPUs that went offline, with those that came online.
+    pub fn follow(&self, online: &mut Vec<u32>) {
+        online.retain(|cpu| !self.closed.contains(cpu));
+        for &cpu in &self.open {
+            if !online.contains(&cpu) {
+                online.push(cpu);
+            }
+        }
+        online.sort_unstable();
+    }
 }

@@ -274,13 +274,7 @@ impl Backend for AutoCounters {
 
     fn cpus_changed(&mut self, changes: &CpuChanges, totals: &mut Totals) {
         self.now.backend_mut().cpus_changed(changes, totals);
-        self.online.retain(|cpu| !changes.closed.contains(cpu));
-        for &cpu in &changes.open {
-            if !self.online.contains(&cpu) {
-                self.online.push(cpu);
-            }
-        }
-        self.online.sort_unstable();
+        changes.follow(&mut self.online);
     }
 
     fn retry(&mut self, online: &[u32], totals: &mut Totals) {

@@ -425,13 +425,7 @@ impl Backend for BpfCounters {
             .iter()
             .filter(|cpu| changes.closed.contains(cpu));
         self.gone.extend(gone);
-        self.online.retain(|cpu| !changes.closed.contains(cpu));
-        for &cpu in &changes.open {
-            if !self.online.contains(&cpu) {
-                self.online.push(cpu);
-            }
-        }
-        self.online.sort_unstable();
+        changes.follow(&mut self.online);
         let Some(mut kernel) = self.kernel.take() else {
             return;
         };
