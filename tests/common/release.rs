@@ -65,7 +65,7 @@ pub fn built() -> &'static Release {
             }
             let started = std::time::Instant::now();
             super::run(
-                Command::new(repo.join("scripts/release"))
+                super::as_from_a_shell(&mut Command::new(repo.join("scripts/release")))
                     .arg("--out")
                     .arg(&dir),
             );
