@@ -1225,7 +1225,7 @@ fn scripts_run_serves_what_the_curl_lines_ask() {
             .clone()
     };
     let build = find("scripts/build");
-    let out = Command::new("sh")
+    let out = as_from_a_shell(&mut Command::new("sh"))
         .arg("-c")
         .arg(&build.command)
         .current_dir(repo())
@@ -1243,7 +1243,8 @@ fn scripts_run_serves_what_the_curl_lines_ask() {
     let run = find("scripts/run");
     assert_eq!(run.page, "README.md");
     let mut cmd = Command::new("unshare");
-    cmd.args(["--net", "sh", "-ec", "ip link set lo up\nexec \"$@\"", "sh"])
+    as_from_a_shell(&mut cmd)
+        .args(["--net", "sh", "-ec", "ip link set lo up\nexec \"$@\"", "sh"])
         .arg(&run.command)
         .current_dir(repo());
     let exporter = Exporter::spawn_as_given(cmd, true);

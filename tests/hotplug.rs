@@ -155,7 +155,7 @@ fn what_a_cpu_counted_before_going_offline_between_two_reads_is_kept() {
     let _turn = cpu1_turn(true);
     let cg = TestCgroup::create("cgperf-hotplug-summed");
     let exporter = Exporter::start(Some(&format!(
-        "interval: 3s\ntracepoints:\n  - syscalls:sys_enter_getppid\n\
+        "interval: 1s\ntracepoints:\n  - syscalls:sys_enter_getppid\n\
          cgroups:\n  - path: {}\n",
         cg.rel
     )));
@@ -170,7 +170,8 @@ fn what_a_cpu_counted_before_going_offline_between_two_reads_is_kept() {
     let body = exporter.wait_collections(1);
     assert_eq!(getppid(&body), 0.0);
     // Right after a collection: the calls and the CPU going away fall
-    // between two reads.
+    // between two reads (they take under 0.15 s of the 1 s interval; so
+    // does the CPU's going and coming back below).
     getppid_on(&cg.dir, 1, 1000);
     set_cpu1(false);
     let body = exporter.wait_collections(2);

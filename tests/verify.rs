@@ -7,12 +7,12 @@
 
 mod common;
 
-use common::{has_hardware_pmu, require_root};
+use common::{as_from_a_shell, has_hardware_pmu, require_root};
 use std::path::Path;
 use std::process::Command;
 
 fn verify(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new("scripts/verify-hardware")
+    let out = as_from_a_shell(&mut Command::new("scripts/verify-hardware"))
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()

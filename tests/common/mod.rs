@@ -734,6 +734,39 @@ pub fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `cmd` (a script that runs `cargo build`: scripts/build, scripts/run,
+/// scripts/release) with the environment this `cargo test` was started
+/// in: without what cargo sets for a test binary (its package's `CARGO_*`,
+/// `OUT_DIR`) and what build.rs hands the crate (`CGPERF_REVISION`,
+/// `CGPERF_RUSTC_VERSION`). Under those the build is not the one a shell's
+/// scripts/build makes, and each rebuilds every crate after the other
+/// (ring's build script watches `CARGO_MANIFEST_DIR`, cgperf's
+/// `CGPERF_REVISION`): three minutes each time. The revision is then
+/// git's, as in a shell's build.
+pub fn as_from_a_shell(cmd: &mut Command) -> &mut Command {
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let set_by_cargo = matches!(
+            &*name,
+            "CARGO"
+                | "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+                | "OUT_DIR"
+                | "CGPERF_REVISION"
+                | "CGPERF_RUSTC_VERSION"
+        ) || name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_BIN_EXE_");
+        if set_by_cargo {
+            cmd.env_remove(&*name);
+        }
+    }
+    cmd
+}
+
 pub fn require_root(why: &str) {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
