@@ -618,13 +618,7 @@ fn auto_counts_through_the_cgroup_backend_where_the_kernel_hides_switches_from_t
 fn getppid_on_every_cpu(cgroup: &std::path::Path, millis: i64) -> (Vec<i32>, SharedWord) {
     let made = SharedWord::new();
     let cpus = cgperf::cpus::online().expect("online CPUs");
-    let procs = std::ffi::CString::new(
-        cgroup
-            .join("cgroup.procs")
-            .into_os_string()
-            .into_encoded_bytes(),
-    )
-    .expect("path has no NUL");
+    let procs = procs_of(cgroup);
     let end = monotonic_millis() + millis;
     let mut children = Vec::new();
     for cpu in cpus {
@@ -636,11 +630,7 @@ fn getppid_on_every_cpu(cgroup: &std::path::Path, millis: i64) -> (Vec<i32>, Sha
             pin_or_exit(cpu as usize);
             // SAFETY: raw syscalls on a path made before the fork.
             unsafe {
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-                if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                    libc::_exit(3);
-                }
-                libc::close(fd);
+                join_or_exit(&procs, 3);
                 let mut calls = 0u64;
                 while monotonic_millis() < end {
                     for _ in 0..1000 {

@@ -397,8 +397,7 @@ cgroups:
     let mut ready = [0i32; 2];
     // SAFETY: a pipe into the array we own.
     assert_eq!(unsafe { libc::pipe(ready.as_mut_ptr()) }, 0);
-    let procs = cg.dir.join("cgroup.procs");
-    let procs = std::ffi::CString::new(procs.into_os_string().into_encoded_bytes()).expect("path");
+    let procs = procs_of(&cg.dir);
     // SAFETY: the child makes raw syscalls only, then spins until killed.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork");
@@ -407,11 +406,7 @@ cgroups:
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(spin_cpu as usize, &mut set);
             libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-            if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                libc::_exit(3);
-            }
-            libc::close(fd);
+            join_or_exit(&procs, 3);
             // Switched out by the move, if at all: from here on it runs.
             for _ in 0..n {
                 libc::syscall(libc::SYS_getppid);
@@ -768,13 +763,7 @@ fn what_a_task_counted_before_moving_itself_stays_with_the_cgroup_it_left() {
     let (parent, [from, to]) = family("cgperf-bpf-move", ["from", "to"]);
     let (mut engine, latest) = getppid_in_family(&parent, DEFAULT_CAPACITY, "", "");
     let (before, after) = (123_457u64, 7_777u64);
-    let procs = std::ffi::CString::new(
-        to.dir
-            .join("cgroup.procs")
-            .into_os_string()
-            .into_encoded_bytes(),
-    )
-    .expect("path");
+    let procs = procs_of(&to.dir);
     for _ in 0..5 {
         // In `from` (a sleep after the move, so that it starts there
         // afresh), then straight into `to`, calling all along.
@@ -785,10 +774,7 @@ fn what_a_task_counted_before_moving_itself_stays_with_the_cgroup_it_left() {
                 for _ in 0..before {
                     libc::syscall(libc::SYS_getppid);
                 }
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-                if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                    libc::_exit(4);
-                }
+                join_or_exit(&procs, 4);
                 for _ in 0..after {
                     libc::syscall(libc::SYS_getppid);
                 }
@@ -841,7 +827,7 @@ fn a_task_that_moves_itself_many_times_between_two_switches_has_each_stay_counte
     let (parent, [a, b]) = family("cgperf-bpf-self-mover", ["a", "b"]);
     let (mut engine, latest) = getppid_in_family(&parent, DEFAULT_CAPACITY, "", "");
     let (moves, calls) = (200u64, 500u64);
-    let (into_a, into_b) = (procs(&a), procs(&b));
+    let (into_a, into_b) = (procs_of(&a.dir), procs_of(&b.dir));
     collecting_during(&mut engine, move || {
         in_child(None, || {
             for i in 0..moves {
@@ -883,7 +869,7 @@ fn a_task_moved_many_times_by_another_while_it_runs_has_each_stay_counted_where_
     let (mut engine, latest) = getppid_in_family(&parent, DEFAULT_CAPACITY, "", "");
     let (cpu, other) = two_cpus();
     let (moves, calls) = (100u64, 500u64);
-    let (into_a, into_b) = (procs(&a), procs(&b));
+    let (into_a, into_b) = (procs_of(&a.dir), procs_of(&b.dir));
     let state = SharedWord::new();
     let word = state.get();
     // SAFETY: the child makes raw syscalls and atomic operations only.
@@ -968,17 +954,6 @@ fn apart() -> std::sync::MutexGuard<'static, ()> {
     TURN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `cg`'s `cgroup.procs`, for a forked child to write to.
-fn procs(cg: &TestCgroup) -> std::ffi::CString {
-    std::ffi::CString::new(
-        cg.dir
-            .join("cgroup.procs")
-            .into_os_string()
-            .into_encoded_bytes(),
-    )
-    .expect("path")
-}
-
 /// Fails, saying why, on a kernel without `csd:csd_function_entry` (before
 /// Linux 6.3), where the bpf backend takes no reading at a move made from
 /// another CPU.
@@ -1011,7 +986,7 @@ fn a_task_moved_by_another_while_it_runs_leaves_what_its_cgroup_counted_before()
     let (mut engine, latest) = getppid_in_family(&parent, DEFAULT_CAPACITY, "", "");
     let (cpu, other) = two_cpus();
     let (before, after, rounds) = (54_321u64, 4_321u64, 4u64);
-    let (into_from, into_to) = (procs(&from), procs(&to));
+    let (into_from, into_to) = (procs_of(&from.dir), procs_of(&to.dir));
     for _ in 0..rounds {
         // 1: in `from`, spinning; 2: moved, to call.
         let state = SharedWord::new();
@@ -1172,7 +1147,7 @@ fn a_process_moved_by_another_while_its_threads_run_leaves_what_its_cgroup_count
     let (parent, [from, to]) = family("cgperf-bpf-moved-threads", ["from", "to"]);
     let (mut engine, latest) = getppid_in_family(&parent, DEFAULT_CAPACITY, "", "");
     let (before, after, rounds) = (43_210u64, 3_210u64, 5u64);
-    let (into_from, into_to) = (procs(&from), procs(&to));
+    let (into_from, into_to) = (procs_of(&from.dir), procs_of(&to.dir));
     let pinned = PinnedThread::to(mover);
     for _ in 0..rounds {
         let mut cmd = std::process::Command::new(&spinner);

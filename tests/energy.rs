@@ -113,13 +113,7 @@ struct Waiting {
 
 impl Waiting {
     fn start(cgroup: &std::path::Path, comm: &str) -> Self {
-        let procs = std::ffi::CString::new(
-            cgroup
-                .join("cgroup.procs")
-                .into_os_string()
-                .into_encoded_bytes(),
-        )
-        .expect("path has no NUL");
+        let procs = procs_of(cgroup);
         let mut name = [0u8; 16];
         name[..comm.len().min(15)].copy_from_slice(&comm.as_bytes()[..comm.len().min(15)]);
         let mut pipe = [0; 2];
@@ -130,10 +124,7 @@ impl Waiting {
             let pid = libc::fork();
             assert!(pid >= 0);
             if pid == 0 {
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-                if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                    libc::_exit(3);
-                }
+                join_or_exit(&procs, 3);
                 libc::prctl(libc::PR_SET_NAME, name.as_ptr());
                 let mut word = [0u8; 8];
                 if libc::read(pipe[0], word.as_mut_ptr().cast(), 8) != 8 {

@@ -11,7 +11,7 @@ use cgperf::perf::{
     SampledEvent, Target, parse_record, wait_readable,
 };
 use cgperf::tracefs::Tracefs;
-use common::{TestCgroup, in_child};
+use common::{TestCgroup, in_child, join_or_exit, procs_of};
 use std::ffi::CStr;
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -261,13 +261,7 @@ fn pipe() -> (OwnedFd, OwnedFd) {
 /// `cgroup`, calling `between` after each round has fully completed (the
 /// child acknowledges each round through a pipe before the next starts).
 fn rounds_in_child(cgroup: &Path, cpu: u32, rounds: &[u32], mut between: impl FnMut()) {
-    let procs = std::ffi::CString::new(
-        cgroup
-            .join("cgroup.procs")
-            .into_os_string()
-            .into_encoded_bytes(),
-    )
-    .unwrap();
+    let procs = procs_of(cgroup);
     let (go_read, go_write) = pipe();
     let (done_read, done_write) = pipe();
     // SAFETY: the child only makes raw syscalls (no allocation, no locks)
@@ -282,10 +276,7 @@ fn rounds_in_child(cgroup: &Path, cpu: u32, rounds: &[u32], mut between: impl Fn
             if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
                 libc::_exit(2);
             }
-            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-            if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                libc::_exit(3);
-            }
+            join_or_exit(&procs, 3);
             let mut count = [0u8; 4];
             while libc::read(go_read.as_raw_fd(), count.as_mut_ptr().cast(), 4) == 4 {
                 let n = u32::from_ne_bytes(count);

@@ -120,32 +120,50 @@ impl Drop for SharedWord {
     }
 }
 
+/// `cgroup`'s `cgroup.procs`, made before a fork for the child to write to
+/// ([`join_or_exit`]): a forked child must not allocate.
+pub fn procs_of(cgroup: &Path) -> CString {
+    CString::new(
+        cgroup
+            .join("cgroup.procs")
+            .into_os_string()
+            .into_encoded_bytes(),
+    )
+    .expect("path has no NUL")
+}
+
+/// Moves the calling process into the cgroup whose `cgroup.procs` is
+/// `procs` (writing "0" moves the writer), or exits with `status`: raw
+/// syscalls only.
+///
+/// # Safety
+///
+/// Only in a forked child, which it may end.
+pub unsafe fn join_or_exit(procs: &CString, status: i32) {
+    // SAFETY: raw syscalls on a valid C string and our own buffer.
+    unsafe {
+        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+        if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+            libc::_exit(status);
+        }
+        libc::close(fd);
+    }
+}
+
 /// Runs `work` in a child process that first moves itself into `cgroup`
 /// (stays where it is if `None`), and waits for it.
 ///
 /// `work` runs between `fork` and `_exit` in a child of a multi-threaded
 /// process: it must only make raw syscalls (no allocation, no locks).
 pub fn in_child(cgroup: Option<&Path>, work: impl FnOnce()) {
-    let procs = cgroup.map(|dir| {
-        CString::new(
-            dir.join("cgroup.procs")
-                .into_os_string()
-                .into_encoded_bytes(),
-        )
-        .expect("path has no NUL")
-    });
+    let procs = cgroup.map(procs_of);
     // SAFETY: the child calls only async-signal-safe functions and _exit.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed: {}", std::io::Error::last_os_error());
     if pid == 0 {
         unsafe {
             if let Some(procs) = &procs {
-                // Writing "0" moves the writing process itself.
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-                if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                    libc::_exit(3);
-                }
-                libc::close(fd);
+                join_or_exit(procs, 3);
             }
             work();
             libc::_exit(0);
