@@ -21,10 +21,12 @@ use std::process::ExitCode;
 ///
 /// It counts through BPF (one counter per event and CPU, charged to cgroups
 /// at context switches) where the kernel and CAP_BPF allow it and the
-/// kernel shows every switch to it (watched for a second at start), else
-/// with a perf event per cgroup, event and CPU, and says which at start;
-/// the config's `backend:` (auto, bpf, cgroup) chooses. `cgperf stat`
-/// counts with the latter unless its config says otherwise.
+/// kernel shows every switch to it (watched for a second at start;
+/// `--bpf.auto-watch`), else with a perf event per cgroup, event and CPU,
+/// and says which at start; a switch hidden from BPF found later moves
+/// counting to the latter at that collection, nothing lost. The config's
+/// `backend:` (auto, bpf, cgroup) chooses. `cgperf stat` counts with the
+/// latter unless its config says otherwise.
 ///
 /// The config's `processes:` counts processes by name, executable, command
 /// line or pid, with their children and threads, and its `host:` the whole
