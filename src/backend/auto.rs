@@ -117,7 +117,9 @@ impl AutoCounters {
         let Counting::Bpf(bpf) = &mut self.now else {
             return;
         };
-        let unseen = bpf.stats().bpf_unseen_switches;
+        // Read at every collection: the count the read just took, not
+        // the whole statistics (which copy the error tallies).
+        let unseen = bpf.unseen_switches();
         if unseen == 0 {
             return;
         }

@@ -143,6 +143,12 @@ impl BpfBackend {
 }
 
 impl BpfCounters {
+    /// Switches the kernel made without the program's tracepoint, as of
+    /// the last read.
+    pub fn unseen_switches(&self) -> u64 {
+        self.unseen
+    }
+
     /// Counters for at most `capacity` cgroups on this machine, every perf
     /// descriptor counted in `tally`.
     pub fn on_this_machine(capacity: usize, tally: Arc<AtomicU64>) -> Result<Self, Unavailable> {
