@@ -565,12 +565,16 @@ fn a_killed_run_takes_its_command_along_and_the_next_run_removes_its_cgroup() {
 fn a_stale_cgroup_that_still_has_processes_is_left_alone() {
     // Named as a killed run's would be, with a process in it: the PID in
     // the name is one no process has (pid_max is far below).
-    let cg = TestCgroup::create_under("", "cgperf-stat-999999999");
     let mut sleeper = Command::new("sleep")
         .arg("30")
         .spawn()
         .expect("start sleep");
-    std::fs::write(cg.dir.join("cgroup.procs"), sleeper.id().to_string()).expect("move sleep");
+    // Another test's `cgperf stat` removes such a cgroup while it is still
+    // empty (as it should): made again until the process is in it.
+    let cg = (0..20)
+        .map(|_| TestCgroup::create_under("", "cgperf-stat-999999999"))
+        .find(|cg| std::fs::write(cg.dir.join("cgroup.procs"), sleeper.id().to_string()).is_ok())
+        .expect("move sleep into the cgroup");
     let out = stat(&["-e", "task-clock", "--", "true"]);
     assert!(out.status.success(), "{out:?}");
     assert!(cg.dir.exists(), "a cgroup with a process in it was removed");
