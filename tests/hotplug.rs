@@ -303,19 +303,25 @@ fn a_cpu_back_online_counts_from_when_it_is_back_not_from_the_next_collection() 
     // workload pinned to it starts at once, well before the next
     // collection (the interval is 5 s): cgperf opens cpu1's counters when
     // the kernel says it is back, so the cgroup and the host lose at most
-    // what ran before that (the issue's bound: 2 %).
+    // what ran before that: 2 % of a million calls (some 12 ms here).
+    // How fast cgperf reacts is measured on the build that ships: a debug
+    // build takes about three times as long to open the CPU's counters,
+    // and here, where the other CPU runs the test, lost up to 3 %.
     let _turn = cpu1_turn(true);
     let cg = TestCgroup::create("cgperf-hotplug-back");
-    let exporter = Exporter::start(Some(&format!(
-        "interval: 5s\ntracepoints:\n  - syscalls:sys_enter_getppid\n\
+    let exporter = Exporter::start_binary(
+        shipped_binary(),
+        Some(&format!(
+            "interval: 5s\ntracepoints:\n  - syscalls:sys_enter_getppid\n\
          cgroups:\n  - path: {}\nhost:\n  tracepoints:\n    - syscalls:sys_enter_getppid\n",
-        cg.rel
-    )));
+            cg.rel
+        )),
+    );
     exporter.wait_collections(1);
     set_cpu1(false);
     exporter.wait_collections(1);
     set_cpu1(true);
-    let calls = 6_000_000u64;
+    let calls = 1_000_000u64;
     getppid_on(&cg.dir, 1, calls);
     let body = exporter.wait_collections(1);
     let cgroup = value(
@@ -330,6 +336,7 @@ fn a_cpu_back_online_counts_from_when_it_is_back_not_from_the_next_collection() 
         &[("event", "syscalls:sys_enter_getppid")],
     )
     .unwrap_or_else(|| panic!("no host series:\n{body}"));
+    eprintln!("of {calls} calls: the cgroup counted {cgroup}, the host {host}");
     let floor = calls as f64 * 0.98;
     assert!(
         cgroup >= floor && cgroup <= calls as f64,

@@ -301,6 +301,12 @@ impl Exporter {
     /// Starts cgperf on `yaml` (or the embedded default config when `None`)
     /// on a free loopback port and waits until it serves.
     pub fn start(yaml: Option<&str>) -> Self {
+        Self::start_binary(Path::new(env!("CARGO_BIN_EXE_cgperf")), yaml)
+    }
+
+    /// [`Exporter::start`] with the cgperf at `binary`: [`shipped_binary`]
+    /// where what is measured is how fast the shipped build reacts.
+    pub fn start_binary(binary: &Path, yaml: Option<&str>) -> Self {
         // The embedded default config, written out when the tests choose
         // the backend.
         let yaml = yaml.or_else(|| backend_asked().map(|_| cgperf::config::DEFAULT_YAML));
@@ -310,7 +316,7 @@ impl Exporter {
                 .expect("write config");
             file
         });
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cgperf"));
+        let mut cmd = Command::new(binary);
         if let Some(file) = &config {
             cmd.arg(format!("--config.file={}", file.path().display()));
         }
@@ -783,6 +789,22 @@ pub fn as_from_a_shell(cmd: &mut Command) -> &mut Command {
         }
     }
     cmd
+}
+
+/// The cgperf binary as it ships, built by scripts/build (release mode,
+/// static) once per test binary: at once where scripts/release already
+/// built it in this run, a few minutes from nothing.
+pub fn shipped_binary() -> &'static Path {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let printed = run(as_from_a_shell(&mut Command::new(
+            repo.join("scripts/build"),
+        )));
+        let binary = repo.join(printed.trim());
+        assert!(binary.is_file(), "scripts/build printed {printed:?}");
+        binary
+    })
 }
 
 pub fn require_root(why: &str) {
