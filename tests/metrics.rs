@@ -40,6 +40,8 @@ metrics:
     unit: ratio
   - name: cpu_busy
     expr: task-clock / 0.2
+  - name: negated
+    expr: task-clock * -1
 cgroups:
   - path: {cgroup}
 "
@@ -147,6 +149,14 @@ fn each_interval_has_its_own_ratio_and_an_idle_cgroup_none() {
     assert!(getppid > 1000.0, "{idle}");
     let busy = [("cgroup", cg.rel.as_str()), ("metric", "cpu_busy")];
     assert_eq!(value(&idle, "cgperf_metric", &busy), Some(0.0), "{idle}");
+    // 0 × -1 is exported as 0, never -0.
+    let negated = "metric=\"negated\"";
+    let line = idle
+        .lines()
+        .find(|l| l.starts_with("cgperf_metric{") && l.contains(&cg.rel) && l.contains(negated))
+        .unwrap_or_else(|| panic!("no negated metric:\n{idle}"));
+    let text = line.rsplit(' ').next().unwrap_or_default();
+    assert!(text == "0" || text == "0.0", "{line}");
 }
 
 #[test]
