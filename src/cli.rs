@@ -78,8 +78,8 @@ pub struct Cli {
     #[arg(long = "web.config.file", value_name = "PATH")]
     web_config_file: Option<PathBuf>,
 
-    /// Connections served at once. When all are taken, a new connection
-    /// closes the oldest one that has no request in progress.
+    /// Connections served at once, 1 to 65536. When all are taken, a new
+    /// connection closes the oldest one that has no request in progress.
     #[arg(
         long = "web.max-connections",
         value_name = "N",
@@ -128,7 +128,8 @@ pub struct Cli {
     )]
     bpf_auto_watch: std::time::Duration,
 
-    /// Log level: error, warn, info, debug or trace.
+    /// Log level: error, warn, info, debug or trace, or a `tracing`
+    /// filter (`cgperf=debug`).
     #[arg(
         long = "log.level",
         value_name = "LEVEL",
@@ -151,7 +152,9 @@ enum Command {
     /// errors, 2 on another error (no cgroup2, ...), 3 when the config is
     /// valid but this machine can count none of its groups (no privileges,
     /// a seccomp profile blocking perf_event_open and bpf, only hardware
-    /// events without a PMU): the last line says why and the fix.
+    /// events without a PMU): the last line says why and the fix; 4 when
+    /// some group or tracepoint does not fit the bpf backend's 128
+    /// counters per CPU.
     Check,
     /// List the events this machine can count, with the names to write.
     ///
@@ -160,7 +163,9 @@ enum Command {
     /// tracepoints of tracefs (`subsystem:name`); then the format terms of
     /// each PMU (for `pmu/term=value,.../`) and whether uprobes and kprobes
     /// can be placed here. Reading tracefs needs root: without it the
-    /// tracepoints are left out, with a note on stderr. Exits 0.
+    /// tracepoints are left out, with a note on stderr. Reads no config
+    /// (`--config.file` is refused). Exits 0, or 2 when the event tables
+    /// (`--event-tables`) cannot be read.
     List(crate::list::ListArgs),
     // About and help text: on `StatArgs`.
     Stat(crate::stat::StatArgs),
@@ -178,6 +183,14 @@ pub fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let check = match cli.command {
+        Some(Command::List(_)) if cli.config_file.is_some() => {
+            eprintln!(
+                "cgperf: list reads no config: it lists what this machine can count; \
+                 leave out --config.file, or run `cgperf check --config.file=PATH` to see \
+                 what a config's events count here"
+            );
+            return ExitCode::from(2);
+        }
         Some(Command::List(args)) => {
             let tables = cli.event_tables.as_deref();
             let listed = crate::list::run(&args, tables, &mut std::io::stdout().lock());

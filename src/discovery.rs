@@ -247,7 +247,8 @@ impl Discovery {
                 && !std::mem::replace(logged, true)
             {
                 tracing::warn!(
-                    "cannot watch {}: {e}; new cgroups there are found by the periodic rescan                      (raise fs.inotify.max_user_watches)",
+                    "cannot watch {}: {e}; new cgroups there are found by the periodic rescan \
+                     (raise fs.inotify.max_user_watches)",
                     dir.display()
                 );
             }

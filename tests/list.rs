@@ -286,3 +286,14 @@ fn leaves_out_what_this_machine_cannot_count_unless_asked() {
     let default_json = parse_json_array(&list(&["--json", "task-clock"]));
     assert_eq!(default_json[0][3], "true", "{default_json:?}");
 }
+
+#[test]
+fn a_config_file_is_refused_since_list_reads_none() {
+    // Whatever the path: list would not read it, and saying nothing would
+    // let a user believe the listing followed the config.
+    let (code, out, err) = run_cgperf(&["list", "--config.file=/nonexistent/cgperf.yaml"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("list reads no config"), "{err}");
+    assert!(err.contains("cgperf check --config.file="), "{err}");
+}

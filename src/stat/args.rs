@@ -71,7 +71,8 @@ pub struct StatArgs {
     )]
     pub cgroups: Vec<String>,
 
-    /// Also print the counts of every interval of MS milliseconds (10 or more).
+    /// Also print the counts of every interval of MS milliseconds (10 to
+    /// 3600000, an hour).
     #[arg(
         short = 'I',
         long = "interval-print",

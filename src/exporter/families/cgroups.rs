@@ -26,7 +26,7 @@ pub(super) const METRIC: Family = Family {
 };
 pub(super) const METRIC_INFO: Family = Family {
     name: "cgperf_metric_definition",
-    help: "One per metric of the config's `metrics:`, always 1: its description (the formula, unless the config gives one) and unit.",
+    help: "One per metric of the config's `metrics:` and of `host:`'s `metrics:`, always 1: its description (the formula, unless the config gives one) and unit.",
     unit: Unit::Count("1"),
     kind: Kind::Info,
 };

@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub(super) const READ_ERRORS: Family = Family {
     name: "cgperf_read_errors",
-    help: "Failed group reads, by reason.",
+    help: "Failed reads, by reason: of groups (the kernel's refusal, or `format`), of the CPU list (`cpu_list`), of the cgroup hierarchy (`cgroup_list`), of /proc for `processes:` (`process_list`).",
     unit: Unit::Count("{error}"),
     kind: Kind::Counter,
 };
@@ -39,7 +39,7 @@ pub(super) const LAST_COLLECTION: Family = Family {
 };
 pub(super) const CGROUPS_SKIPPED: Family = Family {
     name: "cgperf_cgroups_skipped",
-    help: "cgroups a selector chose but cgperf does not count: more than max_cgroups, or their perf descriptors would exceed the open-files limit.",
+    help: "cgroups a selector chose but cgperf does not count: more than max_cgroups, their perf descriptors would exceed the open-files limit, or their path is longer than PATH_MAX.",
     unit: Unit::Count("{cgroup}"),
     kind: Kind::Gauge,
 };
