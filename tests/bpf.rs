@@ -545,6 +545,36 @@ fn getppid_counts<const N: usize>(latest: &Latest, cgroups: [&TestCgroup; N]) ->
     cgroups.map(|cg| count(latest, &cg.rel, GETPPID))
 }
 
+/// Checks `counted` (getppid calls per cgroup) against `expected`: exact
+/// where the program saw every context switch. On a kernel that hides
+/// some from `sched_switch` (this one does, a few a second; `auto` counts
+/// with the cgroup backend there, docs/backends.md), what a task ran
+/// between a switch hidden from the program and its next reading goes to
+/// the cgroup of the task before it: each cgroup then has at most its
+/// calls, and misses at most `per_hidden` of them per hidden switch.
+fn exact_unless_switches_hidden<const N: usize>(
+    latest: &Latest,
+    counted: [Option<f64>; N],
+    expected: [Option<f64>; N],
+    per_hidden: f64,
+    what: &str,
+) {
+    let unseen = latest.get().bpf_unseen_switches;
+    if unseen == 0 {
+        assert_eq!(counted, expected, "{what}");
+        return;
+    }
+    println!("{unseen} hidden switches found: {counted:?} of {expected:?} {what}");
+    let slack = unseen as f64 * per_hidden;
+    for (c, e) in counted.iter().zip(expected) {
+        let e = e.unwrap_or(0.0);
+        assert!(
+            c.is_some_and(|c| c <= e && c >= e - slack),
+            "{counted:?} of {expected:?} {what}, {unseen} hidden switches"
+        );
+    }
+}
+
 /// Runs `getppid_workload` chunks of `chunk` calls in each of `dirs`, one
 /// thread each (every chunk a process that moves itself into its cgroup),
 /// while `during` runs; returns the calls made in each.
@@ -782,26 +812,16 @@ fn what_a_task_counted_before_moving_itself_stays_with_the_cgroup_it_left() {
         });
     }
     engine.collect();
-    let counted = getppid_counts(&latest, [&from, &to]);
-    let expected = [Some(5.0 * before as f64), Some(5.0 * after as f64)];
-    let unseen = latest.get().bpf_unseen_switches;
-    if unseen == 0 {
-        assert_eq!(counted, expected, "(the cgroup left, the cgroup entered)");
-    } else {
-        // A kernel that hides some switches from the tracepoint (as the
-        // program found, and says; `auto` counts with the cgroup backend
-        // there): a child that got its CPU through a hidden switch and
-        // moves before that CPU's next switch has what it counted since
-        // charged to the hidden task's cgroup, not to `from`
-        // (docs/backends.md). Never more than it counted.
-        println!("{unseen} hidden switches found: {counted:?} of {expected:?}");
-        for (c, e) in counted.iter().zip(expected) {
-            assert!(
-                c.is_some_and(|c| c <= e.unwrap_or(0.0)),
-                "{counted:?} of {expected:?}"
-            );
-        }
-    }
+    // A child that got its CPU through a hidden switch and moves before
+    // that CPU's next switch has what it counted in `from` charged
+    // elsewhere: all of a stay there, at most.
+    exact_unless_switches_hidden(
+        &latest,
+        getppid_counts(&latest, [&from, &to]),
+        [Some(5.0 * before as f64), Some(5.0 * after as f64)],
+        before as f64,
+        "(the cgroup left, the cgroup entered)",
+    );
 }
 
 /// Runs `work` in a thread while `engine` collects every few milliseconds
@@ -847,10 +867,12 @@ fn a_task_that_moves_itself_many_times_between_two_switches_has_each_stay_counte
         })
     });
     let each = (moves / 2 * calls) as f64;
-    assert_eq!(
+    exact_unless_switches_hidden(
+        &latest,
         getppid_counts(&latest, [&a, &b, &parent]),
         [Some(each), Some(each), Some(2.0 * each)],
-        "(a, b, their parent)"
+        calls as f64,
+        "(a, b, their parent)",
     );
 }
 
@@ -935,10 +957,12 @@ fn a_task_moved_many_times_by_another_while_it_runs_has_each_stay_counted_where_
     );
     // Stays 0, 2, 4, ... are made in `a`, 1, 3, ... in `b`.
     let each = (moves / 2 * calls) as f64;
-    assert_eq!(
+    exact_unless_switches_hidden(
+        &latest,
         getppid_counts(&latest, [&a, &b, &parent]),
         [Some(each), Some(each), Some(2.0 * each)],
-        "(a, b, their parent)"
+        calls as f64,
+        "(a, b, their parent)",
     );
 }
 
