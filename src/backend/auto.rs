@@ -120,7 +120,10 @@ impl AutoCounters {
         // Read at every collection: the count the read just took, not
         // the whole statistics (which copy the error tallies).
         let unseen = bpf.unseen_switches();
-        if unseen == 0 {
+        // A collection reads before it applies the plan: at the first one
+        // no cgroup has been given yet, and whether their counters fit
+        // would be judged on none of them.
+        if unseen == 0 || self.cgroups.is_empty() {
             return;
         }
         let cgroup_mode = CgroupCounters::new(self.fds.clone());
