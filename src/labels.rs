@@ -336,9 +336,9 @@ fn is_unit_name(name: &str, suffix: &str) -> bool {
 /// `system-systemd-coredump.slice`), so that label values read as the
 /// names people type into `systemctl`-free contexts (dashboards, alerts).
 ///
-/// An escape of an ASCII control character stays as written, so a label value
-/// never holds one; if the decoded bytes are not UTF-8, or spell a control
-/// character beyond ASCII (`\xc2\x80` is U+0080), the name is kept as is.
+/// If the decoded bytes are not UTF-8, or spell a control character
+/// (`\x0a`, or `\xc2\x80`: U+0080), the name is kept as written, so that a
+/// label value never holds one.
 fn unescape(name: &str) -> String {
     if !name.contains("\\x") {
         return name.to_owned();
@@ -350,12 +350,9 @@ fn unescape(name: &str) -> String {
         if let [b'\\', b'x', hi, lo, ..] = bytes[i..]
             && let (Some(hi), Some(lo)) = (hex_value(hi), hex_value(lo))
         {
-            let byte = hi << 4 | lo;
-            if !byte.is_ascii_control() {
-                out.push(byte);
-                i += 4;
-                continue;
-            }
+            out.push(hi << 4 | lo);
+            i += 4;
+            continue;
         }
         out.push(bytes[i]);
         i += 1;
