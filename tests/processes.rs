@@ -58,6 +58,63 @@ fn fork_child(wait: bool, work: impl FnOnce()) {
     }
 }
 
+/// Forks `n` children that each wait at a gate (reading a pipe, asleep)
+/// until its write end, returned, closes, then call 1,000 times. Between
+/// two forks the caller sleeps 0.4 ms if `rest`; otherwise it spins 0.3 ms
+/// and never rests, with 64 MB written that make each fork slow (the
+/// children drop them first).
+fn gated_children(n: u64, rest: bool) -> i32 {
+    const BIG: usize = 64 << 20;
+    // SAFETY: raw syscalls on memory and descriptors this process owns; the
+    // children make raw syscalls only, then _exit.
+    unsafe {
+        let mut gate = [0; 2];
+        assert_eq!(libc::pipe(gate.as_mut_ptr()), 0);
+        let mut big = std::ptr::null_mut();
+        if !rest {
+            big = libc::mmap(
+                std::ptr::null_mut(),
+                BIG,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(big, libc::MAP_FAILED);
+            libc::memset(big, 1, BIG);
+        }
+        for _ in 0..n {
+            fork_child(false, || {
+                if !rest {
+                    libc::munmap(big, BIG);
+                }
+                libc::close(gate[1]);
+                let mut byte = 0u8;
+                libc::read(gate[0], (&mut byte as *mut u8).cast(), 1);
+                getppid_n(1000);
+            });
+            match rest {
+                true => {
+                    let t = libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: 400_000,
+                    };
+                    libc::nanosleep(&t, std::ptr::null_mut());
+                }
+                false => {
+                    let start = std::time::Instant::now();
+                    while start.elapsed() < Duration::from_micros(300) {}
+                }
+            }
+        }
+        if !rest {
+            libc::munmap(big, BIG);
+        }
+        libc::close(gate[0]);
+        gate[1]
+    }
+}
+
 /// Sets the calling thread's comm to `name` (15 bytes at most, any bytes
 /// but NUL).
 fn set_comm(name: &[u8]) {
@@ -158,25 +215,13 @@ impl Worker {
                         // n children 0.4 ms apart, each waiting at a
                         // gate (reading a pipe, asleep) until `g` opens it,
                         // then calling 1,000 times; not waited for.
-                        b'G' => {
-                            let mut gate = [0; 2];
-                            assert_eq!(libc::pipe(gate.as_mut_ptr()), 0);
-                            for _ in 0..n {
-                                fork_child(false, || {
-                                    libc::close(gate[1]);
-                                    let mut byte = 0u8;
-                                    libc::read(gate[0], (&mut byte as *mut u8).cast(), 1);
-                                    getppid_n(1000);
-                                });
-                                let t = libc::timespec {
-                                    tv_sec: 0,
-                                    tv_nsec: 400_000,
-                                };
-                                libc::nanosleep(&t, std::ptr::null_mut());
-                            }
-                            libc::close(gate[0]);
-                            gates = gate[1];
-                        }
+                        b'G' => gates = gated_children(n, true),
+                        // The same without a pause: between two forks it
+                        // spins, never resting, and each fork is slow (it
+                        // holds 64 MB written, whose page tables each
+                        // child copies): most of the time a creation is
+                        // in flight.
+                        b'H' => gates = gated_children(n, false),
                         // Renames itself `cgpt-busy`, then forks for n ms
                         // (or until the next command comes) without a
                         // pause: it yields the CPU between forks, but never
@@ -1188,17 +1233,21 @@ fn children_forked_while_a_reload_reopens_their_parents_groups_are_counted_once(
     run.exporter.wait_for("the worker counted", |b| {
         value(b, "cgperf_processes_counted", &[("process", "refork")]) == Some(1.0)
     });
-    // Reloads in a row, each changing the group getppid counts in, while
-    // the worker forks a child every 0.4 ms: some are forked while a
-    // reload opens the new group on it. The children call only once the
-    // reloads are over (what a reload's switch from the old group to the
-    // new does not see is not what this measures).
+    // Reloads, each changing the group getppid counts in, while the
+    // worker forks a child every 0.4 ms: some are forked while a reload
+    // opens the new group on it, and more after it started, 100 ms of
+    // them before the next reload (the copies those take come from a
+    // group that was opened paused beside `sw`, which stays). The
+    // children call only once the reloads are over (what a reload's
+    // switch from the old group to the new does not see is not what this
+    // measures).
     let reloads = std::thread::scope(|scope| {
         let forking = scope.spawn(|| worker.run(b'G', CHILDREN));
         let mut reloads = 0;
         while !forking.is_finished() {
             run.reload(&refork_config(reloads % 2 == 0));
             reloads += 1;
+            std::thread::sleep(Duration::from_millis(100));
         }
         reloads
     });
@@ -1211,6 +1260,57 @@ fn children_forked_while_a_reload_reopens_their_parents_groups_are_counted_once(
     let body = run.exporter.wait_collections(2);
     every_child_counted_or_said(&body, "refork", CHILDREN, &format!("{reloads} reloads"));
     assert_eq!(counted(&body, "refork"), 1.0, "{body}");
+}
+
+#[test]
+fn children_forked_by_a_process_that_never_rests_while_a_reload_reopens_its_groups_are_counted_or_said()
+ {
+    require_root("count other processes");
+    const CHILDREN: u64 = 1_000;
+    let worker = Worker::start("cgpt-hurry");
+    let config = |getpid: bool| {
+        let more = if getpid {
+            ", syscalls:sys_enter_getpid"
+        } else {
+            ""
+        };
+        format!(
+            "interval: 200ms\ntracepoints: [{GETPPID}{more}]\n\
+             processes:\n  - {{name: hurry, pid: {}}}\n",
+            worker.pid
+        )
+    };
+    let run = Reloading::start(&config(false));
+    run.exporter.wait_for("the worker counted", |b| {
+        value(b, "cgperf_processes_counted", &[("process", "hurry")]) == Some(1.0)
+    });
+    // Every reload opens the new group on it while it forks without
+    // resting, most often with a creation in flight: a child whose
+    // creation began before the open holds none of the new group, and
+    // one that ends only after the open must be found all the same.
+    let reloads = std::thread::scope(|scope| {
+        let forking = scope.spawn(|| worker.run(b'H', CHILDREN));
+        let mut reloads = 0;
+        while !forking.is_finished() {
+            run.reload(&config(reloads % 2 == 0));
+            reloads += 1;
+        }
+        reloads
+    });
+    assert!(
+        reloads >= 2,
+        "only {reloads} reloads while the worker forked"
+    );
+    assert_eq!(live_children(worker.pid), CHILDREN as usize);
+    worker.run(b'g', 0);
+    worker.run(b'w', 0);
+    let body = run.exporter.wait_collections(2);
+    every_child_counted_or_said(
+        &body,
+        "hurry",
+        CHILDREN,
+        &format!("{reloads} reloads, never resting"),
+    );
 }
 
 /// An entry that never rests and one that does; `sw` with `page-faults`

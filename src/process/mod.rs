@@ -80,6 +80,11 @@ pub struct Processes {
     /// processes was opened without a moment of rest, and may not be
     /// counted (`cgperf_processes_possibly_uncounted_total`).
     unsure: HashMap<Arc<str>, u64>,
+    /// `sched:sched_process_fork`, once looked up (see [`fence`]).
+    creations: std::cell::OnceCell<Option<crate::events::EventAttr>>,
+    /// The task clocks of the processes whose groups opened paused, held
+    /// until those start (see [`fence::Clocks`]).
+    starting: Vec<fence::Clocks>,
 }
 
 /// One entry of `processes:` and the groups it counts.
@@ -152,6 +157,8 @@ impl Processes {
             exe_denied: std::cell::Cell::new(false),
             refused: HashSet::new(),
             unsure: HashMap::new(),
+            creations: std::cell::OnceCell::new(),
+            starting: Vec::new(),
         }
     }
 

@@ -206,6 +206,7 @@ impl Processes {
                 }
             }
         }
+        self.starting.clear();
         for (key, new) in opened {
             if let Some(counted) = self.counted.get_mut(&key) {
                 // The old ones close here, after their last read (also

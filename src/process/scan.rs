@@ -182,6 +182,14 @@ pub fn resting(root: &Path, pid: u32, tid: u32) -> bool {
     }
 }
 
+/// Whether thread `tid` of process `pid` is still listed.
+pub fn thread_exists(root: &Path, pid: u32, tid: u32) -> bool {
+    root.join(pid.to_string())
+        .join("task")
+        .join(tid.to_string())
+        .exists()
+}
+
 /// Process `pid` as its `stat` says; `None` when it is gone.
 pub fn stat(root: &Path, pid: u32) -> Option<Seen> {
     parse_stat(
