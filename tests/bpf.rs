@@ -1456,7 +1456,7 @@ fn what_is_past_128_counters_per_cpu_is_unsupported_with_the_reason_and_the_rest
     // One tracepoint more: the last (getppid) does not fit, the other 116
     // still count; `cgperf check` says which and exits 4.
     let over = config(117);
-    let reason = "needs 1 counters per CPU, and what the config names before it (its groups, \
+    let reason = "needs 1 counter per CPU, and what the config names before it (its groups, \
                   then its tracepoints and probes, then what its metrics schedule) takes 128 of \
                   the 128 this backend has: count fewer events, or use `backend: cgroup`";
     let file = config_file(&over);
@@ -1970,6 +1970,30 @@ fn tracepoints_a_metric_schedules_never_push_out_those_the_config_names() {
         "{out}"
     );
     assert!(out.contains("metric extra = "), "{out}");
+    // The running exporter does as `check` says: the config's 128 count,
+    // the metric's three are disabled, each with a log line.
+    let cgperf = Exporter::start(Some(&yaml));
+    let supported = |body: &str, label: &str| {
+        value(
+            body,
+            "cgperf_event_supported",
+            &[("group", "tracepoints"), ("event", label)],
+        )
+    };
+    let body = cgperf.wait_for("every tracepoint's verdict", |b| {
+        names[..131].iter().all(|n| supported(b, n).is_some())
+    });
+    for label in named {
+        assert_eq!(supported(&body, label), Some(1.0), "{label}\n{body}");
+        let counted = value(&body, "cgperf_events_total", &[("event", label)]);
+        assert!(counted.is_some(), "{label}\n{body}");
+    }
+    let log = cgperf.log();
+    for label in scheduled {
+        assert_eq!(supported(&body, label), Some(0.0), "{label}\n{body}");
+        let said = format!("tracepoint `{label}` disabled: needs 1 counter per CPU");
+        assert!(log.contains(&said), "{said}\n{log}");
+    }
 }
 
 #[test]

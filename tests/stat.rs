@@ -55,7 +55,8 @@ fn stat_command(args: &[&str], command: &[String]) -> (String, String) {
 }
 
 /// The summary line of `event` in `cgroup` (after the
-/// "Performance counter stats" header), split into words.
+/// "Performance counter stats" header: the event named right before the
+/// cgroup, not in a comment), split into words.
 fn summary_line(text: &str, event: &str, cgroup: &str) -> Vec<String> {
     let summary = text
         .split_once(" Performance counter stats for ")
@@ -64,7 +65,7 @@ fn summary_line(text: &str, event: &str, cgroup: &str) -> Vec<String> {
     let matching: Vec<Vec<String>> = summary
         .lines()
         .map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
-        .filter(|w| w.iter().any(|x| x == event) && w.iter().any(|x| x == cgroup))
+        .filter(|w| w.windows(2).any(|p| p[0] == event && p[1] == cgroup))
         .collect();
     assert_eq!(
         matching.len(),
@@ -372,6 +373,39 @@ fn a_constant_metric_is_printed_as_every_other() {
         "{out}{err}"
     );
     assert!(!out.contains("cs_twice"), "{out}");
+}
+
+#[test]
+fn a_metric_whose_inputs_this_machine_cannot_count_says_so() {
+    let config = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(
+        config.path(),
+        "groups:\n  hw: [cycles, instructions]\n  sw: [task-clock]\n\
+         metrics:\n  - {name: ipc, expr: instructions / cycles}\n",
+    )
+    .expect("written");
+    let path = config.path().to_str().expect("UTF-8 path");
+    let (out, cgroup) = stat_command(
+        &["--config.file", path, "-M", "ipc"],
+        &getppid_command(1000),
+    );
+    let ipc = summary_line(&out, "ipc", &cgroup);
+    match summary_line(&out, "cycles", &cgroup)[0].as_str() {
+        // No PMU (a VM): the metric is printed, without a value, not left
+        // out as if it were not asked for.
+        "<not" => assert_eq!(ipc[..2], ["<no", "value>"], "{out}"),
+        // A PMU: a value.
+        _ => {
+            let value: f64 = ipc[0].parse().unwrap_or_else(|_| panic!("{out}"));
+            assert!(value > 0.0, "{out}");
+        }
+    }
+    // What the machine can count is counted beside it.
+    assert_eq!(
+        summary_line(&out, "task-clock", &cgroup)[1],
+        "msec",
+        "{out}"
+    );
 }
 
 #[test]

@@ -46,8 +46,9 @@ impl Plan {
                 used += n;
                 continue;
             }
+            let counters = if n == 1 { "counter" } else { "counters" };
             let reason = format!(
-                "needs {n} counters per CPU, and what the config names before it (its groups, \
+                "needs {n} {counters} per CPU, and what the config names before it (its groups, \
                  then its tracepoints and probes, then what its metrics schedule) takes {used} \
                  of the {max} this backend has: count fewer events, or use `backend: cgroup`"
             );

@@ -532,8 +532,9 @@ fn groups_past_a_backends_counters_per_cpu_are_disabled_with_the_reason() {
 /// The reason of a group or tracepoint that needs `n` of `max` counters
 /// per CPU, `used` taken before it.
 fn past(max: usize, n: usize, used: usize) -> Result<(), String> {
+    let counters = if n == 1 { "counter" } else { "counters" };
     Err(format!(
-        "needs {n} counters per CPU, and what the config names before it (its groups, then its \
+        "needs {n} {counters} per CPU, and what the config names before it (its groups, then its \
          tracepoints and probes, then what its metrics schedule) takes {used} of the {max} this \
          backend has: count fewer events, or use `backend: cgroup`"
     ))
