@@ -1241,13 +1241,33 @@ fn children_forked_while_a_reload_reopens_their_parents_groups_are_counted_once(
     // children call only once the reloads are over (what a reload's
     // switch from the old group to the new does not see is not what this
     // measures).
+    let body = children_through_reloads(
+        (&worker, b'G', CHILDREN),
+        (&run, "refork"),
+        refork_config,
+        Duration::from_millis(100),
+    );
+    assert_eq!(counted(&body, "refork"), 1.0, "{body}");
+}
+
+/// Has `worker` fork `children` gated children with `command` while `run`
+/// reloads, between `config(true)` and `config(false)` with `pause`
+/// after each reload, then opens the gate; checks that each child's
+/// calls were counted in entry `process`, or that the child was counted
+/// as possibly uncounted, and returns the last scrape.
+fn children_through_reloads(
+    (worker, command, children): (&Worker, u8, u64),
+    (run, process): (&Reloading, &str),
+    config: impl Fn(bool) -> String,
+    pause: Duration,
+) -> String {
     let reloads = std::thread::scope(|scope| {
-        let forking = scope.spawn(|| worker.run(b'G', CHILDREN));
+        let forking = scope.spawn(|| worker.run(command, children));
         let mut reloads = 0;
         while !forking.is_finished() {
-            run.reload(&refork_config(reloads % 2 == 0));
+            run.reload(&config(reloads % 2 == 0));
             reloads += 1;
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(pause);
         }
         reloads
     });
@@ -1255,11 +1275,12 @@ fn children_forked_while_a_reload_reopens_their_parents_groups_are_counted_once(
         reloads >= 2,
         "only {reloads} reloads while the worker forked"
     );
+    assert_eq!(live_children(worker.pid), children as usize);
     worker.run(b'g', 0);
     worker.run(b'w', 0);
     let body = run.exporter.wait_collections(2);
-    every_child_counted_or_said(&body, "refork", CHILDREN, &format!("{reloads} reloads"));
-    assert_eq!(counted(&body, "refork"), 1.0, "{body}");
+    every_child_counted_or_said(&body, process, children, &format!("{reloads} reloads"));
+    body
 }
 
 #[test]
@@ -1288,28 +1309,11 @@ fn children_forked_by_a_process_that_never_rests_while_a_reload_reopens_its_grou
     // resting, most often with a creation in flight: a child whose
     // creation began before the open holds none of the new group, and
     // one that ends only after the open must be found all the same.
-    let reloads = std::thread::scope(|scope| {
-        let forking = scope.spawn(|| worker.run(b'H', CHILDREN));
-        let mut reloads = 0;
-        while !forking.is_finished() {
-            run.reload(&config(reloads % 2 == 0));
-            reloads += 1;
-        }
-        reloads
-    });
-    assert!(
-        reloads >= 2,
-        "only {reloads} reloads while the worker forked"
-    );
-    assert_eq!(live_children(worker.pid), CHILDREN as usize);
-    worker.run(b'g', 0);
-    worker.run(b'w', 0);
-    let body = run.exporter.wait_collections(2);
-    every_child_counted_or_said(
-        &body,
-        "hurry",
-        CHILDREN,
-        &format!("{reloads} reloads, never resting"),
+    children_through_reloads(
+        (&worker, b'H', CHILDREN),
+        (&run, "hurry"),
+        config,
+        Duration::ZERO,
     );
 }
 
