@@ -93,12 +93,16 @@ impl Clocks {
     fn read(&mut self) -> Option<Vec<u64>> {
         self.0
             .iter_mut()
-            .map(|held| {
-                let (read, _) = held.group.read().ok()?;
-                read.members().next().map(|(_, value)| value)
-            })
+            .map(|held| count(&mut held.group))
             .collect()
     }
+}
+
+/// What a group of one event (a clock, a creation counter) reads now;
+/// `None` when it cannot be read.
+fn count(group: &mut CounterGroup) -> Option<u64> {
+    let (read, _) = group.read().ok()?;
+    read.members().next().map(|(_, value)| value)
 }
 
 /// Groups opened on a process, and what its children did meanwhile.
@@ -253,12 +257,7 @@ impl Processes {
         let since = std::time::Instant::now();
         loop {
             pending.retain_mut(|(tid, counter)| {
-                let created = counter.as_mut().is_some_and(|c| {
-                    c.read()
-                        .ok()
-                        .and_then(|(read, _)| read.members().next().map(|(_, n)| n))
-                        .is_some_and(|n| n > 0)
-                });
+                let created = counter.as_mut().and_then(count).is_some_and(|n| n > 0);
                 let ended = created
                     || scan::resting(&self.root, pid, *tid)
                     || !scan::thread_exists(&self.root, pid, *tid);
