@@ -58,57 +58,81 @@ fn fork_child(wait: bool, work: impl FnOnce()) {
     }
 }
 
-/// Forks `n` children that each wait at a gate (reading a pipe, asleep)
-/// until its write end, returned, closes, then call 1,000 times. Between
-/// two forks the caller sleeps 0.4 ms if `rest`; otherwise it spins 0.3 ms
-/// and never rests, with 64 MB written that make each fork slow (the
-/// children drop them first).
-fn gated_children(n: u64, rest: bool) -> i32 {
+/// What a forking worker does between two forks.
+#[derive(Clone, Copy, PartialEq)]
+enum Gap {
+    /// Sleeps 0.4 ms: it rests.
+    Sleep,
+    /// Spins 1 ms: it never rests, but no creation is in flight then.
+    Spin,
+    /// Spins 0.3 ms with 64 MB written in 4 KiB pages, whose page tables
+    /// each child copies and drops: each fork is slow, and most of the
+    /// time a creation is in flight.
+    Heavy,
+}
+
+/// 64 MB written in 4 KiB pages (a fork copies their page tables), not
+/// in huge pages (a fork would copy 32 entries).
+fn heavy_memory() -> (*mut libc::c_void, usize) {
     const BIG: usize = 64 << 20;
+    // SAFETY: a private anonymous mapping this process owns, written
+    // within its bounds.
+    unsafe {
+        let big = libc::mmap(
+            std::ptr::null_mut(),
+            BIG,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(big, libc::MAP_FAILED);
+        libc::madvise(big, BIG, libc::MADV_NOHUGEPAGE);
+        libc::memset(big, 1, BIG);
+        (big, BIG)
+    }
+}
+
+/// Spins (never resting) for `d`.
+fn spin(d: Duration) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < d {}
+}
+
+/// Forks `n` children that each wait at a gate (reading a pipe, asleep)
+/// until its write end, returned, closes, then call 1,000 times, with
+/// `gap` between two forks (the children drop any memory it holds first).
+fn gated_children(n: u64, gap: Gap) -> i32 {
     // SAFETY: raw syscalls on memory and descriptors this process owns; the
     // children make raw syscalls only, then _exit.
     unsafe {
         let mut gate = [0; 2];
         assert_eq!(libc::pipe(gate.as_mut_ptr()), 0);
-        let mut big = std::ptr::null_mut();
-        if !rest {
-            big = libc::mmap(
-                std::ptr::null_mut(),
-                BIG,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            assert_ne!(big, libc::MAP_FAILED);
-            libc::memset(big, 1, BIG);
-        }
+        let big = (gap == Gap::Heavy).then(heavy_memory);
         for _ in 0..n {
             fork_child(false, || {
-                if !rest {
-                    libc::munmap(big, BIG);
+                if let Some((at, len)) = big {
+                    libc::munmap(at, len);
                 }
                 libc::close(gate[1]);
                 let mut byte = 0u8;
                 libc::read(gate[0], (&mut byte as *mut u8).cast(), 1);
                 getppid_n(1000);
             });
-            match rest {
-                true => {
+            match gap {
+                Gap::Sleep => {
                     let t = libc::timespec {
                         tv_sec: 0,
                         tv_nsec: 400_000,
                     };
                     libc::nanosleep(&t, std::ptr::null_mut());
                 }
-                false => {
-                    let start = std::time::Instant::now();
-                    while start.elapsed() < Duration::from_micros(300) {}
-                }
+                Gap::Spin => spin(Duration::from_millis(1)),
+                Gap::Heavy => spin(Duration::from_micros(300)),
             }
         }
-        if !rest {
-            libc::munmap(big, BIG);
+        if let Some((at, len)) = big {
+            libc::munmap(at, len);
         }
         libc::close(gate[0]);
         gate[1]
@@ -215,18 +239,20 @@ impl Worker {
                         // n children 0.4 ms apart, each waiting at a
                         // gate (reading a pipe, asleep) until `g` opens it,
                         // then calling 1,000 times; not waited for.
-                        b'G' => gates = gated_children(n, true),
-                        // The same without a pause: between two forks it
-                        // spins, never resting, and each fork is slow (it
-                        // holds 64 MB written, whose page tables each
-                        // child copies): most of the time a creation is
-                        // in flight.
-                        b'H' => gates = gated_children(n, false),
+                        b'G' => gates = gated_children(n, Gap::Sleep),
+                        // The same, spinning 1 ms between two forks: it
+                        // never rests.
+                        b'S' => gates = gated_children(n, Gap::Spin),
+                        // The same, spinning 0.3 ms between two slow
+                        // forks: most of the time a creation is in flight.
+                        b'H' => gates = gated_children(n, Gap::Heavy),
                         // Renames itself `cgpt-busy`, then forks for n ms
                         // (or until the next command comes) without a
-                        // pause: it yields the CPU between forks, but never
-                        // sleeps (it never rests); each child lives 50 ms.
-                        // Reaps them all.
+                        // pause and never sleeps (it never rests), holding
+                        // 64 MB written that make each fork slow: a
+                        // creation is in flight at all times but for the
+                        // microseconds between two. Each child lives 50
+                        // ms. Reaps them all.
                         b'B' => {
                             set_comm(b"cgpt-busy");
                             let now = || {
@@ -243,11 +269,12 @@ impl Worker {
                                 events: libc::POLLIN,
                                 revents: 0,
                             };
+                            let (big, len) = heavy_memory();
                             while now() < end && libc::poll(&mut next, 1, 0) == 0 {
                                 fork_child(false, || sleep_ms(50));
                                 while libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) > 0 {}
-                                libc::sched_yield();
                             }
+                            libc::munmap(big, len);
                             while libc::waitpid(-1, std::ptr::null_mut(), 0) > 0 {}
                         }
                         // Opens the gate of `G`: its children call.
@@ -947,9 +974,19 @@ fn a_reload_past_the_descriptor_budget_reopens_in_turn_or_waits_for_room() {
     let eight = "cs, faults, cpu-migrations, minor-faults, major-faults, alignment-faults, \
                  emulation-faults";
     write(three);
-    // Room for 5 beside the canaries: 3 then 5 cannot be open at once, 5
-    // alone can, 8 cannot.
-    let exporter = spawn_with_nofile(&path, 256 + cpus + 6, &[]);
+    // Room for 5 beside the canaries and the counters that watch the
+    // worker's thread while groups open on it (its task clock and the
+    // creations it ends, and begins where the kernel's slab tracepoint
+    // names the cache): 3 then 5 cannot be open at once, 5 alone can, 8
+    // cannot.
+    let format = std::fs::read_to_string("/sys/kernel/tracing/events/kmem/kmem_cache_alloc/format")
+        .unwrap_or_default();
+    let watch = if format.contains("char[] name;") {
+        3
+    } else {
+        2
+    };
+    let exporter = spawn_with_nofile(&path, 256 + cpus + 5 + watch, &[]);
     let skipped = |b: &str| value(b, "cgperf_processes_skipped", &[("reason", "fd_budget")]);
     exporter.wait_for("the worker counted", |b| {
         value(b, "cgperf_processes_counted", &[("process", "t")]) == Some(1.0)
@@ -1315,6 +1352,41 @@ fn children_forked_by_a_process_that_never_rests_while_a_reload_reopens_its_grou
         config,
         Duration::ZERO,
     );
+}
+
+#[test]
+fn a_process_that_never_rests_but_pauses_between_forks_loses_no_child_through_reloads() {
+    require_root("count other processes");
+    const CHILDREN: u64 = 1_000;
+    let worker = Worker::start("cgpt-spin");
+    let config = |getpid: bool| {
+        let more = if getpid {
+            ", syscalls:sys_enter_getpid"
+        } else {
+            ""
+        };
+        format!(
+            "interval: 200ms\ntracepoints: [{GETPPID}{more}]\n\
+             processes:\n  - {{name: spin, pid: {}}}\n",
+            worker.pid
+        )
+    };
+    let run = Reloading::start(&config(false));
+    run.exporter.wait_for("the worker counted", |b| {
+        value(b, "cgperf_processes_counted", &[("process", "spin")]) == Some(1.0)
+    });
+    // It spins between two forks and never sleeps: no moment finds it
+    // resting, but each gap between two forks is one when none of its
+    // creations is in flight, and every reload opens its new group in
+    // one: no child is possibly uncounted, and every one counts.
+    let body = children_through_reloads(
+        (&worker, b'S', CHILDREN),
+        (&run, "spin"),
+        config,
+        Duration::ZERO,
+    );
+    assert_eq!(possibly_uncounted(&body, "spin"), 0.0, "{body}");
+    assert_eq!(calls(&body, "spin"), (CHILDREN * 1_000) as f64, "{body}");
 }
 
 /// An entry that never rests and one that does; `sw` with `page-faults`

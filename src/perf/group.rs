@@ -4,8 +4,11 @@
 use super::attr::counting_attr;
 use super::errno::Errno;
 use super::group_read::{GroupRead, GroupReadError, read_buffer_words};
+use super::ring::Ring;
 use crate::events::EventAttr;
-use perf_event_open_sys::bindings::{PERF_FLAG_FD_CLOEXEC, PERF_FLAG_PID_CGROUP, perf_event_attr};
+use perf_event_open_sys::bindings::{
+    PERF_FLAG_FD_CLOEXEC, PERF_FLAG_PID_CGROUP, PERF_SAMPLE_IDENTIFIER, perf_event_attr,
+};
 use perf_event_open_sys::{ioctls, perf_event_open};
 use std::ffi::CStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -100,19 +103,77 @@ impl CounterGroup {
         target: Target<'_>,
         cpu: u32,
     ) -> Result<Self, OpenError> {
+        Self::open_paused_as(events, filters, (target, cpu), |_, attr| attr)
+    }
+
+    /// Like [`open_filtered`](Self::open_filtered), and each member from
+    /// `recorded` on also writes a record of its kernel id
+    /// (`PERF_SAMPLE_IDENTIFIER`) at each occurrence into a ring of one
+    /// data page on the leader, returned: the order of occurrences, which
+    /// counts do not keep. Once the ring is full, later records are lost;
+    /// the first stay. `target` must be one thread, not inherited (the
+    /// kernel maps no ring for an inherited task event).
+    pub fn open_recording(
+        events: &[EventAttr],
+        filters: &[Option<&CStr>],
+        (target, cpu): (Target<'_>, u32),
+        recorded: usize,
+    ) -> Result<(Self, Ring), OpenError> {
+        let group = Self::open_paused_as(events, filters, (target, cpu), |i, mut attr| {
+            if i >= recorded {
+                attr.__bindgen_anon_1.sample_period = 1;
+                attr.sample_type = u64::from(PERF_SAMPLE_IDENTIFIER);
+            }
+            attr
+        })?;
+        let ring =
+            Ring::map(group.leader.as_fd(), 1).map_err(|errno| OpenError { index: 0, errno })?;
+        for (i, member) in group
+            .members
+            .iter()
+            .enumerate()
+            .skip(recorded.saturating_sub(1))
+        {
+            // SAFETY: both descriptors are perf event fds owned by the
+            // group; the ioctl takes the output fd by value.
+            if unsafe { ioctls::SET_OUTPUT(member.as_raw_fd(), group.leader.as_raw_fd()) } < 0 {
+                return Err(OpenError {
+                    index: i + 1,
+                    errno: Errno::last(),
+                });
+            }
+        }
+        group
+            .enable()
+            .map_err(|errno| OpenError { index: 0, errno })?;
+        Ok((group, ring))
+    }
+
+    /// Opens `events` paused, the attr of event `i` made by `attr(i, its
+    /// counting attr)`, with `filters` as [`open_filtered`](Self::open_filtered)
+    /// says.
+    fn open_paused_as(
+        events: &[EventAttr],
+        filters: &[Option<&CStr>],
+        (target, cpu): (Target<'_>, u32),
+        attr: impl Fn(usize, perf_event_attr) -> perf_event_attr,
+    ) -> Result<Self, OpenError> {
         let (first, rest) = events.split_first().ok_or(OpenError {
             index: 0,
             errno: Errno(libc::EINVAL),
         })?;
-        let leader = open_one(first, true, target, cpu, None)
+        let mut leader_attr = attr(0, counting_attr(first, true));
+        let leader = open_event(&mut leader_attr, target, cpu, None)
             .map_err(|errno| OpenError { index: 0, errno })?;
         let mut members = Vec::with_capacity(rest.len());
         for (i, event) in rest.iter().enumerate() {
-            let fd =
-                open_one(event, false, target, cpu, Some(&leader)).map_err(|errno| OpenError {
+            let mut member_attr = attr(i + 1, counting_attr(event, false));
+            let fd = open_event(&mut member_attr, target, cpu, Some(leader.as_fd())).map_err(
+                |errno| OpenError {
                     index: i + 1,
                     errno,
-                })?;
+                },
+            )?;
             members.push(fd);
         }
         let mut ids = Vec::with_capacity(events.len());
@@ -173,18 +234,6 @@ impl CounterGroup {
     pub fn leader_fd(&self) -> BorrowedFd<'_> {
         self.leader.as_fd()
     }
-}
-
-/// Opens one counting event.
-fn open_one(
-    event: &EventAttr,
-    leader: bool,
-    target: Target<'_>,
-    cpu: u32,
-    group: Option<&OwnedFd>,
-) -> Result<OwnedFd, Errno> {
-    let group = group.map(AsFd::as_fd);
-    open_event(&mut counting_attr(event, leader), target, cpu, group)
 }
 
 /// The event of `event` (a tracepoint) for all tasks on `cpu`, opened

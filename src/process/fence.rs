@@ -1,32 +1,33 @@
-//! Opening a process's groups at a moment none of its threads runs.
+//! Opening a process's groups at a moment none of its threads is creating
+//! a task.
 //!
 //! A thread that creates a process or a thread copies, early in the
 //! creation, the groups it holds then (`inherit`); the new task shows in
 //! `/proc` only later. A creation in flight while the groups open copies
 //! some of them, all or none, and the kernel does not say which. So the
-//! groups are opened between two reads of every thread's task clock (the
-//! time it has run, to the nanosecond): where each thread reads the same
-//! twice and rests between, sleeping interruptibly (the creation of a task
-//! sleeps only uninterruptibly) or not run yet at all, no thread ran
-//! meanwhile, no creation was in flight or began, and the children listed
-//! then are exactly those made before the open, which inherit nothing;
-//! every later one inherits every group. Where a thread ran, the next try
-//! opens them again a moment later (those of the try before close then,
-//! and the copies children took go with them); a process that never
-//! rests is opened unfenced at the last try, and its children and threads
-//! that appeared meanwhile (listed once each creation in flight at the
-//! open has ended: a task shows in `/proc` only at the end of its
-//! creation) are taken to inherit, with a warning, and counted in
-//! `cgperf_processes_possibly_uncounted_total`.
+//! groups are opened between two reads of counters on every thread (see
+//! [`super::watch`]): where each thread proves it had no creation in
+//! flight throughout (it rested and did not run, or its counts of
+//! creations begun and ended say none was in flight and none began), the
+//! children listed then are exactly those made before the open, which
+//! inherit nothing; every later one inherits every group. Where a thread
+//! may have been creating a task, the next try opens them again a moment
+//! later (those of the try before close then, and the copies children
+//! took go with them); a process that proves it at no try (one that never
+//! rests, on a kernel that does not count creations, or whose forks
+//! follow each other with no gap) is opened unfenced at the last try, and
+//! its children and threads that appeared meanwhile (listed once each
+//! creation in flight at the open has ended: a task shows in `/proc` only
+//! at the end of its creation) are taken to inherit, with a warning, and
+//! counted in `cgperf_processes_possibly_uncounted_total`.
 //!
 //! A process is opened this way when a scan finds it, and when a reload
 //! opens its entry's changed groups on it anew (see [`super::regroup`]).
 
+use super::watch::{self, Creation, Seen, Watches};
 use super::{Counted, Groups, Key, Processes, Start, read_all, scan};
-use crate::backend::budget::{Fds, Held};
-use crate::events::{EventAttr, PERF_TYPE_SOFTWARE};
 use crate::ids::{CgroupSlot, GroupId};
-use crate::perf::{self, CounterGroup, OpenError, OpenFailure};
+use crate::perf::{OpenError, OpenFailure};
 use crate::plan::GroupSpec;
 use crate::snapshot::{ErrorReason, Errors, Operation};
 use crate::totals::Totals;
@@ -35,75 +36,31 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// `PERF_COUNT_SW_TASK_CLOCK`: the time a thread has run, in nanoseconds.
-const TASK_CLOCK: u64 = 1;
-
-/// How long a process is tried before it is opened unfenced: the
-/// children it creates meanwhile are opened one by one afterwards, and
-/// each later scan waits for this.
+/// How long a process is tried, in the time its threads run, before it is
+/// opened unfenced: the children it creates meanwhile are opened one by
+/// one afterwards, and each later scan waits for this. On a loaded
+/// machine a process runs less than it waits: tried as long as it has not
+/// run this long, up to [`BUDGET_CAP`].
 const BUDGET: Duration = Duration::from_millis(20);
 
-/// Tries in a row without a new child or thread after which a process
-/// that does not rest is taken not to be creating any, and is opened
-/// unfenced: a busy process that does not fork costs a scan little.
-const IDLE_TRIES: usize = 3;
+/// How long a process is tried at most, whatever it ran.
+const BUDGET_CAP: Duration = Duration::from_millis(200);
 
-/// The pause between two tries: long enough for a thread that forks in a
-/// loop to be found asleep between two forks.
+/// How long a process that does not rest is tried while it creates no
+/// task and no child or thread appears, before it is taken not to be
+/// creating any and opened unfenced: a busy process that does not fork
+/// costs a scan little. Longer than the gap between two forks of a
+/// process that forks in a loop.
+const IDLE: Duration = Duration::from_millis(5);
+
+/// The longest a try waits for every thread to be idle (see
+/// [`Watches::idle`]): long enough for a thread that forks in a loop to
+/// be found between two forks.
 const PAUSE: Duration = Duration::from_micros(200);
 
 /// How long an unfenced open waits, at most, for the creations its
 /// process's threads had in flight to end.
 const SETTLE: Duration = Duration::from_millis(20);
-
-/// The task clock of each thread of a process (not inherited), its
-/// descriptors counted in `cgperf_open_fds`.
-///
-/// An event a thread holds and does not pass on also keeps the kernel
-/// from swapping the thread's perf context with its children's: it swaps
-/// them at a context switch only between contexts that hold the same
-/// inherited events, and then a child created meanwhile copies its
-/// groups from one of its siblings' copies, under another lock than a
-/// start takes. A group opened paused and started that way can leave the
-/// copies that later children take stopped: on Linux 6.18, a process
-/// forking 1,500 children, holding another group, had every child made
-/// after the start count nothing in 4 runs of 7 (cgperf lost up to 571
-/// of 2,000 children through a reload), and none in 8 of 8 with such an
-/// event held. So the clocks are held until the groups opened with them
-/// have started.
-#[derive(Debug)]
-pub(super) struct Clocks(Vec<Held>);
-
-impl Clocks {
-    /// One clock per thread; `None` when one cannot be opened (the thread
-    /// is gone, or the kernel refuses).
-    fn open(threads: &[u32], fds: &Fds) -> Option<Self> {
-        let clock = [EventAttr::new(PERF_TYPE_SOFTWARE, TASK_CLOCK)];
-        threads
-            .iter()
-            .map(|&tid| {
-                let group = CounterGroup::open(&clock, perf::Target::ThreadAlone(tid), 0).ok()?;
-                Some(fds.hold(group))
-            })
-            .collect::<Option<Vec<_>>>()
-            .map(Self)
-    }
-
-    /// What each clock reads now; `None` when one cannot be read.
-    fn read(&mut self) -> Option<Vec<u64>> {
-        self.0
-            .iter_mut()
-            .map(|held| count(&mut held.group))
-            .collect()
-    }
-}
-
-/// What a group of one event (a clock, a creation counter) reads now;
-/// `None` when it cannot be read.
-fn count(group: &mut CounterGroup) -> Option<u64> {
-    let (read, _) = group.read().ok()?;
-    read.members().next().map(|(_, value)| value)
-}
 
 /// Groups opened on a process, and what its children did meanwhile.
 pub(super) struct Opened {
@@ -146,42 +103,111 @@ impl Processes {
         let first_children = scan::children(&self.root, pid);
         let mut previous: Option<Groups> = None;
         let mut family: Option<(Vec<u32>, Vec<u32>)> = None;
-        let mut idle = 0;
-        let since = std::time::Instant::now();
+        let mut idle: Option<std::time::Instant> = None;
+        let mut watches: Option<Watches> = None;
+        // Each thread's counters as the last try read them, and whether
+        // they moved then (see [`watch::moved`]).
+        let mut counted: Option<Vec<Seen>> = None;
+        let mut moved = false;
+        let mut since = std::time::Instant::now();
+        let mut counting = false;
         loop {
             let threads = scan::threads(&self.root, pid);
             if threads.is_empty() {
                 break;
             }
+            // A try is idle where no child or thread appeared since the
+            // one before, and the threads neither create tasks nor wait
+            // for a CPU (see [`watch::moved`]).
             if let Some(last) = family.take() {
                 let now = (scan::children(&self.root, pid), threads.clone());
-                idle = if now == last { idle + 1 } else { 0 };
+                idle =
+                    (now == last && !moved).then(|| idle.unwrap_or_else(std::time::Instant::now));
                 family = Some(now);
             } else {
                 family = Some((first_children.clone(), threads.clone()));
             }
-            let last = since.elapsed() >= BUDGET || idle > IDLE_TRIES;
-            let mut clocks = Clocks::open(&threads, &self.fds);
-            let first = clocks.as_mut().and_then(Clocks::read);
-            let resting = first.is_some()
-                && threads.iter().all(|&t| scan::resting(&self.root, pid, t))
-                && scan::threads(&self.root, pid) == threads;
-            if !resting && !last {
-                std::thread::sleep(PAUSE);
+            let ran = counted.iter().flatten().map(|s| s.ran);
+            let ran = Duration::from_nanos(ran.fold(0, u64::saturating_add));
+            let spent = since.elapsed();
+            let last = (spent >= BUDGET && (ran >= BUDGET || watches.is_none()))
+                || spent >= BUDGET_CAP
+                || idle.is_some_and(|t| t.elapsed() >= IDLE);
+            // Kept from try to try while the threads stay the same: what
+            // their reads prove holds as long as they are open.
+            if watches.as_ref().is_none_or(|w| w.threads() != threads) {
+                let creation = self.creation.get_or_init(Creation::locate).as_ref();
+                if self.keeper.is_none() {
+                    self.keeper = creation.and_then(|c| c.keep(&self.fds));
+                }
+                watches = Watches::open(&threads, &self.fds, creation);
+                // Registering the tracepoints anew can take the kernel
+                // milliseconds: the budget counts from the first try's.
+                if !counting {
+                    since = std::time::Instant::now();
+                    counting = true;
+                }
+            }
+            // Read until every thread is idle, for a pause at most: a
+            // thread that forks in a loop is caught as a creation ends,
+            // with the whole gap before the next one left for the open.
+            let waiting = std::time::Instant::now();
+            let (then, resting, ready) = loop {
+                let then = watches.as_mut().and_then(Watches::read);
+                // Rest is looked for only where the counts prove nothing:
+                // reads come closer together, and a creation as short as
+                // a small process's fork is caught in flight.
+                let by_counts = |n: usize| match (&watches, &then) {
+                    (Some(w), Some(seen)) => seen.get(n).is_some_and(|s| w.idle(n, s, false)),
+                    _ => false,
+                };
+                let resting: Vec<bool> = (threads.iter().enumerate())
+                    .map(|(n, &t)| !by_counts(n) && scan::resting(&self.root, pid, t))
+                    .collect();
+                let ready = (0..threads.len()).all(|n| resting[n] || by_counts(n))
+                    && scan::threads(&self.root, pid) == threads;
+                if ready || last || waiting.elapsed() >= PAUSE {
+                    break (then, resting, ready);
+                }
+                std::thread::yield_now();
+            };
+            moved = match (&counted, &then) {
+                (Some(was), Some(now)) => watch::moved(was, now, &resting),
+                _ => true,
+            };
+            counted = then.clone();
+            if !ready && !last {
                 continue;
             }
             // Where both tries' groups do not fit the budget at once, the
             // last are read and closed first.
-            let cost = Self::cost(specs, threads.len()).saturating_add(threads.len() as u64);
-            if !self.fits(cost) {
+            if !self.fits(Self::cost(specs, threads.len())) {
                 close(&mut self.totals, previous.take(), errors);
             }
-            let before = scan::children(&self.root, pid);
+            // The children made before the open: an unfenced open must
+            // list them before it; a fenced one lists them after, out of
+            // the moment that must fall between two creations, and makes
+            // sure none ended meanwhile.
+            let early = last.then(|| scan::children(&self.root, pid));
             let (mut groups, refused) =
                 self.open_groups(specs, &threads, slot, Start::Paused, errors);
-            let rested = resting
-                && clocks.as_mut().and_then(Clocks::read) == first
-                && threads.iter().all(|&t| scan::resting(&self.root, pid, t));
+            let now = watches.as_mut().and_then(Watches::read);
+            let (before, listed) = match early {
+                Some(before) => (before, now.clone()),
+                None => {
+                    let before = scan::children(&self.root, pid);
+                    (before, watches.as_mut().and_then(Watches::read))
+                }
+            };
+            let still = self.resting(pid, &threads);
+            let quiet = ready
+                && match (&watches, &then, &now, &listed) {
+                    (Some(w), Some(then), Some(now), Some(listed)) => (0..threads.len()).all(|n| {
+                        let reads = (&then[n], &now[n], &listed[n]);
+                        w.quiet(n, reads, resting[n] && still[n])
+                    }),
+                    _ => false,
+                };
             // The last read of the try before's, then these start: what
             // happens between is not seen, nothing is counted twice.
             close(&mut self.totals, previous.take(), errors);
@@ -191,14 +217,14 @@ impl Processes {
             // Listed once every creation in flight at the open has ended
             // (see [`Processes::settle`]): a child or thread that shows
             // only later was created after it, and inherits.
-            let unsure = (last && !rested).then(|| {
-                self.settle(pid, &threads);
+            let unsure = (last && !quiet).then(|| {
+                self.settle(pid, &threads, watches.as_mut().zip(now.as_deref()));
                 appeared(&self.root, pid, &before, &threads)
             });
-            if rested || last {
-                // Paused groups start later: the clocks stay until then.
-                if let (Start::Paused, Some(clocks)) = (start, clocks) {
-                    self.starting.push(clocks);
+            if quiet || last {
+                // Paused groups start later: the counters stay until then.
+                if let (Start::Paused, Some(watches)) = (start, watches) {
+                    self.starting.push(watches);
                 }
                 let found: HashSet<&u32> = found.iter().collect();
                 let during = before
@@ -214,10 +240,10 @@ impl Processes {
                     unsure,
                 };
             }
-            // A thread ran: what it created meanwhile holds some copies,
-            // which go when these close, at the next try.
+            // A thread may have been creating a task: what it created
+            // meanwhile holds some copies, which go when these close, at
+            // the next try.
             previous = Some(groups);
-            std::thread::sleep(PAUSE);
         }
         close(&mut self.totals, previous, errors);
         Opened {
@@ -232,7 +258,8 @@ impl Processes {
 
 impl Processes {
     /// Waits until no creation that `threads` of `pid` may have had in
-    /// flight is still going on, for at most [`SETTLE`].
+    /// flight is still going on, for at most [`SETTLE`]; `watched` are
+    /// their counters, as read after the open.
     ///
     /// A task copies its creator's groups early in its creation, but is
     /// listed among its creator's children or threads only at the end of
@@ -240,27 +267,24 @@ impl Processes {
     /// the listing that says what appeared, and its task then holds none
     /// of them while it is taken to inherit them. A thread's creation has
     /// ended once the thread has rested since (a creation never sleeps
-    /// interruptibly), or once it has ended a creation since:
-    /// `sched:sched_process_fork` fires in the creating thread when the
-    /// new task is listed, and one thread creates one task at a time.
-    fn settle(&self, pid: u32, threads: &[u32]) {
-        let created = self.creations.get_or_init(creation_event);
-        let mut pending: Vec<(u32, Option<CounterGroup>)> = threads
-            .iter()
-            .map(|&tid| {
-                let counter = created.and_then(|event| {
-                    CounterGroup::open(&[event], perf::Target::ThreadAlone(tid), 0).ok()
-                });
-                (tid, counter)
-            })
-            .collect();
+    /// interruptibly), or once it has ended a creation since (counted
+    /// when the new task is listed; one thread creates one task at a
+    /// time).
+    fn settle(&self, pid: u32, threads: &[u32], mut watched: Option<(&mut Watches, &[Seen])>) {
+        let mut pending: Vec<usize> = (0..threads.len()).collect();
         let since = std::time::Instant::now();
         loop {
-            pending.retain_mut(|(tid, counter)| {
-                let created = counter.as_mut().and_then(count).is_some_and(|n| n > 0);
+            let seen = watched.as_mut().and_then(|(w, _)| w.read());
+            pending.retain(|&n| {
+                let created = watched
+                    .as_ref()
+                    .zip(seen.as_ref())
+                    .and_then(|((_, then), now)| Some(now.get(n)?.ended > then.get(n)?.ended))
+                    .unwrap_or(false);
+                let tid = threads[n];
                 let ended = created
-                    || scan::resting(&self.root, pid, *tid)
-                    || !scan::thread_exists(&self.root, pid, *tid);
+                    || scan::resting(&self.root, pid, tid)
+                    || !scan::thread_exists(&self.root, pid, tid);
                 !ended
             });
             if pending.is_empty() || since.elapsed() >= SETTLE {
@@ -269,19 +293,14 @@ impl Processes {
             std::thread::sleep(PAUSE);
         }
     }
-}
 
-/// `sched:sched_process_fork` as an event to count, where tracefs says its
-/// id (see [`Processes::settle`]); without it, an unfenced open waits for
-/// each thread to rest, at most [`SETTLE`].
-fn creation_event() -> Option<EventAttr> {
-    let tracefs = crate::tracefs::Tracefs::locate().ok()?;
-    let name = crate::events::TracepointName {
-        subsystem: "sched".into(),
-        name: "sched_process_fork".into(),
-    };
-    let id = tracefs.tracepoint_id(&name).ok()?;
-    Some(EventAttr::new(crate::events::PERF_TYPE_TRACEPOINT, id))
+    /// Whether each of `threads` of `pid` rests now.
+    fn resting(&self, pid: u32, threads: &[u32]) -> Vec<bool> {
+        threads
+            .iter()
+            .map(|&t| scan::resting(&self.root, pid, t))
+            .collect()
+    }
 }
 
 /// Reads `groups`, if any, a last time and closes them.
@@ -348,8 +367,8 @@ impl Processes {
         match first {
             true => tracing::warn!(
                 "process {pid} ({comm}) of `{name}`: {children} children and {threads} threads \
-                 appeared while its groups were being opened, and its threads never rested long \
-                 enough to open them between two forks; those whose creation began before the \
+                 appeared while its groups were being opened, and no moment was found when none \
+                 of its threads was creating a task; those whose creation began before the \
                  open inherit nothing and are not counted (the kernel does not say which; \
                  cgperf_processes_possibly_uncounted_total counts them, and this entry's later \
                  ones are logged at debug level only)"
@@ -406,7 +425,7 @@ impl Processes {
                 missing: Vec::new(),
                 through: Some(through.clone()),
             };
-            if self.fits(cost.saturating_add(threads as u64)) {
+            if self.fits(cost.saturating_add(self.watch_cost(threads))) {
                 let opened = self.open_quiet((pid, &[]), specs, slot, start, errors);
                 if let Some(unsure) = &opened.unsure {
                     self.note_unsure(at, (s.pid, &s.comm), unsure);

@@ -23,6 +23,7 @@ mod fence;
 mod regroup;
 mod scan;
 mod series;
+mod watch;
 
 pub use scan::{PROC_ROOT, Seen, all_processes, parse_stat, split_stat};
 
@@ -80,11 +81,15 @@ pub struct Processes {
     /// processes was opened without a moment of rest, and may not be
     /// counted (`cgperf_processes_possibly_uncounted_total`).
     unsure: HashMap<Arc<str>, u64>,
-    /// `sched:sched_process_fork`, once looked up (see [`fence`]).
-    creations: std::cell::OnceCell<Option<crate::events::EventAttr>>,
-    /// The task clocks of the processes whose groups opened paused, held
-    /// until those start (see [`fence::Clocks`]).
-    starting: Vec<fence::Clocks>,
+    /// The tracepoints that count creations, once looked up (see
+    /// [`watch`]).
+    creation: std::cell::OnceCell<Option<watch::Creation>>,
+    /// The creation tracepoints, held from a scan's or a reload's first
+    /// open to its end (see [`watch::Creation::keep`]).
+    keeper: Option<crate::backend::budget::Held>,
+    /// The counters watching the processes whose groups opened paused,
+    /// held until those start (see [`watch::Watches`]).
+    starting: Vec<watch::Watches>,
 }
 
 /// One entry of `processes:` and the groups it counts.
@@ -157,7 +162,8 @@ impl Processes {
             exe_denied: std::cell::Cell::new(false),
             refused: HashSet::new(),
             unsure: HashMap::new(),
-            creations: std::cell::OnceCell::new(),
+            creation: std::cell::OnceCell::new(),
+            keeper: None,
             starting: Vec::new(),
         }
     }
@@ -209,6 +215,7 @@ impl Processes {
             same
         });
         self.regroup_changed(&old, errors);
+        self.keeper = None;
         self.shed_over_max(errors);
         for (id, series) in &self.series {
             if let Some(s) = self.selected.iter().find(|s| s.name == id.process) {
@@ -362,12 +369,20 @@ impl Processes {
             _ => {}
         }
         self.skipped = skipped;
+        self.keeper = None;
     }
 
     /// The descriptors `specs` take on `threads` threads.
     fn cost(specs: &[Arc<GroupSpec>], threads: usize) -> u64 {
         let per_thread: usize = specs.iter().map(|g| g.events.len()).sum();
         (per_thread as u64).saturating_mul(threads as u64)
+    }
+
+    /// The descriptors the counters that watch `threads` threads while
+    /// their groups open take (see [`watch`]).
+    fn watch_cost(&self, threads: usize) -> u64 {
+        let creation = self.creation.get_or_init(watch::Creation::locate);
+        watch::Watches::width(creation.as_ref()).saturating_mul(threads as u64)
     }
 
     /// Whether `more` descriptors fit beside every one cgperf holds now.
@@ -442,10 +457,9 @@ impl Processes {
     /// appeared since count through it, as those created later do.
     fn admit(&mut self, at: usize, (s, found): (&Seen, &[u32]), errors: &mut Errors) -> bool {
         let threads = scan::threads(&self.root, s.pid);
-        // With a task clock per thread while they open (see [`fence`]).
-        let clocks = threads.len() as u64;
+        // With counters watching each thread while they open (see [`watch`]).
         let cost = Self::cost(&self.selected[at].groups, threads.len());
-        if !self.fits(cost.saturating_add(clocks)) {
+        if !self.fits(cost.saturating_add(self.watch_cost(threads.len()))) {
             return false;
         }
         let selected = &self.selected[at];

@@ -157,9 +157,10 @@ impl Processes {
             else {
                 continue;
             };
-            // With a task clock per thread while they open (see [`fence`]).
+            // With counters watching each thread while they open (see
+            // [`super::watch`]).
             let threads = member.threads.len();
-            let cost = Self::cost(&specs, threads).saturating_add(threads as u64);
+            let cost = Self::cost(&specs, threads).saturating_add(self.watch_cost(threads));
             let fits = self.fits(cost);
             let mut readers = Groups::new();
             if fits {
