@@ -11,17 +11,22 @@
 //! engine sums from its per-CPU totals as it makes the snapshot: that
 //! summing is measured too, apart, on real totals (one group of `cycles`
 //! and `instructions` per cgroup and CPU), since it is the one step whose
-//! cost grows with the CPUs. The engine sums a cgroup's totals per socket
-//! in the pass that makes its series, from the totals that pass has just
-//! read, and only for the cgroups whose totals changed since the last
-//! interval (the others show their last sums again): its cost is that
-//! pass with the sums less the same pass without them (both walk the
-//! changed cgroups' totals as the series pass does: `Totals::per_cpu`,
-//! each event's total, the group's times). Measured when every cgroup's
-//! totals change on every CPU in every interval (the worst case) and when
-//! one cgroup in ten counts something in an interval (on every CPU). The
-//! summing as it was before, a walk of every cgroup's totals per CPU
-//! apart from that pass, is measured in the same run.
+//! cost grows with the CPUs. The engine sums a cgroup's weight per socket
+//! in the pass that makes its series, in the loop that reads the weight's
+//! totals for its series (`Sockets::weigh`, which gives their total too),
+//! and only for the cgroups whose totals changed since the last interval
+//! (the others show their last sums again): its cost is that pass with
+//! the sums less the same pass without them (both walk the changed
+//! cgroups' totals as the series pass does: `Totals::per_cpu`, each
+//! event's total, the group's times). Measured when every cgroup's totals
+//! change on every CPU in every interval (the worst case) and when one
+//! cgroup in ten counts something in an interval (on every CPU); on this
+//! machine's sockets (a CPU it does not have is on socket 0: one socket
+//! at 128 CPUs on a one-socket machine), and at 128 CPUs on two sockets
+//! whose CPUs alternate (even on one, odd on the other), which every
+//! value must be told apart for. The summing as it was before, a walk of
+//! every cgroup's totals per CPU apart from that pass, is measured in the
+//! same run.
 //!
 //! The reference in the same run is the OpenMetrics exposition of the
 //! same cgroups' energy series, which every scrape does. Besides
@@ -39,12 +44,11 @@ use cgperf::host::Sockets;
 use cgperf::ids::{CgroupSlot, EventId, GroupId};
 use cgperf::plan::EnergyPlan;
 use cgperf::snapshot::{CgroupActivity, Labels, Latest, Snapshot};
-use cgperf::totals::{
-    GroupKey, GroupTimes, GroupTotals, Handle, Totals, exported_sum, exported_total,
-};
+use cgperf::totals::{GroupKey, GroupTimes, GroupTotals, Handle, Totals, exported_total};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use std::collections::HashSet;
 use std::hint::black_box;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -137,7 +141,7 @@ fn activity(
             cgroup: path.clone(),
             labels: labels.clone(),
             start_time: SystemTime::UNIX_EPOCH,
-            sockets: sockets.sum(cpus.iter().copied()),
+            sockets: sockets.weigh(cpus.iter().copied(), false).1,
         })
         .collect()
 }
@@ -157,7 +161,8 @@ struct Engine {
 }
 
 impl Engine {
-    fn new(cgroups: usize, cpus: u32) -> Self {
+    /// With the sockets of the CPUs under `cpu_root`.
+    fn new(cgroups: usize, cpus: u32, cpu_root: &Path) -> Self {
         let group = GroupId::Named("bench".into());
         let events = ["cycles", "instructions"].map(|label| EventId {
             label: label.into(),
@@ -185,7 +190,7 @@ impl Engine {
             group,
             events,
             handles,
-            sockets: Sockets::new(std::path::Path::new(cgperf::host::CPU_ROOT)),
+            sockets: Sockets::new(cpu_root),
             shown: vec![Arc::from([]); cgroups],
         }
     }
@@ -224,9 +229,8 @@ impl Engine {
             ..
         } = self;
         let totals: &Totals = totals;
-        // Reused for every cgroup, as the series pass reuses them.
+        // Reused for every cgroup, as the series pass reuses it.
         let mut parts: Vec<(u32, &GroupTotals)> = Vec::new();
-        let mut weights: Vec<f64> = Vec::new();
         let mut activity = Vec::with_capacity(if sums { cgroups.len() } else { 0 });
         for (c, (path, labels)) in cgroups.iter().enumerate() {
             let slot = CgroupSlot(c as u64);
@@ -235,19 +239,15 @@ impl Engine {
                 parts.extend(totals.per_cpu(slot, group));
                 let mut rest = 0;
                 if sums {
-                    // The weight's totals read once, for its series and
-                    // its sums per socket.
+                    // The weight's totals summed per socket and in all (its
+                    // series) in the pass that reads them.
                     let weight = &events[0];
-                    weights.clear();
-                    weights.extend(
-                        parts
-                            .iter()
-                            .map(|&(_, t)| t.value_at(0, &weight.label, weight.clock)),
-                    );
-                    black_box(exported_sum(weights.iter().copied(), weight.clock));
-                    let per_cpu = parts.iter().zip(&weights);
-                    shown[c] = sockets
-                        .sum(per_cpu.map(|(&(cpu, _), &v)| (cpu, exported_sum([v], weight.clock))));
+                    let value = |&(cpu, t): &(u32, &GroupTotals)| {
+                        (cpu, t.value_at(0, &weight.label, weight.clock))
+                    };
+                    let (total, summed) = sockets.weigh(parts.iter().map(value), weight.clock);
+                    black_box(total);
+                    shown[c] = summed;
                     rest = 1;
                 }
                 for (i, event) in events.iter().enumerate().skip(rest) {
@@ -276,6 +276,7 @@ impl Engine {
     /// from the series pass, and summed per socket.
     fn walk_all(&mut self, cgroups: &[(Arc<str>, Labels)]) -> Vec<CgroupActivity> {
         let label = &self.events[0].label;
+        let mut per_cpu = Vec::new();
         cgroups
             .iter()
             .enumerate()
@@ -283,11 +284,13 @@ impl Engine {
                 cgroup: path.clone(),
                 labels: labels.clone(),
                 start_time: SystemTime::UNIX_EPOCH,
-                sockets: self.sockets.sum(
-                    self.totals
-                        .per_cpu(CgroupSlot(c as u64), &self.group)
-                        .map(|(cpu, t)| (cpu, exported_total([t], 0, label, false))),
-                ),
+                sockets: {
+                    let totals = self.totals.per_cpu(CgroupSlot(c as u64), &self.group);
+                    per_cpu.clear();
+                    per_cpu
+                        .extend(totals.map(|(cpu, t)| (cpu, exported_total([t], 0, label, false))));
+                    self.sockets.weigh(per_cpu.iter().copied(), false).1
+                },
             })
             .collect()
     }
@@ -308,8 +311,13 @@ fn rounds() -> u32 {
 /// pass with the sums less the same pass without them, the latter, the
 /// walk of every cgroup as it was before). Both passes run on each
 /// interval's changes, in turn first.
-fn summing(cgroups: &[(Arc<str>, Labels)], cpus: u32, every: usize) -> (f64, f64, f64) {
-    let mut engine = Engine::new(cgroups.len(), cpus);
+fn summing(
+    cgroups: &[(Arc<str>, Labels)],
+    cpus: u32,
+    cpu_root: &Path,
+    every: usize,
+) -> (f64, f64, f64) {
+    let mut engine = Engine::new(cgroups.len(), cpus, cpu_root);
     engine.count(0, 1);
     let changed = engine.totals.take_changed();
     engine.series(cgroups, &changed, true);
@@ -365,10 +373,24 @@ fn cpu_per_call<T>(n: u32, mut prepare: impl FnMut() -> T, mut f: impl FnMut(&mu
     spent / f64::from(n)
 }
 
+/// A CPU tree of `cpus` CPUs on two sockets, even CPUs on socket 0 and
+/// odd ones on socket 1, as some two-socket machines number them: a
+/// cgroup's values come from one socket and the other in turn.
+fn alternate_sockets(cpus: u32) -> tempfile::TempDir {
+    let root = tempfile::tempdir().expect("temporary directory");
+    for cpu in 0..cpus {
+        let dir = root.path().join(format!("cpu{cpu}/topology"));
+        std::fs::create_dir_all(&dir).expect("topology directory");
+        std::fs::write(dir.join("physical_package_id"), format!("{}\n", cpu % 2))
+            .expect("socket file");
+    }
+    root
+}
+
 /// A snapshot of `cgroups`' activity after `interval` intervals.
 fn snapshot(cgroups: &[(Arc<str>, Labels)], cpus: u32, interval: u64) -> Snapshot {
     let mut snap = Snapshot::empty();
-    let mut sockets = Sockets::new(std::path::Path::new(cgperf::host::CPU_ROOT));
+    let mut sockets = Sockets::new(Path::new(cgperf::host::CPU_ROOT));
     snap.activity = activity(cgroups, &per_cpu(cgroups, cpus, interval), &mut sockets);
     snap.activity_weight = "cycles";
     snap
@@ -398,9 +420,24 @@ fn bench(c: &mut Criterion) {
             attribute(&mut account, &mut next());
         }
         let attribution = cpu_per_call(rounds(), &mut next, |snap| attribute(&mut account, snap));
-        // The engine's part: each cgroup's totals per CPU summed per socket.
-        let worst = summing(&cgroups, cpus, 1);
-        let some = summing(&cgroups, cpus, 10);
+        // The engine's part: each cgroup's totals per CPU summed per
+        // socket, on this machine's sockets (a CPU it does not have is on
+        // socket 0), and at 128 CPUs on two sockets numbered alternately.
+        let mut layouts = vec![("this machine's sockets", None)];
+        if cpus == 128 {
+            layouts.push(("two sockets, CPUs alternate", Some(alternate_sockets(cpus))));
+        }
+        let summed: Vec<_> = layouts
+            .iter()
+            .map(|(layout, root)| {
+                let root = root
+                    .as_ref()
+                    .map_or(Path::new(cgperf::host::CPU_ROOT), |r| r.path());
+                let worst = summing(&cgroups, cpus, root, 1);
+                let some = summing(&cgroups, cpus, root, 10);
+                (layout, worst, some)
+            })
+            .collect();
         group.bench_function(format!("attribution, {cpus} CPUs"), |b| {
             b.iter_batched_ref(
                 &mut next,
@@ -429,19 +466,22 @@ fn bench(c: &mut Criterion) {
             reference * 1e3,
             attribution / reference,
         );
-        for (what, (now, pass, before)) in [
-            ("every cgroup counts", worst),
-            ("one cgroup in ten counts", some),
-        ] {
-            eprintln!(
-                "  {what}: the engine's summing per socket {:.3} ms ({:.2} of attribution; \
-                 the series pass it is part of {:.3} ms), before {:.3} ms ({:.2} of attribution)",
-                now * 1e3,
-                now / attribution,
-                pass * 1e3,
-                before * 1e3,
-                before / attribution,
-            );
+        for (layout, worst, some) in &summed {
+            for (what, (now, pass, before)) in [
+                ("every cgroup counts", worst),
+                ("one cgroup in ten counts", some),
+            ] {
+                eprintln!(
+                    "  {layout}, {what}: the engine's summing per socket {:.3} ms ({:.2} of \
+                     attribution; the series pass it is part of {:.3} ms), before {:.3} ms \
+                     ({:.2} of attribution)",
+                    now * 1e3,
+                    now / attribution,
+                    pass * 1e3,
+                    before * 1e3,
+                    before / attribution,
+                );
+            }
         }
         group.bench_function(format!("exposition of their series, {cpus} CPUs"), |b| {
             b.iter(|| black_box(exposition.openmetrics()))

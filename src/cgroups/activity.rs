@@ -3,8 +3,8 @@
 //! CPUs, from the same totals its series are made of. Summed once per
 //! cgroup and CPU, so that attribution takes a few numbers per cgroup
 //! whatever the number of CPUs; and summed in the pass that makes the
-//! cgroup's series (`series.rs`), from the totals that pass has just read,
-//! and kept with those series: a cgroup whose totals did not change since
+//! cgroup's series (`series.rs`), in the loop that reads the weight's
+//! totals for its series (`Sockets::weigh`), and kept with those series: a cgroup whose totals did not change since
 //! the last snapshot shows the same sums again without reading its totals
 //! (recomputed, never adjusted by a difference, so that they are exactly
 //! what a sum of the exported totals per CPU gives).
@@ -13,7 +13,6 @@ use super::counting::Entry;
 use crate::host::Sockets;
 use crate::plan::GroupSpec;
 use crate::snapshot::CgroupActivity;
-use crate::totals::{GroupTotals, exported_sum};
 use std::sync::Arc;
 
 /// The event cgroups' energy shares are weighed by (the `event` label of
@@ -32,21 +31,6 @@ pub(super) fn weighed(groups: &[Arc<GroupSpec>], weight: &str) -> Option<(usize,
         let at = spec.events.iter().position(|e| &*e.label == weight)?;
         Some((n, at))
     })
-}
-
-/// The totals `weights` of event `at` of `spec` on each CPU of `parts`
-/// (the group's totals per CPU, in CPU order, as read for its series), as
-/// each CPU's would be exported, summed per socket.
-pub(super) fn per_socket(
-    spec: &GroupSpec,
-    at: usize,
-    parts: &[(u32, &GroupTotals)],
-    weights: &[f64],
-    sockets: &mut Sockets,
-) -> Arc<[(u32, f64)]> {
-    let clock = spec.events.get(at).is_some_and(|e| e.clock);
-    let per_cpu = parts.iter().zip(weights);
-    sockets.sum(per_cpu.map(|(&(cpu, _), &v)| (cpu, exported_sum([v], clock))))
 }
 
 /// What `entry` did on each socket, as the snapshot shows it.

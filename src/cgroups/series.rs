@@ -10,9 +10,7 @@ use crate::plan::{GroupSpec, SampledSpec};
 use crate::snapshot::{
     CgroupActivity, CounterSample, GroupTimeSample, MetricSample, Parts, SeriesKey,
 };
-use crate::totals::{
-    Counts, GroupTimes, GroupTotals, SampledKey, Totals, exported_sum, exported_total,
-};
+use crate::totals::{Counts, GroupTimes, GroupTotals, SampledKey, Totals, exported_total};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -35,8 +33,6 @@ struct Making {
     counters: Vec<CounterSample>,
     group_times: Vec<GroupTimeSample>,
     events_lost: Vec<CounterSample>,
-    /// The weight event's totals on each CPU of the group that counts it.
-    weights: Vec<f64>,
 }
 
 impl AllSeries {
@@ -143,36 +139,33 @@ impl Making {
             let id = spec.id();
             parts.clear();
             parts.extend(totals.per_cpu(entry.slot, &id));
-            // The weight event's totals, read once for its series and its
-            // sums per socket.
+            // The weight event's totals summed per socket and in all, in
+            // the pass that reads them, and that total shown as its series.
             let at = weighed.filter(|&(w, _)| w == g).map(|(_, at)| at);
-            let mut weights = std::mem::take(&mut self.weights);
-            weights.clear();
+            let mut total = None;
             if let Some(at) = at
                 && let Some(event) = spec.events.get(at)
+                && let Some(weight) = weight.as_mut()
             {
-                let value =
-                    |&(_, t): &(u32, &GroupTotals)| t.value_at(at, &event.label, event.clock);
-                weights.extend(parts.iter().map(value));
+                let value = |&(cpu, t): &(u32, &GroupTotals)| {
+                    (cpu, t.value_at(at, &event.label, event.clock))
+                };
+                let (sum, summed) = weight.sockets.weigh(parts.iter().map(value), event.clock);
+                total = Some((at, sum));
+                sockets = Some(summed);
             }
             if per_cpu {
-                for (k, part) in parts.chunks(1).enumerate() {
+                for part in parts.chunks(1) {
                     let cpu = part.first().map(|&(cpu, _)| cpu);
                     let group = keys.group(n, &names, spec, cpu);
-                    let weight = at.zip(weights.get(k..=k));
-                    self.push_group(entry, spec, group, part, weight);
+                    self.push_group(entry, spec, group, part, None);
                     n += 1;
                 }
             } else {
                 let group = keys.group(n, &names, spec, None);
-                self.push_group(entry, spec, group, parts, at.zip(Some(&weights[..])));
+                self.push_group(entry, spec, group, parts, total);
                 n += 1;
             }
-            if let (Some(at), Some(weight)) = (at, weight.as_mut()) {
-                let summed = activity::per_socket(spec, at, parts, &weights, weight.sockets);
-                sockets = Some(summed);
-            }
-            self.weights = weights;
         }
         let groups = n;
         for (n, spec) in entry.wanted().sampled.iter().enumerate() {
@@ -199,20 +192,20 @@ impl Making {
 
     /// Adds one group's series (named by `names`): the sum of `parts` (one
     /// CPU's totals, or every CPU's). `weight` is the position of the
-    /// weight event, if the group counts it, and its totals in `parts`,
-    /// already read.
+    /// weight event and its total over `parts` as exported, where it was
+    /// summed already.
     fn push_group(
         &mut self,
         entry: &Entry,
         spec: &GroupSpec,
         names: &GroupKeys,
         parts: &[(u32, &GroupTotals)],
-        weight: Option<(usize, &[f64])>,
+        weight: Option<(usize, f64)>,
     ) {
         let parts = || parts.iter().map(|&(_, t)| t);
         for (i, event) in spec.events.iter().enumerate() {
             let value = match weight {
-                Some((at, values)) if at == i => exported_sum(values.iter().copied(), event.clock),
+                Some((at, value)) if at == i => value,
                 _ => exported_total(parts(), i, &event.label, event.clock),
             };
             self.counters

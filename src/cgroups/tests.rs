@@ -811,12 +811,14 @@ fn activity(
         });
         let Some((spec, at)) = found else { continue };
         let (event, id) = (&spec.events[at], spec.id());
-        let per_cpu = h
-            .counting
-            .totals
-            .per_cpu(entry.slot, &id)
-            .map(|(cpu, t)| (cpu, exported_total([t], at, &event.label, event.clock)));
-        full.insert(entry.path.to_string(), fresh.sum(per_cpu).to_vec());
+        // Each socket's sum folded from +0 in CPU order, apart from the
+        // engine's loop.
+        let mut sums = BTreeMap::new();
+        for (cpu, t) in h.counting.totals.per_cpu(entry.slot, &id) {
+            let value = exported_total([t], at, &event.label, event.clock);
+            *sums.entry(fresh.of(cpu)).or_insert(0.0) += value;
+        }
+        full.insert(entry.path.to_string(), sums.into_iter().collect());
     }
     let bits = |m: &BTreeMap<String, Vec<(u32, f64)>>| -> Vec<(String, Vec<(u32, u64)>)> {
         m.iter()

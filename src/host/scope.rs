@@ -6,6 +6,7 @@
 //! socket and die it is on.
 
 use crate::snapshot::Scope;
+use crate::totals::exported;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -43,63 +44,212 @@ pub fn socket_of(cpu_root: &Path, cpu: u32) -> Option<u32> {
 #[derive(Debug)]
 pub struct Sockets {
     cpu_root: PathBuf,
-    /// Per CPU number, its socket once read.
-    known: Vec<Option<u32>>,
-    /// Reused by [`Sockets::sum`]: a sum allocates only what it returns.
+    /// Per CPU number, the place of its socket in `ids` once read
+    /// ([`UNREAD`] before): one load finds where a CPU's value is summed.
+    slots: Vec<u32>,
+    /// The sockets read so far, in the order they were first read.
+    ids: Vec<u32>,
+    /// Every CPU below it was read: on one socket, a cgroup whose CPUs
+    /// are all below it is known to be on it without looking them up.
+    dense: u32,
+    /// Reused by [`Sockets::weigh`]: a sum allocates only what it
+    /// returns.
     sums: Vec<(u32, f64)>,
 }
+
+/// The slot of a CPU whose topology was not read yet.
+const UNREAD: u32 = u32::MAX;
+
+/// How many sockets' sums [`Sockets::weigh`] folds in one pass over the
+/// values: one register each, and every value added to each (+0 to those
+/// of other sockets), so that no sum waits on another and none goes
+/// through memory.
+const LANES: usize = 4;
 
 impl Sockets {
     /// The sockets of the CPUs under `cpu_root`.
     pub fn new(cpu_root: &Path) -> Self {
         Self {
             cpu_root: cpu_root.to_path_buf(),
-            known: Vec::new(),
+            slots: Vec::new(),
+            ids: Vec::new(),
+            dense: 0,
             sums: Vec::new(),
         }
     }
 
     /// The socket of `cpu`; 0 where the kernel does not say.
     pub fn of(&mut self, cpu: u32) -> u32 {
-        let at = cpu as usize;
-        if at >= self.known.len() {
-            self.known.resize(at + 1, None);
-        }
-        let root = &self.cpu_root;
-        *self.known[at].get_or_insert_with(|| socket_of(root, cpu).unwrap_or(0))
+        let slot = self.slot(cpu);
+        self.ids.get(slot as usize).copied().unwrap_or(0)
     }
 
-    /// `per_cpu`'s values (in any order) summed per socket, in socket
-    /// order. Each socket's sum is folded in the order its CPUs come, so
-    /// that totals that never go back make sums that never go back.
-    /// Shared: a snapshot shows a cgroup's sums again, unchanged, while
-    /// its totals do not change.
-    pub fn sum(&mut self, per_cpu: impl IntoIterator<Item = (u32, f64)>) -> Arc<[(u32, f64)]> {
+    /// Where in `ids` the socket of `cpu` is: found by index once read.
+    /// Inlined where values are summed per socket, one CPU at a time.
+    #[inline]
+    fn slot(&mut self, cpu: u32) -> u32 {
+        match self.slots.get(cpu as usize) {
+            Some(&slot) if slot != UNREAD => slot,
+            _ => self.read(cpu),
+        }
+    }
+
+    /// Reads the socket of `cpu` (0 where the kernel does not say), and
+    /// gives it a place in `ids` if it is the first CPU of it.
+    #[cold]
+    fn read(&mut self, cpu: u32) -> u32 {
+        let socket = socket_of(&self.cpu_root, cpu).unwrap_or(0);
+        let slot = match self.ids.iter().position(|&s| s == socket) {
+            Some(slot) => slot,
+            None => {
+                self.ids.push(socket);
+                self.ids.len() - 1
+            }
+        };
+        // Never as many sockets as `UNREAD` (each has a CPU of its own).
+        let slot = u32::try_from(slot).unwrap_or(UNREAD - 1);
+        let at = cpu as usize;
+        if at >= self.slots.len() {
+            self.slots.resize(at + 1, UNREAD);
+        }
+        if let Some(place) = self.slots.get_mut(at) {
+            *place = slot;
+        }
+        while self
+            .slots
+            .get(self.dense as usize)
+            .is_some_and(|&s| s != UNREAD)
+        {
+            self.dense += 1;
+        }
+        slot
+    }
+
+    /// One event's totals on each CPU of `per_cpu` (in CPU order; any
+    /// order sums right): their total as [`exported_sum`] gives it, and
+    /// the values as exported (seconds for `clock`) summed per socket, in
+    /// socket order, each folded from +0 in the order its CPUs come:
+    /// totals that never go back make sums that never go back, equal to
+    /// the sum of what is exported per CPU. Both in one pass over
+    /// `per_cpu`, which may read the totals as it goes, once the sockets
+    /// of its CPUs were read: on one socket a pass that does little more
+    /// than the total alone would, on up to [`LANES`] sockets a pass that
+    /// adds each value to each socket's sum; a pass more for every
+    /// [`LANES`] sockets more. Shared: a snapshot shows a cgroup's sums
+    /// again, unchanged, while its totals do not change.
+    ///
+    /// [`exported_sum`]: crate::totals::exported_sum
+    pub fn weigh<I>(&mut self, per_cpu: I, clock: bool) -> (f64, Arc<[(u32, f64)]>)
+    where
+        I: IntoIterator<Item = (u32, f64), IntoIter: Clone>,
+    {
+        let per_cpu = per_cpu.into_iter();
         let mut sums = std::mem::take(&mut self.sums);
         sums.clear();
-        // Usually one or two sockets: the last one found is added to
-        // until another comes.
-        let mut last: Option<(u32, f64)> = None;
-        for (cpu, value) in per_cpu {
-            let socket = match self.known.get(cpu as usize) {
-                Some(Some(socket)) => *socket,
-                _ => self.of(cpu),
-            };
-            match &mut last {
-                Some((s, sum)) if *s == socket => *sum += value,
-                _ => {
-                    sums.extend(last);
-                    let at = sums.iter().position(|(s, _)| *s == socket);
-                    let sum = at.map_or(0.0, |at| sums.swap_remove(at).1);
-                    last = Some((socket, sum + value));
+        // One socket (most machines): its sum is the total, folded the same
+        // way (for a clock, of each CPU's seconds), where every CPU was
+        // read (so is on it): one pass, as the total alone would take.
+        let mut total = 0.0;
+        if let [id] = self.ids[..] {
+            let (mut seconds, mut cpus, mut last) = (0.0, 0usize, 0u32);
+            for (cpu, value) in per_cpu.clone() {
+                total += value;
+                if clock {
+                    seconds += exported(value, clock);
                 }
+                (cpus, last) = (cpus + 1, last.max(cpu));
             }
+            let sum = if clock { seconds } else { total };
+            let slots = &self.slots;
+            let read = |(cpu, _): (u32, f64)| slots.get(cpu as usize).is_some_and(|&s| s != UNREAD);
+            match cpus {
+                0 => {}
+                _ if last < self.dense || per_cpu.clone().all(read) => sums.push((id, sum)),
+                _ => total = self.per_socket(per_cpu, clock, &mut sums),
+            }
+        } else {
+            total = self.per_socket(per_cpu, clock, &mut sums);
         }
-        sums.extend(last);
         sums.sort_unstable_by_key(|(s, _)| *s);
         let out = Arc::from(&sums[..]);
         self.sums = sums;
-        out
+        (exported(total, clock), out)
+    }
+
+    /// The values of `per_cpu` summed per socket into `sums` as
+    /// [`Sockets::weigh`] gives them (not sorted), and their total.
+    fn per_socket(
+        &mut self,
+        per_cpu: impl Iterator<Item = (u32, f64)> + Clone,
+        clock: bool,
+        sums: &mut Vec<(u32, f64)>,
+    ) -> f64 {
+        let (mut first, mut total) = (0, None);
+        loop {
+            let folded = fold(&self.slots, per_cpu.clone(), first, clock);
+            if folded.seen & UNREAD_LANE != 0 {
+                for (cpu, _) in per_cpu.clone() {
+                    self.slot(cpu);
+                }
+                continue;
+            }
+            total.get_or_insert(folded.total);
+            let lanes = self.ids.iter().skip(first).zip(folded.lanes).enumerate();
+            let seen = lanes.filter(|(k, _)| folded.seen & (1 << k) != 0);
+            sums.extend(seen.map(|(_, (&id, sum))| (id, sum)));
+            first += LANES;
+            if first >= self.ids.len() {
+                return total.unwrap_or(0.0);
+            }
+        }
+    }
+}
+
+/// One pass of [`Sockets::weigh`] over some CPUs' values.
+struct Folded {
+    /// Every value, folded from +0.
+    total: f64,
+    /// The values as exported of the CPUs on the sockets at places
+    /// `first` to `first + LANES` of `ids`, each folded from +0.
+    lanes: [f64; LANES],
+    /// A bit for each of `lanes` that had a CPU, one for a CPU on another
+    /// socket, and [`UNREAD_LANE`] for a CPU not read yet.
+    seen: u32,
+}
+
+/// [`Folded::seen`]'s bit for a CPU whose socket was not read yet.
+const UNREAD_LANE: u32 = 1 << (LANES + 1);
+
+/// The values of `per_cpu` folded (`slots` gives each CPU's socket),
+/// those of the sockets at places `first` to `first + LANES` apart. Every
+/// value is added to each of their sums, +0 to those of other sockets: a
+/// sum from +0 is never -0, and adding +0 leaves it as it is. The sums
+/// are apart so that each stays in a register and none waits on another.
+#[inline]
+fn fold(
+    slots: &[u32],
+    per_cpu: impl Iterator<Item = (u32, f64)>,
+    first: usize,
+    clock: bool,
+) -> Folded {
+    let (mut total, mut seen) = (0.0, 0u32);
+    let (mut a, mut b, mut c, mut d) = (0.0, 0.0, 0.0, 0.0);
+    for (cpu, value) in per_cpu {
+        total += value;
+        let slot = slots.get(cpu as usize).copied().unwrap_or(UNREAD);
+        let lane = match slot {
+            UNREAD => LANES + 1,
+            slot => (slot as usize).wrapping_sub(first).min(LANES),
+        };
+        seen |= 1 << lane;
+        let value = exported(value, clock);
+        let on = |k: usize| if lane == k { value } else { 0.0 };
+        (a, b, c, d) = (a + on(0), b + on(1), c + on(2), d + on(3));
+    }
+    Folded {
+        total,
+        lanes: [a, b, c, d],
+        seen,
     }
 }
 
@@ -121,6 +271,7 @@ fn place(cpu_root: &Path, cpu: u32) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::totals::exported_sum;
 
     /// CPUs 0-3 on socket 0 (dies 0 and 1), 4-7 on socket 1 (dies 0 and
     /// 1), as a two-socket, two-die machine's sysfs lays them out.
@@ -135,16 +286,174 @@ mod tests {
         root
     }
 
+    /// CPUs 0-15, each on the socket `socket_of` says.
+    fn sockets(socket_of: impl Fn(u32) -> u32) -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        for cpu in 0..16u32 {
+            let dir = root.path().join(format!("cpu{cpu}/topology"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let socket = socket_of(cpu);
+            std::fs::write(dir.join("physical_package_id"), format!("{socket}\n")).unwrap();
+        }
+        root
+    }
+
+    /// Two sockets numbered alternately, as some two-socket machines
+    /// number them: even CPUs on socket 1, odd ones on socket 0.
+    fn interleaved() -> tempfile::TempDir {
+        sockets(|cpu| 1 - cpu % 2)
+    }
+
+    /// `per_cpu` weighed: its total and its sums.
+    fn weigh(sockets: &mut Sockets, per_cpu: &[(u32, f64)], clock: bool) -> (f64, Vec<(u32, f64)>) {
+        let (total, sums) = sockets.weigh(per_cpu.iter().copied(), clock);
+        (total, sums.to_vec())
+    }
+
+    /// Each socket's sum of what each CPU exports, folded from +0 in the
+    /// order the CPUs come, apart from [`Sockets::weigh`]'s passes.
+    fn reference(root: &Path, per_cpu: &[(u32, f64)], clock: bool) -> Vec<(u32, u64)> {
+        let mut sockets = Sockets::new(root);
+        let mut sums = std::collections::BTreeMap::new();
+        for &(cpu, value) in per_cpu {
+            let exported = exported_sum([value], clock);
+            *sums.entry(sockets.of(cpu)).or_insert(0.0) += exported;
+        }
+        sums.into_iter()
+            .map(|(s, sum)| (s, sum.to_bits()))
+            .collect()
+    }
+
+    fn bits(sums: &[(u32, f64)]) -> Vec<(u32, u64)> {
+        sums.iter().map(|&(s, sum)| (s, sum.to_bits())).collect()
+    }
+
     /// CPUs of two sockets interleaved, and one the topology does not
-    /// know (socket 0): summed per socket, in socket order.
+    /// know (socket 0): summed per socket, in socket order, with their
+    /// total.
     #[test]
     fn per_cpu_values_sum_per_socket_whatever_their_order() {
         let root = two_sockets_two_dies();
         let mut sockets = Sockets::new(root.path());
         let per_cpu = [(4, 1.0), (0, 2.0), (5, 3.0), (1, 4.0), (9, 5.0)];
-        assert_eq!(*sockets.sum(per_cpu), [(0, 11.0), (1, 4.0)]);
-        assert_eq!(*sockets.sum([(7, 0.5)]), [(1, 0.5)]);
-        assert!(sockets.sum([]).is_empty());
+        let got = weigh(&mut sockets, &per_cpu, false);
+        assert_eq!(got, (15.0, vec![(0, 11.0), (1, 4.0)]));
+        assert_eq!(
+            weigh(&mut sockets, &[(7, 0.5)], false),
+            (0.5, vec![(1, 0.5)])
+        );
+        assert_eq!(weigh(&mut sockets, &[], false), (0.0, vec![]));
+        // A clock's nanoseconds, exported in seconds, CPU by CPU.
+        let got = weigh(&mut sockets, &[(0, 2e9), (4, 3e9)], true);
+        assert_eq!(got, (5.0, vec![(0, 2.0), (1, 3.0)]));
+    }
+
+    /// CPUs numbered alternately over two sockets, the second socket's
+    /// first: each CPU's value goes to its own socket, sums in socket
+    /// order.
+    #[test]
+    fn interleaved_sockets_sum_apart() {
+        let root = interleaved();
+        let mut sockets = Sockets::new(root.path());
+        let per_cpu: Vec<(u32, f64)> = (0..16).map(|cpu| (cpu, f64::from(cpu + 1))).collect();
+        let got = weigh(&mut sockets, &per_cpu, false);
+        assert_eq!(got, (136.0, vec![(0, 72.0), (1, 64.0)]));
+        let (_, sums) = weigh(&mut sockets, &per_cpu, true);
+        assert_eq!(bits(&sums), reference(root.path(), &per_cpu, true));
+    }
+
+    /// More sockets than are summed in one pass: each its own.
+    #[test]
+    fn six_sockets_sum_apart() {
+        let root = sockets(|cpu| 5 - cpu % 6);
+        let mut sockets = Sockets::new(root.path());
+        let per_cpu: Vec<(u32, f64)> = (0..16).map(|cpu| (cpu, f64::from(cpu))).collect();
+        let (_, sums) = weigh(&mut sockets, &per_cpu, false);
+        let expected = [
+            (0, 16.0),
+            (1, 14.0),
+            (2, 27.0),
+            (3, 24.0),
+            (4, 21.0),
+            (5, 18.0),
+        ];
+        assert_eq!(sums, expected);
+    }
+
+    /// On one socket, its sum is the total (the same additions in the
+    /// same order); of each CPU's seconds for a clock.
+    #[test]
+    fn one_socket_sums_to_the_total() {
+        let root = two_sockets_two_dies();
+        let mut sockets = Sockets::new(root.path());
+        let per_cpu = [(0, 0.1), (1, 0.2), (2, 0.3), (3, 1e17), (3, 1.0)];
+        // The CPUs' sockets read first; then in one pass.
+        let (total, sums) = weigh(&mut sockets, &per_cpu, false);
+        assert_eq!(bits(&sums), [(0, total.to_bits())]);
+        let (total, sums) = weigh(&mut sockets, &per_cpu, false);
+        assert_eq!(bits(&sums), [(0, total.to_bits())]);
+        let (_, sums) = weigh(&mut sockets, &per_cpu, true);
+        assert_eq!(bits(&sums), reference(root.path(), &per_cpu, true));
+    }
+
+    /// A CPU keeps the socket read for it when it goes offline (the kernel
+    /// removes its topology): what it counted stays on that socket. One
+    /// first seen offline is on socket 0, as one whose topology is
+    /// unknown.
+    #[test]
+    fn an_offline_cpu_keeps_its_socket() {
+        let root = two_sockets_two_dies();
+        let mut sockets = Sockets::new(root.path());
+        assert_eq!(weigh(&mut sockets, &[(5, 1.0)], false).1, [(1, 1.0)]);
+        for cpu in [5, 6] {
+            std::fs::remove_dir_all(root.path().join(format!("cpu{cpu}/topology"))).unwrap();
+        }
+        let per_cpu = [(0, 1.0), (5, 2.0), (6, 4.0)];
+        assert_eq!(weigh(&mut sockets, &per_cpu, false).1, [(0, 5.0), (1, 2.0)]);
+        assert_eq!((sockets.of(5), sockets.of(6), sockets.of(1000)), (1, 0, 0));
+    }
+
+    /// Whatever the CPUs (known or not, in any order), their sockets (one
+    /// that is not 0, two interleaved, six) and values: the sums are bit
+    /// for bit each socket's exported values folded from +0, the total
+    /// that of every value, and totals that grow make sums that grow. A
+    /// `Sockets` reused for other cgroups sums each apart.
+    #[test]
+    fn sums_are_each_sockets_exported_values() {
+        use proptest::prelude::*;
+        let roots = [sockets(|_| 3), interleaved(), sockets(|cpu| 5 - cpu % 6)];
+        let cases = (
+            0..roots.len(),
+            proptest::collection::vec((0u32..20, 0.0..1e15f64), 0..40),
+            proptest::collection::vec(0.0..1e12f64, 40),
+            any::<bool>(),
+        );
+        let mut runner = proptest::test_runner::TestRunner::default();
+        let outcome = runner.run(&cases, |(layout, per_cpu, growth, clock)| {
+            let root = roots[layout].path();
+            let mut sockets = Sockets::new(root);
+            let mut last = Vec::new();
+            let mut grown = per_cpu.clone();
+            for round in 0..2 {
+                let (total, sums) = weigh(&mut sockets, &grown, clock);
+                let all = exported_sum(grown.iter().map(|&(_, v)| v), clock);
+                prop_assert_eq!(total.to_bits(), all.to_bits());
+                prop_assert_eq!(bits(&sums), reference(root, &grown, clock));
+                if round == 1 {
+                    for ((s, now), (t, before)) in sums.iter().zip(&last) {
+                        prop_assert!(s == t && now >= before);
+                    }
+                }
+                last = sums;
+                for ((_, v), g) in grown.iter_mut().zip(&growth) {
+                    *v += g;
+                }
+            }
+            Ok(())
+        });
+        if let Err(e) = outcome {
+            panic!("{e}");
+        }
     }
 
     #[test]

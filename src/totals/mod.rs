@@ -18,7 +18,9 @@ mod counts;
 mod scale;
 
 pub use counts::{Counts, KEY_SEPARATOR, OTHER};
-pub use scale::{Baseline, Delta, GroupTimes, GroupTotals, Interval, exported_sum, exported_total};
+pub use scale::{
+    Baseline, Delta, GroupTimes, GroupTotals, Interval, exported, exported_sum, exported_total,
+};
 
 use scale::Layouts;
 

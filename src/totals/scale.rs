@@ -313,8 +313,13 @@ pub fn exported_total<'a>(
 /// [`exported_total`] of the totals `values` (each [`GroupTotals::value_at`]
 /// of one part), for a caller that reads them once for several sums.
 pub fn exported_sum(values: impl IntoIterator<Item = f64>, clock: bool) -> f64 {
-    let value = values.into_iter().fold(0.0, |sum, v| sum + v);
-    if clock { value / 1e9 } else { value }
+    exported(values.into_iter().fold(0.0, |sum, v| sum + v), clock)
+}
+
+/// A total (or a sum of totals) as exported: seconds for a clock, which
+/// counts nanoseconds.
+pub fn exported(total: f64, clock: bool) -> f64 {
+    if clock { total / 1e9 } else { total }
 }
 
 /// How long a group was enabled and on the PMU, and in how many intervals
