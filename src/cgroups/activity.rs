@@ -4,10 +4,11 @@
 //! cgroup and CPU, so that attribution takes a few numbers per cgroup
 //! whatever the number of CPUs; and summed in the pass that makes the
 //! cgroup's series (`series.rs`), in the loop that reads the weight's
-//! totals for its series (`Sockets::weigh`), and kept with those series: a cgroup whose totals did not change since
-//! the last snapshot shows the same sums again without reading its totals
-//! (recomputed, never adjusted by a difference, so that they are exactly
-//! what a sum of the exported totals per CPU gives).
+//! totals for its series (`Sockets::weigh`), and kept with those series:
+//! a cgroup whose totals did not change since the last snapshot shows the
+//! same sums again without reading its totals (recomputed, never adjusted
+//! by a difference, so that they are exactly what a sum of the exported
+//! totals per CPU gives).
 
 use super::counting::Entry;
 use crate::host::Sockets;
