@@ -1320,12 +1320,14 @@ fn children_through_reloads(
     body
 }
 
-#[test]
-fn children_forked_by_a_process_that_never_rests_while_a_reload_reopens_its_groups_are_counted_or_said()
- {
-    require_root("count other processes");
-    const CHILDREN: u64 = 1_000;
-    let worker = Worker::start("cgpt-hurry");
+/// A worker renamed `comm`, counted by pid in entry `name` (its getppid
+/// tracepoint, with getpid beside it or not), forks 1,000 gated children
+/// with `command` while the entry is reloaded back and forth as fast as
+/// it goes: each reload opens the new group on it while it forks. Checks
+/// that each child was counted or counted as possibly uncounted, and
+/// returns the last scrape.
+fn forking_by_pid_through_reloads(comm: &str, name: &str, command: u8) -> String {
+    let worker = Worker::start(comm);
     let config = |getpid: bool| {
         let more = if getpid {
             ", syscalls:sys_enter_getpid"
@@ -1334,59 +1336,43 @@ fn children_forked_by_a_process_that_never_rests_while_a_reload_reopens_its_grou
         };
         format!(
             "interval: 200ms\ntracepoints: [{GETPPID}{more}]\n\
-             processes:\n  - {{name: hurry, pid: {}}}\n",
+             processes:\n  - {{name: {name}, pid: {}}}\n",
             worker.pid
         )
     };
     let run = Reloading::start(&config(false));
     run.exporter.wait_for("the worker counted", |b| {
-        value(b, "cgperf_processes_counted", &[("process", "hurry")]) == Some(1.0)
+        value(b, "cgperf_processes_counted", &[("process", name)]) == Some(1.0)
     });
-    // Every reload opens the new group on it while it forks without
-    // resting, most often with a creation in flight: a child whose
-    // creation began before the open holds none of the new group, and
-    // one that ends only after the open must be found all the same.
     children_through_reloads(
-        (&worker, b'H', CHILDREN),
-        (&run, "hurry"),
+        (&worker, command, 1_000),
+        (&run, name),
         config,
         Duration::ZERO,
-    );
+    )
+}
+
+#[test]
+fn children_forked_by_a_process_that_never_rests_while_a_reload_reopens_its_groups_are_counted_or_said()
+ {
+    require_root("count other processes");
+    // It forks without resting, most often with a creation in flight
+    // and no gap as long as an open between two: a child whose creation
+    // began before the open holds none of the new group, and one that
+    // ends only after the open must be found all the same.
+    forking_by_pid_through_reloads("cgpt-hurry", "hurry", b'H');
 }
 
 #[test]
 fn a_process_that_never_rests_but_pauses_between_forks_loses_no_child_through_reloads() {
     require_root("count other processes");
-    const CHILDREN: u64 = 1_000;
-    let worker = Worker::start("cgpt-spin");
-    let config = |getpid: bool| {
-        let more = if getpid {
-            ", syscalls:sys_enter_getpid"
-        } else {
-            ""
-        };
-        format!(
-            "interval: 200ms\ntracepoints: [{GETPPID}{more}]\n\
-             processes:\n  - {{name: spin, pid: {}}}\n",
-            worker.pid
-        )
-    };
-    let run = Reloading::start(&config(false));
-    run.exporter.wait_for("the worker counted", |b| {
-        value(b, "cgperf_processes_counted", &[("process", "spin")]) == Some(1.0)
-    });
     // It spins between two forks and never sleeps: no moment finds it
     // resting, but each gap between two forks is one when none of its
     // creations is in flight, and every reload opens its new group in
     // one: no child is possibly uncounted, and every one counts.
-    let body = children_through_reloads(
-        (&worker, b'S', CHILDREN),
-        (&run, "spin"),
-        config,
-        Duration::ZERO,
-    );
+    let body = forking_by_pid_through_reloads("cgpt-spin", "spin", b'S');
     assert_eq!(possibly_uncounted(&body, "spin"), 0.0, "{body}");
-    assert_eq!(calls(&body, "spin"), (CHILDREN * 1_000) as f64, "{body}");
+    assert_eq!(calls(&body, "spin"), 1_000_000.0, "{body}");
 }
 
 /// An entry that never rests and one that does; `sw` with `page-faults`
