@@ -99,6 +99,70 @@ fn spin(d: Duration) {
     while start.elapsed() < d {}
 }
 
+/// A thread of the calling process (made with a raw `clone`: the worker
+/// makes raw syscalls only) that spins until stopped, never resting and
+/// never creating a task. Its stack is left mapped: nothing says when the
+/// thread's last instructions have run, and the worker is short-lived.
+struct Spinner;
+
+/// Whether the spinner spins on.
+static SPINNING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the spinner has stopped spinning.
+static SPUN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Spinner {
+    const STACK: usize = 64 << 10;
+
+    fn start() -> Self {
+        use std::sync::atomic::Ordering;
+        extern "C" fn spin(_: *mut libc::c_void) -> libc::c_int {
+            while SPINNING.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+            SPUN.store(true, Ordering::Release);
+            // SAFETY: ends this thread only (not the process).
+            unsafe { libc::syscall(libc::SYS_exit, 0) };
+            0
+        }
+        SPINNING.store(true, Ordering::Relaxed);
+        SPUN.store(false, Ordering::Relaxed);
+        // SAFETY: a private anonymous mapping this process owns, used as
+        // the new thread's stack (it grows down from its end) until the
+        // thread has ended; the thread touches nothing else but the two
+        // statics.
+        unsafe {
+            let stack = libc::mmap(
+                std::ptr::null_mut(),
+                Self::STACK,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            );
+            assert_ne!(stack, libc::MAP_FAILED);
+            let flags = libc::CLONE_VM
+                | libc::CLONE_FS
+                | libc::CLONE_FILES
+                | libc::CLONE_SIGHAND
+                | libc::CLONE_THREAD
+                | libc::CLONE_SYSVSEM;
+            let top = stack.cast::<u8>().add(Self::STACK).cast();
+            assert!(libc::clone(spin, top, flags, std::ptr::null_mut()) > 0);
+            Self
+        }
+    }
+
+    /// Stops the thread: it no longer spins once this returns.
+    fn stop(self) {
+        use std::sync::atomic::Ordering;
+        SPINNING.store(false, Ordering::Relaxed);
+        while !SPUN.load(Ordering::Acquire) {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 /// Forks `n` children that each wait at a gate (reading a pipe, asleep)
 /// until its write end, returned, closes, then call 1,000 times, with
 /// `gap` between two forks (the children drop any memory it holds first).
@@ -248,11 +312,12 @@ impl Worker {
                         b'H' => gates = gated_children(n, Gap::Heavy),
                         // Renames itself `cgpt-busy`, then forks for n ms
                         // (or until the next command comes) without a
-                        // pause and never sleeps (it never rests), holding
-                        // 64 MB written that make each fork slow: a
-                        // creation is in flight at all times but for the
-                        // microseconds between two. Each child lives 50
-                        // ms. Reaps them all.
+                        // pause, holding 64 MB written that make each fork
+                        // slow, beside a thread that spins all along: that
+                        // thread never rests and never creates a task, so
+                        // nothing ever proves it is not creating one, and
+                        // no moment can be fenced. Each child lives 50 ms.
+                        // Reaps them all.
                         b'B' => {
                             set_comm(b"cgpt-busy");
                             let now = || {
@@ -270,10 +335,12 @@ impl Worker {
                                 revents: 0,
                             };
                             let (big, len) = heavy_memory();
+                            let spinner = Spinner::start();
                             while now() < end && libc::poll(&mut next, 1, 0) == 0 {
                                 fork_child(false, || sleep_ms(50));
                                 while libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) > 0 {}
                             }
+                            spinner.stop();
                             libc::munmap(big, len);
                             while libc::waitpid(-1, std::ptr::null_mut(), 0) > 0 {}
                         }
