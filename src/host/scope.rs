@@ -276,11 +276,12 @@ mod tests {
     /// CPUs 0-3 on socket 0 (dies 0 and 1), 4-7 on socket 1 (dies 0 and
     /// 1), as a two-socket, two-die machine's sysfs lays them out.
     fn two_sockets_two_dies() -> tempfile::TempDir {
-        let root = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().expect("temp dir");
         for cpu in 0..8u32 {
             let dir = root.path().join(format!("cpu{cpu}/topology"));
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join("physical_package_id"), format!("{}\n", cpu / 4)).unwrap();
+            std::fs::create_dir_all(&dir).expect("topology dir");
+            std::fs::write(dir.join("physical_package_id"), format!("{}\n", cpu / 4))
+                .expect("socket file");
             std::fs::write(dir.join("die_id"), format!("{}\n", (cpu / 2) % 2)).unwrap();
         }
         root
@@ -288,12 +289,13 @@ mod tests {
 
     /// CPUs 0-15, each on the socket `socket_of` says.
     fn sockets(socket_of: impl Fn(u32) -> u32) -> tempfile::TempDir {
-        let root = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().expect("temp dir");
         for cpu in 0..16u32 {
             let dir = root.path().join(format!("cpu{cpu}/topology"));
-            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::create_dir_all(&dir).expect("topology dir");
             let socket = socket_of(cpu);
-            std::fs::write(dir.join("physical_package_id"), format!("{socket}\n")).unwrap();
+            std::fs::write(dir.join("physical_package_id"), format!("{socket}\n"))
+                .expect("socket file");
         }
         root
     }
@@ -406,7 +408,8 @@ mod tests {
         let mut sockets = Sockets::new(root.path());
         assert_eq!(weigh(&mut sockets, &[(5, 1.0)], false).1, [(1, 1.0)]);
         for cpu in [5, 6] {
-            std::fs::remove_dir_all(root.path().join(format!("cpu{cpu}/topology"))).unwrap();
+            std::fs::remove_dir_all(root.path().join(format!("cpu{cpu}/topology")))
+                .expect("topology removed");
         }
         let per_cpu = [(0, 1.0), (5, 2.0), (6, 4.0)];
         assert_eq!(weigh(&mut sockets, &per_cpu, false).1, [(0, 5.0), (1, 2.0)]);

@@ -205,11 +205,12 @@ impl Watches {
             let target = (perf::Target::ThreadAlone(tid), 0);
             // Where no ring can be mapped (a memory-lock limit), the counts
             // alone prove what they can.
-            let (group, ring) = match creation {
-                Some(_) => match CounterGroup::open_recording(&events, &filters, target, 1) {
-                    Ok((group, ring)) => (group, Some(ring)),
-                    Err(_) => (Self::open_counting(&events, &filters, target)?, None),
-                },
+            // A ring says something only where beginnings are counted.
+            let recorded = creation
+                .filter(|c| c.begun.is_some())
+                .and_then(|_| CounterGroup::open_recording(&events, &filters, target, 1).ok());
+            let (group, ring) = match recorded {
+                Some((group, ring)) => (group, Some(ring)),
                 None => (Self::open_counting(&events, &filters, target)?, None),
             };
             held.push(fds.hold(group));
