@@ -8,20 +8,24 @@
 //! a cgroup whose totals did not change since the last snapshot shows the
 //! same sums again without reading its totals (recomputed, never adjusted
 //! by a difference, so that they are exactly what a sum of the exported
-//! totals per CPU gives).
+//! totals per CPU gives). Each cgroup's sums are kept inline with its
+//! series (up to two sockets) and copied into the snapshot's one array of
+//! sums: no interval allocates for them, nor reads them from memory of
+//! their own.
 
-use super::counting::Entry;
 use crate::host::Sockets;
 use crate::plan::GroupSpec;
-use crate::snapshot::CgroupActivity;
+use crate::snapshot::Weighed;
 use std::sync::Arc;
 
 /// The event cgroups' energy shares are weighed by (the `event` label of
-/// `cycles` or `task-clock`), and each CPU's socket.
+/// `cycles` or `task-clock`), each CPU's socket, and the cgroups the last
+/// snapshot's activity had (shared by the next while the same).
 #[derive(Debug)]
 pub(super) struct Weight<'a> {
     pub label: &'static str,
     pub sockets: &'a mut Sockets,
+    pub last: &'a mut Arc<[Weighed]>,
 }
 
 /// Of `groups`, the first that counts the event labelled `weight`, and the
@@ -32,14 +36,4 @@ pub(super) fn weighed(groups: &[Arc<GroupSpec>], weight: &str) -> Option<(usize,
         let at = spec.events.iter().position(|e| &*e.label == weight)?;
         Some((n, at))
     })
-}
-
-/// What `entry` did on each socket, as the snapshot shows it.
-pub(super) fn sample(entry: &Entry, sockets: Arc<[(u32, f64)]>) -> CgroupActivity {
-    CgroupActivity {
-        cgroup: entry.path.clone(),
-        labels: entry.labels().clone(),
-        start_time: entry.created,
-        sockets,
-    }
 }

@@ -2,6 +2,7 @@
 //! next: their keys, and the series themselves while nothing that names
 //! them changes.
 
+use crate::host::SocketSums;
 use crate::ids::GroupId;
 use crate::plan::{GroupSpec, SampledSpec};
 use crate::snapshot::{CounterSample, GroupTimeSample, Labels, SeriesKey};
@@ -22,7 +23,7 @@ pub(super) struct Shown {
     pub weight: Option<&'static str>,
     /// What it did on each socket, summed of that event's totals; `None`
     /// where none of its groups counts it.
-    pub activity: Option<Arc<[(u32, f64)]>>,
+    pub activity: Option<SocketSums>,
 }
 
 /// What names every series of a counted cgroup.

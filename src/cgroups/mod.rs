@@ -24,11 +24,12 @@ use crate::cri::Names;
 use crate::discovery::Discovery;
 use crate::host::Sockets;
 use crate::plan::Plan;
-use crate::snapshot::{ErrorReason, Errors, Operation, SkipReason, Snapshot};
+use crate::snapshot::{ErrorReason, Errors, Operation, SkipReason, Snapshot, Weighed};
 use crate::target::Target;
 use activity::Weight;
 use counting::Counting;
 use series::AllSeries;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The cgroups counted, what finds them, and what names them.
@@ -39,6 +40,9 @@ pub struct Cgroups<B> {
     names: Option<Names>,
     /// Each CPU's socket, which the cgroups' energy weights are summed by.
     sockets: Sockets,
+    /// The cgroups of the last snapshot's activity: the next one shares
+    /// the list while they stay the same.
+    weighed: Arc<[Weighed]>,
 }
 
 /// Without the backend, which need not say what it holds.
@@ -62,6 +66,7 @@ impl<B: Backend> Cgroups<B> {
             counting: Counting::new(backend, None, Vec::new()),
             names,
             sockets: Sockets::new(std::path::Path::new(crate::host::CPU_ROOT)),
+            weighed: Arc::from([]),
         }
     }
 
@@ -141,6 +146,7 @@ impl<B: Backend + Send> Target for Cgroups<B> {
             weight.map(|label| Weight {
                 label,
                 sockets: &mut self.sockets,
+                last: &mut self.weighed,
             }),
             now,
         );

@@ -5,11 +5,10 @@ use super::activity::{self, Weight};
 use super::counting::Entry;
 use super::keys::{CgroupNames, GroupKeys, Shown};
 use crate::events::{SYSCALL_LABEL, syscall_name};
+use crate::host::SocketSums;
 use crate::ids::GroupId;
 use crate::plan::{GroupSpec, SampledSpec};
-use crate::snapshot::{
-    CgroupActivity, CounterSample, GroupTimeSample, MetricSample, Parts, SeriesKey,
-};
+use crate::snapshot::{Activity, CounterSample, GroupTimeSample, MetricSample, Parts, SeriesKey};
 use crate::totals::{Counts, GroupTimes, GroupTotals, SampledKey, Totals, exported_total};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,7 +22,7 @@ pub(super) struct AllSeries {
     pub events_lost: Parts<CounterSample>,
     pub metrics: Vec<MetricSample>,
     /// What each entry that counts the weight event did on each socket.
-    pub activity: Vec<CgroupActivity>,
+    pub activity: Activity,
 }
 
 /// The series of one cgroup being made; reused from one cgroup to the
@@ -61,8 +60,9 @@ impl AllSeries {
             group_times: Parts::with_capacity(entries.len()),
             events_lost: Parts::default(),
             metrics: Vec::new(),
-            activity: Vec::with_capacity(if label.is_some() { entries.len() } else { 0 }),
+            activity: Activity::default(),
         };
+        let mut activity = weight.as_ref().map(|w| Activity::after(w.last));
         let mut making = Making::default();
         for entry in entries.values_mut() {
             let shown = match entry.shown.take() {
@@ -79,10 +79,14 @@ impl AllSeries {
             all.group_times.push_part(shown.group_times.clone());
             all.events_lost.push_part(shown.events_lost.clone());
             all.push_metrics(entry, &shown.counters, now);
-            if let Some(sockets) = &shown.activity {
-                all.activity.push(activity::sample(entry, sockets.clone()));
+            if let (Some(activity), Some(sockets)) = (&mut activity, &shown.activity) {
+                activity.push(&entry.path, entry.labels(), entry.created, sockets);
             }
             entry.shown = Some(shown);
+        }
+        if let (Some(activity), Some(weight)) = (activity, weight) {
+            all.activity = activity.finish();
+            weight.last.clone_from(all.activity.cgroups());
         }
         all
     }
@@ -126,7 +130,7 @@ impl Making {
             .and_then(|w| activity::weighed(&entry.wanted().groups, w.label));
         // A cgroup none of whose groups counts the weight shows no
         // activity; one that does and has no totals yet, none on any socket.
-        let mut sockets = weighed.map(|_| Arc::from([]));
+        let mut sockets = weighed.map(|_| SocketSums::new());
         let mut keys = std::mem::take(&mut entry.keys);
         keys.check_labels(entry.labels());
         let names = CgroupNames {
@@ -146,13 +150,11 @@ impl Making {
             if let Some(at) = at
                 && let Some(event) = spec.events.get(at)
                 && let Some(weight) = weight.as_mut()
+                && let Some(sums) = sockets.as_mut()
             {
-                let value = |&(cpu, t): &(u32, &GroupTotals)| {
-                    (cpu, t.value_at(at, &event.label, event.clock))
-                };
-                let (sum, summed) = weight.sockets.weigh(parts.iter().map(value), event.clock);
+                let value = |t: &&GroupTotals| t.value_at(at, &event.label, event.clock);
+                let sum = weight.sockets.weigh(parts, value, event.clock, sums);
                 total = Some((at, sum));
-                sockets = Some(summed);
             }
             if per_cpu {
                 for part in parts.chunks(1) {

@@ -13,7 +13,7 @@ use crate::host::Sockets;
 use crate::ids::{CgroupSlot, GroupId};
 use crate::perf::GroupRead;
 use crate::plan::{GroupSpec, Plan};
-use crate::snapshot::{CounterSample, SkipReason};
+use crate::snapshot::{CounterSample, SkipReason, Weighed};
 use crate::totals::{Baseline, GroupKey, Handle, Totals, exported_total};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -781,13 +781,16 @@ fn two_sockets() -> tempfile::TempDir {
 /// Each counted cgroup's activity per socket, as the snapshot shows it
 /// (summed where its series are made, or kept from the last snapshot),
 /// checked bit for bit against a sum of every total per CPU made anew.
+/// `last` is the last snapshot's list of cgroups: shared by this one when
+/// the cgroups are the same.
 fn activity(
     h: &mut Harness,
     weight: &'static str,
     per_cpu: bool,
-    sockets: &mut Sockets,
+    (sockets, last): (&mut Sockets, &mut Arc<[Weighed]>),
     fresh: &mut Sockets,
 ) -> BTreeMap<String, Vec<(u32, f64)>> {
+    let before = last.clone();
     let series = AllSeries::of(
         &mut h.counting.entries,
         &mut h.counting.totals,
@@ -795,13 +798,30 @@ fn activity(
         Some(Weight {
             label: weight,
             sockets,
+            last,
         }),
         Instant::now(),
     );
+    // The same: the very paths and labels the entries share (a reload
+    // may give an entry new ones), and the same starts.
+    let same = |a: &Weighed, b: &Weighed| {
+        Arc::ptr_eq(&a.cgroup, &b.cgroup)
+            && Arc::ptr_eq(&a.labels, &b.labels)
+            && a.start_time == b.start_time
+    };
+    let cgroups = series.activity.cgroups();
+    assert_eq!(
+        Arc::ptr_eq(cgroups, &before),
+        !before.is_empty()
+            && cgroups.len() == before.len()
+            && cgroups.iter().zip(before.iter()).all(|(a, b)| same(a, b)),
+        "the list of cgroups is shared exactly when they are the same"
+    );
+    assert!(Arc::ptr_eq(cgroups, last), "kept for the next snapshot");
     let shown: BTreeMap<String, Vec<(u32, f64)>> = series
         .activity
         .iter()
-        .map(|a| (a.cgroup.to_string(), a.sockets.to_vec()))
+        .map(|(a, sockets)| (a.cgroup.to_string(), sockets.to_vec()))
         .collect();
     let mut full = BTreeMap::new();
     for entry in h.counting.entries.values() {
@@ -849,6 +869,7 @@ fn activity_kept_between_snapshots_is_what_the_totals_sum_to() {
     for per_cpu in [false, true] {
         let mut sockets = Sockets::new(root.path());
         let mut fresh = Sockets::new(root.path());
+        let mut last: Arc<[Weighed]> = Arc::from([]);
         let mut h = Harness::new(0, &[("/a", 1), ("/b1", 2), ("/b2", 3)]);
         h.online = vec![0, 1, 2, 3];
         h.counting.cpus_changed(&CpuChanges {
@@ -857,7 +878,7 @@ fn activity_kept_between_snapshots_is_what_the_totals_sum_to() {
         });
         let mut check = |h: &mut Harness, weight| {
             h.counting.read();
-            activity(h, weight, per_cpu, &mut sockets, &mut fresh)
+            activity(h, weight, per_cpu, (&mut sockets, &mut last), &mut fresh)
         };
         let w = "context-switches";
         for (path, cpu, n) in [("/a", 0, 3), ("/a", 2, 5), ("/b1", 1, 2), ("/b2", 3, 4)] {

@@ -25,7 +25,7 @@ use crate::config::IdlePolicy;
 use crate::events::CorePmus;
 use crate::host::Sockets;
 use crate::plan::EnergyPlan;
-use crate::snapshot::{EnergySample, EnergyScope, HostEnergy, Snapshot};
+use crate::snapshot::{CgroupEnergy, EnergyScope, HostEnergy, Snapshot};
 use cycles::SystemCount;
 use ledger::Ledger;
 use meter::{Busy, Channel, Meter, Over};
@@ -298,24 +298,16 @@ impl Account {
             let rebase = std::mem::replace(&mut self.rebase, false);
             self.attribute(pending, rebase);
         }
-        snapshot.energy.reserve(activity.len() * shown_scopes.len());
-        for (i, totals) in self.ledger.totals() {
+        let scopes = shown_scopes.iter().map(|(_, scope)| *scope).collect();
+        let mut energy = CgroupEnergy::new(self.ledger.cgroups().clone(), weight, scopes);
+        for i in 0..self.ledger.cgroups().len() {
             // None before its first share.
-            if totals.is_empty() {
-                continue;
-            }
-            let a = &activity[i];
-            for (at, scope) in &shown_scopes {
-                snapshot.energy.push(EnergySample {
-                    cgroup: a.cgroup.clone(),
-                    labels: a.labels.clone(),
-                    scope: *scope,
-                    weight,
-                    joules: totals.get(*at).copied().unwrap_or(0) as f64 / 1e6,
-                    start_time: a.start_time,
-                });
+            if let Some(joules) = self.ledger.joules(i) {
+                let on = |at: &usize| joules.get(*at).copied().unwrap_or(0) as f64 / 1e6;
+                energy.push(i, shown_scopes.iter().map(|(at, _)| on(at)));
             }
         }
+        snapshot.energy = energy;
         snapshot.process_energy = self.processes.show(&shown_scopes, weight);
         snapshot.host_energy = shown_scopes
             .iter()

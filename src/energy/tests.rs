@@ -6,7 +6,7 @@
 
 use super::*;
 use crate::config::{EnergyDef, MeterChoice, ModelScope, PowerModel};
-use crate::snapshot::{CgroupActivity, ProcessSample};
+use crate::snapshot::{CgroupActivity, ProcessSample, Weighed};
 use meter::Channel;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -60,9 +60,11 @@ fn account() -> Account {
 /// A cgroup's totals per socket (socket 0: the meter's).
 fn activity(cgroup: &str, start: u64, sockets: &[(u32, f64)]) -> CgroupActivity {
     CgroupActivity {
-        cgroup: cgroup.into(),
-        labels: Arc::from(Vec::new()),
-        start_time: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(start),
+        of: Weighed {
+            cgroup: cgroup.into(),
+            labels: Arc::from(Vec::new()),
+            start_time: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(start),
+        },
         sockets: sockets.into(),
     }
 }
@@ -96,11 +98,16 @@ fn shown(
         counted: counted.map(|c| c.iter().copied().collect()),
     });
     let mut snap = Snapshot::empty();
-    snap.activity = activity;
+    snap.activity = activity.into_iter().collect();
     snap.processes = processes;
     snap.activity_weight = account.plan.weight.unwrap_or("");
     account.show(&mut snap);
     snap
+}
+
+/// The joules of the `n`-th series of `energy`.
+fn joules_of(energy: &CgroupEnergy, n: usize) -> f64 {
+    energy.iter().nth(n).expect("a series that far").joules
 }
 
 fn whole(joules: f64) -> u64 {
@@ -294,7 +301,7 @@ fn process_series_see_the_cgroups_rate_without_adding_to_the_meter() {
             ],
             Some(&[(0, Some(8.0)), (1, Some(0.0))]),
         );
-        let b = whole(snap.energy[1].joules);
+        let b = whole(joules_of(&snap.energy, 1));
         let of = |name: &str| {
             snap.process_energy
                 .iter()
@@ -421,13 +428,16 @@ fn idle_is_at_most_the_meter() {
         counted: None,
     });
     let mut snap = Snapshot::empty();
-    snap.activity = vec![activity("/a", 1, &[(0, 1.0)])];
+    snap.activity = vec![activity("/a", 1, &[(0, 1.0)])].into_iter().collect();
     snap.activity_weight = "cycles";
     account.show(&mut snap);
     let host = &snap.host_energy[0];
     assert_eq!(whole(host.idle_joules), METER);
     assert_eq!(whole(host.meter_joules), METER);
-    assert_eq!(whole(snap.energy[0].joules) + whole(host.system_joules), 0);
+    assert_eq!(
+        whole(joules_of(&snap.energy, 0)) + whole(host.system_joules),
+        0
+    );
 }
 
 /// A meter of `source` on socket 0's `pkg`.
@@ -478,7 +488,7 @@ fn a_meter_that_goes_and_comes_back_resumes_its_series() {
     assert_eq!(model, 2 * METER);
     account.take_meter(Err("no meter".into()));
     let mut snap = Snapshot::empty();
-    snap.activity = a();
+    snap.activity = a().into_iter().collect();
     account.show(&mut snap);
     assert!(snap.energy.is_empty() && snap.host_energy.is_empty());
     account.take_meter(Source::boxed("powercap"));
@@ -489,7 +499,7 @@ fn a_meter_that_goes_and_comes_back_resumes_its_series() {
     let back = one(&mut account, 4.0);
     assert_eq!(back.host_energy[0].scope.source, "model");
     assert_eq!(whole(back.host_energy[0].meter_joules), 3 * METER);
-    assert!(back.energy[0].joules >= before.energy[0].joules);
+    assert!(joules_of(&back.energy, 0) >= joules_of(&before.energy, 0));
 }
 
 /// A meter that reads the largest count there is, every interval: totals
@@ -505,7 +515,9 @@ fn an_absurd_meter_saturates_and_never_goes_back() {
             counted: Some([(0, Some(f64::INFINITY))].into()),
         });
         let mut snap = Snapshot::empty();
-        snap.activity = vec![activity("/a", 1, &[(0, f64::from(r))])];
+        snap.activity = vec![activity("/a", 1, &[(0, f64::from(r))])]
+            .into_iter()
+            .collect();
         snap.activity_weight = "cycles";
         account.show(&mut snap);
         let meter = account.host[account.current[0]][0];
@@ -564,14 +576,16 @@ fn psys_is_shared_by_every_cpus_activity_and_pkg_by_its_sockets() {
         snap.activity = vec![
             activity("/a", 1, &[(0, 1.0 * r)]),
             activity("/b", 1, &[(1, 3.0 * r)]),
-        ];
+        ]
+        .into_iter()
+        .collect();
         snap.activity_weight = "cycles";
         account.show(&mut snap);
         let got = |cgroup: &str, domain: &str, socket: u32| {
             snap.energy
                 .iter()
                 .find(|e| {
-                    &*e.cgroup == cgroup && e.scope.domain == domain && e.scope.socket == socket
+                    e.cgroup == cgroup && e.scope.domain == domain && e.scope.socket == socket
                 })
                 .map(|e| whole(e.joules))
         };

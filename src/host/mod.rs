@@ -13,7 +13,7 @@
 mod scope;
 
 use scope::of_cpumask;
-pub use scope::{CPU_ROOT, Sockets, of_cpumask as scope_of_cpumask, socket_of};
+pub use scope::{CPU_ROOT, SocketSums, Sockets, of_cpumask as scope_of_cpumask, socket_of};
 
 use crate::backend::budget::Fds;
 use crate::backend::reading::Reader;

@@ -8,7 +8,6 @@
 use crate::snapshot::Scope;
 use crate::totals::exported;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// Where the kernel describes each CPU.
 pub const CPU_ROOT: &str = "/sys/devices/system/cpu";
@@ -49,22 +48,22 @@ pub struct Sockets {
     slots: Vec<u32>,
     /// The sockets read so far, in the order they were first read.
     ids: Vec<u32>,
-    /// Every CPU below it was read: on one socket, a cgroup whose CPUs
-    /// are all below it is known to be on it without looking them up.
+    /// Every CPU below it was read: a cgroup's CPUs below it need no
+    /// look.
     dense: u32,
-    /// Reused by [`Sockets::weigh`]: a sum allocates only what it
-    /// returns.
-    sums: Vec<(u32, f64)>,
+    /// On two sockets or more: the values [`Sockets::weigh`] read last,
+    /// and where each socket's CPUs are among the CPUs it read them of.
+    values: Vec<f64>,
+    places: Places,
 }
+
+/// A weight summed per socket (socket, sum), in socket order: inline for up
+/// to two sockets (most machines), so that reading a cgroup's sums does
+/// not go to memory of its own.
+pub type SocketSums = smallvec::SmallVec<[(u32, f64); 2]>;
 
 /// The slot of a CPU whose topology was not read yet.
 const UNREAD: u32 = u32::MAX;
-
-/// How many sockets' sums [`Sockets::weigh`] folds in one pass over the
-/// values: one register each, and every value added to each (+0 to those
-/// of other sockets), so that no sum waits on another and none goes
-/// through memory.
-const LANES: usize = 4;
 
 impl Sockets {
     /// The sockets of the CPUs under `cpu_root`.
@@ -74,7 +73,8 @@ impl Sockets {
             slots: Vec::new(),
             ids: Vec::new(),
             dense: 0,
-            sums: Vec::new(),
+            values: Vec::new(),
+            places: Places::default(),
         }
     }
 
@@ -85,8 +85,6 @@ impl Sockets {
     }
 
     /// Where in `ids` the socket of `cpu` is: found by index once read.
-    /// Inlined where values are summed per socket, one CPU at a time.
-    #[inline]
     fn slot(&mut self, cpu: u32) -> u32 {
         match self.slots.get(cpu as usize) {
             Some(&slot) if slot != UNREAD => slot,
@@ -125,131 +123,127 @@ impl Sockets {
         slot
     }
 
-    /// One event's totals on each CPU of `per_cpu` (in CPU order; any
-    /// order sums right): their total as [`exported_sum`] gives it, and
-    /// the values as exported (seconds for `clock`) summed per socket, in
-    /// socket order, each folded from +0 in the order its CPUs come:
-    /// totals that never go back make sums that never go back, equal to
-    /// the sum of what is exported per CPU. Both in one pass over
-    /// `per_cpu`, which may read the totals as it goes, once the sockets
-    /// of its CPUs were read: on one socket a pass that does little more
-    /// than the total alone would, on up to [`LANES`] sockets a pass that
-    /// adds each value to each socket's sum; a pass more for every
-    /// [`LANES`] sockets more. Shared: a snapshot shows a cgroup's sums
-    /// again, unchanged, while its totals do not change.
+    /// One event's totals on the CPUs of `parts` (each CPU, and what
+    /// `value` reads of its part; in CPU order, though any order sums
+    /// right): their total as [`exported_sum`] gives it, and the values as
+    /// exported (seconds for `clock`) summed per socket into `sums`
+    /// (emptied first: the caller's room, kept from one interval to the
+    /// next, so that a cgroup's sums allocate nothing once it has been
+    /// seen), in socket order, each folded from +0 in the order its CPUs
+    /// come: totals that never go back make sums that never go back, equal
+    /// to the sum of what is exported per CPU.
+    ///
+    /// The values are read as they are summed, in one loop that does
+    /// little else, like the total alone: the totals of a cgroup's CPUs
+    /// are scattered in memory and mostly out of the cache, and a short
+    /// loop keeps many of those reads in flight while the sum waits on
+    /// each. On one socket the total is its sum (for a clock, each CPU's
+    /// seconds are folded beside it). On more, the values read are kept,
+    /// and each socket's sum is folded from them over the places of its
+    /// CPUs in the list, found once for the list and kept while the next
+    /// cgroups have the same CPUs (most have them all): the sockets' folds
+    /// wait on no memory and not on each other.
     ///
     /// [`exported_sum`]: crate::totals::exported_sum
-    pub fn weigh<I>(&mut self, per_cpu: I, clock: bool) -> (f64, Arc<[(u32, f64)]>)
-    where
-        I: IntoIterator<Item = (u32, f64), IntoIter: Clone>,
-    {
-        let per_cpu = per_cpu.into_iter();
-        let mut sums = std::mem::take(&mut self.sums);
-        sums.clear();
-        // One socket (most machines): its sum is the total, folded the same
-        // way (for a clock, of each CPU's seconds), where every CPU was
-        // read (so is on it): one pass, as the total alone would take.
-        let mut total = 0.0;
-        if let [id] = self.ids[..] {
-            let (mut seconds, mut cpus, mut last) = (0.0, 0usize, 0u32);
-            for (cpu, value) in per_cpu.clone() {
-                total += value;
-                if clock {
-                    seconds += exported(value, clock);
-                }
-                (cpus, last) = (cpus + 1, last.max(cpu));
-            }
-            let sum = if clock { seconds } else { total };
-            let slots = &self.slots;
-            let read = |(cpu, _): (u32, f64)| slots.get(cpu as usize).is_some_and(|&s| s != UNREAD);
-            match cpus {
-                0 => {}
-                _ if last < self.dense || per_cpu.clone().all(read) => sums.push((id, sum)),
-                _ => total = self.per_socket(per_cpu, clock, &mut sums),
-            }
-        } else {
-            total = self.per_socket(per_cpu, clock, &mut sums);
-        }
-        sums.sort_unstable_by_key(|(s, _)| *s);
-        let out = Arc::from(&sums[..]);
-        self.sums = sums;
-        (exported(total, clock), out)
-    }
-
-    /// The values of `per_cpu` summed per socket into `sums` as
-    /// [`Sockets::weigh`] gives them (not sorted), and their total.
-    fn per_socket(
+    pub fn weigh<T>(
         &mut self,
-        per_cpu: impl Iterator<Item = (u32, f64)> + Clone,
+        parts: &[(u32, T)],
+        value: impl Fn(&T) -> f64,
         clock: bool,
-        sums: &mut Vec<(u32, f64)>,
+        sums: &mut SocketSums,
     ) -> f64 {
-        let (mut first, mut total) = (0, None);
-        loop {
-            let folded = fold(&self.slots, per_cpu.clone(), first, clock);
-            if folded.seen & UNREAD_LANE != 0 {
-                for (cpu, _) in per_cpu.clone() {
-                    self.slot(cpu);
-                }
-                continue;
-            }
-            total.get_or_insert(folded.total);
-            let lanes = self.ids.iter().skip(first).zip(folded.lanes).enumerate();
-            let seen = lanes.filter(|(k, _)| folded.seen & (1 << k) != 0);
-            sums.extend(seen.map(|(_, (&id, sum))| (id, sum)));
-            first += LANES;
-            if first >= self.ids.len() {
-                return total.unwrap_or(0.0);
+        sums.clear();
+        // The sockets of CPUs not seen before.
+        for &(cpu, _) in parts {
+            if cpu >= self.dense {
+                self.slot(cpu);
             }
         }
-    }
-}
-
-/// One pass of [`Sockets::weigh`] over some CPUs' values.
-struct Folded {
-    /// Every value, folded from +0.
-    total: f64,
-    /// The values as exported of the CPUs on the sockets at places
-    /// `first` to `first + LANES` of `ids`, each folded from +0.
-    lanes: [f64; LANES],
-    /// A bit for each of `lanes` that had a CPU, one for a CPU on another
-    /// socket, and [`UNREAD_LANE`] for a CPU not read yet.
-    seen: u32,
-}
-
-/// [`Folded::seen`]'s bit for a CPU whose socket was not read yet.
-const UNREAD_LANE: u32 = 1 << (LANES + 1);
-
-/// The values of `per_cpu` folded (`slots` gives each CPU's socket),
-/// those of the sockets at places `first` to `first + LANES` apart. Every
-/// value is added to each of their sums, +0 to those of other sockets: a
-/// sum from +0 is never -0, and adding +0 leaves it as it is. The sums
-/// are apart so that each stays in a register and none waits on another.
-#[inline]
-fn fold(
-    slots: &[u32],
-    per_cpu: impl Iterator<Item = (u32, f64)>,
-    first: usize,
-    clock: bool,
-) -> Folded {
-    let (mut total, mut seen) = (0.0, 0u32);
-    let (mut a, mut b, mut c, mut d) = (0.0, 0.0, 0.0, 0.0);
-    for (cpu, value) in per_cpu {
-        total += value;
-        let slot = slots.get(cpu as usize).copied().unwrap_or(UNREAD);
-        let lane = match slot {
-            UNREAD => LANES + 1,
-            slot => (slot as usize).wrapping_sub(first).min(LANES),
+        let total = match self.ids[..] {
+            _ if parts.is_empty() => 0.0,
+            [id] if clock => {
+                let (mut total, mut seconds) = (0.0, 0.0);
+                for (_, t) in parts {
+                    let v = value(t);
+                    (total, seconds) = (total + v, seconds + exported(v, clock));
+                }
+                sums.push((id, seconds));
+                total
+            }
+            [id] => {
+                let total = parts.iter().fold(0.0, |sum, (_, t)| sum + value(t));
+                sums.push((id, total));
+                total
+            }
+            _ => {
+                let mut values = std::mem::take(&mut self.values);
+                values.resize(parts.len(), 0.0);
+                let read = values.iter_mut().zip(parts);
+                let total = read.fold(0.0, |sum, (kept, (_, t))| {
+                    *kept = value(t);
+                    sum + *kept
+                });
+                let cpus = parts.iter().map(|&(cpu, _)| cpu);
+                if !self.places.cpus.iter().copied().eq(cpus.clone()) {
+                    self.places = Places::of(cpus, &self.slots, &self.ids);
+                }
+                self.places.sum(&values, clock, sums);
+                self.values = values;
+                total
+            }
         };
-        seen |= 1 << lane;
-        let value = exported(value, clock);
-        let on = |k: usize| if lane == k { value } else { 0.0 };
-        (a, b, c, d) = (a + on(0), b + on(1), c + on(2), d + on(3));
+        exported(total, clock)
     }
-    Folded {
-        total,
-        lanes: [a, b, c, d],
-        seen,
+}
+
+/// Where each socket's CPUs are in a list of CPUs.
+#[derive(Debug, Default)]
+struct Places {
+    /// The list.
+    cpus: Vec<u32>,
+    /// Each socket of its CPUs (in socket order) and their places in it.
+    sockets: Vec<(u32, Vec<usize>)>,
+}
+
+impl Places {
+    /// Of `cpus`, each CPU's place among `ids` (the sockets) in `slots`.
+    fn of(cpus: impl Iterator<Item = u32>, slots: &[u32], ids: &[u32]) -> Self {
+        let mut places = Self::default();
+        for (at, cpu) in cpus.enumerate() {
+            places.cpus.push(cpu);
+            let slot = slots.get(cpu as usize).copied().unwrap_or(UNREAD);
+            let id = ids.get(slot as usize).copied().unwrap_or(0);
+            match places.sockets.binary_search_by_key(&id, |(s, _)| *s) {
+                Ok(i) => places.sockets[i].1.push(at),
+                Err(i) => places.sockets.insert(i, (id, vec![at])),
+            }
+        }
+        places
+    }
+
+    /// Into `sums`, each socket's sum of `values` (one per CPU of the
+    /// list) as exported, folded from +0 in the order of its CPUs. Two
+    /// sockets at a time, side by side: each sum waits on its own adds
+    /// only.
+    fn sum(&self, values: &[f64], clock: bool, sums: &mut SocketSums) {
+        let at = |place: &usize| exported(values.get(*place).copied().unwrap_or(0.0), clock);
+        for pair in self.sockets.chunks(2) {
+            let ([(a, these)], rest) = pair.split_at(1) else {
+                continue;
+            };
+            let those = rest.first().map_or(&[][..], |(_, p)| &p[..]);
+            let (mut x, mut y) = (0.0, 0.0);
+            for (p, q) in these.iter().zip(those) {
+                (x, y) = (x + at(p), y + at(q));
+            }
+            let n = these.len().min(those.len());
+            x = these[n..].iter().fold(x, |sum, p| sum + at(p));
+            y = those[n..].iter().fold(y, |sum, q| sum + at(q));
+            sums.push((*a, x));
+            if let Some((b, _)) = rest.first() {
+                sums.push((*b, y));
+            }
+        }
     }
 }
 
@@ -306,9 +300,11 @@ mod tests {
         sockets(|cpu| 1 - cpu % 2)
     }
 
-    /// `per_cpu` weighed: its total and its sums.
+    /// `per_cpu` weighed: its total and its sums (into room that held
+    /// other sums before).
     fn weigh(sockets: &mut Sockets, per_cpu: &[(u32, f64)], clock: bool) -> (f64, Vec<(u32, f64)>) {
-        let (total, sums) = sockets.weigh(per_cpu.iter().copied(), clock);
+        let mut sums = SocketSums::from_slice(&[(9, 9.0); 3]);
+        let total = sockets.weigh(per_cpu, |v| *v, clock, &mut sums);
         (total, sums.to_vec())
     }
 
@@ -364,7 +360,7 @@ mod tests {
         assert_eq!(bits(&sums), reference(root.path(), &per_cpu, true));
     }
 
-    /// More sockets than are summed in one pass: each its own.
+    /// Six sockets, CPUs spread over them in turn: each its own sum.
     #[test]
     fn six_sockets_sum_apart() {
         let root = sockets(|cpu| 5 - cpu % 6);

@@ -5,7 +5,8 @@ mod energy;
 mod reasons;
 
 pub use energy::{
-    CgroupActivity, EnergySample, EnergyScope, HostEnergy, ProcessEnergy, Unattributed,
+    Activity, ActivityBuilder, CgroupActivity, CgroupEnergy, EnergySample, EnergyScope, HostEnergy,
+    ProcessEnergy, Unattributed, Weighed,
 };
 pub use reasons::{
     ErrorReason, Errors, NotCountable, Operation, SkipReason, Support, nothing_countable,
@@ -461,13 +462,13 @@ pub struct Snapshot {
     /// Switches the kernel made without the tracepoint the bpf backend
     /// counts by, since cgperf started.
     pub bpf_unseen_switches: u64,
-    /// What each counted cgroup did on each CPU, for `energy:`; empty
+    /// What each counted cgroup did on each socket, for `energy:`; empty
     /// without.
-    pub activity: Vec<CgroupActivity>,
+    pub activity: Activity,
     /// The name of the event `activity` totals (`cycles`, `task-clock`).
     pub activity_weight: &'static str,
     /// Each counted cgroup's energy per socket and domain.
-    pub energy: Vec<EnergySample>,
+    pub energy: CgroupEnergy,
     /// Each `processes:` series' energy per socket and domain (a view of
     /// the cgroups' shares, not added to them).
     pub process_energy: Vec<ProcessEnergy>,
@@ -522,9 +523,9 @@ impl Snapshot {
             bpf_run_seconds: 0.0,
             bpf_runs: 0,
             bpf_unseen_switches: 0,
-            activity: Vec::new(),
+            activity: Activity::default(),
             activity_weight: "",
-            energy: Vec::new(),
+            energy: CgroupEnergy::default(),
             process_energy: Vec::new(),
             host_energy: Vec::new(),
         }

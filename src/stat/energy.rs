@@ -14,7 +14,7 @@ pub fn lines(snapshot: &Snapshot, cgroups: &[String]) -> Vec<Line> {
     let mut out = Vec::new();
     for cgroup in cgroups {
         let mut domains: Vec<(&str, &str, &str, f64)> = Vec::new();
-        for e in snapshot.energy.iter().filter(|e| &*e.cgroup == cgroup) {
+        for e in snapshot.energy.iter().filter(|e| e.cgroup == cgroup) {
             match domains.iter_mut().find(|d| d.0 == e.scope.domain) {
                 Some(d) => d.3 += e.joules,
                 None => domains.push((e.scope.domain, e.scope.source, e.weight, e.joules)),
@@ -56,33 +56,30 @@ pub fn lines(snapshot: &Snapshot, cgroups: &[String]) -> Vec<Line> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{EnergySample, EnergyScope, HostEnergy};
+    use crate::snapshot::{CgroupEnergy, EnergyScope, HostEnergy, Weighed};
     use std::sync::Arc;
     use std::time::SystemTime;
 
-    fn sample(cgroup: &str, socket: u32, domain: &'static str, joules: f64) -> EnergySample {
-        EnergySample {
-            cgroup: cgroup.into(),
-            labels: Arc::from(Vec::new()),
-            scope: EnergyScope {
-                socket,
-                domain,
-                source: "model",
-            },
-            weight: "task-clock",
-            joules,
-            start_time: SystemTime::UNIX_EPOCH,
+    fn pkg(socket: u32) -> EnergyScope {
+        EnergyScope {
+            socket,
+            domain: "pkg",
+            source: "model",
         }
     }
 
     #[test]
     fn a_cgroups_joules_are_summed_over_sockets_per_domain_with_the_source_named() {
         let mut snap = Snapshot::empty();
-        snap.energy = vec![
-            sample("/cmd", 0, "pkg", 1.25),
-            sample("/other", 0, "pkg", 9.0),
-            sample("/cmd", 1, "pkg", 0.5),
-        ];
+        let who = |cgroup: &str| Weighed {
+            cgroup: cgroup.into(),
+            labels: Arc::from(Vec::new()),
+            start_time: SystemTime::UNIX_EPOCH,
+        };
+        let cgroups = Arc::from([who("/cmd"), who("/other")]);
+        snap.energy = CgroupEnergy::new(cgroups, "task-clock", vec![pkg(0), pkg(1)]);
+        snap.energy.push(0, [1.25, 0.5]);
+        snap.energy.push(1, [9.0]);
         let got = lines(&snap, &["/cmd".into()]);
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].shown, Shown::Joules(1.75));

@@ -38,8 +38,8 @@ pub(super) fn series<V: Visitor>(snap: &Snapshot, v: &mut V) -> Result<(), V::Er
         &ENERGY,
         snap.energy.iter().map(|e| Point {
             labels: Labels::Energy {
-                cgroup: &e.cgroup,
-                extra: &e.labels,
+                cgroup: e.cgroup,
+                extra: e.labels,
                 scope: e.scope,
                 weight: e.weight,
             },
