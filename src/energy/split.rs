@@ -4,8 +4,6 @@
 //! counted cgroups, where a parent's share is its children's plus its own
 //! tasks'.
 
-use std::collections::HashMap;
-
 /// `total` shared among `weights` (negative or NaN weights count as 0):
 /// whole numbers summing to `total` exactly. All of it goes to the last
 /// weight when they sum to 0.
@@ -96,32 +94,50 @@ pub struct Tree {
 }
 
 impl Tree {
-    /// The tree of `paths` (relative to the cgroup2 root, `/` the root).
+    /// The tree of `paths` (relative to the cgroup2 root, `/` the root),
+    /// walked in path order (the order of an activity's cgroups; others
+    /// are sorted first). In that order a cgroup's ancestors come before
+    /// it, and every path between an ancestor and it starts with the
+    /// ancestor's: the paths that can still be an ancestor are a stack,
+    /// each a prefix of the next, and none is hashed. Where paths repeat,
+    /// the last is the parent of their children.
     pub fn of(paths: &[&str]) -> Self {
-        let index: HashMap<&str, usize> = paths.iter().enumerate().map(|(i, p)| (*p, i)).collect();
+        let mut order: Vec<usize> = (0..paths.len()).collect();
+        let sorted = paths.windows(2).all(|w| w[0] <= w[1]);
+        if !sorted {
+            order.sort_by_key(|i| paths[*i]);
+        }
         let mut top = Vec::new();
         let mut children = vec![Vec::new(); paths.len()];
-        for (i, path) in paths.iter().enumerate() {
-            let mut up = *path;
-            let parent = loop {
-                if up == "/" || up.is_empty() {
-                    break None;
-                }
-                up = match up.rfind('/') {
-                    Some(0) => "/",
-                    Some(at) => &up[..at],
-                    None => "",
-                };
-                if let Some(p) = index.get(up) {
-                    break Some(*p);
-                }
-            };
+        let mut stack: Vec<usize> = Vec::new();
+        for i in order {
+            let path = paths[i];
+            while stack.last().is_some_and(|s| !path.starts_with(paths[*s])) {
+                stack.pop();
+            }
+            let parent = stack.iter().rev().find(|s| is_ancestor(paths[**s], path));
             match parent {
-                Some(p) => children[p].push(i),
+                Some(p) => children[*p].push(i),
                 None => top.push(i),
             }
+            stack.push(i);
+        }
+        if !sorted {
+            // In the order of `paths`, as they were given.
+            top.sort_unstable();
+            children.iter_mut().for_each(|c| c.sort_unstable());
         }
         Self { top, children }
+    }
+}
+
+/// Whether the cgroup at `path` is below the one at `ancestor`.
+fn is_ancestor(ancestor: &str, path: &str) -> bool {
+    let below = path.len() > ancestor.len() && path.starts_with(ancestor);
+    match ancestor {
+        "" => false,
+        "/" => below,
+        _ => below && path.as_bytes().get(ancestor.len()) == Some(&b'/'),
     }
 }
 
@@ -218,6 +234,35 @@ mod tests {
         let rooted = Tree::of(&["/", "/x", "/x/y"]);
         assert_eq!(rooted.top, [0]);
         assert_eq!(rooted.children, [vec![1], vec![2], vec![]]);
+        // Paths that sort between a parent and its children ('-' and '.'
+        // sort before '/'), in path order: each child still finds it.
+        let paths = [
+            "/a", "/a-x", "/a-x/y", "/a.b", "/a/b", "/a/b-c/d", "/a/bc", "/ab/c",
+        ];
+        let tree = Tree::of(&paths);
+        assert_eq!(tree.top, [0, 1, 3, 7]);
+        assert_eq!(
+            tree.children[0],
+            [4, 5, 6],
+            "/a/b-c/d is below /a, not /a/b"
+        );
+        assert_eq!(tree.children[1], [2]);
+        assert!(tree.children[4].is_empty());
+        // Every path's parent is its nearest listed ancestor, whatever
+        // the order they come in.
+        let mut shuffled = paths;
+        shuffled.reverse();
+        let again = Tree::of(&shuffled);
+        let parent = |t: &Tree, i: usize| t.children.iter().position(|c| c.contains(&i));
+        let n = paths.len();
+        for i in 0..n {
+            assert_eq!(
+                parent(&again, n - 1 - i).map(|p| paths[n - 1 - p]),
+                parent(&tree, i).map(|p| paths[p]),
+                "{}",
+                paths[i]
+            );
+        }
     }
 
     /// Two top-level cgroups, one with two children and tasks of its own,
