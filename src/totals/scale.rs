@@ -274,16 +274,29 @@ impl GroupTotals {
 
     /// The total of the event labelled `label` (counting nanoseconds if
     /// `clock`), looked up at `position` first: where an event of a group
-    /// that never changed is. Inlined where it is called per CPU in a
-    /// sum, so that the sum stays in a register.
+    /// that never changed is, by the very label the group was made with.
+    /// Inlined where it is called per CPU in a sum, and the search for a
+    /// label elsewhere (or another string of it) kept out of line, so that
+    /// the sum stays in a register.
     #[inline]
     pub fn value_at(&self, position: usize, label: &Arc<str>, clock: bool) -> f64 {
-        // The same label is most often the same string: no need to read it.
-        let is = |c: &Column| {
-            c.live
-                && c.id.clock == clock
-                && (Arc::ptr_eq(&c.id.label, label) || c.id.label == *label)
-        };
+        match (self.columns.get(position), self.values.get(position)) {
+            (Some(c), Some(value))
+                if c.live && c.id.clock == clock && Arc::ptr_eq(&c.id.label, label) =>
+            {
+                *value
+            }
+            _ => self.value_found(position, label, clock),
+        }
+    }
+
+    /// [`GroupTotals::value_at`] where the event is not at `position` by
+    /// the very same label: there by another string of it, else at the
+    /// first live column of that label and clock.
+    #[cold]
+    #[inline(never)]
+    fn value_found(&self, position: usize, label: &Arc<str>, clock: bool) -> f64 {
+        let is = |c: &Column| c.live && c.id.clock == clock && *c.id.label == **label;
         let at = self
             .columns
             .get(position)
