@@ -32,6 +32,7 @@ use meter::{Busy, Channel, Meter, Over};
 use split::split;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 /// What [`Account::read`] read, for [`Account::show`].
 #[derive(Debug, Default)]
@@ -79,6 +80,8 @@ pub struct Account {
     host: Vec<[u64; 3]>,
     /// The `processes:` series' energy.
     processes: process::Views,
+    /// When this account began: its series count from 0 there.
+    since: SystemTime,
 }
 
 impl Account {
@@ -113,6 +116,7 @@ impl Account {
             current: Vec::new(),
             host: Vec::new(),
             processes: process::Views::default(),
+            since: SystemTime::now(),
         };
         account.take_meter(meter);
         account
@@ -299,7 +303,8 @@ impl Account {
             self.attribute(pending, rebase);
         }
         let scopes = shown_scopes.iter().map(|(_, scope)| *scope).collect();
-        let mut energy = CgroupEnergy::new(self.ledger.cgroups().clone(), weight, scopes);
+        let cgroups = self.ledger.cgroups().clone();
+        let mut energy = CgroupEnergy::new(cgroups, weight, scopes, self.since);
         for i in 0..self.ledger.cgroups().len() {
             // None before its first share.
             if let Some(joules) = self.ledger.joules(i) {
@@ -308,7 +313,7 @@ impl Account {
             }
         }
         snapshot.energy = energy;
-        snapshot.process_energy = self.processes.show(&shown_scopes, weight);
+        snapshot.process_energy = self.processes.show(&shown_scopes, weight, self.since);
         snapshot.host_energy = shown_scopes
             .iter()
             .map(|(at, scope)| {
@@ -318,6 +323,7 @@ impl Account {
                     meter_joules: meter as f64 / 1e6,
                     idle_joules: idle as f64 / 1e6,
                     system_joules: system as f64 / 1e6,
+                    since: self.since,
                 }
             })
             .collect();

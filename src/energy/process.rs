@@ -73,11 +73,13 @@ impl Views {
     }
 
     /// Every series' energy in each of `scopes` (where its totals are,
-    /// and which).
+    /// and which), each begun no earlier than `since` (when the account
+    /// that keeps these views began).
     pub fn show(
         &self,
         scopes: &[(usize, EnergyScope)],
         weight: &'static str,
+        since: SystemTime,
     ) -> Vec<ProcessEnergy> {
         let mut out = Vec::new();
         for (key, _) in &self.now {
@@ -94,7 +96,7 @@ impl Views {
                     scope: *scope,
                     weight,
                     joules: uj / 1e6,
-                    start_time: *start_time,
+                    start_time: (*start_time).max(since),
                 });
             }
         }

@@ -615,3 +615,52 @@ fn psys_is_shared_by_every_cpus_activity_and_pkg_by_its_sockets() {
         assert_eq!(meter, 8_000_000 * round);
     }
 }
+
+/// An account made anew (a reload that turns `energy:` off and on again)
+/// counts from 0: its series begin when it began, not when their cgroup
+/// or process did, so that no series is seen to go back; one that began
+/// after it keeps its own start.
+#[test]
+fn an_account_made_anew_begins_new_series() {
+    let later = SystemTime::now() + std::time::Duration::from_secs(3600);
+    let since_epoch = |t: SystemTime| {
+        t.duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    };
+    let mut starts = Vec::new();
+    for _ in 0..2 {
+        let mut account = account();
+        let mut snap = Snapshot::empty();
+        for round in 1..=2 {
+            let r = f64::from(round);
+            let mut fresh = activity("/fresh", 0, &[(0, r)]);
+            fresh.of.start_time = later;
+            snap = shown(
+                &mut account,
+                vec![activity("/old", 1, &[(0, r)]), fresh],
+                vec![process("p", "cycles", r)],
+                None,
+            );
+        }
+        let cgroups: Vec<SystemTime> = snap.energy.iter().map(|e| e.start_time).collect();
+        // In path order.
+        let [fresh, old] = cgroups[..] else {
+            panic!("two cgroups' series: {cgroups:?}")
+        };
+        assert_eq!(old, account.since, "a cgroup counted before the account");
+        assert_eq!(fresh, later, "a cgroup counted after it keeps its start");
+        assert!(
+            snap.process_energy
+                .iter()
+                .all(|p| p.start_time == account.since)
+        );
+        assert!(snap.host_energy.iter().all(|h| h.since == account.since));
+        assert!(since_epoch(old) > 1, "not the cgroup's own start");
+        starts.push(account.since);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert!(
+        starts[1] > starts[0],
+        "the second account's series are new ones"
+    );
+}

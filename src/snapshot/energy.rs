@@ -257,9 +257,12 @@ pub struct EnergyScope {
 /// first counted: a table of the cgroups of the activity it was shared by
 /// (their list shared with it) and their joules on each meter scope, so
 /// that showing 10,000 cgroups' energy writes numbers, not series.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CgroupEnergy {
     cgroups: Arc<[Weighed]>,
+    /// When the account that made these shares began: no series began
+    /// before it.
+    since: SystemTime,
     /// What the shares were weighed by: `cycles` or `task-clock`.
     weight: &'static str,
     /// Which meters, in the order of each row's joules.
@@ -288,11 +291,27 @@ pub struct EnergySample<'a> {
     pub start_time: SystemTime,
 }
 
+/// No cgroup's energy (a snapshot without `energy:`).
+impl Default for CgroupEnergy {
+    fn default() -> Self {
+        Self::new(Arc::from([]), "", Vec::new(), SystemTime::UNIX_EPOCH)
+    }
+}
+
 impl CgroupEnergy {
     /// No cgroup's energy yet, of `cgroups` on `scopes`, weighed by
-    /// `weight`.
-    pub fn new(cgroups: Arc<[Weighed]>, weight: &'static str, scopes: Vec<EnergyScope>) -> Self {
+    /// `weight`, shared by an account that began `since`: a cgroup
+    /// counted before its series began when the account did (an account
+    /// made anew, as when a reload turns `energy:` off and on again,
+    /// counts from 0: its series are new ones).
+    pub fn new(
+        cgroups: Arc<[Weighed]>,
+        weight: &'static str,
+        scopes: Vec<EnergyScope>,
+        since: SystemTime,
+    ) -> Self {
         Self {
+            since,
             rows: Vec::with_capacity(cgroups.len()),
             joules: Vec::with_capacity(cgroups.len() * scopes.len()),
             cgroups,
@@ -337,7 +356,7 @@ impl CgroupEnergy {
                     scope: *scope,
                     weight: self.weight,
                     joules: self.joules.get(row * width + s).copied().unwrap_or(0.0),
-                    start_time: who.start_time,
+                    start_time: who.start_time.max(self.since),
                 })
         })
     }
@@ -399,4 +418,7 @@ pub struct HostEnergy {
     pub idle_joules: f64,
     /// Its part of activity outside the counted cgroups, in Joules.
     pub system_joules: f64,
+    /// When the account that keeps these totals began (they count from
+    /// 0 there).
+    pub since: SystemTime,
 }

@@ -77,7 +77,8 @@ mod tests {
             start_time: SystemTime::UNIX_EPOCH,
         };
         let cgroups = Arc::from([who("/cmd"), who("/other")]);
-        snap.energy = CgroupEnergy::new(cgroups, "task-clock", vec![pkg(0), pkg(1)]);
+        let scopes = vec![pkg(0), pkg(1)];
+        snap.energy = CgroupEnergy::new(cgroups, "task-clock", scopes, SystemTime::UNIX_EPOCH);
         snap.energy.push(0, [1.25, 0.5]);
         snap.energy.push(1, [9.0]);
         let got = lines(&snap, &["/cmd".into()]);
@@ -105,6 +106,7 @@ mod tests {
             meter_joules: 1.0,
             idle_joules: 0.0,
             system_joules: 1.0,
+            since: SystemTime::UNIX_EPOCH,
         }];
         let got = lines(&snap, &["/cmd".into()]);
         assert!(got[0].note.contains("cycles or task-clock"), "{:?}", got[0]);

@@ -69,7 +69,7 @@ pub(super) fn series<V: Visitor>(snap: &Snapshot, v: &mut V) -> Result<(), V::Er
             share,
         },
         value,
-        start: None,
+        start: Some(h.since),
     };
     v.family(
         &METER,
