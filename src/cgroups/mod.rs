@@ -154,9 +154,14 @@ impl<B: Backend + Send> Target for Cgroups<B> {
         snapshot.group_times = series.group_times;
         snapshot.events_lost = series.events_lost;
         snapshot.metrics = series.metrics;
-        if let Some(weight) = weight {
-            snapshot.activity = series.activity;
-            snapshot.activity_weight = weight;
+        match weight {
+            Some(weight) => {
+                snapshot.activity = series.activity;
+                snapshot.activity_weight = weight;
+            }
+            // Without `energy:`, no list of cgroups kept for the next one.
+            None if !self.weighed.is_empty() => self.weighed = Arc::from([]),
+            None => {}
         }
         snapshot.skipped = counting.skipped.clone();
         snapshot.monitored_cgroups = counting.entries.len() as u64;

@@ -276,7 +276,7 @@ mod tests {
             std::fs::create_dir_all(&dir).expect("topology dir");
             std::fs::write(dir.join("physical_package_id"), format!("{}\n", cpu / 4))
                 .expect("socket file");
-            std::fs::write(dir.join("die_id"), format!("{}\n", (cpu / 2) % 2)).unwrap();
+            std::fs::write(dir.join("die_id"), format!("{}\n", (cpu / 2) % 2)).expect("die file");
         }
         root
     }
